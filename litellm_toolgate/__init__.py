@@ -1,0 +1,72 @@
+"""litellm-toolgate: streamed tool calls withheld until the wire, the JSON, the schema and
+your policy all agree.
+
+The core (``litellm_toolgate.core``) is sans-I/O and imports no litellm; the litellm edge
+(``litellm_toolgate.edge``) is imported lazily, so ``import litellm_toolgate.core`` works
+without litellm installed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .core import (
+    ArgumentsRejected,
+    CarrierMismatch,
+    DecisionRecord,
+    GateConfigError,
+    Interrupted,
+    LimitExceeded,
+    Limits,
+    Party,
+    PolicyDecision,
+    PolicyDenied,
+    QuarantineReason,
+    SchemaRejected,
+    StreamFault,
+    ToolCall,
+    ToolCallQuarantined,
+    ToolGateError,
+    WireNotObservable,
+)
+
+if TYPE_CHECKING:
+    from .edge.gate import ToolGate
+    from .edge.stream import AsyncGatedStream, GatedStream
+
+__version__ = "0.1.0"
+
+_EDGE = {"ToolGate": "gate", "GatedStream": "stream", "AsyncGatedStream": "stream"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EDGE:
+        import importlib
+
+        module = importlib.import_module(f".edge.{_EDGE[name]}", __name__)
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "ArgumentsRejected",
+    "AsyncGatedStream",
+    "CarrierMismatch",
+    "DecisionRecord",
+    "GateConfigError",
+    "GatedStream",
+    "Interrupted",
+    "LimitExceeded",
+    "Limits",
+    "Party",
+    "PolicyDecision",
+    "PolicyDenied",
+    "QuarantineReason",
+    "SchemaRejected",
+    "StreamFault",
+    "ToolCall",
+    "ToolCallQuarantined",
+    "ToolGate",
+    "ToolGateError",
+    "WireNotObservable",
+]

@@ -1,0 +1,498 @@
+"""One attempt: one HTTP response read from the wire, and the fate of every call it opens.
+
+Theory of operation. The edge hands this machine the raw bytes it sees on the wire
+(:meth:`ChatAttempt.receive_bytes`, then :meth:`receive_eof`), or a whole body for a
+non-streamed call. Bytes go through the SSE decoder, then the chat normalizer, and each event
+moves the stream's state (``state.STREAM_TABLE``) and feeds exactly one call's accumulator,
+keyed by (choice, tool index). Argument fragments stay opaque text until the stream is
+CLOSED, i.e. the upstream sent its own ``finish_reason``, then ``[DONE]``, then the body
+ended cleanly. ``[DONE]`` is required: every OpenAI-compatible server sends it, and a body
+that stops before it may have lost more than the usage chunk.
+
+Then :meth:`conclude` checks the finish reason against the calls, cross-checks what the
+carrier (litellm) assembled, and takes every call through parse and schema;
+:meth:`decide` records the policy's answer; :meth:`release` hands back the calls, and only
+calls that reached POLICY_APPROVED can be handed back. The first fault anywhere quarantines
+the whole attempt: its buffers are dropped, later input is refused, and every later call
+raises the same :class:`ToolCallQuarantined`. A retry is a new attempt, never more bytes
+appended to this one.
+
+The machine does no I/O and imports no litellm; time comes from an injected clock.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from hashlib import sha256
+from typing import Any
+
+from .chat import ChatNormalizer, WireFault
+from .errors import QuarantineReason, ToolCallQuarantined, quarantine
+from .events import (
+    ArgumentDelta,
+    CallStarted,
+    DoneMarker,
+    Finish,
+    Metadata,
+    ResponseStarted,
+    StreamError,
+    TextDelta,
+    Unknown,
+    WireEvent,
+)
+from .limits import Limits
+from .policy import PolicyDecision, ReleasedCall, ToolCall
+from .records import DecisionRecord, JsonStatus, PolicyStatus, SchemaStatus
+from .registry import ToolRegistry
+from .sse import SSEDecodeError, SSEDecoder
+from .state import (
+    CallInput,
+    CallState,
+    StreamInput,
+    StreamState,
+    next_call_state,
+    next_stream_state,
+)
+from .strictjson import ArgumentsError, parse_arguments
+
+R = QuarantineReason
+
+_INPUT: dict[type, StreamInput] = {
+    ResponseStarted: StreamInput.RESPONSE,
+    TextDelta: StreamInput.TEXT,
+    CallStarted: StreamInput.CALL,
+    ArgumentDelta: StreamInput.ARGUMENTS,
+    Finish: StreamInput.FINISH,
+    DoneMarker: StreamInput.DONE,
+    Metadata: StreamInput.METADATA,
+    StreamError: StreamInput.ERROR,
+    Unknown: StreamInput.UNKNOWN,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CarrierCall:
+    """A call as the carrier (litellm's chunks) assembled it, for the cross-check."""
+
+    call_id: str | None
+    name: str | None
+    arguments: str = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Carrier:
+    """What the carrier handed over for choice 0: its calls by tool index, its finish."""
+
+    calls: Mapping[int, CarrierCall]
+    finish_reason: str | None
+
+
+@dataclass(slots=True)
+class _Call:
+    index: int
+    call_id: str
+    name: str
+    opened_at: float
+    state: CallState = CallState.ITEM_OPEN
+    fragments: list[str] = field(default_factory=list)
+    nbytes: int = 0
+    last_event: str = "call_started"
+    stream_ms: float = 0.0
+    json_status: JsonStatus = "not_parsed"
+    trailing: bool | None = None
+    schema_status: SchemaStatus = "not_checked"
+    keyword: str | None = None
+    path: str | None = None
+    policy_status: PolicyStatus = "not_checked"
+    policy_reason: str | None = None
+    validation_ms: float = 0.0
+    policy_ms: float = 0.0
+    error: QuarantineReason | None = None
+    arguments: str | None = None
+    value: dict[str, Any] | None = None
+    digest: str | None = None
+
+    def move(self, event: CallInput) -> None:
+        self.state = next_call_state(self.state, event)
+
+
+class ChatAttempt:
+    """The gate's state for one chat-completions attempt. See the module docstring."""
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        limits: Limits | None = None,
+        *,
+        attempt_id: str | None = None,
+        run_id: str | None = None,
+        route: str = "",
+        tool_categories: Mapping[str, str] | None = None,
+        hmac_key: bytes | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.registry = registry
+        self.limits = limits or Limits()
+        self.attempt_id = attempt_id or f"att-{uuid.uuid4().hex}"
+        self.run_id = run_id or self.attempt_id
+        self.route = route
+        self._categories = dict(tool_categories or {})
+        self._hmac_key = hmac_key
+        self._clock = clock
+        self._decoder = SSEDecoder(max_event_bytes=self.limits.max_event_bytes)
+        self._normalizer = ChatNormalizer()
+        self._calls: dict[int, _Call] = {}
+        self._state = StreamState.RECEIVING
+        self._bound = False
+        self._fault: ToolCallQuarantined | None = None
+        self._reason: QuarantineReason | None = None
+        self._terminal = False
+        self._finish_reason: str | None = None
+        self._last_event = "none"
+        self.events = 0
+        self.unknown_events = 0
+        self.text_bytes = 0
+        self.argument_bytes = 0
+
+    # ---- introspection -------------------------------------------------------------------
+    @property
+    def state(self) -> StreamState:
+        return self._state
+
+    @property
+    def quarantined(self) -> ToolCallQuarantined | None:
+        return self._fault
+
+    @property
+    def observed(self) -> bool:
+        """Whether a response was bound to this attempt (the wire was seen at all)."""
+        return self._bound
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self._finish_reason
+
+    @property
+    def response_id(self) -> str | None:
+        return self._normalizer.response_id
+
+    @property
+    def bytes_seen(self) -> int:
+        return self._decoder.bytes_seen
+
+    @property
+    def open_calls(self) -> int:
+        return len(self._calls)
+
+    # ---- wire input ----------------------------------------------------------------------
+    def bind_response(self, *, content_type: str, streamed: bool) -> None:
+        """Attach the one successful HTTP response this attempt reads.
+
+        A second response is a retry spliced onto this attempt; a body that is not the
+        expected media type is a wire this adapter cannot read.
+        """
+        self._raise_if_faulted()
+        if self._bound:
+            raise self._quarantine(R.SPLICED_RESPONSE)
+        self._bound = True
+        media = content_type.split(";", 1)[0].strip().lower()
+        if media != ("text/event-stream" if streamed else "application/json"):
+            raise self._quarantine(R.UNSUPPORTED_WIRE)
+
+    def receive_bytes(self, data: bytes) -> list[WireEvent]:
+        """Feed raw wire bytes; returns the events they completed."""
+        self._raise_if_faulted()
+        reason: QuarantineReason | None = None
+        index: int | None = None
+        events: list[WireEvent] = []
+        try:
+            for message in self._decoder.feed(data):
+                self.events += 1
+                if self.events > self.limits.max_events:
+                    raise WireFault(R.TOO_MANY_EVENTS)
+                for event in self._normalizer.message(message):
+                    self._apply(event)
+                    events.append(event)
+        except (WireFault, SSEDecodeError) as fault:
+            reason, index = fault.reason, getattr(fault, "index", None)
+        if reason is not None:
+            raise self._quarantine(reason, index)
+        return events
+
+    def receive_eof(self) -> None:
+        """The body ended cleanly (the transport saw its end, not an error)."""
+        self._raise_if_faulted()
+        reason: QuarantineReason | None = None
+        try:
+            self._decoder.flush()
+        except SSEDecodeError as fault:
+            reason = fault.reason
+        if reason is not None:
+            raise self._quarantine(reason)
+        self._end_stream()
+
+    def receive_body(self, body: bytes) -> None:
+        """Feed a whole non-streamed response body; it is its own terminal."""
+        self._raise_if_faulted()
+        if len(body) > self.limits.max_body_bytes:
+            raise self._quarantine(R.BODY_TOO_LARGE)
+        reason: QuarantineReason | None = None
+        index: int | None = None
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            reason = R.INVALID_UTF8
+        if reason is None:
+            try:
+                for event in self._normalizer.body(text):
+                    self._apply(event)
+            except WireFault as fault:
+                reason, index = fault.reason, fault.index
+        if reason is not None:
+            raise self._quarantine(reason, index)
+        self._end_stream()
+
+    def interrupt(self, reason: QuarantineReason) -> ToolCallQuarantined | None:
+        """The stream stopped (disconnect, stall, cancellation) before the gate released.
+
+        Returns the attempt's quarantine (the first fault wins if there was one already), or
+        None when the calls were already released: a release is never taken back.
+        """
+        if self._fault is not None:
+            return self._fault
+        if self._state is StreamState.RELEASED:
+            return None
+        return self._quarantine(reason)
+
+    # ---- decision ------------------------------------------------------------------------
+    def conclude(self, carrier: Carrier | None = None) -> list[ToolCall]:
+        """Check the terminal, the carrier and every call's parse and schema.
+
+        Returns the calls awaiting the policy (in index order), or raises the quarantine.
+        ``carrier`` is what litellm assembled; it must equal the wire exactly.
+        """
+        self._raise_if_faulted()
+        if not self._bound:
+            raise self._quarantine(R.WIRE_NOT_OBSERVED)
+        if self._state is not StreamState.CLOSED:
+            self._end_stream()
+        has_calls = bool(self._calls)
+        if has_calls != (self._finish_reason == "tool_calls"):
+            raise self._quarantine(R.FINISH_REASON_MISMATCH)
+        if carrier is not None and not self._carrier_matches(carrier):
+            raise self._quarantine(R.CARRIER_MISMATCH)
+        first: _Call | None = None
+        for call in self._ordered():
+            call.move(CallInput.TERMINAL)
+            call.last_event = "terminal"
+            self._validate(call)
+            if call.error is not None and first is None:
+                first = call
+        if first is not None and first.error is not None:
+            raise self._quarantine(first.error, first.index)
+        return [
+            ToolCall(self.attempt_id, c.index, c.call_id, c.name, c.value or {})
+            for c in self._ordered()
+        ]
+
+    def decide(self, index: int, decision: PolicyDecision | None, elapsed: float = 0.0) -> None:
+        """Record the policy's answer for one call; None means the policy failed."""
+        self._raise_if_faulted()
+        call = self._calls[index]
+        call.policy_ms = elapsed * 1000
+        call.policy_reason = None if decision is None else _short(decision.reason)
+        if decision is None:
+            call.policy_status = "error"
+            raise self._quarantine(R.POLICY_ERROR, index)
+        if not decision.approved:
+            call.policy_status = "denied"
+            raise self._quarantine(R.POLICY_DENIED, index)
+        call.policy_status = "approved"
+        call.move(CallInput.APPROVED)
+
+    def release(self) -> list[ReleasedCall]:
+        """Hand back every call; each must be POLICY_APPROVED (the table refuses otherwise)."""
+        self._raise_if_faulted()
+        released: list[ReleasedCall] = []
+        for call in self._ordered():
+            call.move(CallInput.RELEASE)
+            assert call.arguments is not None and call.value is not None
+            released.append(
+                ReleasedCall(call.index, call.call_id, call.name, call.arguments, call.value)
+            )
+        self._state = self._stream_move(StreamInput.RELEASE)
+        return released
+
+    def records(self) -> list[DecisionRecord]:
+        """One sanitized record per call the wire opened, in index order."""
+        now = datetime.now(UTC)
+        released = self._state is StreamState.RELEASED
+        error = None if self._reason is None else self._reason.value
+        return [
+            DecisionRecord(
+                observed_at=now,
+                run_id=self.run_id,
+                attempt_id=self.attempt_id,
+                response_id=self.response_id,
+                item_id=f"{self.attempt_id}.0.{c.index}",
+                call_id=c.call_id,
+                model_route=self.route,
+                stream_event=c.last_event,
+                tool_name=self._categories.get(c.name, c.name) if c.name in self.registry else None,
+                buffer_bytes=c.nbytes,
+                terminal_seen=self._terminal,
+                json_status=c.json_status,
+                trailing_data=c.trailing,
+                schema_status=c.schema_status,
+                schema_keyword=c.keyword,
+                schema_path=c.path,
+                policy_status=c.policy_status,
+                policy_reason=c.policy_reason,
+                execution_state="released" if released else "quarantined",
+                error_class=(c.error.value if c.error else error),
+                stream_ms=round(c.stream_ms, 3),
+                validation_ms=round(c.validation_ms, 3),
+                policy_ms=round(c.policy_ms, 3),
+                content_hmac=c.digest,
+            )
+            for c in self._ordered()
+        ]
+
+    # ---- internals -----------------------------------------------------------------------
+    def _ordered(self) -> list[_Call]:
+        return [self._calls[i] for i in sorted(self._calls)]
+
+    def _raise_if_faulted(self) -> None:
+        if self._fault is not None:
+            raise self._fault
+
+    def _stream_move(self, event: StreamInput) -> StreamState:
+        outcome = next_stream_state(self._state, event)
+        if isinstance(outcome, QuarantineReason):
+            raise WireFault(outcome)
+        return outcome
+
+    def _end_stream(self) -> None:
+        reason: QuarantineReason | None = None
+        try:
+            self._state = self._stream_move(StreamInput.EOF)
+        except WireFault as fault:
+            reason = fault.reason
+        if reason is not None:
+            raise self._quarantine(reason)
+        self._terminal = True
+        ended_at = self._clock()
+        for call in self._calls.values():
+            call.stream_ms = (ended_at - call.opened_at) * 1000
+
+    def _apply(self, event: WireEvent) -> None:
+        self._state = self._stream_move(_INPUT[type(event)])
+        self._last_event = type(event).__name__
+        if isinstance(event, TextDelta):
+            self.text_bytes += len(event.text.encode("utf-8", "surrogatepass"))
+            if self.text_bytes > self.limits.max_text_bytes:
+                raise WireFault(R.TEXT_TOO_LARGE)
+        elif isinstance(event, CallStarted):
+            if len(self._calls) >= self.limits.max_calls:
+                raise WireFault(R.TOO_MANY_CALLS, event.index)
+            self._calls[event.index] = _Call(
+                event.index, event.call_id, event.name, self._clock()
+            )
+        elif isinstance(event, ArgumentDelta):
+            call = self._calls[event.index] if event.index in self._calls else None
+            if call is None:  # the normalizer opens every call first; defend anyway
+                raise WireFault(R.MISSING_CALL_IDENTITY, event.index)
+            size = len(event.fragment.encode("utf-8", "surrogatepass"))
+            call.nbytes += size
+            self.argument_bytes += size
+            if call.nbytes > self.limits.max_argument_bytes:
+                raise WireFault(R.ARGUMENTS_TOO_LARGE, event.index)
+            if self.argument_bytes > self.limits.max_total_argument_bytes:
+                raise WireFault(R.TOTAL_ARGUMENTS_TOO_LARGE, event.index)
+            call.move(CallInput.ARGUMENTS)
+            call.fragments.append(event.fragment)
+            call.last_event = "argument_delta"
+        elif isinstance(event, Finish):
+            self._finish_reason = event.finish_reason
+            for c in self._calls.values():
+                c.last_event = "finish"
+        elif isinstance(event, Unknown):
+            self.unknown_events += 1
+
+    def _validate(self, call: _Call) -> None:
+        started = self._clock()
+        text = "".join(call.fragments)
+        call.fragments = [text]
+        call.arguments = text
+        if self._hmac_key is not None:
+            call.digest = hmac.new(
+                self._hmac_key, text.encode("utf-8", "surrogatepass"), sha256
+            ).hexdigest()
+        reason: QuarantineReason | None = None
+        value: dict[str, Any] | None = None
+        try:
+            value = parse_arguments(text, max_depth=self.limits.max_json_depth)
+        except ArgumentsError as err:
+            reason = err.reason
+        if reason is not None or value is None:
+            call.json_status = "invalid"
+            call.trailing = reason is R.TRAILING_DATA
+            call.error = reason
+        else:
+            call.json_status, call.trailing = "valid", False
+            call.move(CallInput.PARSED)
+            spec = self.registry.get(call.name)
+            if spec is None:
+                call.schema_status, call.error = "unknown_tool", R.UNKNOWN_TOOL
+            else:
+                verdict = spec.validate(value)
+                if verdict is None:
+                    call.schema_status = "valid"
+                    call.value = value
+                    call.move(CallInput.SCHEMA_VALID)
+                else:
+                    call.schema_status, call.error = "invalid", R.SCHEMA_INVALID
+                    call.keyword, call.path = verdict.keyword, verdict.path
+        call.validation_ms = (self._clock() - started) * 1000
+
+    def _carrier_matches(self, carrier: Carrier) -> bool:
+        if carrier.finish_reason != self._finish_reason or set(carrier.calls) != set(self._calls):
+            return False
+        for index, theirs in carrier.calls.items():
+            ours = self._calls[index]
+            if (theirs.call_id, theirs.name) != (ours.call_id, ours.name):
+                return False
+            if theirs.arguments != "".join(ours.fragments):
+                return False
+        return True
+
+    def _quarantine(
+        self, reason: QuarantineReason, index: int | None = None
+    ) -> ToolCallQuarantined:
+        """Enter QUARANTINED: drop every buffer, mark every call, build the one exception."""
+        if self._fault is not None:
+            return self._fault
+        now = self._clock()
+        for call in self._calls.values():
+            if call.state is not CallState.QUARANTINED:
+                if call.stream_ms == 0.0:
+                    call.stream_ms = (now - call.opened_at) * 1000
+                call.state = CallState.QUARANTINED
+            call.fragments = []
+            call.arguments = None
+            call.value = None
+        if index is not None and index in self._calls and self._calls[index].error is None:
+            self._calls[index].error = reason
+        self._state = StreamState.QUARANTINED
+        self._reason = reason
+        self._fault = quarantine(reason, self.attempt_id, self.records(), call_index=index)
+        return self._fault
+
+
+def _short(reason: str | None) -> str | None:
+    return None if reason is None else reason[:200]

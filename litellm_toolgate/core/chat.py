@@ -1,0 +1,176 @@
+"""Chat-completions wire → the gate's event vocabulary.
+
+Input is one decoded SSE message (or, for ``stream=False``, one whole response body); output
+is a list of :mod:`events`. This module checks what the *shape* of the chat protocol
+guarantees and litellm does not:
+
+* ``data: [DONE]`` is the end-of-stream marker; any other data must be a JSON object.
+* An object with an ``error`` member, or an SSE ``event: error``, is an in-stream error.
+* Only choice 0 is served (``n > 1`` is refused): another index is a fault.
+* ``delta.refusal`` with text and the legacy ``delta.function_call`` are faults: neither can
+  be gated as a tool call, and passing them through would hand the caller an ungated action.
+* Tool-call fragments: ``index`` must be a non-negative integer; the first fragment of an
+  index must carry a non-empty ``id`` and ``function.name`` (pinned from then on). A later
+  fragment may repeat them identically, or leave them out (absent, null or ""); a different
+  value, or an ``id`` already pinned to another index, is an identity conflict. Names are
+  never concatenated. ``type``, when given, must be ``function``.
+
+Faults are raised as :class:`WireFault`, which carries a reason and never the message text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import QuarantineReason
+from .events import (
+    ArgumentDelta,
+    CallStarted,
+    DoneMarker,
+    Finish,
+    Metadata,
+    ResponseStarted,
+    StreamError,
+    TextDelta,
+    Unknown,
+    WireEvent,
+)
+from .sse import SSEMessage
+
+R = QuarantineReason
+
+
+class WireFault(Exception):
+    """A protocol fault found while normalizing; carries only a reason and a tool index."""
+
+    def __init__(self, reason: QuarantineReason, index: int | None = None) -> None:
+        super().__init__(reason.value)
+        self.reason = reason
+        self.index = index
+
+
+def _load_object(data: str) -> dict[str, Any]:
+    failed = False
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        failed = True
+    # Raised outside the handler: a JSONDecodeError's ``doc`` is the raw line.
+    if failed or not isinstance(value, dict):
+        raise WireFault(R.MALFORMED_EVENT)
+    return value
+
+
+class ChatNormalizer:
+    """Normalizes one chat-completions response; keeps the pinned call identities."""
+
+    def __init__(self) -> None:
+        self._identity: dict[int, tuple[str, str]] = {}
+        self._ids: dict[str, int] = {}
+        self._response_id: str | None = None
+
+    @property
+    def response_id(self) -> str | None:
+        return self._response_id
+
+    def message(self, message: SSEMessage) -> list[WireEvent]:
+        """Normalize one SSE message of a streamed response."""
+        if message.event not in ("", "message"):
+            if message.event == "error":
+                return [StreamError("event")]
+            return [Unknown(message.event[:64])]
+        if message.data == "[DONE]":
+            return [DoneMarker()]
+        return self.chunk(_load_object(message.data), streamed=True)
+
+    def body(self, data: str) -> list[WireEvent]:
+        """Normalize a whole non-streamed response body (``stream=False``)."""
+        events = self.chunk(_load_object(data), streamed=False)
+        return [*events, DoneMarker()]
+
+    def chunk(self, obj: Mapping[str, Any], *, streamed: bool) -> list[WireEvent]:
+        if "error" in obj and obj["error"] is not None:
+            error = obj["error"]
+            kind = error.get("type") if isinstance(error, dict) else None
+            return [StreamError(kind[:64] if isinstance(kind, str) else "error")]
+        events: list[WireEvent] = []
+        response_id = obj.get("id")
+        if isinstance(response_id, str) and response_id and self._response_id is None:
+            self._response_id = response_id
+            events.append(ResponseStarted(response_id))
+        choices = obj.get("choices", [])
+        if not isinstance(choices, list):
+            raise WireFault(R.MALFORMED_EVENT)
+        for choice in choices:
+            events.extend(self._choice(choice, streamed))
+        if not any(not isinstance(e, ResponseStarted) for e in events):
+            events.append(Metadata())
+        return events
+
+    def _choice(self, choice: object, streamed: bool) -> list[WireEvent]:
+        if not isinstance(choice, dict):
+            raise WireFault(R.MALFORMED_EVENT)
+        index = choice.get("index", 0)
+        if index != 0 or isinstance(index, bool):
+            raise WireFault(R.UNEXPECTED_CHOICE)
+        delta = choice.get("delta" if streamed else "message") or {}
+        if not isinstance(delta, dict):
+            raise WireFault(R.MALFORMED_EVENT)
+        if delta.get("refusal"):
+            raise WireFault(R.REFUSAL)
+        if delta.get("function_call") is not None:
+            raise WireFault(R.LEGACY_FUNCTION_CALL)
+        events: list[WireEvent] = []
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            events.append(TextDelta(0, content))
+        elif content is not None and not isinstance(content, str):
+            raise WireFault(R.MALFORMED_EVENT)
+        tool_calls = delta.get("tool_calls")
+        if tool_calls is not None:
+            if not isinstance(tool_calls, list):
+                raise WireFault(R.MALFORMED_EVENT)
+            for position, fragment in enumerate(tool_calls):
+                events.extend(self._fragment(fragment, None if streamed else position))
+        finish_reason = choice.get("finish_reason")
+        if isinstance(finish_reason, str) and finish_reason:
+            events.append(Finish(0, finish_reason))
+        elif finish_reason is not None:
+            raise WireFault(R.MALFORMED_EVENT)
+        return events
+
+    def _fragment(self, fragment: object, position: int | None) -> list[WireEvent]:
+        if not isinstance(fragment, dict):
+            raise WireFault(R.MALFORMED_EVENT)
+        # A whole body lists its calls without ``index``: the list position is the index.
+        index = fragment.get("index", position)
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            raise WireFault(R.INVALID_CALL_INDEX)
+        kind = fragment.get("type")
+        if kind is not None and kind != "function":
+            raise WireFault(R.UNSUPPORTED_TOOL_TYPE, index)
+        function = fragment.get("function") or {}
+        if not isinstance(function, dict):
+            raise WireFault(R.MALFORMED_EVENT, index)
+        call_id = fragment.get("id")
+        name = function.get("name")
+        arguments = function.get("arguments")
+        if not all(v is None or isinstance(v, str) for v in (call_id, name, arguments)):
+            raise WireFault(R.MALFORMED_EVENT, index)
+        events: list[WireEvent] = []
+        pinned = self._identity.get(index)
+        if pinned is None:
+            if not call_id or not name:
+                raise WireFault(R.MISSING_CALL_IDENTITY, index)
+            if call_id in self._ids:
+                raise WireFault(R.IDENTITY_CONFLICT, index)
+            self._identity[index] = (call_id, name)
+            self._ids[call_id] = index
+            events.append(CallStarted(0, index, call_id, name))
+        elif (call_id and call_id != pinned[0]) or (name and name != pinned[1]):
+            raise WireFault(R.IDENTITY_CONFLICT, index)
+        if arguments:
+            events.append(ArgumentDelta(0, index, arguments))
+        return events

@@ -1,0 +1,253 @@
+"""Every error the gate raises, and the reasons a stream is quarantined.
+
+The tree::
+
+    ToolGateError                       base of everything raised here
+    ├── GateConfigError (ValueError)    the caller's set-up is wrong (tools, limits, options)
+    ├── WireNotObservable               the gate cannot see the raw wire of this call
+    └── ToolCallQuarantined             an attempt was quarantined; nothing was released
+        ├── StreamFault                 the upstream broke the protocol (remote)
+        ├── Interrupted                 the stream stopped: disconnect, stall, cancellation
+        ├── ArgumentsRejected           the arguments are not exactly one strict JSON object
+        ├── SchemaRejected              unknown tool, or the value fails the tool's schema
+        ├── PolicyDenied                the policy said no (or failed)
+        ├── LimitExceeded               a configured limit was reached (local)
+        └── CarrierMismatch             litellm's chunks disagree with the wire
+
+Each quarantine carries a :class:`QuarantineReason` that code can branch on, the opaque
+attempt id and the sanitized per-call decision records. None of them ever holds argument
+text: messages are built from ids, counts and reason codes only, and the core raises them
+outside ``except`` blocks so that no decoder error (whose ``doc`` is the raw text) ends up
+in ``__cause__`` or ``__context__``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .records import DecisionRecord
+
+
+class Party(enum.Enum):
+    """Who misbehaved: the upstream (remote) or this side (local: caller, policy, limits)."""
+
+    REMOTE = "remote"
+    LOCAL = "local"
+
+
+class QuarantineReason(enum.Enum):
+    """Why an attempt was quarantined. The value is the stable string used in records."""
+
+    # The wire itself.
+    INVALID_UTF8 = "invalid_utf8"
+    MALFORMED_EVENT = "malformed_event"
+    ERROR_EVENT = "error_event"
+    MISSING_FINISH = "missing_finish"
+    MISSING_DONE = "missing_done"
+    EVENT_AFTER_TERMINAL = "event_after_terminal"
+    FINISH_REASON_MISMATCH = "finish_reason_mismatch"
+    UNEXPECTED_CHOICE = "unexpected_choice"
+    REFUSAL = "refusal"
+    LEGACY_FUNCTION_CALL = "legacy_function_call"
+    INVALID_CALL_INDEX = "invalid_call_index"
+    MISSING_CALL_IDENTITY = "missing_call_identity"
+    IDENTITY_CONFLICT = "identity_conflict"
+    UNSUPPORTED_TOOL_TYPE = "unsupported_tool_type"
+    SPLICED_RESPONSE = "spliced_response"
+    UNSUPPORTED_WIRE = "unsupported_wire"
+    WIRE_NOT_OBSERVED = "wire_not_observed"
+    # The stream stopped.
+    DISCONNECTED = "disconnected"
+    STALLED = "stalled"
+    CANCELLED = "cancelled"
+    # One call's arguments.
+    INVALID_JSON = "invalid_json"
+    TRAILING_DATA = "trailing_data"
+    NOT_AN_OBJECT = "not_an_object"
+    DUPLICATE_KEY = "duplicate_key"
+    NUMBER_OUT_OF_RANGE = "number_out_of_range"
+    INVALID_STRING = "invalid_string"
+    DEPTH_EXCEEDED = "depth_exceeded"
+    # Registry and schema.
+    UNKNOWN_TOOL = "unknown_tool"
+    SCHEMA_INVALID = "schema_invalid"
+    # Policy.
+    POLICY_DENIED = "policy_denied"
+    POLICY_ERROR = "policy_error"
+    # Limits.
+    TOO_MANY_CALLS = "too_many_calls"
+    ARGUMENTS_TOO_LARGE = "arguments_too_large"
+    TOTAL_ARGUMENTS_TOO_LARGE = "total_arguments_too_large"
+    TOO_MANY_EVENTS = "too_many_events"
+    EVENT_TOO_LARGE = "event_too_large"
+    TEXT_TOO_LARGE = "text_too_large"
+    BODY_TOO_LARGE = "body_too_large"
+    # The carrier (litellm's chunks) against the wire.
+    CARRIER_MISMATCH = "carrier_mismatch"
+
+    @property
+    def family(self) -> type[ToolCallQuarantined]:
+        """The exception class raised for this reason."""
+        return _FAMILY[self]
+
+    @property
+    def party(self) -> Party:
+        """Who is at fault for this reason."""
+        return Party.LOCAL if self in _LOCAL else Party.REMOTE
+
+
+class ToolGateError(Exception):
+    """Base of every error this library raises."""
+
+
+class GateConfigError(ToolGateError, ValueError):
+    """The gate was configured wrongly: a bad tool schema, limit or option."""
+
+
+class WireNotObservable(ToolGateError):
+    """The gate cannot observe the raw wire of this call, so it refuses to gate it blind."""
+
+
+class ToolCallQuarantined(ToolGateError):
+    """An attempt was quarantined: no tool call of it was released.
+
+    ``reason`` is the first fault seen; ``records`` holds one sanitized decision record per
+    tool call the wire opened (possibly none). ``status_code`` lets an HTTP layer (the
+    proxy) turn it into a response status.
+    """
+
+    status_code = 422
+
+    def __init__(
+        self,
+        reason: QuarantineReason,
+        attempt_id: str,
+        records: Sequence[DecisionRecord] = (),
+        *,
+        call_index: int | None = None,
+    ) -> None:
+        self.reason = reason
+        self.attempt_id = attempt_id
+        self.records = tuple(records)
+        self.call_index = call_index
+        where = "" if call_index is None else f", tool index {call_index}"
+        super().__init__(
+            f"attempt {attempt_id} quarantined: {reason.value} ({reason.party.value}{where}); "
+            f"{len(self.records)} tool call(s) withheld, none released"
+        )
+
+    @property
+    def party(self) -> Party:
+        return self.reason.party
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(reason={self.reason.value!r}, "
+            f"attempt_id={self.attempt_id!r}, records={len(self.records)})"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (
+            _rebuild,
+            (self.reason, self.attempt_id, self.records, self.call_index),
+        )
+
+
+def _rebuild(
+    reason: QuarantineReason,
+    attempt_id: str,
+    records: Sequence[DecisionRecord],
+    call_index: int | None,
+) -> ToolCallQuarantined:
+    return quarantine(reason, attempt_id, records, call_index=call_index)
+
+
+class StreamFault(ToolCallQuarantined):
+    """The upstream broke the streaming protocol."""
+
+    status_code = 502
+
+
+class Interrupted(ToolCallQuarantined):
+    """The stream stopped before its terminal: a disconnect, a stall or a cancellation."""
+
+    status_code = 504
+
+
+class ArgumentsRejected(ToolCallQuarantined):
+    """A call's arguments are not exactly one strict JSON object."""
+
+
+class SchemaRejected(ToolCallQuarantined):
+    """A call names an unregistered tool, or its arguments fail the tool's schema."""
+
+
+class PolicyDenied(ToolCallQuarantined):
+    """The policy denied a call, or failed while deciding."""
+
+    status_code = 403
+
+
+class LimitExceeded(ToolCallQuarantined):
+    """A configured limit was reached while streaming."""
+
+    status_code = 413
+
+
+class CarrierMismatch(ToolCallQuarantined):
+    """litellm's assembled tool calls differ from what the wire carried."""
+
+    status_code = 502
+
+
+def quarantine(
+    reason: QuarantineReason,
+    attempt_id: str,
+    records: Sequence[DecisionRecord] = (),
+    *,
+    call_index: int | None = None,
+) -> ToolCallQuarantined:
+    """Build the exception of the right family for ``reason``."""
+    return reason.family(reason, attempt_id, records, call_index=call_index)
+
+
+R = QuarantineReason
+_FAMILY: dict[QuarantineReason, type[ToolCallQuarantined]] = {
+    **{
+        r: StreamFault
+        for r in (
+            R.INVALID_UTF8, R.MALFORMED_EVENT, R.ERROR_EVENT, R.MISSING_FINISH, R.MISSING_DONE,
+            R.EVENT_AFTER_TERMINAL, R.FINISH_REASON_MISMATCH, R.UNEXPECTED_CHOICE, R.REFUSAL,
+            R.LEGACY_FUNCTION_CALL, R.INVALID_CALL_INDEX, R.MISSING_CALL_IDENTITY,
+            R.IDENTITY_CONFLICT, R.UNSUPPORTED_TOOL_TYPE, R.SPLICED_RESPONSE,
+            R.UNSUPPORTED_WIRE, R.WIRE_NOT_OBSERVED,
+        )
+    },
+    **{r: Interrupted for r in (R.DISCONNECTED, R.STALLED, R.CANCELLED)},
+    **{
+        r: ArgumentsRejected
+        for r in (
+            R.INVALID_JSON, R.TRAILING_DATA, R.NOT_AN_OBJECT, R.DUPLICATE_KEY,
+            R.NUMBER_OUT_OF_RANGE, R.INVALID_STRING, R.DEPTH_EXCEEDED,
+        )
+    },
+    **{r: SchemaRejected for r in (R.UNKNOWN_TOOL, R.SCHEMA_INVALID)},
+    **{r: PolicyDenied for r in (R.POLICY_DENIED, R.POLICY_ERROR)},
+    **{
+        r: LimitExceeded
+        for r in (
+            R.TOO_MANY_CALLS, R.ARGUMENTS_TOO_LARGE, R.TOTAL_ARGUMENTS_TOO_LARGE,
+            R.TOO_MANY_EVENTS, R.EVENT_TOO_LARGE, R.TEXT_TOO_LARGE, R.BODY_TOO_LARGE,
+        )
+    },
+    R.CARRIER_MISMATCH: CarrierMismatch,
+}
+_LOCAL = frozenset(
+    {R.CANCELLED, R.POLICY_DENIED, R.POLICY_ERROR, R.WIRE_NOT_OBSERVED}
+    | {r for r, fam in _FAMILY.items() if fam is LimitExceeded}
+)
+assert set(_FAMILY) == set(QuarantineReason), "every reason needs a family"
+del R

@@ -1,0 +1,248 @@
+"""Incremental Server-Sent Events decoder: bytes in, :class:`SSEMessage` out.
+
+Theory of operation
+-------------------
+The decoder follows the WHATWG HTML "event stream interpretation" rules. It does no I/O:
+the caller hands it whatever bytes arrived (any split at all, down to one byte at a time)
+with :meth:`SSEDecoder.feed`, gets back the messages those bytes completed, and calls
+:meth:`SSEDecoder.flush` once the stream has ended.
+
+Each chunk goes through three stages, each of them done on the whole chunk by C-level str
+methods rather than by a Python loop over characters:
+
+1. *UTF-8.* A strict incremental decoder turns bytes into text. It keeps an incomplete
+   sequence at the end of a chunk until the next one, so splits inside a character are
+   harmless, and it rejects anything that is not UTF-8. One leading U+FEFF is dropped.
+2. *Lines.* CRLF and lone CR are rewritten to LF, then the text is split on LF. The last
+   piece has no terminator yet and is kept for the next chunk. A CR as the last character
+   of a chunk already ends its line (a CR always does); we only remember to drop an LF
+   that starts the next chunk, so that the pair is not read as two line ends.
+3. *Fields.* Each complete line is a blank line (dispatch), a comment (``:`` first), or
+   ``name:value``. Only ``event``, ``data`` and ``id`` matter here; ``retry`` and unknown
+   fields are ignored, as the spec allows a client to do.
+
+Deviations from a browser's ``EventSource``, on purpose: the event type is reported as
+``""`` when none was given (not ``"message"``), and ``id`` is the id seen *in this message*
+(``None`` when there was none) rather than the sticky last-event-id, because the gate
+judges each message on its own.
+
+Faults. Invalid UTF-8 (anywhere, including a sequence cut off by the end of the stream)
+and a line or message larger than ``max_event_bytes`` raise :class:`SSEDecodeError`. The
+error carries only a :class:`QuarantineReason`: stream text may be tool arguments, so it
+must never reach messages, logs or tracebacks. That is also why the decoder never raises
+inside an ``except`` block: a ``UnicodeDecodeError`` holds the raw bytes and would
+otherwise ride along as ``__context__``. After a fault the decoder is broken for good.
+"""
+
+from __future__ import annotations
+
+import codecs
+from dataclasses import dataclass
+from typing import NoReturn
+
+from .errors import GateConfigError, QuarantineReason, ToolGateError
+
+__all__ = ["SSEDecodeError", "SSEDecoder", "SSEMessage"]
+
+_BOM = "\ufeff"
+
+
+@dataclass(frozen=True, slots=True)
+class SSEMessage:
+    """One dispatched event."""
+
+    event: str
+    """The ``event`` field; ``""`` when none was given (the default "message" type)."""
+    data: str
+    """The ``data`` lines joined with LF."""
+    id: str | None
+    """The last ``id`` field of this message, or ``None`` if it had none."""
+
+
+class SSEDecodeError(ToolGateError):
+    """The event stream is broken. Holds only a reason, never any stream text."""
+
+    def __init__(self, reason: QuarantineReason) -> None:
+        self.reason = reason
+        super().__init__(reason.value)
+
+    def __repr__(self) -> str:
+        return f"SSEDecodeError({self.reason.value!r})"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (SSEDecodeError, (self.reason,))
+
+
+def _nbytes(text: str) -> int:
+    # UTF-8 size of decoded text. isascii() is O(1) in CPython, so the common case is free;
+    # otherwise re-encode (C speed) rather than guess, so the limit means what it says.
+    return len(text) if text.isascii() else len(text.encode())
+
+
+class SSEDecoder:
+    """Turns an event stream, fed in arbitrary pieces, into :class:`SSEMessage` objects.
+
+    ``max_event_bytes`` bounds the memory one message can pin: the UTF-8 bytes of the line
+    under assembly plus the data already collected for the current message (one LF counted
+    per data line). Exceeding it raises ``SSEDecodeError(EVENT_TOO_LARGE)``. The check is
+    made on every line, complete or not, so the outcome does not depend on how the stream
+    was split.
+    """
+
+    __slots__ = (
+        "_bytes_seen", "_closed", "_comments", "_data", "_data_bytes", "_error", "_event",
+        "_id", "_max", "_partial", "_partial_bytes", "_skip_lf", "_started", "_utf8",
+    )
+
+    def __init__(self, *, max_event_bytes: int) -> None:
+        if max_event_bytes <= 0:
+            raise GateConfigError("max_event_bytes must be positive")
+        self._max = max_event_bytes
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("strict")
+        self._started = False  # has any text been decoded yet (the BOM is only at the start)
+        self._skip_lf = False  # the last chunk ended in CR: an LF next is the same line end
+        self._partial: list[str] = []  # pieces of the unterminated line, joined only once
+        self._partial_bytes = 0
+        self._event = ""
+        self._data: list[str] = []  # data values; joined with LF at dispatch
+        self._data_bytes = 0
+        self._id: str | None = None
+        self._comments = 0
+        self._bytes_seen = 0
+        self._error: QuarantineReason | None = None
+        self._closed = False
+
+    @property
+    def pending(self) -> bool:
+        """True while a partial line (or partial character) or undispatched data is held."""
+        return bool(self._partial or self._data or self._utf8.getstate()[0])
+
+    @property
+    def comments(self) -> int:
+        """Comment lines seen so far."""
+        return self._comments
+
+    @property
+    def bytes_seen(self) -> int:
+        """Bytes fed so far."""
+        return self._bytes_seen
+
+    def _fail(self, reason: QuarantineReason) -> NoReturn:
+        self._error = reason
+        raise SSEDecodeError(reason)
+
+    def feed(self, data: bytes) -> list[SSEMessage]:
+        """Consume the next piece of the stream; return the messages it completed."""
+        if self._error is not None:
+            self._fail(self._error)
+        if self._closed:
+            raise RuntimeError("feed() after flush()")
+        self._bytes_seen += len(data)
+        try:
+            text: str | None = self._utf8.decode(data, False)
+        except UnicodeDecodeError:
+            text = None  # raised below, outside the handler, so the raw bytes are not chained
+        if text is None:
+            self._fail(QuarantineReason.INVALID_UTF8)
+        if not text:  # empty chunk, or only part of a character
+            return []
+        if not self._started:
+            self._started = True
+            if text[0] == _BOM:
+                text = text[1:]
+        if self._skip_lf and text[:1] == "\n":
+            text = text[1:]
+        if "\r" in text:
+            self._skip_lf = text[-1] == "\r"
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        else:
+            self._skip_lf = False
+        lines = text.split("\n")
+        rest = lines.pop()
+        out: list[SSEMessage] = []
+        if lines:
+            if self._partial:
+                self._partial.append(lines[0])
+                lines[0] = "".join(self._partial)
+                self._partial = []
+            self._process(lines, out)
+            self._partial_bytes = 0
+        if rest:
+            partial = self._partial
+            partial.append(rest)
+            self._partial_bytes += _nbytes(rest)
+            # Keep piece lengths strictly decreasing: a line dribbled in tiny reads is then
+            # held in O(log n) strings (each byte copied O(log n) times), not one object of
+            # ~50 bytes overhead per read, which would dwarf the byte limit.
+            while len(partial) > 1 and len(partial[-1]) >= len(partial[-2]):
+                last = partial.pop()
+                partial[-1] += last
+        if self._partial_bytes + self._data_bytes > self._max:
+            self._fail(QuarantineReason.EVENT_TOO_LARGE)
+        return out
+
+    def _process(self, lines: list[str], out: list[SSEMessage]) -> None:
+        # The hot loop: one pass per line, state kept in locals and written back at the end
+        # (on a fault nothing is written back, but a broken decoder is never read again).
+        limit = self._max
+        event = self._event
+        data = self._data
+        data_bytes = self._data_bytes
+        last_id = self._id
+        comments = self._comments
+        for line in lines:
+            size = len(line) if line.isascii() else len(line.encode())
+            if size + data_bytes > limit:
+                self._fail(QuarantineReason.EVENT_TOO_LARGE)
+            if not line:
+                if data:
+                    out.append(SSEMessage(event, "\n".join(data), last_id))
+                    data = []
+                event = ""
+                last_id = None
+                data_bytes = 0
+            elif line[0] == ":":
+                comments += 1
+            else:
+                name, _, value = line.partition(":")
+                if value[:1] == " ":
+                    value = value[1:]
+                if name == "data":
+                    data.append(value)
+                    # The prefix cut off ("data:" and maybe a space) is ASCII, so the
+                    # value's UTF-8 size follows from the line's without re-encoding.
+                    data_bytes += size - len(line) + len(value) + 1
+                elif name == "event":
+                    event = value
+                elif name == "id" and "\0" not in value:
+                    last_id = value
+        self._event = event
+        self._data = data
+        self._data_bytes = data_bytes
+        self._id = last_id
+        self._comments = comments
+
+    def flush(self) -> list[SSEMessage]:
+        """Signal the end of the stream.
+
+        Per the spec a message without its closing blank line is discarded, so this returns
+        ``[]``; afterwards :attr:`pending` tells whether something was discarded. A byte
+        sequence cut off mid-character raises ``SSEDecodeError(INVALID_UTF8)``. Calling it
+        again is harmless; feeding after it is a programming error.
+        """
+        if self._error is not None:
+            self._fail(self._error)
+        if self._closed:
+            return []
+        self._closed = True
+        # A trailing lone CR already ended its line in feed(); only the UTF-8 tail is left.
+        # Strict UTF-8 can leave only an incomplete prefix behind, which final=True rejects,
+        # so a successful call produces no text.
+        failed = False
+        try:
+            self._utf8.decode(b"", True)
+        except UnicodeDecodeError:
+            failed = True
+        if failed:
+            self._fail(QuarantineReason.INVALID_UTF8)
+        return []

@@ -1,0 +1,1 @@
+"""The litellm edge: httpx transport, gated streams, ToolGate. Thin around the core."""

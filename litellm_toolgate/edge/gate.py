@@ -1,0 +1,253 @@
+"""``ToolGate``: litellm's calls, gated.
+
+``gate.completion(**kwargs)`` and ``await gate.acompletion(**kwargs)`` take exactly litellm's
+arguments. The gate adds one thing, a ``client=`` whose transport shows it the raw wire
+(wrapping the transport of the client the caller passed, if any), and returns litellm's
+result gated: a :class:`GatedStream` for ``stream=True``, the checked response otherwise.
+Every call gets a fresh attempt; nothing carries over from one call to the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import httpx
+import litellm
+from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, HTTPHandler
+
+from ..core.attempt import Carrier, CarrierCall, ChatAttempt
+from ..core.errors import ToolCallQuarantined, WireNotObservable
+from ..core.limits import Limits
+from ..core.policy import Policy
+from ..core.registry import ToolRegistry
+from .logs import emit_records
+from .stream import AsyncGatedStream, GatedStream, _async_policy, _sync_policy
+from .transport import AsyncTapTransport, TapTransport, WireTap
+
+_HOW = (
+    "the gate must see the raw wire of a call to gate it: make the call through "
+    "gate.completion(...) / gate.acompletion(...), or pass client=gate.http_client() "
+    "(async: gate.async_http_client()) to litellm and then gate.guard(stream, client)"
+)
+
+
+class TappedHTTPHandler(HTTPHandler):  # type: ignore[misc]
+    """litellm's sync handler whose transport feeds one attempt."""
+
+    tap: WireTap
+
+
+class TappedAsyncHTTPHandler(AsyncHTTPHandler):  # type: ignore[misc]
+    """litellm's async handler whose transport feeds one attempt."""
+
+    tap: WireTap
+
+
+class ToolGate:
+    """Withholds tool calls until terminal, strict parse, schema and policy all pass.
+
+    ``tools``: the registry (chat or Responses tool shapes); when None, each request's own
+    ``tools`` are the registry. ``policy``: sync or async callable run on every validated
+    call. ``tool_categories`` maps sensitive tool names to the category logged instead.
+    ``hmac_key`` enables a keyed content digest in the records.
+    """
+
+    def __init__(
+        self,
+        tools: Iterable[Mapping[str, Any]] | None = None,
+        *,
+        policy: Policy | None = None,
+        limits: Limits | None = None,
+        tool_categories: Mapping[str, str] | None = None,
+        hmac_key: bytes | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        self.registry = None if tools is None else ToolRegistry.from_tools(tools)
+        self.policy = policy
+        self.limits = limits or Limits()
+        self.tool_categories = dict(tool_categories or {})
+        self.hmac_key = hmac_key
+        self.run_id = run_id
+        self._sync_transport: httpx.HTTPTransport | None = None
+        self._async_transports: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, httpx.AsyncHTTPTransport
+        ] = weakref.WeakKeyDictionary()
+
+    def __repr__(self) -> str:
+        tools = "request tools" if self.registry is None else f"{len(self.registry)} tools"
+        return f"ToolGate({tools}, policy={'yes' if self.policy else 'none'})"
+
+    # ---- attempts and clients --------------------------------------------------------------
+    def new_attempt(self, *, tools: Any = None, model: str = "") -> ChatAttempt:
+        registry = self.registry
+        if registry is None:
+            registry = ToolRegistry.from_tools(tools or [])
+        return ChatAttempt(
+            registry,
+            self.limits,
+            run_id=self.run_id,
+            route=model,
+            tool_categories=self.tool_categories,
+            hmac_key=self.hmac_key,
+        )
+
+    def http_client(
+        self, *, stream: bool = True, tools: Any = None, model: str = "", client: Any = None
+    ) -> TappedHTTPHandler:
+        """A litellm sync client whose wire this gate observes (one call per client)."""
+        if client is None:
+            if self._sync_transport is None:
+                self._sync_transport = httpx.HTTPTransport()
+            inner: httpx.BaseTransport = self._sync_transport
+        elif isinstance(client, HTTPHandler) and isinstance(client.client, httpx.Client):
+            inner = client.client._transport
+        else:
+            raise WireNotObservable(f"cannot observe a client of type {type(client).__name__}; "
+                                    "pass a litellm HTTPHandler or no client")
+        tap = WireTap(self.new_attempt(tools=tools, model=model), streamed=stream)
+        handler = TappedHTTPHandler(
+            client=httpx.Client(transport=TapTransport(inner, tap, owns_inner=False))
+        )
+        handler.tap = tap
+        return handler
+
+    def async_http_client(
+        self, *, stream: bool = True, tools: Any = None, model: str = "", client: Any = None
+    ) -> TappedAsyncHTTPHandler:
+        """A litellm async client whose wire this gate observes (one call per client)."""
+        if client is None:
+            loop = asyncio.get_running_loop()
+            inner = self._async_transports.get(loop)
+            if inner is None:
+                inner = self._async_transports[loop] = httpx.AsyncHTTPTransport()
+            base: httpx.AsyncBaseTransport = inner
+        elif isinstance(client, AsyncHTTPHandler) and isinstance(client.client, httpx.AsyncClient):
+            base = client.client._transport
+        else:
+            raise WireNotObservable(f"cannot observe a client of type {type(client).__name__}; "
+                                    "pass a litellm AsyncHTTPHandler or no client")
+        tap = WireTap(self.new_attempt(tools=tools, model=model), streamed=stream)
+        handler = TappedAsyncHTTPHandler(
+            transport=AsyncTapTransport(base, tap, owns_inner=False)
+        )
+        handler.tap = tap
+        return handler
+
+    def _client_for(self, kwargs: dict[str, Any], *, asynchronous: bool) -> Any:
+        make = self.async_http_client if asynchronous else self.http_client
+        return make(
+            stream=bool(kwargs.get("stream")),
+            tools=kwargs.get("tools"),
+            model=str(kwargs.get("model", "")),
+            client=kwargs.get("client"),
+        )
+
+    # ---- litellm's calls, gated ------------------------------------------------------------
+    def completion(self, **kwargs: Any) -> Any:
+        """``litellm.completion`` with every tool call gated."""
+        handler = self._client_for(kwargs, asynchronous=False)
+        kwargs["client"] = handler
+        if kwargs.get("stream"):
+            return GatedStream(litellm.completion(**kwargs), handler.tap, self.policy)
+        failed = False
+        try:
+            response = litellm.completion(**kwargs)
+        except Exception:
+            if not handler.tap.faulted:
+                raise
+            failed = True
+        if failed:
+            self._raise_quarantine(handler.tap.attempt)
+        calls = self._conclude_response(handler.tap.attempt, response)
+        run = _sync_policy(self.policy)
+        for call in calls:
+            started = time.monotonic()
+            self._decide(handler.tap.attempt, call.index, run(call), started)
+        return self._release_response(handler.tap.attempt, response)
+
+    async def acompletion(self, **kwargs: Any) -> Any:
+        """``litellm.acompletion`` with every tool call gated."""
+        handler = self._client_for(kwargs, asynchronous=True)
+        kwargs["client"] = handler
+        if kwargs.get("stream"):
+            wrapper = await litellm.acompletion(**kwargs)
+            return AsyncGatedStream(wrapper, handler.tap, self.policy)
+        failed = False
+        try:
+            response = await litellm.acompletion(**kwargs)
+        except Exception:
+            if not handler.tap.faulted:
+                raise
+            failed = True
+        if failed:
+            self._raise_quarantine(handler.tap.attempt)
+        calls = self._conclude_response(handler.tap.attempt, response)
+        for call in calls:
+            started = time.monotonic()
+            decision = await _async_policy(self.policy, call)
+            self._decide(handler.tap.attempt, call.index, decision, started)
+        return self._release_response(handler.tap.attempt, response)
+
+    def guard(self, stream: Any, client: Any = None) -> GatedStream | AsyncGatedStream:
+        """Gate a stream made elsewhere, if this gate observed its wire; else refuse at once."""
+        if isinstance(stream, (GatedStream, AsyncGatedStream)):
+            return stream
+        tap = getattr(client, "tap", None)
+        if not isinstance(tap, WireTap) or not tap.streamed or tap.attempt.bytes_seen and (
+            getattr(stream, "chunks", None)
+        ):
+            raise WireNotObservable(_HOW)
+        if isinstance(client, TappedAsyncHTTPHandler):
+            return AsyncGatedStream(stream, tap, self.policy)
+        return GatedStream(stream, tap, self.policy)
+
+    # ---- non-streamed responses ------------------------------------------------------------
+    @staticmethod
+    def _raise_quarantine(attempt: ChatAttempt) -> None:
+        emit_records(attempt)
+        fault = attempt.quarantined
+        assert fault is not None
+        raise fault
+
+    def _conclude_response(self, attempt: ChatAttempt, response: Any) -> list[Any]:
+        choices = getattr(response, "choices", None) or []
+        carrier: Carrier | None
+        if len(choices) != 1:
+            carrier = Carrier({-1: CarrierCall(None, None, "")}, None)
+        else:
+            message = getattr(choices[0], "message", None)
+            carrier = Carrier(
+                {
+                    i: CarrierCall(
+                        getattr(tc, "id", None),
+                        getattr(tc.function, "name", None),
+                        getattr(tc.function, "arguments", None) or "",
+                    )
+                    for i, tc in enumerate(getattr(message, "tool_calls", None) or [])
+                },
+                getattr(choices[0], "finish_reason", None),
+            )
+        try:
+            return attempt.conclude(carrier)
+        except ToolCallQuarantined:
+            pass
+        self._raise_quarantine(attempt)
+        return []
+
+    def _decide(self, attempt: ChatAttempt, index: int, decision: Any, started: float) -> None:
+        try:
+            attempt.decide(index, decision, time.monotonic() - started)
+        except ToolCallQuarantined:
+            pass
+        if attempt.quarantined is not None:
+            self._raise_quarantine(attempt)
+
+    @staticmethod
+    def _release_response(attempt: ChatAttempt, response: Any) -> Any:
+        attempt.release()
+        emit_records(attempt)
+        return response

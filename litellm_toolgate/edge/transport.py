@@ -1,0 +1,244 @@
+"""The httpx edge: a transport that shows the gate every byte litellm reads.
+
+litellm accepts a caller's HTTP client; the gate hands it one whose transport wraps the real
+one. The wrapped response stream feeds each piece of the body to the attempt *before*
+litellm sees it, so by the time litellm yields a chunk the gate has already judged the wire
+that produced it. On a fault the body is cut short for litellm (it sees the end of the
+stream) and the attempt keeps the quarantine for the gated stream to raise.
+
+litellm stops reading at ``[DONE]`` and closes the response; closing drains what is left
+of the body (bounded by the attempt's limits) so the gate knows whether it ended cleanly.
+Read errors become interruptions: a read timeout is a stall (the read timeout is lowered to
+the gate's idle limit), any other transport error a disconnect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+
+import httpx
+
+from ..core.attempt import ChatAttempt
+from ..core.errors import QuarantineReason, ToolCallQuarantined
+
+R = QuarantineReason
+
+
+class WireTap:
+    """Binds one attempt to the HTTP responses of one litellm call."""
+
+    def __init__(self, attempt: ChatAttempt, *, streamed: bool) -> None:
+        self.attempt = attempt
+        self.streamed = streamed
+        self.ended = False
+        self._body = bytearray()
+        self.close_sync: Callable[[], None] | None = None
+        self.close_async: Callable[[], Awaitable[None]] | None = None
+
+    @property
+    def faulted(self) -> bool:
+        return self.attempt.quarantined is not None
+
+    def prepare(self, request: httpx.Request) -> None:
+        timeout = dict(request.extensions.get("timeout") or {})
+        idle = self.attempt.limits.idle_timeout
+        read = timeout.get("read")
+        timeout["read"] = idle if read is None else min(read, idle)
+        request.extensions["timeout"] = timeout
+
+    def bind(self, response: httpx.Response) -> bool:
+        """Attach a response; False when it is not the gate's to read (an HTTP error)."""
+        if not 200 <= response.status_code < 300:
+            return False
+        try:
+            self.attempt.bind_response(
+                content_type=response.headers.get("content-type", ""), streamed=self.streamed
+            )
+        except ToolCallQuarantined:
+            pass
+        return True
+
+    def feed(self, data: bytes) -> bool:
+        """Give the attempt one piece of body; False once the attempt is quarantined."""
+        if self.faulted:
+            return False
+        try:
+            if self.streamed:
+                self.attempt.receive_bytes(data)
+            elif len(self._body) + len(data) > self.attempt.limits.max_body_bytes:
+                self.attempt.interrupt(R.BODY_TOO_LARGE)
+            else:
+                self._body += data
+        except ToolCallQuarantined:
+            pass
+        return not self.faulted
+
+    def eof(self) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        if self.faulted:
+            return
+        try:
+            if self.streamed:
+                self.attempt.receive_eof()
+            else:
+                self.attempt.receive_body(bytes(self._body))
+        except ToolCallQuarantined:
+            pass
+        finally:
+            self._body = bytearray()
+
+    def fail(self, error: BaseException) -> None:
+        self.ended = True
+        reason = R.STALLED if isinstance(error, httpx.TimeoutException) else R.DISCONNECTED
+        self.attempt.interrupt(reason)
+
+    @property
+    def wants_drain(self) -> bool:
+        # The gate decides only on a body read to its end; a quarantined attempt needs no
+        # more bytes (and a cancelled one must not wait for them).
+        return not self.ended and not self.faulted
+
+
+def _wrap(response: httpx.Response, stream: httpx.SyncByteStream | httpx.AsyncByteStream,
+          request: httpx.Request) -> httpx.Response:
+    return httpx.Response(
+        status_code=response.status_code,
+        headers=response.headers,
+        stream=stream,
+        extensions=response.extensions,
+        request=request,
+    )
+
+
+class _TapStream(httpx.SyncByteStream):
+    def __init__(self, inner: httpx.SyncByteStream, tap: WireTap) -> None:
+        self._inner = inner
+        self._tap = tap
+        self._it: Iterator[bytes] | None = None
+        self._closed = False
+        tap.close_sync = self.close
+
+    def _pieces(self) -> Iterator[bytes]:
+        if self._it is None:
+            self._it = iter(self._inner)
+        return self._it
+
+    def __iter__(self) -> Iterator[bytes]:
+        error: httpx.TransportError | None = None
+        try:
+            for piece in self._pieces():
+                if not self._tap.feed(piece):
+                    return
+                yield piece
+        except httpx.TransportError as exc:
+            error = exc
+        if error is not None:
+            self._tap.fail(error)
+            raise error
+        self._tap.eof()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._tap.wants_drain:
+                for piece in self._pieces():
+                    if not self._tap.feed(piece):
+                        break
+                else:
+                    self._tap.eof()
+        except httpx.TransportError as exc:
+            self._tap.fail(exc)
+        finally:
+            self._inner.close()
+
+
+class _AsyncTapStream(httpx.AsyncByteStream):
+    def __init__(self, inner: httpx.AsyncByteStream, tap: WireTap) -> None:
+        self._inner = inner
+        self._tap = tap
+        self._it: AsyncIterator[bytes] | None = None
+        self._closed = False
+        tap.close_async = self.aclose
+
+    def _pieces(self) -> AsyncIterator[bytes]:
+        if self._it is None:
+            self._it = self._inner.__aiter__()
+        return self._it
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        error: httpx.TransportError | None = None
+        try:
+            async for piece in self._pieces():
+                if not self._tap.feed(piece):
+                    return
+                yield piece
+        except httpx.TransportError as exc:
+            error = exc
+        if error is not None:
+            self._tap.fail(error)
+            raise error
+        self._tap.eof()
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._tap.wants_drain:
+                async for piece in self._pieces():
+                    if not self._tap.feed(piece):
+                        break
+                else:
+                    self._tap.eof()
+        except httpx.TransportError as exc:
+            self._tap.fail(exc)
+        finally:
+            await self._inner.aclose()
+
+
+class TapTransport(httpx.BaseTransport):
+    """Sync transport around ``inner``; ``owns_inner`` decides who closes it."""
+
+    def __init__(self, inner: httpx.BaseTransport, tap: WireTap, *, owns_inner: bool) -> None:
+        self.inner = inner
+        self.tap = tap
+        self._owns_inner = owns_inner
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.tap.prepare(request)
+        response = self.inner.handle_request(request)
+        if not self.tap.bind(response):
+            return response
+        assert isinstance(response.stream, httpx.SyncByteStream)
+        return _wrap(response, _TapStream(response.stream, self.tap), request)
+
+    def close(self) -> None:
+        if self._owns_inner:
+            self.inner.close()
+
+
+class AsyncTapTransport(httpx.AsyncBaseTransport):
+    """Async twin of :class:`TapTransport`."""
+
+    def __init__(
+        self, inner: httpx.AsyncBaseTransport, tap: WireTap, *, owns_inner: bool
+    ) -> None:
+        self.inner = inner
+        self.tap = tap
+        self._owns_inner = owns_inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.tap.prepare(request)
+        response = await self.inner.handle_async_request(request)
+        if not self.tap.bind(response):
+            return response
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        return _wrap(response, _AsyncTapStream(response.stream, self.tap), request)
+
+    async def aclose(self) -> None:
+        if self._owns_inner:
+            await self.inner.aclose()
