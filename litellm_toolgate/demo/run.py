@@ -1,0 +1,141 @@
+"""``toolgate demo``: the 7 × 8 tool loop, gated, end to end.
+
+By default a fake CometAPI on 127.0.0.1 serves recorded streams: round one streams a
+``multiply`` call, which the gate releases only after it validated; the demo multiplies
+locally and sends the result back; round two streams the answer, which the fake upstream
+builds from the tool result it received (so the printed product is the demo's own). Then a
+broken recording (arguments cut short, ``[DONE]`` without a finish reason) shows the gate
+quarantining what plain litellm would hand over as finished, with its sanitized record.
+
+With ``COMETAPI_KEY`` set, rounds one and two go to the real CometAPI instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from .. import ToolCallQuarantined, ToolGate
+from .upstream import FakeUpstream, Scripted, answer_stream, recording
+
+MULTIPLY = {
+    "type": "function",
+    "function": {
+        "name": "multiply",
+        "description": "Multiply two finite numbers.",
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+            "required": ["a", "b"],
+            "additionalProperties": False,
+        },
+    },
+}
+WRITE_FILE = {
+    "type": "function",
+    "function": {
+        "name": "write_file",
+        "description": "Write text to a file in the workspace.",
+        "parameters": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+            "required": ["path", "content"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def _fake_answer(request: dict[str, Any]) -> Scripted:
+    """Round one: the recorded multiply call. Round two: an answer built from the result."""
+    results = [m for m in request.get("messages", []) if m.get("role") == "tool"]
+    if not results:
+        return Scripted(recording("round1_multiply.sse"), chunk_sizes=[7, 64, 3])
+    value = json.loads(results[-1]["content"])["value"]
+    return Scripted(answer_stream(f"7 times 8 is {value:g}."), chunk_sizes=[5, 40])
+
+
+def _multiply(arguments: dict[str, Any]) -> float:
+    value = float(arguments["a"]) * float(arguments["b"])
+    if not math.isfinite(value):
+        raise ValueError("product is not finite")
+    return value
+
+
+def _round(
+    gate: ToolGate, out: TextIO, **kwargs: Any
+) -> tuple[str, list[dict[str, Any]]]:
+    """Stream one round; print text live; return the text and the released calls."""
+    text, calls = "", []
+    for chunk in gate.completion(stream=True, **kwargs):
+        for choice in chunk.choices:
+            if choice.delta.content:
+                text += choice.delta.content
+                out.write(choice.delta.content)
+                out.flush()
+            for tc in choice.delta.tool_calls or []:
+                calls.append(
+                    {"id": tc.id, "type": "function",
+                     "function": {"name": tc.function.name, "arguments": tc.function.arguments}}
+                )
+    out.write("\n")
+    return text, calls
+
+
+def run_demo(out: TextIO = sys.stdout, *, model: str | None = None) -> int:
+    logging.getLogger("LiteLLM").setLevel(logging.WARNING)
+    real = bool(os.environ.get("COMETAPI_KEY"))
+    with FakeUpstream(handler=_fake_answer) as upstream:
+        route: dict[str, Any] = (
+            {"model": model or "cometapi/gpt-4o-mini"}
+            if real
+            else {"model": model or "cometapi/gpt-4o-mini", "api_base": upstream.base_url,
+                  "api_key": "sk-demo-loopback"}
+        )
+        out.write(f"upstream: {'CometAPI' if real else 'fake CometAPI on ' + upstream.base_url}\n")
+        gate = ToolGate([MULTIPLY, WRITE_FILE])
+        messages: list[dict[str, Any]] = [
+            {"role": "user", "content": "What is 7 times 8? Use multiply."}
+        ]
+
+        out.write("\n== round 1: the model asks for a tool ==\n")
+        text, calls = _round(gate, out, messages=messages, tools=[MULTIPLY], **route)
+        if [c["function"]["name"] for c in calls] != ["multiply"]:
+            out.write("expected exactly one multiply call\n")
+            return 1
+        arguments = json.loads(calls[0]["function"]["arguments"])
+        product = _multiply(arguments)
+        out.write(f"released: multiply (call {calls[0]['id']}), validated; "
+                  f"computed locally: {product:g}\n")
+        messages += [
+            {"role": "assistant", "content": text or None, "tool_calls": calls},
+            {"role": "tool", "tool_call_id": calls[0]["id"],
+             "content": json.dumps({"value": product})},
+        ]
+
+        out.write("\n== round 2: the model answers ==\n")
+        _round(gate, out, messages=messages, tools=[MULTIPLY], **route)
+
+        out.write("\n== a broken stream: arguments cut short, [DONE] with no finish_reason ==\n")
+        upstream.enqueue(Scripted(recording("broken_truncated.sse")))
+        local = {k: v for k, v in route.items() if k != "model"} if not real else {
+            "api_base": upstream.base_url, "api_key": "sk-demo-loopback"}
+        try:
+            _round(gate, out, model="cometapi/gpt-4o-mini", messages=messages,
+                   tools=[WRITE_FILE], **local)
+        except ToolCallQuarantined as exc:
+            out.write(f"quarantined: {exc}\n")
+            for record in exc.records:
+                out.write(json.dumps(record.model_dump(mode="json"), indent=2) + "\n")
+            out.write("nothing was released; the caller never saw a fragment of that call\n")
+            return 0
+        out.write("the broken stream was not quarantined\n")
+        return 1
+
+
+COMMANDS: dict[str, Callable[..., int]] = {"demo": run_demo}
