@@ -404,7 +404,7 @@ class ChatAttempt:
                 event.index, event.call_id, event.name, self._clock()
             )
         elif isinstance(event, ArgumentDelta):
-            call = self._calls[event.index] if event.index in self._calls else None
+            call = self._calls.get(event.index)
             if call is None:  # the normalizer opens every call first; defend anyway
                 raise WireFault(R.MISSING_CALL_IDENTITY, event.index)
             size = len(event.fragment.encode("utf-8", "surrogatepass"))

@@ -216,33 +216,55 @@ def quarantine(
 
 R = QuarantineReason
 _FAMILY: dict[QuarantineReason, type[ToolCallQuarantined]] = {
-    **{
-        r: StreamFault
-        for r in (
-            R.INVALID_UTF8, R.MALFORMED_EVENT, R.ERROR_EVENT, R.MISSING_FINISH, R.MISSING_DONE,
-            R.EVENT_AFTER_TERMINAL, R.FINISH_REASON_MISMATCH, R.UNEXPECTED_CHOICE, R.REFUSAL,
-            R.LEGACY_FUNCTION_CALL, R.INVALID_CALL_INDEX, R.MISSING_CALL_IDENTITY,
-            R.IDENTITY_CONFLICT, R.UNSUPPORTED_TOOL_TYPE, R.SPLICED_RESPONSE,
-            R.UNSUPPORTED_WIRE, R.WIRE_NOT_OBSERVED,
-        )
-    },
-    **{r: Interrupted for r in (R.DISCONNECTED, R.STALLED, R.CANCELLED)},
-    **{
-        r: ArgumentsRejected
-        for r in (
-            R.INVALID_JSON, R.TRAILING_DATA, R.NOT_AN_OBJECT, R.DUPLICATE_KEY,
-            R.NUMBER_OUT_OF_RANGE, R.INVALID_STRING, R.DEPTH_EXCEEDED,
-        )
-    },
-    **{r: SchemaRejected for r in (R.UNKNOWN_TOOL, R.SCHEMA_INVALID)},
-    **{r: PolicyDenied for r in (R.POLICY_DENIED, R.POLICY_ERROR)},
-    **{
-        r: LimitExceeded
-        for r in (
-            R.TOO_MANY_CALLS, R.ARGUMENTS_TOO_LARGE, R.TOTAL_ARGUMENTS_TOO_LARGE,
-            R.TOO_MANY_EVENTS, R.EVENT_TOO_LARGE, R.TEXT_TOO_LARGE, R.BODY_TOO_LARGE,
-        )
-    },
+    **dict.fromkeys(
+        (
+            R.INVALID_UTF8,
+            R.MALFORMED_EVENT,
+            R.ERROR_EVENT,
+            R.MISSING_FINISH,
+            R.MISSING_DONE,
+            R.EVENT_AFTER_TERMINAL,
+            R.FINISH_REASON_MISMATCH,
+            R.UNEXPECTED_CHOICE,
+            R.REFUSAL,
+            R.LEGACY_FUNCTION_CALL,
+            R.INVALID_CALL_INDEX,
+            R.MISSING_CALL_IDENTITY,
+            R.IDENTITY_CONFLICT,
+            R.UNSUPPORTED_TOOL_TYPE,
+            R.SPLICED_RESPONSE,
+            R.UNSUPPORTED_WIRE,
+            R.WIRE_NOT_OBSERVED,
+        ),
+        StreamFault,
+    ),
+    **dict.fromkeys((R.DISCONNECTED, R.STALLED, R.CANCELLED), Interrupted),
+    **dict.fromkeys(
+        (
+            R.INVALID_JSON,
+            R.TRAILING_DATA,
+            R.NOT_AN_OBJECT,
+            R.DUPLICATE_KEY,
+            R.NUMBER_OUT_OF_RANGE,
+            R.INVALID_STRING,
+            R.DEPTH_EXCEEDED,
+        ),
+        ArgumentsRejected,
+    ),
+    **dict.fromkeys((R.UNKNOWN_TOOL, R.SCHEMA_INVALID), SchemaRejected),
+    **dict.fromkeys((R.POLICY_DENIED, R.POLICY_ERROR), PolicyDenied),
+    **dict.fromkeys(
+        (
+            R.TOO_MANY_CALLS,
+            R.ARGUMENTS_TOO_LARGE,
+            R.TOTAL_ARGUMENTS_TOO_LARGE,
+            R.TOO_MANY_EVENTS,
+            R.EVENT_TOO_LARGE,
+            R.TEXT_TOO_LARGE,
+            R.BODY_TOO_LARGE,
+        ),
+        LimitExceeded,
+    ),
     R.CARRIER_MISMATCH: CarrierMismatch,
 }
 _LOCAL = frozenset(

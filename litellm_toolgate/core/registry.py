@@ -1,0 +1,244 @@
+"""The tools a request declares, each with its compiled JSON Schema validator.
+
+Theory of operation
+-------------------
+:meth:`ToolRegistry.from_tools` reads the request's ``tools`` in either shape litellm passes
+on: chat-completions ``{"type": "function", "function": {"name", "parameters", ...}}`` or
+Responses ``{"type": "function", "name", "parameters", ...}``. A missing ``parameters`` means
+``{"type": "object"}``. Anything else that is wrong (not a mapping, another tool type, a
+missing or duplicate name, a schema that is not JSON or fails its metaschema) is a
+:class:`GateConfigError` naming the tool, raised at registration, never mid-stream.
+
+Dialect: the schema's ``$schema`` if it names one jsonschema knows (an unknown one is a config
+error rather than a silent fallback), else Draft 2020-12. ``format`` is *not* asserted: no
+format checker is passed, so it stays an annotation, as the drafts specify by default and as
+providers treat it; a gate stricter than the tool's own consumer would reject good calls.
+
+Compiling is the costly part and callers rebuild a registry from the same ``tools`` on every
+request, so validators live in a module-level LRU keyed by the schema's canonical JSON
+(``json.dumps(sort_keys=True)``). The validator is built from that canonical text, not from
+the caller's object: key order cannot change which error is reported, and later mutation of
+the caller's dicts cannot reach it. ``ToolSpec.schema`` is that shared copy: read-only.
+
+Verdicts never hold values. :meth:`ToolSpec.validate` returns the failing keyword and a JSON
+Pointer into the arguments, in which every object key that the schema does not itself name
+(in some ``properties`` or ``required``) is replaced by ``*``: keys the model made up are
+content. The error is chosen by :func:`jsonschema.exceptions.best_match`, which is
+deterministic for a given schema and value. Validation never raises: if evaluation itself
+fails (an unresolvable ``$ref``, a self-referential schema recursing without end), the
+verdict is :data:`UNEVALUABLE` (keyword ``"error"``, path ``""``) and the call fails closed.
+A ``false`` subschema has no keyword; its verdict uses ``"false"``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from jsonschema import Draft201909Validator, Draft202012Validator
+from jsonschema.exceptions import SchemaError, best_match
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+
+from .errors import GateConfigError
+
+__all__ = ["UNEVALUABLE", "SchemaVerdict", "ToolRegistry", "ToolSpec"]
+
+_CACHE_SIZE = 256
+_OPEN_OBJECT: Mapping[str, Any] = MappingProxyType({"type": "object"})
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaVerdict:
+    """Why a value failed its schema. Holds no value, only schema vocabulary and positions."""
+
+    keyword: str
+    """The failing JSON Schema keyword, e.g. ``"required"`` or ``"type"``."""
+    path: str
+    """RFC 6901 pointer into the arguments; undeclared keys are ``*``, indices kept."""
+
+
+UNEVALUABLE = SchemaVerdict("error", "")
+"""The verdict when the validator itself failed on a value: treated as a schema failure."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One registered tool: its name, its (canonical, read-only) schema and validator."""
+
+    name: str
+    schema: Mapping[str, Any]
+    validator: Validator = field(repr=False, compare=False)
+    declared: frozenset[str] = field(default=frozenset(), repr=False)
+    """Property names the schema itself spells out; only these appear in verdict paths."""
+
+    @classmethod
+    def build(cls, name: str, parameters: Mapping[str, Any]) -> ToolSpec:
+        """Compile (or reuse) the validator for ``parameters``; GateConfigError if unusable."""
+        canonical: str | None = None
+        # Not JSON data: an unserialisable object, NaN, a cycle, an over-long integer. The
+        # error is raised below, once no exception is being handled.
+        with contextlib.suppress(TypeError, ValueError, RecursionError):
+            canonical = json.dumps(
+                parameters,
+                sort_keys=True,
+                allow_nan=False,
+                separators=(",", ":"),
+                default=_mapping_as_dict,
+            )
+        if canonical is None:
+            raise GateConfigError(f"tool {name!r}: parameters are not JSON data")
+        compiled = _compile(canonical)
+        if isinstance(compiled, str):
+            raise GateConfigError(f"tool {name!r}: parameters are not a usable schema: {compiled}")
+        schema, validator, declared = compiled
+        return cls(name, MappingProxyType(schema), validator, declared)
+
+    def validate(self, value: Any) -> SchemaVerdict | None:
+        """``None`` if ``value`` satisfies the schema, else the verdict of the best error."""
+        try:
+            error = best_match(self.validator.iter_errors(value))
+        except Exception:  # fail closed; the exception may quote the value, so drop it here
+            return UNEVALUABLE
+        if error is None:
+            return None
+        # Only a `false` subschema yields an error without a keyword.
+        keyword = error.validator if isinstance(error.validator, str) else "false"
+        return SchemaVerdict(keyword, _pointer(error.absolute_path, self.declared))
+
+
+class ToolRegistry:
+    """The request's tools by name. Immutable once built."""
+
+    __slots__ = ("_specs",)
+
+    def __init__(self, specs: Iterable[ToolSpec] = ()) -> None:
+        table: dict[str, ToolSpec] = {}
+        for spec in specs:
+            if spec.name in table:
+                raise GateConfigError(f"tool {spec.name!r} is declared more than once")
+            table[spec.name] = spec
+        self._specs: Mapping[str, ToolSpec] = MappingProxyType(table)
+
+    @classmethod
+    def from_tools(cls, tools: Iterable[Mapping[str, Any]]) -> ToolRegistry:
+        """Build from a request's ``tools`` (chat-completions or Responses shape)."""
+        if not isinstance(tools, Iterable) or isinstance(tools, str | bytes | Mapping):
+            raise GateConfigError("tools must be a list of tool definitions")
+        return cls(_spec_of(index, tool) for index, tool in enumerate(tools))
+
+    def get(self, name: str) -> ToolSpec | None:
+        return self._specs.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def __iter__(self) -> Iterator[ToolSpec]:
+        return iter(self._specs.values())
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(self._specs)
+
+    def __repr__(self) -> str:
+        return f"ToolRegistry({sorted(self._specs)!r})"
+
+
+def _spec_of(index: int, tool: object) -> ToolSpec:
+    if not isinstance(tool, Mapping):
+        raise GateConfigError(f"tools[{index}] is not a mapping")
+    # Chat-completions nests the definition under "function"; Responses keeps it flat.
+    body = tool.get("function", tool)
+    label = _label(index, body)
+    if tool.get("type") != "function":
+        raise GateConfigError(f"{label}: only tools of type 'function' can be gated")
+    if not isinstance(body, Mapping):
+        raise GateConfigError(f"{label}: 'function' must be a mapping")
+    name = body.get("name")
+    if not isinstance(name, str) or not name:
+        raise GateConfigError(f"{label}: the function needs a non-empty string 'name'")
+    parameters = body.get("parameters", _OPEN_OBJECT)
+    if not isinstance(parameters, Mapping):
+        raise GateConfigError(f"{label}: 'parameters' must be a JSON Schema object")
+    return ToolSpec.build(name, parameters)
+
+
+def _label(index: int, body: object) -> str:
+    """How messages name a tool: by its name when it has a usable one, else by position."""
+    name = body.get("name") if isinstance(body, Mapping) else None
+    return f"tool {name!r}" if isinstance(name, str) and name else f"tools[{index}]"
+
+
+def _mapping_as_dict(obj: object) -> dict[Any, Any]:
+    if isinstance(obj, Mapping):
+        return dict(obj)
+    raise TypeError("not JSON data")
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _compile(canonical: str) -> tuple[dict[str, Any], Validator, frozenset[str]] | str:
+    """Validator for one canonical schema text, or why there can be none (cached too)."""
+    schema: dict[str, Any] = json.loads(canonical)
+    dialect = _dialect_of(schema)
+    if dialect is None:
+        return "its $schema names no dialect this jsonschema knows"
+    problem: str | None = None
+    try:
+        dialect.check_schema(schema)
+    except SchemaError as err:
+        problem = f"it fails the {dialect.__name__} metaschema at {err.json_path} ({err.validator})"
+    except RecursionError:
+        problem = "it is nested too deeply to check"
+    if problem is not None:
+        return problem
+    return schema, dialect(schema), _declared_names(schema)
+
+
+def _dialect_of(schema: dict[str, Any]) -> type[Validator] | None:
+    if "$schema" not in schema:
+        return Draft202012Validator
+    if not isinstance(schema["$schema"], str):
+        return None
+    # validator_for falls back to `default` only for a URI it does not know, so two different
+    # defaults giving two different answers means "unknown", without jsonschema's private table.
+    found = validator_for(schema, default=Draft202012Validator)
+    return found if found is validator_for(schema, default=Draft201909Validator) else None
+
+
+def _declared_names(schema: dict[str, Any]) -> frozenset[str]:
+    """Every property name the schema spells out, anywhere (subschemas, $defs, ...)."""
+    names: set[str] = set()
+    pending: list[Any] = [schema]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("properties"), dict):
+                names.update(node["properties"])
+            if isinstance(node.get("required"), list):
+                names.update(n for n in node["required"] if isinstance(n, str))
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return frozenset(names)
+
+
+def _pointer(path: Iterable[str | int], declared: frozenset[str]) -> str:
+    """RFC 6901 pointer; keys the schema does not name become ``*``."""
+    pointer = ""
+    for step in path:
+        if isinstance(step, int):
+            token = str(step)
+        elif step in declared:
+            token = step.replace("~", "~0").replace("/", "~1")
+        else:
+            token = "*"
+        pointer += "/" + token
+    return pointer

@@ -1,0 +1,177 @@
+"""Strict parsing of one tool call's argument text into exactly one JSON object.
+
+Theory of operation
+-------------------
+A model's ``arguments`` string is accepted only if it is exactly one RFC 8259 JSON value,
+surrounded by nothing but JSON whitespace (space, tab, LF, CR), and that value is an object.
+Beyond the grammar, we refuse what RFC 8259 forbids or leaves to the implementation, because a
+tool and the gate could otherwise read the same text differently:
+
+* ``NaN``, ``Infinity`` and ``-Infinity`` (a Python extension, not JSON), a leading BOM, empty
+  or whitespace-only text: ``INVALID_JSON``;
+* a complete value followed by anything but whitespace: ``TRAILING_DATA``;
+* a top-level value that is not an object: ``NOT_AN_OBJECT``;
+* the same key twice in one object, at any depth (parsers disagree on which one wins):
+  ``DUPLICATE_KEY``;
+* numbers that overflow a double, and integers outside the interoperable range
+  +-(2**53 - 1) of RFC 8259 section 6: ``NUMBER_OUT_OF_RANGE``;
+* strings or keys holding a lone surrogate (from an escape such as ``"\\ud800"`` or a literal
+  one in the text); no UTF-8 encoder will carry them: ``INVALID_STRING``;
+* nesting deeper than ``max_depth``, the top-level object being depth 1: ``DEPTH_EXCEEDED``.
+
+The work is done by the stdlib's C decoder; Python only runs in its hooks (one call per
+object and per number) and never loops over characters. ``raw_decode`` tells where the value
+ends, so trailing data is told apart from a syntax error. After decoding, cheap whole-text
+tests (``str.count``, ``str.isascii``, one regex with a literal prefix) decide whether a walk
+over the decoded value is needed at all: only when the text holds more openers than
+``max_depth`` (depth) or a surrogate escape (lone or paired, which only the decoded value
+tells apart). A literal surrogate needs no walk: once decoding succeeded it can only be
+inside a string. A large argument is usually one long string, which costs no walk.
+
+Absurd nesting never reaches the walk: the C decoder enters the interpreter's recursion guard
+once per level, so 100,000 ``[`` stop with a ``RecursionError`` after about
+``sys.getrecursionlimit()`` levels, in well under a millisecond; it is reported as
+``DEPTH_EXCEEDED``. (So is a legal depth beyond that guard, when ``max_depth`` is set above
+it.) This relies on the recursion limit being one the C stack can hold, as all of CPython does.
+
+Secrecy: the argument text may hold source code or secrets. :class:`ArgumentsError` carries
+only a :class:`QuarantineReason`. Decoder errors (``JSONDecodeError.doc`` is the whole text)
+are caught, reduced to a reason, and the new error is raised after the ``except`` block has
+been left, so nothing of the text ends up in ``__cause__`` or ``__context__`` either.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, NoReturn
+
+from .errors import GateConfigError, QuarantineReason
+
+__all__ = ["ArgumentsError", "parse_arguments"]
+
+R = QuarantineReason
+
+_JSON_WHITESPACE = " \t\n\r"
+_MAX_SAFE_INTEGER = 2**53 - 1
+# A JSON integer has no leading zeros, so more digits than this is out of range for sure;
+# checking the length first keeps int() away from huge digit strings (slow, and beyond
+# 4300 digits a ValueError from the int-string conversion limit).
+_MAX_SAFE_DIGITS = len(str(_MAX_SAFE_INTEGER))
+# Any surrogate code point in decoded text is lone: the decoder merges escaped pairs.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# An escape in the surrogate range (JSON spells it only with a lowercase u).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+class ArgumentsError(Exception):
+    """The argument text is not exactly one strict JSON object.
+
+    The message and ``args`` are only ``reason.value``; never any of the text.
+    """
+
+    def __init__(self, reason: QuarantineReason) -> None:
+        self.reason = reason
+        super().__init__(reason.value)
+
+    def __repr__(self) -> str:
+        return f"ArgumentsError({self.reason.value!r})"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.reason,))
+
+
+def parse_arguments(text: str, *, max_depth: int) -> dict[str, Any]:
+    """Parse ``text`` as exactly one JSON object, or raise :class:`ArgumentsError`."""
+    if not isinstance(text, str):
+        raise TypeError("argument text must be a str")
+    if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1:
+        raise GateConfigError("max_depth must be a positive integer")
+
+    reason: QuarantineReason | None = None
+    value: Any = None
+    # A fresh decoder per call: the C scanner keeps a per-scanner key memo, not worth
+    # sharing between threads for the microseconds it costs to build.
+    decoder = json.JSONDecoder(
+        object_pairs_hook=_unique_object,
+        parse_float=_finite_float,
+        parse_int=_safe_int,
+        parse_constant=_refuse_constant,
+    )
+    start = len(text) - len(text.lstrip(_JSON_WHITESPACE))
+    try:
+        value, end = decoder.raw_decode(text, start)
+    except ArgumentsError as refusal:  # from one of our hooks
+        reason = refusal.reason
+    except ValueError:  # JSONDecodeError: its .doc is the whole text; must not escape
+        reason = R.INVALID_JSON
+    except RecursionError:  # the interpreter's guard stopped absurd nesting
+        reason = R.DEPTH_EXCEEDED
+    else:
+        if len(text.rstrip(_JSON_WHITESPACE)) != end:
+            reason = R.TRAILING_DATA
+        elif not isinstance(value, dict):
+            reason = R.NOT_AN_OBJECT
+        elif not text.isascii() and _SURROGATE.search(text):
+            reason = R.INVALID_STRING
+        else:
+            # Fewer openers than max_depth cannot nest deeper than it: no walk for depth.
+            deep = text.count("[") + text.count("{") > max_depth
+            escaped = _SURROGATE_ESCAPE.search(text) is not None
+            if deep or escaped:
+                reason = _inspect(value, max_depth, strings=escaped)
+    # Raised here, outside every except block, so no decoder error becomes __context__.
+    if reason is not None:
+        raise ArgumentsError(reason)
+    return value  # type: ignore[no-any-return]
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise ArgumentsError(R.DUPLICATE_KEY)
+    return obj
+
+
+def _safe_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > _MAX_SAFE_DIGITS:
+        raise ArgumentsError(R.NUMBER_OUT_OF_RANGE)
+    number = int(digits)
+    if abs(number) > _MAX_SAFE_INTEGER:
+        raise ArgumentsError(R.NUMBER_OUT_OF_RANGE)
+    return number
+
+
+def _finite_float(literal: str) -> float:
+    number = float(literal)
+    # The grammar admits no NaN or infinity here, so an infinite result is an overflow.
+    if math.isinf(number):
+        raise ArgumentsError(R.NUMBER_OUT_OF_RANGE)
+    return number
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise ArgumentsError(R.INVALID_JSON)
+
+
+def _inspect(root: dict[str, Any], max_depth: int, *, strings: bool) -> QuarantineReason | None:
+    """Walk the decoded value for depth and, if asked, lone surrogates; iteratively, since
+    the depth it checks is the one that may be too large."""
+    pending: list[tuple[dict[str, Any] | list[Any], int]] = [(root, 1)]
+    while pending:
+        node, depth = pending.pop()
+        if depth > max_depth:
+            return R.DEPTH_EXCEEDED
+        if isinstance(node, dict):
+            if strings and any(map(_SURROGATE.search, node)):
+                return R.INVALID_STRING
+            children: Any = node.values()
+        else:
+            children = node
+        for child in children:
+            if isinstance(child, dict | list):
+                pending.append((child, depth + 1))
+            elif strings and isinstance(child, str) and _SURROGATE.search(child):
+                return R.INVALID_STRING
+    return None
