@@ -10,6 +10,7 @@ Every call gets a fresh attempt; nothing carries over from one call to the next.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import weakref
 from collections.abc import Iterable, Mapping
@@ -35,13 +36,13 @@ _HOW = (
 )
 
 
-class TappedHTTPHandler(HTTPHandler):  # type: ignore[misc]
+class TappedHTTPHandler(HTTPHandler):
     """litellm's sync handler whose transport feeds one attempt."""
 
     tap: WireTap
 
 
-class TappedAsyncHTTPHandler(AsyncHTTPHandler):  # type: ignore[misc]
+class TappedAsyncHTTPHandler(AsyncHTTPHandler):
     """litellm's async handler whose transport feeds one attempt."""
 
     tap: WireTap
@@ -197,9 +198,8 @@ class ToolGate:
         if isinstance(stream, (GatedStream, AsyncGatedStream)):
             return stream
         tap = getattr(client, "tap", None)
-        if not isinstance(tap, WireTap) or not tap.streamed or tap.attempt.bytes_seen and (
-            getattr(stream, "chunks", None)
-        ):
+        # A stream whose chunks were already handed out cannot be withheld any more.
+        if not isinstance(tap, WireTap) or not tap.streamed or getattr(stream, "chunks", None):
             raise WireNotObservable(_HOW)
         if isinstance(client, TappedAsyncHTTPHandler):
             return AsyncGatedStream(stream, tap, self.policy)
@@ -239,10 +239,8 @@ class ToolGate:
         return []
 
     def _decide(self, attempt: ChatAttempt, index: int, decision: Any, started: float) -> None:
-        try:
+        with contextlib.suppress(ToolCallQuarantined):
             attempt.decide(index, decision, time.monotonic() - started)
-        except ToolCallQuarantined:
-            pass
         if attempt.quarantined is not None:
             self._raise_quarantine(attempt)
 

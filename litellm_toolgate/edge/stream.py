@@ -59,9 +59,12 @@ class _Chunks:
     def admit(self, chunk: Any) -> Any | None:
         """The chunk to pass on now, or None when it is withheld or held."""
         withheld = False
-        for choice in getattr(chunk, "choices", None) or []:
-            if getattr(choice, "index", 0) != 0:
-                self.foreign = True
+        choices = getattr(chunk, "choices", None) or []
+        if any(getattr(choice, "index", 0) != 0 for choice in choices):
+            # Only choice 0 is gated; another choice is withheld whole and fails the check.
+            self.foreign = True
+            return None
+        for choice in choices:
             delta = getattr(choice, "delta", None)
             if delta is not None:
                 withheld |= self._strip(delta)
@@ -332,6 +335,18 @@ class AsyncGatedStream(_Base):
         return self
 
     async def __anext__(self) -> Any:
+        cancelled = False
+        try:
+            return await self._step()
+        except asyncio.CancelledError:
+            cancelled = True
+        # Cancelled while reading or while the policy ran: nothing withheld goes out.
+        if cancelled:
+            self._cancel()
+            await self._aclose_wire()
+        raise asyncio.CancelledError
+
+    async def _step(self) -> Any:
         while True:
             if self._out:
                 return self._out.popleft()
@@ -353,19 +368,12 @@ class AsyncGatedStream(_Base):
 
     async def _pull(self) -> tuple[Any, bool]:
         litellm_failed = False
-        cancelled = False
         try:
             return await self._it.__anext__(), False
         except StopAsyncIteration:
             return None, True
-        except asyncio.CancelledError:
-            cancelled = True
         except Exception:
             litellm_failed = True
-        if cancelled:
-            self._cancel()
-            await self._aclose_wire()
-            raise asyncio.CancelledError
         if litellm_failed and self.attempt.quarantined is None:
             self.attempt.interrupt(R.CARRIER_MISMATCH)
         return None, True

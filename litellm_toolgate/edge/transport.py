@@ -14,6 +14,7 @@ the gate's idle limit), any other transport error a disconnect.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import httpx
@@ -50,12 +51,10 @@ class WireTap:
         """Attach a response; False when it is not the gate's to read (an HTTP error)."""
         if not 200 <= response.status_code < 300:
             return False
-        try:
+        with contextlib.suppress(ToolCallQuarantined):
             self.attempt.bind_response(
                 content_type=response.headers.get("content-type", ""), streamed=self.streamed
             )
-        except ToolCallQuarantined:
-            pass
         return True
 
     def feed(self, data: bytes) -> bool:

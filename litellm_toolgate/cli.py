@@ -1,0 +1,30 @@
+"""The ``toolgate`` command."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="toolgate", description="Gate streamed LLM tool calls (litellm-toolgate)."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser(
+        "demo",
+        help="run the 7 x 8 tool loop through the gate (a loopback fake CometAPI unless "
+        "COMETAPI_KEY is set), then show a broken stream quarantined",
+    )
+    demo.add_argument("--model", default=None, help="litellm model (default cometapi/gpt-4o-mini)")
+    args = parser.parse_args(argv)
+    # Use litellm's bundled model cost map: nothing outside this machine is needed.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from .demo.run import run_demo
+
+    return run_demo(sys.stdout, model=args.model)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds the project's environments from nothing but Python 3.11 and the package index.
+#   .venv                   newest litellm core, the package, test and lint tools (the demo uses it)
+#   .venv-litellm-1.108.7   the newest litellm whose proxy extra installs; tests run on both
+# Re-running is cheap: pip leaves satisfied requirements alone.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3.11}"
+command -v "$PY" >/dev/null || PY=python3
+
+make_env() {
+    local dir="$1" litellm_spec="$2" extras="$3"
+    [ -x "$dir/bin/python" ] || "$PY" -m venv "$dir"
+    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check "$litellm_spec" -e ".[$extras]"
+}
+
+make_env .venv "litellm==1.110.2" "test,lint"
+if [ "${1:-}" = "--matrix" ]; then
+    make_env .venv-litellm-1.108.7 "litellm==1.108.7" "test"
+fi

@@ -1,0 +1,94 @@
+"""Shared test set-up: offline litellm, the chat fixture manifest, byte-stream helpers."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+# litellm fetches its model cost map from the internet at import unless told otherwise.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAT = ROOT / "fixtures" / "chat"
+CANARY = "CANARY-7f3a9c"
+
+
+def load_manifest() -> dict[str, Any]:
+    return json.loads((CHAT / "manifest.json").read_text())
+
+
+MANIFEST = load_manifest()
+CASES = {case["name"]: case for case in MANIFEST["cases"]}
+
+
+def body_of(case: dict[str, Any]) -> bytes:
+    return (CHAT / case["body"]).read_bytes()
+
+
+def litellm_version() -> str:
+    from importlib.metadata import version
+
+    return version("litellm")
+
+
+def expected(case: dict[str, Any]) -> tuple[str, str | None]:
+    """The outcome through litellm: the wire's outcome unless litellm is known to differ.
+
+    Where litellm mangles a valid wire (it parses SSE line by line, so a chunk split over two
+    ``data:`` lines is lost; 1.108.x drops a data line holding a raw U+2028), its assembled
+    calls differ from the wire's and the gate must refuse them as a carrier mismatch.
+    """
+    override = case.get("via_litellm", {})
+    for prefix, outcome in override.items():
+        if litellm_version().startswith(prefix):
+            return outcome["expect"], outcome.get("reason")
+    return case["expect"], case.get("reason")
+
+
+class Pieces(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A response body served in the given pieces; optionally broken after ``cut`` bytes."""
+
+    def __init__(
+        self, pieces: list[bytes], *, cut: int | None = None, error: type[Exception] | None = None
+    ) -> None:
+        self.pieces = pieces
+        self.cut = cut
+        self.error = error or httpx.RemoteProtocolError
+
+    def _emit(self) -> Iterator[bytes]:
+        sent = 0
+        for piece in self.pieces:
+            if self.cut is not None and sent + len(piece) >= self.cut:
+                yield piece[: self.cut - sent]
+                raise self.error("connection broken by the test")
+            sent += len(piece)
+            yield piece
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._emit()
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for piece in self._emit():
+            yield piece
+
+
+def split(body: bytes, mode: str, seed: int = 0) -> list[bytes]:
+    if mode == "whole":
+        return [body]
+    if mode == "bytewise":
+        return [body[i : i + 1] for i in range(len(body))]
+    rng = random.Random(seed)
+    cuts = sorted(rng.sample(range(1, len(body)), min(len(body) - 1, rng.randint(1, 12))))
+    return [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True)]
+
+
+@pytest.fixture
+def manifest() -> dict[str, Any]:
+    return MANIFEST
