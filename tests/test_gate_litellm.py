@@ -52,8 +52,12 @@ def _collect(chunks: list[Any]) -> tuple[str, list[dict[str, Any]], list[int], s
             for tc in choice.delta.tool_calls or []:
                 call_positions.append(position)
                 calls.append(
-                    {"index": tc.index, "id": tc.id, "name": tc.function.name,
-                     "arguments": tc.function.arguments}
+                    {
+                        "index": tc.index,
+                        "id": tc.id,
+                        "name": tc.function.name,
+                        "arguments": tc.function.arguments,
+                    }
                 )
             finish = choice.finish_reason or finish
     return text, calls, call_positions, finish

@@ -48,7 +48,9 @@ def run(gate: ToolGate, upstream: FakeUpstream, asynchronous: bool) -> tuple[lis
 def calls(chunks: list[Any]) -> list[tuple[str, str]]:
     return [
         (tc.function.name, tc.function.arguments)
-        for c in chunks for ch in c.choices for tc in (ch.delta.tool_calls or [])
+        for c in chunks
+        for ch in c.choices
+        for tc in (ch.delta.tool_calls or [])
     ]
 
 
@@ -76,8 +78,11 @@ def test_dropped_connection_is_a_disconnect_then_a_retry_works(
 ) -> None:
     case = CASES["disconnect_mid_arguments"]
     gate = ToolGate(MANIFEST["tools"])
-    upstream.enqueue(Scripted(body_of(case), chunk_sizes=[50],
-                              disconnect_after=case["transport"]["disconnect_after"]))
+    upstream.enqueue(
+        Scripted(
+            body_of(case), chunk_sizes=[50], disconnect_after=case["transport"]["disconnect_after"]
+        )
+    )
     chunks, error = run(gate, upstream, asynchronous)
     assert isinstance(error, ToolCallQuarantined)
     assert error.reason is R.DISCONNECTED
@@ -106,8 +111,13 @@ def test_silent_upstream_is_a_stall_at_the_idle_limit(
 def test_http_error_before_the_stream_is_litellms_typed_error(
     upstream: FakeUpstream, asynchronous: bool
 ) -> None:
-    upstream.enqueue(Scripted(b'{"error": {"message": "slow down", "type": "rate_limit"}}',
-                              status=429, content_type="application/json"))
+    upstream.enqueue(
+        Scripted(
+            b'{"error": {"message": "slow down", "type": "rate_limit"}}',
+            status=429,
+            content_type="application/json",
+        )
+    )
     gate = ToolGate(MANIFEST["tools"])
     with pytest.raises(litellm.RateLimitError):
         run(gate, upstream, asynchronous)

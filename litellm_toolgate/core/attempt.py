@@ -400,9 +400,7 @@ class ChatAttempt:
         elif isinstance(event, CallStarted):
             if len(self._calls) >= self.limits.max_calls:
                 raise WireFault(R.TOO_MANY_CALLS, event.index)
-            self._calls[event.index] = _Call(
-                event.index, event.call_id, event.name, self._clock()
-            )
+            self._calls[event.index] = _Call(event.index, event.call_id, event.name, self._clock())
         elif isinstance(event, ArgumentDelta):
             call = self._calls.get(event.index)
             if call is None:  # the normalizer opens every call first; defend anyway

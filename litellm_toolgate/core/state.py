@@ -109,9 +109,7 @@ CALL_TABLE: dict[tuple[CallState, CallInput], CallState] = {
 del S, I, R, C, CI
 
 
-def next_stream_state(
-    state: StreamState, event: StreamInput
-) -> StreamState | QuarantineReason:
+def next_stream_state(state: StreamState, event: StreamInput) -> StreamState | QuarantineReason:
     """The stream's next state, or the reason this input quarantines it."""
     try:
         return STREAM_TABLE[(state, event)]

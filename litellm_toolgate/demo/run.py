@@ -67,9 +67,7 @@ def _multiply(arguments: dict[str, Any]) -> float:
     return value
 
 
-def _round(
-    gate: ToolGate, out: TextIO, **kwargs: Any
-) -> tuple[str, list[dict[str, Any]]]:
+def _round(gate: ToolGate, out: TextIO, **kwargs: Any) -> tuple[str, list[dict[str, Any]]]:
     """Stream one round; print text live; return the text and the released calls."""
     text, calls = "", []
     for chunk in gate.completion(stream=True, **kwargs):
@@ -80,8 +78,11 @@ def _round(
                 out.flush()
             for tc in choice.delta.tool_calls or []:
                 calls.append(
-                    {"id": tc.id, "type": "function",
-                     "function": {"name": tc.function.name, "arguments": tc.function.arguments}}
+                    {
+                        "id": tc.id,
+                        "type": "function",
+                        "function": {"name": tc.function.name, "arguments": tc.function.arguments},
+                    }
                 )
     out.write("\n")
     return text, calls
@@ -94,8 +95,11 @@ def run_demo(out: TextIO = sys.stdout, *, model: str | None = None) -> int:
         route: dict[str, Any] = (
             {"model": model or "cometapi/gpt-4o-mini"}
             if real
-            else {"model": model or "cometapi/gpt-4o-mini", "api_base": upstream.base_url,
-                  "api_key": "sk-demo-loopback"}
+            else {
+                "model": model or "cometapi/gpt-4o-mini",
+                "api_base": upstream.base_url,
+                "api_key": "sk-demo-loopback",
+            }
         )
         out.write(f"upstream: {'CometAPI' if real else 'fake CometAPI on ' + upstream.base_url}\n")
         gate = ToolGate([MULTIPLY, WRITE_FILE])
@@ -110,12 +114,17 @@ def run_demo(out: TextIO = sys.stdout, *, model: str | None = None) -> int:
             return 1
         arguments = json.loads(calls[0]["function"]["arguments"])
         product = _multiply(arguments)
-        out.write(f"released: multiply (call {calls[0]['id']}), validated; "
-                  f"computed locally: {product:g}\n")
+        out.write(
+            f"released: multiply (call {calls[0]['id']}), validated; "
+            f"computed locally: {product:g}\n"
+        )
         messages += [
             {"role": "assistant", "content": text or None, "tool_calls": calls},
-            {"role": "tool", "tool_call_id": calls[0]["id"],
-             "content": json.dumps({"value": product})},
+            {
+                "role": "tool",
+                "tool_call_id": calls[0]["id"],
+                "content": json.dumps({"value": product}),
+            },
         ]
 
         out.write("\n== round 2: the model answers ==\n")
@@ -123,11 +132,20 @@ def run_demo(out: TextIO = sys.stdout, *, model: str | None = None) -> int:
 
         out.write("\n== a broken stream: arguments cut short, [DONE] with no finish_reason ==\n")
         upstream.enqueue(Scripted(recording("broken_truncated.sse")))
-        local = {k: v for k, v in route.items() if k != "model"} if not real else {
-            "api_base": upstream.base_url, "api_key": "sk-demo-loopback"}
+        local = (
+            {k: v for k, v in route.items() if k != "model"}
+            if not real
+            else {"api_base": upstream.base_url, "api_key": "sk-demo-loopback"}
+        )
         try:
-            _round(gate, out, model="cometapi/gpt-4o-mini", messages=messages,
-                   tools=[WRITE_FILE], **local)
+            _round(
+                gate,
+                out,
+                model="cometapi/gpt-4o-mini",
+                messages=messages,
+                tools=[WRITE_FILE],
+                **local,
+            )
         except ToolCallQuarantined as exc:
             out.write(f"quarantined: {exc}\n")
             for record in exc.records:

@@ -107,8 +107,10 @@ class ToolGate:
         elif isinstance(client, HTTPHandler) and isinstance(client.client, httpx.Client):
             inner = client.client._transport
         else:
-            raise WireNotObservable(f"cannot observe a client of type {type(client).__name__}; "
-                                    "pass a litellm HTTPHandler or no client")
+            raise WireNotObservable(
+                f"cannot observe a client of type {type(client).__name__}; "
+                "pass a litellm HTTPHandler or no client"
+            )
         tap = WireTap(self.new_attempt(tools=tools, model=model), streamed=stream)
         handler = TappedHTTPHandler(
             client=httpx.Client(transport=TapTransport(inner, tap, owns_inner=False))
@@ -129,12 +131,12 @@ class ToolGate:
         elif isinstance(client, AsyncHTTPHandler) and isinstance(client.client, httpx.AsyncClient):
             base = client.client._transport
         else:
-            raise WireNotObservable(f"cannot observe a client of type {type(client).__name__}; "
-                                    "pass a litellm AsyncHTTPHandler or no client")
+            raise WireNotObservable(
+                f"cannot observe a client of type {type(client).__name__}; "
+                "pass a litellm AsyncHTTPHandler or no client"
+            )
         tap = WireTap(self.new_attempt(tools=tools, model=model), streamed=stream)
-        handler = TappedAsyncHTTPHandler(
-            transport=AsyncTapTransport(base, tap, owns_inner=False)
-        )
+        handler = TappedAsyncHTTPHandler(transport=AsyncTapTransport(base, tap, owns_inner=False))
         handler.tap = tap
         return handler
 

@@ -26,8 +26,12 @@ def emit_records(attempt: ChatAttempt) -> None:
             "toolgate attempt %s: %s, no tool calls",
             attempt.attempt_id,
             "quarantined: " + fault.reason.value if fault else "released",
-            extra={"toolgate": {"attempt_id": attempt.attempt_id,
-                                "error_class": fault.reason.value if fault else None}},
+            extra={
+                "toolgate": {
+                    "attempt_id": attempt.attempt_id,
+                    "error_class": fault.reason.value if fault else None,
+                }
+            },
         )
     for record in records:
         logger.log(

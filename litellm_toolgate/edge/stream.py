@@ -76,9 +76,11 @@ class _Chunks:
         if self.held:
             self.held.append(chunk)
             return None
-        if withheld and not any(
-            getattr(c.delta, f, None) for c in chunk.choices for f in _VISIBLE
-        ) and not getattr(chunk, "usage", None):
+        if (
+            withheld
+            and not any(getattr(c.delta, f, None) for c in chunk.choices for f in _VISIBLE)
+            and not getattr(chunk, "usage", None)
+        ):
             return None
         return chunk
 

@@ -100,8 +100,11 @@ class WireTap:
         return not self.ended and not self.faulted
 
 
-def _wrap(response: httpx.Response, stream: httpx.SyncByteStream | httpx.AsyncByteStream,
-          request: httpx.Request) -> httpx.Response:
+def _wrap(
+    response: httpx.Response,
+    stream: httpx.SyncByteStream | httpx.AsyncByteStream,
+    request: httpx.Request,
+) -> httpx.Response:
     return httpx.Response(
         status_code=response.status_code,
         headers=response.headers,
@@ -223,9 +226,7 @@ class TapTransport(httpx.BaseTransport):
 class AsyncTapTransport(httpx.AsyncBaseTransport):
     """Async twin of :class:`TapTransport`."""
 
-    def __init__(
-        self, inner: httpx.AsyncBaseTransport, tap: WireTap, *, owns_inner: bool
-    ) -> None:
+    def __init__(self, inner: httpx.AsyncBaseTransport, tap: WireTap, *, owns_inner: bool) -> None:
         self.inner = inner
         self.tap = tap
         self._owns_inner = owns_inner
