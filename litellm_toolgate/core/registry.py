@@ -49,6 +49,10 @@ from .errors import GateConfigError
 
 __all__ = ["UNEVALUABLE", "SchemaVerdict", "ToolRegistry", "ToolSpec"]
 
+# Distinct schemas kept compiled. A deployment sees a handful of tool sets, re-sent on every
+# request; 256 covers many agents at once while bounding memory against clients that send a
+# fresh schema each time. Validators are shared between registries and threads: jsonschema's
+# validator objects are not changed by validating.
 _CACHE_SIZE = 256
 _OPEN_OBJECT: Mapping[str, Any] = MappingProxyType({"type": "object"})
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from itertools import compress
 from typing import Any, NoReturn
 
 from .errors import GateConfigError, QuarantineReason
@@ -63,6 +64,8 @@ _MAX_SAFE_DIGITS = len(str(_MAX_SAFE_INTEGER))
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # An escape in the surrogate range (JSON spells it only with a lowercase u).
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_CONTAINERS = frozenset({dict, list})
+_STRINGS = frozenset({str})
 
 
 class ArgumentsError(Exception):
@@ -156,22 +159,29 @@ def _refuse_constant(name: str) -> NoReturn:
 
 
 def _inspect(root: dict[str, Any], max_depth: int, *, strings: bool) -> QuarantineReason | None:
-    """Walk the decoded value for depth and, if asked, lone surrogates; iteratively, since
-    the depth it checks is the one that may be too large."""
-    pending: list[tuple[dict[str, Any] | list[Any], int]] = [(root, 1)]
-    while pending:
-        node, depth = pending.pop()
+    """Walk the decoded value level by level for depth and, if asked, lone surrogates.
+
+    Per container, the children are sorted by type with C-level iterators (no Python step
+    per child), and all strings and keys are searched in one pass at the end.
+    """
+    level: list[Any] = [root]
+    texts: list[str] = []
+    depth = 1
+    while level:
         if depth > max_depth:
             return R.DEPTH_EXCEEDED
-        if isinstance(node, dict):
-            if strings and any(map(_SURROGATE.search, node)):
-                return R.INVALID_STRING
-            children: Any = node.values()
-        else:
-            children = node
-        for child in children:
-            if isinstance(child, dict | list):
-                pending.append((child, depth + 1))
-            elif strings and isinstance(child, str) and _SURROGATE.search(child):
-                return R.INVALID_STRING
+        below: list[Any] = []
+        for node in level:
+            is_object = type(node) is dict  # the decoder builds exact dicts and lists
+            children = node.values() if is_object else node
+            kinds = list(map(type, children))
+            below += compress(children, map(_CONTAINERS.__contains__, kinds))
+            if strings:
+                texts += compress(children, map(_STRINGS.__contains__, kinds))
+                if is_object:
+                    texts += node
+        level = below
+        depth += 1
+    if strings and _SURROGATE.search("".join(texts)):
+        return R.INVALID_STRING
     return None
