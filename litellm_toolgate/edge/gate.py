@@ -26,7 +26,8 @@ from ..core.limits import Limits
 from ..core.policy import Policy
 from ..core.registry import ToolRegistry
 from .logs import emit_records
-from .stream import AsyncGatedStream, GatedStream, _async_policy, _sync_policy
+from .policy import async_policy, sync_policy
+from .stream import AsyncGatedStream, GatedStream
 from .transport import AsyncTapTransport, TapTransport, WireTap
 
 _HOW = (
@@ -166,7 +167,7 @@ class ToolGate:
         if failed:
             self._raise_quarantine(handler.tap.attempt)
         calls = self._conclude_response(handler.tap.attempt, response)
-        run = _sync_policy(self.policy)
+        run = sync_policy(self.policy)
         for call in calls:
             started = time.monotonic()
             self._decide(handler.tap.attempt, call.index, run(call), started)
@@ -191,7 +192,7 @@ class ToolGate:
         calls = self._conclude_response(handler.tap.attempt, response)
         for call in calls:
             started = time.monotonic()
-            decision = await _async_policy(self.policy, call)
+            decision = await async_policy(self.policy, call)
             self._decide(handler.tap.attempt, call.index, decision, started)
         return self._release_response(handler.tap.attempt, response)
 

@@ -1,201 +1,33 @@
 """The gated stream the caller iterates: litellm's chunks, with tool calls withheld.
 
-Text chunks pass through as litellm yields them. Every tool-call fragment is taken out of
-its chunk (and kept only to cross-check litellm's assembly against the wire); the chunk
-that carries the finish reason, and anything after it, is held. When litellm's stream ends
+Text chunks pass through as litellm yields them; tool-call fragments and the finish are
+withheld (see :mod:`carrier`). When litellm's stream ends
 the gate reads the wire to its end, concludes the attempt, runs the policy, and only then
 yields one chunk holding every released call (arguments exactly as on the wire) followed by
 the held chunks. Any fault raises :class:`ToolCallQuarantined` instead; nothing withheld is
 ever yielded after that, and the raise happens outside every ``except`` block so litellm's
 own error (which may quote the body) is not chained to it.
 
-:class:`GatedStream` and :class:`AsyncGatedStream` are twins around :class:`_Chunks`.
+:class:`GatedStream` and :class:`AsyncGatedStream` are twins around :class:`_Base`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from litellm.types.utils import (
-    ChatCompletionDeltaToolCall,
-    Delta,
-    Function,
-    ModelResponseStream,
-    StreamingChoices,
-)
-
-from ..core.attempt import Carrier, CarrierCall, ChatAttempt
+from ..core.attempt import ChatAttempt
 from ..core.errors import QuarantineReason, ToolCallQuarantined
-from ..core.policy import Policy, PolicyDecision, ReleasedCall, ToolCall, as_decision
+from ..core.policy import Policy, PolicyDecision, ToolCall
+from .carrier import CarrierChunks
 from .logs import emit_records
+from .policy import async_policy, sync_policy
 from .transport import WireTap
 
 R = QuarantineReason
-_VISIBLE = ("content", "role", "reasoning_content", "thinking_blocks", "audio", "images")
-
-
-@dataclass
-class _Assembled:
-    call_id: str | None = None
-    name: str | None = None
-    fragments: list[str] = field(default_factory=list)
-
-
-class _Chunks:
-    """Withholds tool-call fragments and the finish; builds the release. No I/O."""
-
-    def __init__(self) -> None:
-        self.calls: dict[int, _Assembled] = {}
-        self.held: list[Any] = []
-        self.finish_reason: str | None = None
-        self.foreign = False
-
-    def admit(self, chunk: Any) -> Any | None:
-        """The chunk to pass on now, or None when it is withheld or held."""
-        withheld = False
-        choices = getattr(chunk, "choices", None) or []
-        if any(getattr(choice, "index", 0) != 0 for choice in choices):
-            # Only choice 0 is gated; another choice is withheld whole and fails the check.
-            self.foreign = True
-            return None
-        for choice in choices:
-            delta = getattr(choice, "delta", None)
-            if delta is not None:
-                withheld |= self._strip(delta)
-            finish = getattr(choice, "finish_reason", None)
-            if finish:
-                self.finish_reason = finish if self.finish_reason is None else "<repeated>"
-                self.held.append(chunk)
-                return None
-        if self.held:
-            self.held.append(chunk)
-            return None
-        if (
-            withheld
-            and not any(getattr(c.delta, f, None) for c in chunk.choices for f in _VISIBLE)
-            and not getattr(chunk, "usage", None)
-        ):
-            return None
-        return chunk
-
-    def _strip(self, delta: Any) -> bool:
-        stripped = False
-        if getattr(delta, "function_call", None) is not None:
-            self.foreign = True
-            delta.function_call = None
-            stripped = True
-        for fragment in getattr(delta, "tool_calls", None) or []:
-            index = getattr(fragment, "index", None)
-            if not isinstance(index, int):
-                self.foreign = True
-                continue
-            call = self.calls.setdefault(index, _Assembled())
-            call.call_id = call.call_id or getattr(fragment, "id", None)
-            function = getattr(fragment, "function", None)
-            name = getattr(function, "name", None)
-            call.name = call.name or name
-            arguments = getattr(function, "arguments", None)
-            if arguments:
-                call.fragments.append(arguments)
-        if getattr(delta, "tool_calls", None) is not None:
-            delta.tool_calls = None
-            stripped = True
-        return stripped
-
-    def carrier(self) -> Carrier | None:
-        if self.foreign:
-            return Carrier({-1: CarrierCall(None, None, "")}, self.finish_reason)
-        return Carrier(
-            {
-                i: CarrierCall(c.call_id, c.name, "".join(c.fragments))
-                for i, c in self.calls.items()
-            },
-            self.finish_reason,
-        )
-
-    def release(self, released: list[ReleasedCall]) -> list[Any]:
-        if not released:
-            return list(self.held)
-        template = self.held[0]
-        chunk = ModelResponseStream(
-            id=template.id,
-            created=template.created,
-            model=template.model,
-            choices=[
-                StreamingChoices(
-                    index=0,
-                    finish_reason=None,
-                    delta=Delta(
-                        content=None,
-                        tool_calls=[
-                            ChatCompletionDeltaToolCall(
-                                id=call.call_id,
-                                type="function",
-                                index=call.index,
-                                function=Function(name=call.name, arguments=call.arguments),
-                            )
-                            for call in released
-                        ],
-                    ),
-                )
-            ],
-        )
-        return [chunk, *self.held]
-
-
-PolicyRunner = Callable[[ToolCall], PolicyDecision | None]
-
-
-def _sync_policy(policy: Policy | None) -> PolicyRunner:
-    def run(call: ToolCall) -> PolicyDecision | None:
-        if policy is None:
-            return PolicyDecision.approve()
-        failed = False
-        result: object = None
-        try:
-            result = policy(call)
-            if inspect.isawaitable(result):
-                result = _run_awaitable(result)
-        except Exception:
-            failed = True
-        return None if failed else as_decision(result)
-
-    return run
-
-
-def _run_awaitable(awaitable: Awaitable[object]) -> object:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-
-        async def wait() -> object:
-            return await awaitable
-
-        return asyncio.run(wait())
-    # An async policy cannot be awaited from sync code running inside an event loop.
-    if inspect.iscoroutine(awaitable):
-        awaitable.close()
-    raise RuntimeError("async policy called from a running event loop; use acompletion")
-
-
-async def _async_policy(policy: Policy | None, call: ToolCall) -> PolicyDecision | None:
-    if policy is None:
-        return PolicyDecision.approve()
-    failed = False
-    result: object = None
-    try:
-        result = policy(call)
-        if inspect.isawaitable(result):
-            result = await result
-    except Exception:
-        failed = True
-    return None if failed else as_decision(result)
 
 
 class _Base:
@@ -204,7 +36,7 @@ class _Base:
         self.tap = tap
         self.attempt: ChatAttempt = tap.attempt
         self._policy = policy
-        self._chunks = _Chunks()
+        self._chunks = CarrierChunks()
         self._out: deque[Any] = deque()
         self._done = False
         self._logged = False
@@ -260,7 +92,7 @@ class GatedStream(_Base):
     def __init__(self, wrapper: Any, tap: WireTap, policy: Policy | None) -> None:
         super().__init__(wrapper, tap, policy)
         self._it: Iterator[Any] = iter(wrapper)
-        self._run_policy = _sync_policy(policy)
+        self._run_policy = sync_policy(policy)
 
     def __iter__(self) -> GatedStream:
         return self
@@ -387,7 +219,7 @@ class AsyncGatedStream(_Base):
             return
         for call in calls:
             started = time.monotonic()
-            decision = await _async_policy(self._policy, call)
+            decision = await async_policy(self._policy, call)
             if not self._decide(call, decision, time.monotonic() - started):
                 return
         self._release()
