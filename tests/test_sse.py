@@ -340,6 +340,14 @@ def test_arbitrary_bytes_match_reference_or_fault(stream: bytes, data: st.DataOb
 # --- Invalid UTF-8. -----------------------------------------------------------------------
 
 
+def feed_checked(dec: SSEDecoder, data: bytes) -> list[SSEMessage]:
+    """feed(), then raise the fault it recorded (the way the attempt uses the decoder)."""
+    out = dec.feed(data)
+    if dec.error is not None:
+        dec.feed(b"")
+    return out
+
+
 def _assert_clean(err: SSEDecodeError, reason: QuarantineReason) -> None:
     assert err.reason is reason
     assert err.__context__ is None
@@ -359,7 +367,7 @@ def test_invalid_utf8_raises_without_context(bad: bytes) -> None:
     dec = SSEDecoder(max_event_bytes=BIG)
     assert dec.feed(b"data: ok\n\n") == [M("ok")]
     with pytest.raises(SSEDecodeError) as info:
-        dec.feed(b"data: " + bad + b"SECRET\n\n")
+        feed_checked(dec, b"data: " + bad + b"SECRET\n\n")
     _assert_clean(info.value, QuarantineReason.INVALID_UTF8)
     assert "SECRET" not in repr(info.value)
 
@@ -418,7 +426,7 @@ def test_limit_stops_an_unterminated_line_early() -> None:
     for _ in range(9):
         dec.feed(b": " + b"x" * 98)
     with pytest.raises(SSEDecodeError) as info:
-        dec.feed(b"x" * 101)
+        feed_checked(dec, b"x" * 101)
     assert info.value.reason is QuarantineReason.EVENT_TOO_LARGE
 
 
@@ -431,7 +439,7 @@ def test_limit_applies_to_buffered_data_at_end_of_chunk() -> None:
     dec = SSEDecoder(max_event_bytes=8)
     dec.feed(b"data:abc\n")  # 8-byte line, 4 bytes held
     with pytest.raises(SSEDecodeError):
-        dec.feed(b"data:ab\n")  # 7-byte line + 4 held
+        feed_checked(dec, b"data:ab\n")  # 7-byte line + 4 held
 
 
 def test_dribbled_line_is_held_in_few_pieces() -> None:
@@ -454,7 +462,7 @@ def test_non_positive_limit_is_a_config_error() -> None:
 def test_broken_decoder_reraises_same_reason() -> None:
     dec = SSEDecoder(max_event_bytes=8)
     with pytest.raises(SSEDecodeError) as first:
-        dec.feed(b"data: 0123456789\n\n")
+        feed_checked(dec, b"data: 0123456789\n\n")
     calls: list[Callable[[], object]] = [
         lambda: dec.feed(b"data: ok\n\n"),
         dec.flush,
@@ -468,8 +476,8 @@ def test_broken_decoder_reraises_same_reason() -> None:
 
 def test_broken_by_utf8_then_flush_reraises() -> None:
     dec = SSEDecoder(max_event_bytes=BIG)
-    with pytest.raises(SSEDecodeError):
-        dec.feed(b"\xff")
+    assert dec.feed(b"\xff") == []
+    assert dec.error is QuarantineReason.INVALID_UTF8
     with pytest.raises(SSEDecodeError) as info:
         dec.flush()
     _assert_clean(info.value, QuarantineReason.INVALID_UTF8)
@@ -553,3 +561,29 @@ def test_large_stream_in_chunks() -> None:
         assert out[0].data.endswith('"tok\xe9n"}}]}')
         assert dec.comments == 1
         assert not dec.pending
+
+
+# --- A fault never hides the messages completed before it. ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tail", "reason"),
+    [
+        (b"data: \xffbad\n\n", QuarantineReason.INVALID_UTF8),
+        (b"data: " + b"x" * 64 + b"\n\n", QuarantineReason.EVENT_TOO_LARGE),
+    ],
+    ids=["invalid-utf8", "too-large"],
+)
+def test_messages_before_a_fault_are_returned_whatever_the_split(
+    tail: bytes, reason: QuarantineReason
+) -> None:
+    stream = b"data: one\n\ndata: two\n\n" + tail
+    for cut in range(len(stream) + 1):
+        dec = SSEDecoder(max_event_bytes=32)
+        got = dec.feed(stream[:cut])
+        if dec.error is None:
+            got += dec.feed(stream[cut:])
+        assert got == [M("one"), M("two")], cut
+        assert dec.error is reason
+        with pytest.raises(SSEDecodeError):
+            dec.feed(b"")

@@ -47,7 +47,7 @@ from .events import (
 )
 from .limits import Limits
 from .policy import PolicyDecision, ReleasedCall, ToolCall
-from .records import DecisionRecord, JsonStatus, PolicyStatus, SchemaStatus
+from .records import DecisionRecord, ExecutionState, JsonStatus, PolicyStatus, SchemaStatus
 from .registry import ToolRegistry
 from .sse import SSEDecodeError, SSEDecoder
 from .state import (
@@ -55,6 +55,7 @@ from .state import (
     CallState,
     StreamInput,
     StreamState,
+    TransitionError,
     next_call_state,
     next_stream_state,
 )
@@ -207,6 +208,8 @@ class ChatAttempt:
     def receive_bytes(self, data: bytes) -> list[WireEvent]:
         """Feed raw wire bytes; returns the events they completed."""
         self._raise_if_faulted()
+        if self._state in (StreamState.CLOSED, StreamState.RELEASED):
+            raise TransitionError(f"stream in state {self._state.value} cannot take bytes")
         reason: QuarantineReason | None = None
         index: int | None = None
         events: list[WireEvent] = []
@@ -218,8 +221,9 @@ class ChatAttempt:
                 for event in self._normalizer.message(message):
                     self._apply(event)
                     events.append(event)
-        except (WireFault, SSEDecodeError) as fault:
-            reason, index = fault.reason, getattr(fault, "index", None)
+            reason = self._decoder.error
+        except WireFault as fault:
+            reason, index = fault.reason, fault.index
         if reason is not None:
             raise self._quarantine(reason, index)
         return events
@@ -280,7 +284,8 @@ class ChatAttempt:
         if not self._bound:
             raise self._quarantine(R.WIRE_NOT_OBSERVED)
         if self._state is not StreamState.CLOSED:
-            self._end_stream()
+            # The edge reads every body to its end; where it could not, the end is here.
+            self.receive_eof()
         has_calls = bool(self._calls)
         if has_calls != (self._finish_reason == "tool_calls"):
             raise self._quarantine(R.FINISH_REASON_MISMATCH)
@@ -303,7 +308,9 @@ class ChatAttempt:
     def decide(self, index: int, decision: PolicyDecision | None, elapsed: float = 0.0) -> None:
         """Record the policy's answer for one call; None means the policy failed."""
         self._raise_if_faulted()
-        call = self._calls[index]
+        call = self._calls.get(index)
+        if call is None:
+            raise TransitionError(f"no call at tool index {index} to decide")
         call.policy_ms = elapsed * 1000
         call.policy_reason = None if decision is None else _short(decision.reason)
         if decision is None:
@@ -318,20 +325,31 @@ class ChatAttempt:
     def release(self) -> list[ReleasedCall]:
         """Hand back every call; each must be POLICY_APPROVED (the table refuses otherwise)."""
         self._raise_if_faulted()
+        calls = self._ordered()
+        # Every move is checked before any is made: all calls go out, or none.
+        states = [next_call_state(c.state, CallInput.RELEASE) for c in calls]
+        stream = next_stream_state(self._state, StreamInput.RELEASE)
         released: list[ReleasedCall] = []
-        for call in self._ordered():
-            call.move(CallInput.RELEASE)
+        for call, state in zip(calls, states, strict=True):
+            call.state = state
             assert call.arguments is not None and call.value is not None
             released.append(
                 ReleasedCall(call.index, call.call_id, call.name, call.arguments, call.value)
             )
-        self._state = self._stream_move(StreamInput.RELEASE)
+        assert isinstance(stream, StreamState)
+        self._state = stream
         return released
 
     def records(self) -> list[DecisionRecord]:
         """One sanitized record per call the wire opened, in index order."""
         now = datetime.now(UTC)
-        released = self._state is StreamState.RELEASED
+        execution: ExecutionState = (
+            "released"
+            if self._state is StreamState.RELEASED
+            else "quarantined"
+            if self._reason is not None
+            else "withheld"
+        )
         error = None if self._reason is None else self._reason.value
         return [
             DecisionRecord(
@@ -353,7 +371,7 @@ class ChatAttempt:
                 schema_path=c.path,
                 policy_status=c.policy_status,
                 policy_reason=c.policy_reason,
-                execution_state="released" if released else "quarantined",
+                execution_state=execution,
                 error_class=(c.error.value if c.error else error),
                 stream_ms=round(c.stream_ms, 3),
                 validation_ms=round(c.validation_ms, 3),

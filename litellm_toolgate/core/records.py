@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 JsonStatus = Literal["valid", "invalid", "not_parsed"]
 SchemaStatus = Literal["valid", "invalid", "unknown_tool", "not_checked"]
 PolicyStatus = Literal["approved", "denied", "error", "not_checked"]
-ExecutionState = Literal["released", "quarantined"]
+ExecutionState = Literal["released", "quarantined", "withheld"]
 
 
 class DecisionRecord(BaseModel):

@@ -90,8 +90,20 @@ class SSEDecoder:
     """
 
     __slots__ = (
-        "_bytes_seen", "_closed", "_comments", "_data", "_data_bytes", "_error", "_event",
-        "_id", "_max", "_partial", "_partial_bytes", "_skip_lf", "_started", "_utf8",
+        "_bytes_seen",
+        "_closed",
+        "_comments",
+        "_data",
+        "_data_bytes",
+        "_error",
+        "_event",
+        "_id",
+        "_max",
+        "_partial",
+        "_partial_bytes",
+        "_skip_lf",
+        "_started",
+        "_utf8",
     )
 
     def __init__(self, *, max_event_bytes: int) -> None:
@@ -131,6 +143,16 @@ class SSEDecoder:
         self._error = reason
         raise SSEDecodeError(reason)
 
+    @property
+    def error(self) -> QuarantineReason | None:
+        """The fault found so far, if any.
+
+        ``feed`` returns the messages completed before a fault and records the fault here;
+        the caller checks it after handling them (and every later call raises). So what is
+        dispatched before a fault never depends on how the stream was split.
+        """
+        return self._error
+
     def feed(self, data: bytes) -> list[SSEMessage]:
         """Consume the next piece of the stream; return the messages it completed."""
         if self._error is not None:
@@ -138,12 +160,16 @@ class SSEDecoder:
         if self._closed:
             raise RuntimeError("feed() after flush()")
         self._bytes_seen += len(data)
+        valid: bytes | None = None
         try:
-            text: str | None = self._utf8.decode(data, False)
-        except UnicodeDecodeError:
-            text = None  # raised below, outside the handler, so the raw bytes are not chained
-        if text is None:
-            self._fail(QuarantineReason.INVALID_UTF8)
+            text = self._utf8.decode(data, False)
+        except UnicodeDecodeError as exc:
+            # Keep only the offset: the error itself (it holds the raw bytes) is not chained.
+            valid = exc.object[: exc.start]
+        if valid is not None:
+            # The messages completed before the bad byte still count, whatever the split.
+            self._error = QuarantineReason.INVALID_UTF8
+            text = valid.decode("utf-8")
         if not text:  # empty chunk, or only part of a character
             return []
         if not self._started:
@@ -167,6 +193,8 @@ class SSEDecoder:
                 self._partial = []
             self._process(lines, out)
             self._partial_bytes = 0
+        if self._error is not None:
+            return out
         if rest:
             partial = self._partial
             partial.append(rest)
@@ -178,7 +206,7 @@ class SSEDecoder:
                 last = partial.pop()
                 partial[-1] += last
         if self._partial_bytes + self._data_bytes > self._max:
-            self._fail(QuarantineReason.EVENT_TOO_LARGE)
+            self._error = QuarantineReason.EVENT_TOO_LARGE
         return out
 
     def _process(self, lines: list[str], out: list[SSEMessage]) -> None:
@@ -193,7 +221,9 @@ class SSEDecoder:
         for line in lines:
             size = len(line) if line.isascii() else len(line.encode())
             if size + data_bytes > limit:
-                self._fail(QuarantineReason.EVENT_TOO_LARGE)
+                # Stop here: the messages before this line are returned, the fault is kept.
+                self._error = QuarantineReason.EVENT_TOO_LARGE
+                break
             if not line:
                 if data:
                     out.append(SSEMessage(event, "\n".join(data), last_id))
