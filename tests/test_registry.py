@@ -129,23 +129,38 @@ CONFIG_ERRORS: list[tuple[str, Any, str]] = [
     ("parameters None", [chat("a", None)], "tool 'a': 'parameters' must be a JSON Schema object"),
     ("parameters a list", [responses("a", [])], "tool 'a': 'parameters' must be"),
     ("parameters a bool", [responses("a", True)], "tool 'a': 'parameters' must be"),
-    ("bad type name", [chat("a", {"type": "objekt"})],
-     "fails the Draft202012Validator metaschema at $.type (anyOf)"),
-    ("bad nested keyword", [chat("a", {"properties": {"n": {"minLength": -1}}})],
-     "metaschema at $.properties.n.minLength (minimum)"),
+    (
+        "bad type name",
+        [chat("a", {"type": "objekt"})],
+        "fails the Draft202012Validator metaschema at $.type (anyOf)",
+    ),
+    (
+        "bad nested keyword",
+        [chat("a", {"properties": {"n": {"minLength": -1}}})],
+        "metaschema at $.properties.n.minLength (minimum)",
+    ),
     ("required not an array", [chat("a", {"required": "x"})], "metaschema at $.required (type)"),
     ("bad regex", [chat("a", {"pattern": "("})], "metaschema at $.pattern (format)"),
     ("2020-12 rejects array items", [chat("a", {"items": [{"type": "string"}]})], "$.items"),
-    ("unknown $schema", [chat("a", {"$schema": "https://example.com/nope"})],
-     "tool 'a': parameters are not a usable schema: its $schema names no dialect"),
+    (
+        "unknown $schema",
+        [chat("a", {"$schema": "https://example.com/nope"})],
+        "tool 'a': parameters are not a usable schema: its $schema names no dialect",
+    ),
     ("$schema not a string", [chat("a", {"$schema": 5})], "names no dialect"),
-    ("not JSON data", [chat("a", {"default": Unserialisable()})],
-     "tool 'a': parameters are not JSON data"),
+    (
+        "not JSON data",
+        [chat("a", {"default": Unserialisable()})],
+        "tool 'a': parameters are not JSON data",
+    ),
     ("NaN in schema", [chat("a", {"maximum": float("nan")})], "parameters are not JSON data"),
     ("cycle in schema", [chat("a", cyclic())], "parameters are not JSON data"),
     ("huge integer in schema", [chat("a", {"maximum": 10**5000})], "parameters are not JSON data"),
-    ("mixed key types", [chat("a", {"properties": {1: {}, "b": {}}})],
-     "parameters are not JSON data"),
+    (
+        "mixed key types",
+        [chat("a", {"properties": {1: {}, "b": {}}})],
+        "parameters are not JSON data",
+    ),
     ("too deep to check", [chat("a", nested_not(400))], "nested too deeply to check"),
 ]
 
@@ -229,9 +244,20 @@ def test_failures_are_reported_every_time() -> None:
 
 VERDICTS: list[tuple[str, Any, SchemaVerdict | None]] = [
     ("valid", {"path": C}, None),
-    ("valid everything", {"path": "p", "lines": [1, 2], "a/b~c": 3, "mode": "read",
-                          "point": {"x": 1.5}, "env": {"HOME": C}, "extra": {C: 1},
-                          "choice": {"kind": C}}, None),
+    (
+        "valid everything",
+        {
+            "path": "p",
+            "lines": [1, 2],
+            "a/b~c": 3,
+            "mode": "read",
+            "point": {"x": 1.5},
+            "env": {"HOME": C},
+            "extra": {C: 1},
+            "choice": {"kind": C},
+        },
+        None,
+    ),
     ("not an object", [C], SchemaVerdict("type", "")),
     ("required missing", {"mode": "read"}, SchemaVerdict("required", "")),
     ("wrong type", {"path": 5}, SchemaVerdict("type", "/path")),
@@ -242,14 +268,26 @@ VERDICTS: list[tuple[str, Any, SchemaVerdict | None]] = [
     ("false subschema", {"path": "p", "never": C}, SchemaVerdict("false", "")),
     ("$ref", {"path": "p", "point": {"x": C}}, SchemaVerdict("type", "/point/x")),
     ("undeclared key at top", {"path": "p", C: 1}, SchemaVerdict("additionalProperties", "")),
-    ("patternProperties key", {"path": "p", "env": {C.upper().replace("-", "_"): 5}},
-     SchemaVerdict("type", "/env/*")),
-    ("additionalProperties false below", {"path": "p", "env": {C: "v"}},
-     SchemaVerdict("additionalProperties", "/env")),
-    ("additionalProperties schema", {"path": "p", "extra": {C: "v"}},
-     SchemaVerdict("type", "/extra/*")),
-    ("undeclared key with ~ and /", {"path": "p", "extra": {"~/" + C: "v"}},
-     SchemaVerdict("type", "/extra/*")),
+    (
+        "patternProperties key",
+        {"path": "p", "env": {C.upper().replace("-", "_"): 5}},
+        SchemaVerdict("type", "/env/*"),
+    ),
+    (
+        "additionalProperties false below",
+        {"path": "p", "env": {C: "v"}},
+        SchemaVerdict("additionalProperties", "/env"),
+    ),
+    (
+        "additionalProperties schema",
+        {"path": "p", "extra": {C: "v"}},
+        SchemaVerdict("type", "/extra/*"),
+    ),
+    (
+        "undeclared key with ~ and /",
+        {"path": "p", "extra": {"~/" + C: "v"}},
+        SchemaVerdict("type", "/extra/*"),
+    ),
     ("anyOf descends", {"path": "p", "choice": {C: 1}}, SchemaVerdict("required", "/choice")),
 ]
 
@@ -265,9 +303,7 @@ def test_verdicts(spec: ToolSpec, value: Any, expected: SchemaVerdict | None) ->
 
 
 def test_key_named_by_required_only_is_shown() -> None:
-    spec = ToolSpec.build(
-        "t", {"required": ["mode"], "additionalProperties": {"type": "string"}}
-    )
+    spec = ToolSpec.build("t", {"required": ["mode"], "additionalProperties": {"type": "string"}})
     assert spec.validate({"mode": 1}) == SchemaVerdict("type", "/mode")
     assert spec.validate({"mode": "m", "other": 1}) == SchemaVerdict("type", "/*")
 
