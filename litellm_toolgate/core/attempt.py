@@ -22,15 +22,13 @@ The machine does no I/O and imports no litellm; time comes from an injected cloc
 
 from __future__ import annotations
 
-import hmac
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from hashlib import sha256
-from typing import Any
 
+from .call import CallAccumulator
 from .chat import ChatNormalizer, WireFault
 from .errors import QuarantineReason, ToolCallQuarantined, quarantine
 from .events import (
@@ -47,19 +45,17 @@ from .events import (
 )
 from .limits import Limits
 from .policy import PolicyDecision, ReleasedCall, ToolCall
-from .records import DecisionRecord, ExecutionState, JsonStatus, PolicyStatus, SchemaStatus
+from .records import DecisionRecord, ExecutionState
 from .registry import ToolRegistry
 from .sse import SSEDecodeError, SSEDecoder
 from .state import (
     CallInput,
-    CallState,
     StreamInput,
     StreamState,
     TransitionError,
     next_call_state,
     next_stream_state,
 )
-from .strictjson import ArgumentsError, parse_arguments
 
 R = QuarantineReason
 
@@ -93,35 +89,6 @@ class Carrier:
     finish_reason: str | None
 
 
-@dataclass(slots=True)
-class _Call:
-    index: int
-    call_id: str
-    name: str
-    opened_at: float
-    state: CallState = CallState.ITEM_OPEN
-    fragments: list[str] = field(default_factory=list)
-    nbytes: int = 0
-    last_event: str = "call_started"
-    stream_ms: float = 0.0
-    json_status: JsonStatus = "not_parsed"
-    trailing: bool | None = None
-    schema_status: SchemaStatus = "not_checked"
-    keyword: str | None = None
-    path: str | None = None
-    policy_status: PolicyStatus = "not_checked"
-    policy_reason: str | None = None
-    validation_ms: float = 0.0
-    policy_ms: float = 0.0
-    error: QuarantineReason | None = None
-    arguments: str | None = None
-    value: dict[str, Any] | None = None
-    digest: str | None = None
-
-    def move(self, event: CallInput) -> None:
-        self.state = next_call_state(self.state, event)
-
-
 class ChatAttempt:
     """The gate's state for one chat-completions attempt. See the module docstring."""
 
@@ -147,7 +114,7 @@ class ChatAttempt:
         self._clock = clock
         self._decoder = SSEDecoder(max_event_bytes=self.limits.max_event_bytes)
         self._normalizer = ChatNormalizer()
-        self._calls: dict[int, _Call] = {}
+        self._calls: dict[int, CallAccumulator] = {}
         self._state = StreamState.RECEIVING
         self._bound = False
         self._fault: ToolCallQuarantined | None = None
@@ -291,11 +258,11 @@ class ChatAttempt:
             raise self._quarantine(R.FINISH_REASON_MISMATCH)
         if carrier is not None and not self._carrier_matches(carrier):
             raise self._quarantine(R.CARRIER_MISMATCH)
-        first: _Call | None = None
+        first: CallAccumulator | None = None
         for call in self._ordered():
             call.move(CallInput.TERMINAL)
             call.last_event = "terminal"
-            self._validate(call)
+            call.validate(self.registry, self.limits.max_json_depth, self._hmac_key, self._clock)
             if call.error is not None and first is None:
                 first = call
         if first is not None and first.error is not None:
@@ -382,7 +349,7 @@ class ChatAttempt:
         ]
 
     # ---- internals -----------------------------------------------------------------------
-    def _ordered(self) -> list[_Call]:
+    def _ordered(self) -> list[CallAccumulator]:
         return [self._calls[i] for i in sorted(self._calls)]
 
     def _raise_if_faulted(self) -> None:
@@ -418,7 +385,9 @@ class ChatAttempt:
         elif isinstance(event, CallStarted):
             if len(self._calls) >= self.limits.max_calls:
                 raise WireFault(R.TOO_MANY_CALLS, event.index)
-            self._calls[event.index] = _Call(event.index, event.call_id, event.name, self._clock())
+            self._calls[event.index] = CallAccumulator(
+                event.index, event.call_id, event.name, self._clock()
+            )
         elif isinstance(event, ArgumentDelta):
             call = self._calls.get(event.index)
             if call is None:  # the normalizer opens every call first; defend anyway
@@ -440,42 +409,6 @@ class ChatAttempt:
         elif isinstance(event, Unknown):
             self.unknown_events += 1
 
-    def _validate(self, call: _Call) -> None:
-        started = self._clock()
-        text = "".join(call.fragments)
-        call.fragments = [text]
-        call.arguments = text
-        if self._hmac_key is not None:
-            call.digest = hmac.new(
-                self._hmac_key, text.encode("utf-8", "surrogatepass"), sha256
-            ).hexdigest()
-        reason: QuarantineReason | None = None
-        value: dict[str, Any] | None = None
-        try:
-            value = parse_arguments(text, max_depth=self.limits.max_json_depth)
-        except ArgumentsError as err:
-            reason = err.reason
-        if reason is not None or value is None:
-            call.json_status = "invalid"
-            call.trailing = reason is R.TRAILING_DATA
-            call.error = reason
-        else:
-            call.json_status, call.trailing = "valid", False
-            call.move(CallInput.PARSED)
-            spec = self.registry.get(call.name)
-            if spec is None:
-                call.schema_status, call.error = "unknown_tool", R.UNKNOWN_TOOL
-            else:
-                verdict = spec.validate(value)
-                if verdict is None:
-                    call.schema_status = "valid"
-                    call.value = value
-                    call.move(CallInput.SCHEMA_VALID)
-                else:
-                    call.schema_status, call.error = "invalid", R.SCHEMA_INVALID
-                    call.keyword, call.path = verdict.keyword, verdict.path
-        call.validation_ms = (self._clock() - started) * 1000
-
     def _carrier_matches(self, carrier: Carrier) -> bool:
         if carrier.finish_reason != self._finish_reason or set(carrier.calls) != set(self._calls):
             return False
@@ -495,13 +428,7 @@ class ChatAttempt:
             return self._fault
         now = self._clock()
         for call in self._calls.values():
-            if call.state is not CallState.QUARANTINED:
-                if call.stream_ms == 0.0:
-                    call.stream_ms = (now - call.opened_at) * 1000
-                call.state = CallState.QUARANTINED
-            call.fragments = []
-            call.arguments = None
-            call.value = None
+            call.discard(now)
         if index is not None and index in self._calls and self._calls[index].error is None:
             self._calls[index].error = reason
         self._state = StreamState.QUARANTINED
