@@ -374,3 +374,18 @@ def test_an_unobservable_client_is_refused_at_once() -> None:
 
 def test_repr_names_no_tools_or_policy_internals() -> None:
     assert repr(ToolGate(MANIFEST["tools"])) == "ToolGate(2 tools, policy=none)"
+
+
+def test_a_stream_whose_wire_was_never_seen_is_refused_at_its_end() -> None:
+    # The client handed to guard() is not the one litellm used: the gate saw no wire, so it
+    # withholds the call and refuses the stream rather than trust litellm's chunks.
+    gate = ToolGate(MANIFEST["tools"])
+    with respx.mock as router:
+        sse_route(router, body_of(CASES["multiply_basic"]))
+        stream = litellm.completion(stream=True, **BASE)
+        chunks: list[Any] = []
+        with pytest.raises(ToolCallQuarantined) as info:
+            for chunk in gate.guard(stream, gate.http_client()):
+                chunks.append(chunk)
+    assert info.value.reason is R.WIRE_NOT_OBSERVED
+    assert chunks and tool_chunks(chunks) == []
