@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import QuarantineReason
+from .errors import Fault, QuarantineReason
 from .events import (
     ArgumentDelta,
     CallStarted,
@@ -42,13 +42,8 @@ from .sse import SSEMessage
 R = QuarantineReason
 
 
-class WireFault(Exception):
+class WireFault(Fault):
     """A protocol fault found while normalizing; carries only a reason and a tool index."""
-
-    def __init__(self, reason: QuarantineReason, index: int | None = None) -> None:
-        super().__init__(reason.value)
-        self.reason = reason
-        self.index = index
 
 
 def _load_object(data: str) -> dict[str, Any]:

@@ -3,6 +3,8 @@
 The tree::
 
     ToolGateError                       base of everything raised here
+    ├── Fault                           internal: a reason found by the decoder, normalizer
+    │                                   or parser, before it quarantines the attempt
     ├── GateConfigError (ValueError)    the caller's set-up is wrong (tools, limits, options)
     ├── WireNotObservable               the gate cannot see the raw wire of this call
     └── ToolCallQuarantined             an attempt was quarantined; nothing was released
@@ -101,6 +103,25 @@ class QuarantineReason(enum.Enum):
 
 class ToolGateError(Exception):
     """Base of every error this library raises."""
+
+
+class Fault(ToolGateError):
+    """A fault found inside the core, before it becomes the attempt's quarantine.
+
+    Carries a reason and, where one call is to blame, its tool index; its message, ``args``
+    and ``repr`` are the reason alone, so it can never carry wire or argument text.
+    """
+
+    def __init__(self, reason: QuarantineReason, index: int | None = None) -> None:
+        self.reason = reason
+        self.index = index
+        super().__init__(reason.value)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.reason.value!r})"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.reason, self.index))
 
 
 class GateConfigError(ToolGateError, ValueError):

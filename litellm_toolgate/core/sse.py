@@ -40,7 +40,7 @@ import codecs
 from dataclasses import dataclass
 from typing import NoReturn
 
-from .errors import GateConfigError, QuarantineReason, ToolGateError
+from .errors import Fault, GateConfigError, QuarantineReason
 
 __all__ = ["SSEDecodeError", "SSEDecoder", "SSEMessage"]
 
@@ -59,18 +59,8 @@ class SSEMessage:
     """The last ``id`` field of this message, or ``None`` if it had none."""
 
 
-class SSEDecodeError(ToolGateError):
+class SSEDecodeError(Fault):
     """The event stream is broken. Holds only a reason, never any stream text."""
-
-    def __init__(self, reason: QuarantineReason) -> None:
-        self.reason = reason
-        super().__init__(reason.value)
-
-    def __repr__(self) -> str:
-        return f"SSEDecodeError({self.reason.value!r})"
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (SSEDecodeError, (self.reason,))
 
 
 def _nbytes(text: str) -> int:

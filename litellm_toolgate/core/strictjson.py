@@ -48,7 +48,7 @@ import re
 from itertools import compress
 from typing import Any, NoReturn
 
-from .errors import GateConfigError, QuarantineReason
+from .errors import Fault, GateConfigError, QuarantineReason
 
 __all__ = ["ArgumentsError", "parse_arguments"]
 
@@ -68,21 +68,11 @@ _CONTAINERS = frozenset({dict, list})
 _STRINGS = frozenset({str})
 
 
-class ArgumentsError(Exception):
+class ArgumentsError(Fault):
     """The argument text is not exactly one strict JSON object.
 
     The message and ``args`` are only ``reason.value``; never any of the text.
     """
-
-    def __init__(self, reason: QuarantineReason) -> None:
-        self.reason = reason
-        super().__init__(reason.value)
-
-    def __repr__(self) -> str:
-        return f"ArgumentsError({self.reason.value!r})"
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (type(self), (self.reason,))
 
 
 def parse_arguments(text: str, *, max_depth: int) -> dict[str, Any]:
