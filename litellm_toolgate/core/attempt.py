@@ -121,7 +121,6 @@ class ChatAttempt:
         self._reason: QuarantineReason | None = None
         self._terminal = False
         self._finish_reason: str | None = None
-        self._last_event = "none"
         self.events = 0
         self.unknown_events = 0
         self.text_bytes = 0
@@ -377,7 +376,6 @@ class ChatAttempt:
 
     def _apply(self, event: WireEvent) -> None:
         self._state = self._stream_move(_INPUT[type(event)])
-        self._last_event = type(event).__name__
         if isinstance(event, TextDelta):
             self.text_bytes += len(event.text.encode("utf-8", "surrogatepass"))
             if self.text_bytes > self.limits.max_text_bytes:
