@@ -926,10 +926,11 @@ def test_a_faithful_carrier_passes() -> None:
         dataclasses.replace(GOOD_CARRIER, calls={0: GOOD_CARRIER.calls[0]}),
         dataclasses.replace(GOOD_CARRIER, finish_reason="stop"),
         dataclasses.replace(GOOD_CARRIER, finish_reason=None),
+        dataclasses.replace(GOOD_CARRIER, foreign=True),
     ],
     ids=[
         "arguments", "whitespace", "id", "no-id", "name", "extra-index", "missing-index",
-        "finish-stop", "finish-none",
+        "finish-stop", "finish-none", "foreign",
     ],
 )  # fmt: skip
 def test_carrier_mismatch(carrier: Carrier) -> None:

@@ -279,6 +279,25 @@ NON_STREAM = [
         completion_body([call(GOOD_ARGS), call(GOOD_ARGS)], "tool_calls"),
         R.IDENTITY_CONFLICT,
     ),
+    (
+        "two choices",
+        {
+            **completion_body(None, "stop"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "a"},
+                    "finish_reason": "stop",
+                },
+                {
+                    "index": 1,
+                    "message": {"role": "assistant", "content": "b"},
+                    "finish_reason": "stop",
+                },
+            ],
+        },
+        R.UNEXPECTED_CHOICE,
+    ),
 ]
 
 

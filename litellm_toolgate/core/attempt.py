@@ -87,6 +87,9 @@ class Carrier:
 
     calls: Mapping[int, CarrierCall]
     finish_reason: str | None
+    foreign: bool = False
+    """The carrier handed over something the wire check cannot map (another choice, a
+    legacy function call): a mismatch whatever the calls say."""
 
 
 class ChatAttempt:
@@ -408,7 +411,11 @@ class ChatAttempt:
             self.unknown_events += 1
 
     def _carrier_matches(self, carrier: Carrier) -> bool:
-        if carrier.finish_reason != self._finish_reason or set(carrier.calls) != set(self._calls):
+        if (
+            carrier.foreign
+            or carrier.finish_reason != self._finish_reason
+            or set(carrier.calls) != set(self._calls)
+        ):
             return False
         for index, theirs in carrier.calls.items():
             ours = self._calls[index]

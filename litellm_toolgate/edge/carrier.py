@@ -95,15 +95,14 @@ class CarrierChunks:
             stripped = True
         return stripped
 
-    def carrier(self) -> Carrier | None:
-        if self.foreign:
-            return Carrier({-1: CarrierCall(None, None, "")}, self.finish_reason)
+    def carrier(self) -> Carrier:
         return Carrier(
             {
                 i: CarrierCall(c.call_id, c.name, "".join(c.fragments))
                 for i, c in self.calls.items()
             },
             self.finish_reason,
+            foreign=self.foreign,
         )
 
     def release(self, released: list[ReleasedCall]) -> list[Any]:

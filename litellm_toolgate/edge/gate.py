@@ -23,7 +23,7 @@ from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, HTTPHandler
 from ..core.attempt import Carrier, CarrierCall, ChatAttempt
 from ..core.errors import ToolCallQuarantined, WireNotObservable
 from ..core.limits import Limits
-from ..core.policy import Policy
+from ..core.policy import Policy, ToolCall
 from ..core.registry import ToolRegistry
 from .logs import emit_records
 from .policy import async_policy, sync_policy
@@ -216,24 +216,21 @@ class ToolGate:
         assert fault is not None
         raise fault
 
-    def _conclude_response(self, attempt: ChatAttempt, response: Any) -> list[Any]:
-        choices = getattr(response, "choices", None) or []
-        carrier: Carrier | None
-        if len(choices) != 1:
-            carrier = Carrier({-1: CarrierCall(None, None, "")}, None)
-        else:
-            message = getattr(choices[0], "message", None)
-            carrier = Carrier(
-                {
-                    i: CarrierCall(
-                        getattr(tc, "id", None),
-                        getattr(tc.function, "name", None),
-                        getattr(tc.function, "arguments", None) or "",
-                    )
-                    for i, tc in enumerate(getattr(message, "tool_calls", None) or [])
-                },
-                getattr(choices[0], "finish_reason", None),
-            )
+    def _conclude_response(self, attempt: ChatAttempt, response: Any) -> list[ToolCall]:
+        choices = getattr(response, "choices", None) or [None]
+        message = getattr(choices[0], "message", None)
+        carrier = Carrier(
+            {
+                i: CarrierCall(
+                    getattr(tc, "id", None),
+                    getattr(tc.function, "name", None),
+                    getattr(tc.function, "arguments", None) or "",
+                )
+                for i, tc in enumerate(getattr(message, "tool_calls", None) or [])
+            },
+            getattr(choices[0], "finish_reason", None),
+            foreign=len(choices) != 1 or getattr(message, "function_call", None) is not None,
+        )
         try:
             return attempt.conclude(carrier)
         except ToolCallQuarantined:
