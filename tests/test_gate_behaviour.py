@@ -216,7 +216,12 @@ def test_cancelling_a_task_waiting_on_the_stream_releases_nothing() -> None:
                     got.append(chunk)
 
             task = asyncio.create_task(consume())
-            await asyncio.sleep(0.2)
+            # Cancel once text has arrived and the stream waits on the stalled upstream.
+            for _ in range(1000):
+                if got:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
