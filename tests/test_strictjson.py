@@ -210,7 +210,7 @@ def test_deep_input_is_quick() -> None:
     started = time.perf_counter()
     for text in ("[" * 100_000, '{"a":' * 100_000, "{" * 1_000_000):
         refusal(text, max_depth=64)
-    assert time.perf_counter() - started < 5
+    assert time.perf_counter() - started < 10  # a hang guard, not a speed target
 
 
 def test_megabyte_document() -> None:

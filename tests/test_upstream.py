@@ -168,7 +168,7 @@ def test_stall_after_times_the_client_out() -> None:
             pytest.raises(httpx.ReadTimeout),
         ):
             _collect(r, received)
-        assert time.monotonic() - started < 3
+        assert time.monotonic() - started < 10  # a hang guard
     assert bytes(received) == BODY[:100]
 
 
@@ -210,7 +210,7 @@ def test_stop_returns_promptly_with_a_stalled_response_in_flight() -> None:
     assert first_bytes.wait(5)
     started = time.monotonic()
     up.stop()
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 5  # a hang guard, not a speed target
     thread.join(5)
     assert not thread.is_alive()
     assert bytes(received) == BODY[:50]
