@@ -16,6 +16,7 @@ from conftest import CANARY, CASES, MANIFEST, Pieces, body_of
 from litellm.llms.custom_httpx.http_handler import HTTPHandler
 
 from litellm_toolgate import (
+    Limits,
     PolicyDecision,
     PolicyDenied,
     QuarantineReason,
@@ -413,3 +414,107 @@ def test_a_stream_whose_wire_was_never_seen_is_refused_at_its_end() -> None:
                 chunks.append(chunk)
     assert info.value.reason is R.WIRE_NOT_OBSERVED
     assert chunks and tool_chunks(chunks) == []
+
+
+# ---- the remaining edge paths ---------------------------------------------------------------
+def test_a_callers_own_async_handler_is_wrapped_not_bypassed() -> None:
+    from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
+
+    gate = ToolGate(MANIFEST["tools"])
+
+    async def go() -> list[Any]:
+        mine = AsyncHTTPHandler(transport=httpx.AsyncHTTPTransport())
+        with respx.mock as router:
+            sse_route(router, body_of(CASES["multiply_basic"]))
+            stream = await gate.acompletion(stream=True, client=mine, **BASE)
+            return [c async for c in stream]
+
+    assert [tc.function.name for tc in tool_chunks(asyncio.run(go()))] == ["multiply"]
+
+
+def test_guard_passes_a_gated_stream_through_and_gates_async_streams() -> None:
+    gate = ToolGate(MANIFEST["tools"])
+    with respx.mock as router:
+        sse_route(router, body_of(CASES["multiply_basic"]))
+        gated = gate.completion(stream=True, **BASE)
+        assert gate.guard(gated) is gated
+        gated.close()
+
+    async def go() -> list[Any]:
+        with respx.mock as router:
+            sse_route(router, body_of(CASES["two_calls_interleaved"]))
+            client = gate.async_http_client()
+            stream = await litellm.acompletion(stream=True, client=client, **BASE)
+            return [c async for c in gate.guard(stream, client)]
+
+    released = tool_chunks(asyncio.run(go()))
+    assert [tc.id for tc in released] == [c["id"] for c in CASES["two_calls_interleaved"]["calls"]]
+
+
+def test_async_policy_that_raises_or_denies_in_acompletion() -> None:
+    async def raises(call: ToolCall) -> bool:
+        raise RuntimeError(str(call.arguments))
+
+    async def denies(call: ToolCall) -> PolicyDecision:
+        return PolicyDecision.deny("not now")
+
+    for policy, reason in ((raises, R.POLICY_ERROR), (denies, R.POLICY_DENIED)):
+        gate = ToolGate(MANIFEST["tools"], policy=policy)
+
+        async def go(g: ToolGate = gate) -> list[Any]:
+            with respx.mock as router:
+                sse_route(router, body_of(CASES["multiply_basic"]))
+                return [c async for c in await g.acompletion(stream=True, **BASE)]
+
+        with pytest.raises(ToolCallQuarantined) as info:
+            asyncio.run(go())
+        assert info.value.reason is reason
+        assert info.value.__context__ is None
+
+
+def test_async_policy_behind_sync_completion_inside_a_running_loop_is_refused() -> None:
+    async def policy(call: ToolCall) -> bool:
+        return True
+
+    gate = ToolGate(MANIFEST["tools"], policy=policy)
+
+    async def go() -> None:
+        # Sync code on an event loop cannot wait for the async policy: fail closed.
+        stream_all(gate, "multiply_basic")
+
+    with pytest.raises(ToolCallQuarantined) as info:
+        asyncio.run(go())
+    assert info.value.reason is R.POLICY_ERROR
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_non_streamed_http_error_is_litellms_and_oversized_body_is_refused(
+    asynchronous: bool,
+) -> None:
+    gate = ToolGate(MANIFEST["tools"], limits=Limits(max_body_bytes=64))
+
+    async def go(response: httpx.Response) -> Any:
+        with respx.mock as router:
+            router.post(URL).mock(return_value=response)
+            if asynchronous:
+                return await gate.acompletion(**BASE)
+            return gate.completion(**BASE)
+
+    with pytest.raises(litellm.InternalServerError):
+        asyncio.run(go(httpx.Response(500, json={"error": {"message": "boom"}})))
+    payload = completion_body([call(GOOD_ARGS)], "tool_calls")
+    with pytest.raises(ToolCallQuarantined) as info:
+        asyncio.run(go(httpx.Response(200, json=payload)))
+    assert info.value.reason is R.BODY_TOO_LARGE
+    assert info.value.__context__ is None
+
+
+def test_stream_exposes_its_attempt_id_matching_the_records() -> None:
+    gate = ToolGate(MANIFEST["tools"])
+    with respx.mock as router:
+        sse_route(router, body_of(CASES["args_invalid_json"]))
+        stream = gate.completion(stream=True, **BASE)
+        with pytest.raises(ToolCallQuarantined) as info:
+            list(stream)
+    assert info.value.attempt_id == stream.attempt_id
+    assert {r.attempt_id for r in info.value.records} == {stream.attempt_id}

@@ -14,7 +14,7 @@ import contextlib
 import time
 import weakref
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 import litellm
@@ -113,9 +113,7 @@ class ToolGate:
                 "pass a litellm HTTPHandler or no client"
             )
         tap = WireTap(self.new_attempt(tools=tools, model=model), streamed=stream)
-        handler = TappedHTTPHandler(
-            client=httpx.Client(transport=TapTransport(inner, tap, owns_inner=False))
-        )
+        handler = TappedHTTPHandler(client=httpx.Client(transport=TapTransport(inner, tap)))
         handler.tap = tap
         return handler
 
@@ -137,7 +135,7 @@ class ToolGate:
                 "pass a litellm AsyncHTTPHandler or no client"
             )
         tap = WireTap(self.new_attempt(tools=tools, model=model), streamed=stream)
-        handler = TappedAsyncHTTPHandler(transport=AsyncTapTransport(base, tap, owns_inner=False))
+        handler = TappedAsyncHTTPHandler(transport=AsyncTapTransport(base, tap))
         handler.tap = tap
         return handler
 
@@ -210,7 +208,7 @@ class ToolGate:
 
     # ---- non-streamed responses ------------------------------------------------------------
     @staticmethod
-    def _raise_quarantine(attempt: ChatAttempt) -> None:
+    def _raise_quarantine(attempt: ChatAttempt) -> NoReturn:
         emit_records(attempt)
         fault = attempt.quarantined
         assert fault is not None
@@ -236,7 +234,6 @@ class ToolGate:
         except ToolCallQuarantined:
             pass
         self._raise_quarantine(attempt)
-        return []
 
     def _decide(self, attempt: ChatAttempt, index: int, decision: Any, started: float) -> None:
         with contextlib.suppress(ToolCallQuarantined):

@@ -203,12 +203,12 @@ class _AsyncTapStream(httpx.AsyncByteStream):
 
 
 class TapTransport(httpx.BaseTransport):
-    """Sync transport around ``inner``; ``owns_inner`` decides who closes it."""
+    """Sync transport around ``inner``. ``inner`` belongs to the gate or the caller (it is
+    shared across calls), so closing this transport leaves it open."""
 
-    def __init__(self, inner: httpx.BaseTransport, tap: WireTap, *, owns_inner: bool) -> None:
+    def __init__(self, inner: httpx.BaseTransport, tap: WireTap) -> None:
         self.inner = inner
         self.tap = tap
-        self._owns_inner = owns_inner
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         self.tap.prepare(request)
@@ -219,17 +219,15 @@ class TapTransport(httpx.BaseTransport):
         return _wrap(response, _TapStream(response.stream, self.tap), request)
 
     def close(self) -> None:
-        if self._owns_inner:
-            self.inner.close()
+        pass
 
 
 class AsyncTapTransport(httpx.AsyncBaseTransport):
     """Async twin of :class:`TapTransport`."""
 
-    def __init__(self, inner: httpx.AsyncBaseTransport, tap: WireTap, *, owns_inner: bool) -> None:
+    def __init__(self, inner: httpx.AsyncBaseTransport, tap: WireTap) -> None:
         self.inner = inner
         self.tap = tap
-        self._owns_inner = owns_inner
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self.tap.prepare(request)
@@ -240,5 +238,4 @@ class AsyncTapTransport(httpx.AsyncBaseTransport):
         return _wrap(response, _AsyncTapStream(response.stream, self.tap), request)
 
     async def aclose(self) -> None:
-        if self._owns_inner:
-            await self.inner.aclose()
+        pass
