@@ -17,4 +17,9 @@ def test_demo_prints_56_and_quarantines_the_broken_stream(
     assert "7 times 8 is 56." in out
     assert "quarantined: attempt" in out and "missing_finish" in out
     assert '"execution_state": "quarantined"' in out
+    # Plain litellm, shown for contrast, hands the broken call over (its finish reason is
+    # made up: 'tool_calls' on 1.110, 'stop' on 1.108); only sizes are printed.
+    assert "plain litellm hands the caller: finish_reason=" in out
+    assert "1 call(s): 76 bytes of arguments that do not parse" in out
+    assert "[log WARNING] toolgate call" in out and "[log INFO] toolgate call" in out
     assert "CANARY-7f3a9c" not in out

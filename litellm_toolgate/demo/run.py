@@ -17,8 +17,9 @@ import logging
 import math
 import os
 import sys
-from collections.abc import Callable
 from typing import Any, TextIO
+
+import litellm
 
 from .. import ToolCallQuarantined, ToolGate
 from .upstream import FakeUpstream, Scripted, answer_stream, recording
@@ -67,6 +68,29 @@ def _multiply(arguments: dict[str, Any]) -> float:
     return value
 
 
+class _LogLines(logging.Handler):
+    """Holds the gate's log lines while text streams; prints them after the round."""
+
+    def __init__(self, out: TextIO) -> None:
+        super().__init__(logging.INFO)
+        self.out = out
+        self.lines: list[str] = []
+        self.setFormatter(logging.Formatter("  [log %(levelname)s] %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+    def flush(self) -> None:
+        for line in self.lines:
+            self.out.write(line + "\n")
+        self.lines.clear()
+
+
+def _flush_logs() -> None:
+    for handler in logging.getLogger("litellm_toolgate").handlers:
+        handler.flush()
+
+
 def _round(gate: ToolGate, out: TextIO, **kwargs: Any) -> tuple[str, list[dict[str, Any]]]:
     """Stream one round; print text live; return the text and the released calls."""
     text, calls = "", []
@@ -85,11 +109,24 @@ def _round(gate: ToolGate, out: TextIO, **kwargs: Any) -> tuple[str, list[dict[s
                     }
                 )
     out.write("\n")
+    _flush_logs()
     return text, calls
 
 
 def run_demo(out: TextIO = sys.stdout, *, model: str | None = None) -> int:
     logging.getLogger("LiteLLM").setLevel(logging.WARNING)
+    # Show the gate's own decision log lines (ids and outcomes only) after each round.
+    handler = _LogLines(out)
+    gate_log = logging.getLogger("litellm_toolgate")
+    gate_log.addHandler(handler)
+    gate_log.setLevel(logging.INFO)
+    try:
+        return _demo(out, model)
+    finally:
+        gate_log.removeHandler(handler)
+
+
+def _demo(out: TextIO, model: str | None) -> int:
     real = bool(os.environ.get("COMETAPI_KEY"))
     with FakeUpstream(handler=_fake_answer) as upstream:
         route: dict[str, Any] = (
@@ -131,23 +168,21 @@ def run_demo(out: TextIO = sys.stdout, *, model: str | None = None) -> int:
         _round(gate, out, messages=messages, tools=[MULTIPLY], **route)
 
         out.write("\n== a broken stream: arguments cut short, [DONE] with no finish_reason ==\n")
+        broken = {
+            "model": "cometapi/gpt-4o-mini",
+            "api_base": upstream.base_url,
+            "api_key": "sk-demo-loopback",
+            "messages": messages,
+            "tools": [WRITE_FILE],
+        }
         upstream.enqueue(Scripted(recording("broken_truncated.sse")))
-        local = (
-            {k: v for k, v in route.items() if k != "model"}
-            if not real
-            else {"api_base": upstream.base_url, "api_key": "sk-demo-loopback"}
-        )
+        out.write(f"plain litellm hands the caller: {_plain_litellm(broken)}\n")
+        upstream.enqueue(Scripted(recording("broken_truncated.sse")))
         try:
-            _round(
-                gate,
-                out,
-                model="cometapi/gpt-4o-mini",
-                messages=messages,
-                tools=[WRITE_FILE],
-                **local,
-            )
+            _round(gate, out, **broken)
         except ToolCallQuarantined as exc:
-            out.write(f"quarantined: {exc}\n")
+            _flush_logs()
+            out.write(f"the gate: {exc}\n")
             for record in exc.records:
                 out.write(json.dumps(record.model_dump(mode="json"), indent=2) + "\n")
             out.write("nothing was released; the caller never saw a fragment of that call\n")
@@ -156,4 +191,24 @@ def run_demo(out: TextIO = sys.stdout, *, model: str | None = None) -> int:
         return 1
 
 
-COMMANDS: dict[str, Callable[..., int]] = {"demo": run_demo}
+def _plain_litellm(kwargs: dict[str, Any]) -> str:
+    """What litellm alone yields for a stream: its finish reason and the calls' sizes.
+
+    Only sizes and whether the arguments parse are shown, never the arguments themselves.
+    """
+    finish: str | None = None
+    arguments: dict[int, str] = {}
+    for chunk in litellm.completion(stream=True, **kwargs):
+        for choice in chunk.choices:
+            finish = choice.finish_reason or finish
+            for tc in choice.delta.tool_calls or []:
+                arguments[tc.index] = arguments.get(tc.index, "") + (tc.function.arguments or "")
+    described = []
+    for text in arguments.values():
+        try:
+            json.loads(text)
+            verdict = "parse"
+        except ValueError:
+            verdict = "do not parse"
+        described.append(f"{len(text.encode())} bytes of arguments that {verdict}")
+    return f"finish_reason={finish!r} and {len(arguments)} call(s): " + "; ".join(described)
