@@ -15,7 +15,7 @@ def test_demo_prints_56_and_quarantines_the_broken_stream(
     out = capsys.readouterr().out
     assert "computed locally: 56" in out
     assert "7 times 8 is 56." in out
-    assert "quarantined: attempt" in out and "missing_finish" in out
+    assert "the gate: attempt" in out and "quarantined: missing_finish" in out
     assert '"execution_state": "quarantined"' in out
     # Plain litellm, shown for contrast, hands the broken call over (its finish reason is
     # made up: 'tool_calls' on 1.110, 'stop' on 1.108); only sizes are printed.
