@@ -38,7 +38,7 @@ from litellm_toolgate.core import (
     ToolGateError,
     ToolRegistry,
 )
-from litellm_toolgate.core.chat import ChatNormalizer, WireFault
+from litellm_toolgate.core.chat import ChatNormalizer
 from litellm_toolgate.core.errors import quarantine
 from litellm_toolgate.core.events import (
     ArgumentDelta,
@@ -355,18 +355,6 @@ def test_call_states_along_the_way() -> None:
     assert attempt._calls[0].state is CS.POLICY_APPROVED
     attempt.release()
     assert attempt._calls[0].state is CS.RELEASED
-
-
-def test_defences_behind_the_normalizer() -> None:
-    """White-box: guards the normalizer makes unreachable today still hold if it changes."""
-    attempt = bound()
-    attempt.receive_bytes(opens())
-    with pytest.raises(WireFault) as info:
-        attempt._apply(ArgumentDelta(0, 5, "{}"))  # fragments for a call never opened
-    assert (info.value.reason, info.value.index) == (R.MISSING_CALL_IDENTITY, 5)
-    first = attempt._quarantine(R.MALFORMED_EVENT)
-    assert attempt._quarantine(R.STALLED) is first  # the first fault stays the fault
-    assert first.reason is R.MALFORMED_EVENT
 
 
 def test_misuse_of_the_attempt_surfaces_as_transition_errors() -> None:

@@ -390,9 +390,7 @@ class ChatAttempt:
                 event.index, event.call_id, event.name, self._clock()
             )
         elif isinstance(event, ArgumentDelta):
-            call = self._calls.get(event.index)
-            if call is None:  # the normalizer opens every call first; defend anyway
-                raise WireFault(R.MISSING_CALL_IDENTITY, event.index)
+            call = self._calls[event.index]  # the normalizer opens every call first
             size = len(event.fragment.encode("utf-8", "surrogatepass"))
             call.nbytes += size
             self.argument_bytes += size
@@ -428,9 +426,10 @@ class ChatAttempt:
     def _quarantine(
         self, reason: QuarantineReason, index: int | None = None
     ) -> ToolCallQuarantined:
-        """Enter QUARANTINED: drop every buffer, mark every call, build the one exception."""
-        if self._fault is not None:
-            return self._fault
+        """Enter QUARANTINED: drop every buffer, mark every call, build the one exception.
+
+        Every public entry raises the stored fault first, so this runs once per attempt.
+        """
         now = self._clock()
         for call in self._calls.values():
             call.discard(now)
