@@ -16,6 +16,7 @@ from conftest import CANARY, CASES, MANIFEST, Pieces, body_of
 from litellm.llms.custom_httpx.http_handler import HTTPHandler
 
 from litellm_toolgate import (
+    GateConfigError,
     Limits,
     PolicyDecision,
     PolicyDenied,
@@ -518,3 +519,39 @@ def test_stream_exposes_its_attempt_id_matching_the_records() -> None:
             list(stream)
     assert info.value.attempt_id == stream.attempt_id
     assert {r.attempt_id for r in info.value.records} == {stream.attempt_id}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"tools": "multiply"},
+        {"tools": [1]},
+        {"policy": 3},
+        {"limits": 5},
+        {"tool_categories": 5},
+        {"tool_categories": {"multiply": 1}},
+        {"hmac_key": "a str, not bytes"},
+        {"hmac_key": b"short"},
+    ],
+    ids=lambda bad: ",".join(f"{k}={v!r}"[:30] for k, v in bad.items()),
+)
+def test_bad_configuration_is_a_config_error_at_construction(bad: dict[str, Any]) -> None:
+    with pytest.raises(GateConfigError):
+        ToolGate(**bad)
+
+
+def test_hmac_key_adds_a_keyed_digest_to_released_records(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import hashlib
+    import hmac as hmac_mod
+
+    key = b"k" * 32
+    gate = ToolGate(MANIFEST["tools"], hmac_key=key)
+    with caplog.at_level(logging.INFO, logger="litellm_toolgate"):
+        stream_all(gate, "multiply_basic")
+    (record,) = [r.toolgate for r in caplog.records if hasattr(r, "toolgate")]
+    arguments = CASES["multiply_basic"]["calls"][0]["arguments"]
+    assert (
+        record["content_hmac"] == hmac_mod.new(key, arguments.encode(), hashlib.sha256).hexdigest()
+    )

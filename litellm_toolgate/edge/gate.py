@@ -21,7 +21,7 @@ import litellm
 from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, HTTPHandler
 
 from ..core.attempt import Carrier, CarrierCall, ChatAttempt
-from ..core.errors import ToolCallQuarantined, WireNotObservable
+from ..core.errors import GateConfigError, ToolCallQuarantined, WireNotObservable
 from ..core.limits import Limits
 from ..core.policy import Policy, ToolCall
 from ..core.registry import ToolRegistry
@@ -69,6 +69,17 @@ class ToolGate:
         run_id: str | None = None,
     ) -> None:
         self.registry = None if tools is None else ToolRegistry.from_tools(tools)
+        if policy is not None and not callable(policy):
+            raise GateConfigError("policy must be a callable (sync or async) or None")
+        if limits is not None and not isinstance(limits, Limits):
+            raise GateConfigError("limits must be a litellm_toolgate.Limits")
+        if tool_categories is not None and not (
+            isinstance(tool_categories, Mapping)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in tool_categories.items())
+        ):
+            raise GateConfigError("tool_categories must map tool names to category strings")
+        if hmac_key is not None and (not isinstance(hmac_key, bytes) or len(hmac_key) < 16):
+            raise GateConfigError("hmac_key must be bytes, at least 16 of them")
         self.policy = policy
         self.limits = limits or Limits()
         self.tool_categories = dict(tool_categories or {})

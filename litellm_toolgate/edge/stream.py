@@ -31,8 +31,7 @@ R = QuarantineReason
 
 
 class _Base:
-    def __init__(self, wrapper: Any, tap: WireTap, policy: Policy | None) -> None:
-        self.wrapper = wrapper
+    def __init__(self, tap: WireTap, policy: Policy | None) -> None:
         self.tap = tap
         self.attempt: ChatAttempt = tap.attempt
         self._policy = policy
@@ -90,7 +89,7 @@ class GatedStream(_Base):
     """Sync iterator over litellm's chunks with every tool call gated."""
 
     def __init__(self, wrapper: Any, tap: WireTap, policy: Policy | None) -> None:
-        super().__init__(wrapper, tap, policy)
+        super().__init__(tap, policy)
         self._it: Iterator[Any] = iter(wrapper)
         self._run_policy = sync_policy(policy)
 
@@ -162,7 +161,7 @@ class AsyncGatedStream(_Base):
     """Async twin of :class:`GatedStream`."""
 
     def __init__(self, wrapper: Any, tap: WireTap, policy: Policy | None) -> None:
-        super().__init__(wrapper, tap, policy)
+        super().__init__(tap, policy)
         self._it: AsyncIterator[Any] = wrapper.__aiter__()
 
     def __aiter__(self) -> AsyncGatedStream:
