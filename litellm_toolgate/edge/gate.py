@@ -10,8 +10,6 @@ Every call gets a fresh attempt; nothing carries over from one call to the next.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
 import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
@@ -26,7 +24,7 @@ from ..core.limits import Limits
 from ..core.policy import Policy, ToolCall
 from ..core.registry import ToolRegistry
 from .logs import emit_records
-from .policy import async_policy, sync_policy
+from .policy import ajudge, judge
 from .stream import AsyncGatedStream, GatedStream
 from .transport import AsyncTapTransport, TapTransport, WireTap
 
@@ -176,10 +174,8 @@ class ToolGate:
         if failed:
             self._raise_quarantine(handler.tap.attempt)
         calls = self._conclude_response(handler.tap.attempt, response)
-        run = sync_policy(self.policy)
-        for call in calls:
-            started = time.monotonic()
-            self._decide(handler.tap.attempt, call.index, run(call), started)
+        if not judge(handler.tap.attempt, calls, self.policy):
+            self._raise_quarantine(handler.tap.attempt)
         return self._release_response(handler.tap.attempt, response)
 
     async def acompletion(self, **kwargs: Any) -> Any:
@@ -199,10 +195,8 @@ class ToolGate:
         if failed:
             self._raise_quarantine(handler.tap.attempt)
         calls = self._conclude_response(handler.tap.attempt, response)
-        for call in calls:
-            started = time.monotonic()
-            decision = await async_policy(self.policy, call)
-            self._decide(handler.tap.attempt, call.index, decision, started)
+        if not await ajudge(handler.tap.attempt, calls, self.policy):
+            self._raise_quarantine(handler.tap.attempt)
         return self._release_response(handler.tap.attempt, response)
 
     def guard(self, stream: Any, client: Any = None) -> GatedStream | AsyncGatedStream:
@@ -245,12 +239,6 @@ class ToolGate:
         except ToolCallQuarantined:
             pass
         self._raise_quarantine(attempt)
-
-    def _decide(self, attempt: ChatAttempt, index: int, decision: Any, started: float) -> None:
-        with contextlib.suppress(ToolCallQuarantined):
-            attempt.decide(index, decision, time.monotonic() - started)
-        if attempt.quarantined is not None:
-            self._raise_quarantine(attempt)
 
     @staticmethod
     def _release_response(attempt: ChatAttempt, response: Any) -> Any:

@@ -2,35 +2,64 @@
 
 A policy that raises, or answers something other than a bool or a PolicyDecision, yields
 None: the attempt records ``policy_error`` and quarantines. The exception itself is dropped
-(a policy may well quote the arguments in it).
+(a policy may well quote the arguments in it). :func:`judge` and :func:`ajudge` take every
+validated call of an attempt through the policy, in index order, and stop at the first no.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable
 
+from ..core.attempt import ChatAttempt
+from ..core.errors import ToolCallQuarantined
 from ..core.policy import Policy, PolicyDecision, ToolCall, as_decision
 
-PolicyRunner = Callable[[ToolCall], PolicyDecision | None]
+
+def judge(attempt: ChatAttempt, calls: list[ToolCall], policy: Policy | None) -> bool:
+    """Record the policy's answer for every call; False once the attempt is quarantined."""
+    for call in calls:
+        started = time.monotonic()
+        decision = _run(policy, call)
+        if not _record(attempt, call, decision, started):
+            return False
+    return True
 
 
-def sync_policy(policy: Policy | None) -> PolicyRunner:
-    def run(call: ToolCall) -> PolicyDecision | None:
-        if policy is None:
-            return PolicyDecision.approve()
-        failed = False
-        result: object = None
-        try:
-            result = policy(call)
-            if inspect.isawaitable(result):
-                result = _run_awaitable(result)
-        except Exception:
-            failed = True
-        return None if failed else as_decision(result)
+async def ajudge(attempt: ChatAttempt, calls: list[ToolCall], policy: Policy | None) -> bool:
+    """Async twin of :func:`judge`: an async policy is awaited on the caller's loop."""
+    for call in calls:
+        started = time.monotonic()
+        decision = await _arun(policy, call)
+        if not _record(attempt, call, decision, started):
+            return False
+    return True
 
-    return run
+
+def _record(
+    attempt: ChatAttempt, call: ToolCall, decision: PolicyDecision | None, started: float
+) -> bool:
+    try:
+        attempt.decide(call.index, decision, time.monotonic() - started)
+    except ToolCallQuarantined:
+        return False
+    return True
+
+
+def _run(policy: Policy | None, call: ToolCall) -> PolicyDecision | None:
+    if policy is None:
+        return PolicyDecision.approve()
+    failed = False
+    result: object = None
+    try:
+        result = policy(call)
+        if inspect.isawaitable(result):
+            result = _run_awaitable(result)
+    except Exception:
+        failed = True
+    return None if failed else as_decision(result)
 
 
 def _run_awaitable(awaitable: Awaitable[object]) -> object:
@@ -48,7 +77,7 @@ def _run_awaitable(awaitable: Awaitable[object]) -> object:
     raise RuntimeError("async policy called from a running event loop; use acompletion")
 
 
-async def async_policy(policy: Policy | None, call: ToolCall) -> PolicyDecision | None:
+async def _arun(policy: Policy | None, call: ToolCall) -> PolicyDecision | None:
     if policy is None:
         return PolicyDecision.approve()
     failed = False

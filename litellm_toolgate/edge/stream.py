@@ -14,17 +14,16 @@ own error (which may quote the body) is not chained to it.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from ..core.attempt import ChatAttempt
 from ..core.errors import QuarantineReason, ToolCallQuarantined
-from ..core.policy import Policy, PolicyDecision, ToolCall
+from ..core.policy import Policy, ToolCall
 from .carrier import CarrierChunks
 from .logs import emit_records
-from .policy import async_policy, sync_policy
+from .policy import ajudge, judge
 from .transport import WireTap
 
 R = QuarantineReason
@@ -60,13 +59,6 @@ class _Base:
         except ToolCallQuarantined:
             return None
 
-    def _decide(self, call: ToolCall, decision: PolicyDecision | None, elapsed: float) -> bool:
-        try:
-            self.attempt.decide(call.index, decision, elapsed)
-        except ToolCallQuarantined:
-            return False
-        return True
-
     def _release(self) -> None:
         released = self.attempt.release()
         self._out.extend(self._chunks.release(released))
@@ -91,7 +83,6 @@ class GatedStream(_Base):
     def __init__(self, wrapper: Any, tap: WireTap, policy: Policy | None) -> None:
         super().__init__(tap, policy)
         self._it: Iterator[Any] = iter(wrapper)
-        self._run_policy = sync_policy(policy)
 
     def __iter__(self) -> GatedStream:
         return self
@@ -132,14 +123,8 @@ class GatedStream(_Base):
     def _finish(self) -> None:
         self._close_wire()
         calls = self._conclude()
-        if calls is None:
-            return
-        for call in calls:
-            started = time.monotonic()
-            decision = self._run_policy(call)
-            if not self._decide(call, decision, time.monotonic() - started):
-                return
-        self._release()
+        if calls is not None and judge(self.attempt, calls, self._policy):
+            self._release()
 
     def _close_wire(self) -> None:
         if self.tap.close_sync is not None:
@@ -214,14 +199,8 @@ class AsyncGatedStream(_Base):
     async def _finish(self) -> None:
         await self._aclose_wire()
         calls = self._conclude()
-        if calls is None:
-            return
-        for call in calls:
-            started = time.monotonic()
-            decision = await async_policy(self._policy, call)
-            if not self._decide(call, decision, time.monotonic() - started):
-                return
-        self._release()
+        if calls is not None and await ajudge(self.attempt, calls, self._policy):
+            self._release()
 
     async def _aclose_wire(self) -> None:
         if self.tap.close_async is not None:
