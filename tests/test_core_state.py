@@ -55,13 +55,15 @@ from litellm_toolgate.core.limits import KIB, MIB
 from litellm_toolgate.core.policy import ToolCall, as_decision
 from litellm_toolgate.core.sse import SSEDecoder
 from litellm_toolgate.core.state import (
-    CALL_TABLE,
+    CALL_TABLES,
     STREAM_TABLE,
+    STREAM_TABLES,
     CallInput,
     CallState,
     StreamInput,
     StreamState,
     TransitionError,
+    Wire,
     next_call_state,
     next_stream_state,
 )
@@ -184,65 +186,100 @@ def quarantined(body: bytes, limits: Limits | None = None, **kwargs: Any) -> Too
 # ---- the tables themselves ----------------------------------------------------------------
 
 
+WIRES = list(Wire)
+
+
+@pytest.mark.parametrize("wire", WIRES, ids=lambda w: w.value)
 @pytest.mark.parametrize(("state", "event"), list(itertools.product(S, SI)))
-def test_stream_table_is_total_or_a_named_transition_error(state: S, event: SI) -> None:
-    if (state, event) in STREAM_TABLE:
-        assert next_stream_state(state, event) is STREAM_TABLE[(state, event)]
+def test_stream_table_is_total_or_a_named_transition_error(state: S, event: SI, wire: Wire) -> None:
+    table = STREAM_TABLES[wire]
+    if (state, event) in table:
+        assert next_stream_state(state, event, wire) is table[(state, event)]
         return
     with pytest.raises(TransitionError) as info:
-        next_stream_state(state, event)
+        next_stream_state(state, event, wire)
     assert str(info.value) == f"stream in state {state.value} cannot take {event.value}"
     assert info.value.__context__ is None
 
 
+@pytest.mark.parametrize("wire", WIRES, ids=lambda w: w.value)
 @pytest.mark.parametrize(("state", "event"), list(itertools.product(CS, CI)))
-def test_call_table_is_total_or_a_named_transition_error(state: CS, event: CI) -> None:
-    if (state, event) in CALL_TABLE:
-        assert next_call_state(state, event) is CALL_TABLE[(state, event)]
+def test_call_table_is_total_or_a_named_transition_error(state: CS, event: CI, wire: Wire) -> None:
+    table = CALL_TABLES[wire]
+    if (state, event) in table:
+        assert next_call_state(state, event, wire) is table[(state, event)]
         return
     with pytest.raises(TransitionError) as info:
-        next_call_state(state, event)
+        next_call_state(state, event, wire)
     assert str(info.value) == f"call in state {state.value} cannot take {event.value}"
     assert info.value.__context__ is None
 
 
-def test_terminal_states_accept_nothing() -> None:
+@pytest.mark.parametrize("wire", WIRES, ids=lambda w: w.value)
+def test_terminal_states_accept_nothing(wire: Wire) -> None:
     for state in (S.QUARANTINED, S.RELEASED):
-        assert not [key for key in STREAM_TABLE if key[0] is state]
+        assert not [key for key in STREAM_TABLES[wire] if key[0] is state]
         for event in SI:
             with pytest.raises(TransitionError):
-                next_stream_state(state, event)
+                next_stream_state(state, event, wire)
     for call_state in (CS.QUARANTINED, CS.RELEASED):
-        assert not [key for key in CALL_TABLE if key[0] is call_state]
+        assert not [key for key in CALL_TABLES[wire] if key[0] is call_state]
         for call_event in CI:
             with pytest.raises(TransitionError):
-                next_call_state(call_state, call_event)
+                next_call_state(call_state, call_event, wire)
 
 
-def test_only_policy_approved_calls_reach_released() -> None:
-    into_released = [key for key, to in CALL_TABLE.items() if to is CS.RELEASED]
+@pytest.mark.parametrize("wire", WIRES, ids=lambda w: w.value)
+def test_only_policy_approved_calls_reach_released(wire: Wire) -> None:
+    calls, streams = CALL_TABLES[wire], STREAM_TABLES[wire]
+    into_released = [key for key, to in calls.items() if to is CS.RELEASED]
     assert into_released == [(CS.POLICY_APPROVED, CI.RELEASE)]
     for state in CS:
         if state is CS.POLICY_APPROVED:
-            assert next_call_state(state, CI.RELEASE) is CS.RELEASED
+            assert next_call_state(state, CI.RELEASE, wire) is CS.RELEASED
         else:
             with pytest.raises(TransitionError):
-                next_call_state(state, CI.RELEASE)
+                next_call_state(state, CI.RELEASE, wire)
     # Likewise only a CLOSED stream can be released, and nothing but RELEASE gets it there.
-    assert [key for key, to in STREAM_TABLE.items() if to is S.RELEASED] == [(S.CLOSED, SI.RELEASE)]
-    assert all(to is not S.QUARANTINED for to in STREAM_TABLE.values())
+    assert [key for key, to in streams.items() if to is S.RELEASED] == [(S.CLOSED, SI.RELEASE)]
+    assert all(to is not S.QUARANTINED for to in streams.values())
 
 
-def test_the_call_pipeline_has_no_shortcut() -> None:
+STAGES = {
+    Wire.CHAT: (CI.ARGUMENTS, CI.ARGUMENTS, CI.TERMINAL),
+    Wire.RESPONSES: (CI.ARGUMENTS, CI.ARGUMENTS, CI.ARGUMENTS_DONE, CI.ITEM_DONE, CI.TERMINAL),
+}
+
+
+@pytest.mark.parametrize("wire", WIRES, ids=lambda w: w.value)
+def test_the_call_pipeline_has_no_shortcut(wire: Wire) -> None:
     state = CS.ITEM_OPEN
-    for event in (CI.ARGUMENTS, CI.ARGUMENTS, CI.TERMINAL, CI.PARSED, CI.SCHEMA_VALID, CI.APPROVED):
-        state = next_call_state(state, event)
+    for event in (*STAGES[wire], CI.PARSED, CI.SCHEMA_VALID, CI.APPROVED):
+        outcome = next_call_state(state, event, wire)
+        assert isinstance(outcome, CS)
+        state = outcome
     assert state is CS.POLICY_APPROVED
-    assert next_call_state(state, CI.RELEASE) is CS.RELEASED
-    # Every entry moves forward by exactly one stage (or stays while arguments arrive).
-    order = list(CS)
-    for (src, _), dst in CALL_TABLE.items():
-        assert order.index(dst) - order.index(src) in (0, 1)
+    assert next_call_state(state, CI.RELEASE, wire) is CS.RELEASED
+    # Every entry moves forward by exactly one of the wire's stages (or stays while
+    # arguments arrive); an entry that is a reason moves nowhere.
+    order = [s for s in CS if any(s in key or s == to for key, to in CALL_TABLES[wire].items())]
+    for (src, _), dst in CALL_TABLES[wire].items():
+        if isinstance(dst, CS):
+            assert order.index(dst) - order.index(src) in (0, 1)
+
+
+def test_responses_stages_cannot_be_skipped_or_repeated() -> None:
+    """A Responses call that skips a stage, or sees one again, is a named fault."""
+    W = Wire.RESPONSES
+    assert next_call_state(CS.ITEM_OPEN, CI.ITEM_DONE, W) is R.INCOMPLETE_ITEM
+    assert next_call_state(CS.ITEM_OPEN, CI.TERMINAL, W) is R.INCOMPLETE_ITEM
+    assert next_call_state(CS.ARGUMENTS_DONE, CI.TERMINAL, W) is R.INCOMPLETE_ITEM
+    assert next_call_state(CS.ARGUMENTS_DONE, CI.ARGUMENTS, W) is R.EVENT_AFTER_TERMINAL
+    assert next_call_state(CS.ITEM_DONE, CI.ITEM_DONE, W) is R.EVENT_AFTER_TERMINAL
+    # The chat wire has no such stages: its calls go straight to the terminal.
+    assert next_call_state(CS.ITEM_OPEN, CI.TERMINAL) is CS.ITEM_TERMINAL
+    with pytest.raises(TransitionError):
+        next_call_state(CS.ITEM_OPEN, CI.ARGUMENTS_DONE)
 
 
 def test_transition_error_is_a_gate_error_but_not_a_quarantine() -> None:
@@ -1128,6 +1165,9 @@ FAMILY: dict[str, tuple[type[ToolCallQuarantined], int, Party]] = {
     "spliced_response": (StreamFault, 502, REMOTE),
     "unsupported_wire": (StreamFault, 502, REMOTE),
     "wire_not_observed": (StreamFault, 502, LOCAL),
+    "incomplete_item": (StreamFault, 502, REMOTE),
+    "item_mismatch": (StreamFault, 502, REMOTE),
+    "response_incomplete": (StreamFault, 502, REMOTE),
     "disconnected": (Interrupted, 504, REMOTE),
     "stalled": (Interrupted, 504, REMOTE),
     "cancelled": (Interrupted, 504, LOCAL),

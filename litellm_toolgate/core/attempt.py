@@ -1,15 +1,20 @@
 """One attempt: one HTTP response read from the wire, and the fate of every call it opens.
 
-Theory of operation. The edge hands this machine the raw bytes it sees on the wire
-(:meth:`ChatAttempt.receive_bytes`, then :meth:`receive_eof`), or a whole body for a
-non-streamed call. Bytes go through the SSE decoder, then the chat normalizer, and each event
-moves the stream's state (``state.STREAM_TABLE``) and feeds exactly one call's accumulator,
-keyed by (choice, tool index). Argument fragments stay opaque text until the stream is
-CLOSED, i.e. the upstream sent its own ``finish_reason``, then ``[DONE]``, then the body
-ended cleanly. ``[DONE]`` is required: every OpenAI-compatible server sends it, and a body
-that stops before it may have lost more than the usage chunk.
+Theory of operation. The edge binds the one HTTP response it saw (:meth:`Attempt.bind_response`:
+its request path picks the wire, ``/chat/completions`` or ``/responses``, and its content
+type must be the one that wire streams), then hands this machine the raw bytes
+(:meth:`Attempt.receive_bytes`, then :meth:`receive_eof`), or a whole body for a non-streamed
+call. Bytes go through the SSE decoder, then the wire's normalizer (``chat.py`` or
+``responses.py``); each event moves the stream's state (``state.STREAM_TABLES``) and feeds
+the ledger (``ledger.py``), where exactly one call's accumulator takes it. Argument text stays
+opaque until the stream is CLOSED. On a chat wire that means the upstream sent its own
+``finish_reason``, then ``[DONE]``, then the body ended cleanly (``[DONE]`` is required: every
+OpenAI-compatible server sends it, and a body that stops before it may have lost more than
+the usage chunk). On a Responses wire it means every function-call item passed its
+``arguments.done`` and ``output_item.done`` stages, then ``response.completed`` (status
+``completed``) listed exactly those calls, then the body ended cleanly.
 
-Then :meth:`conclude` checks the finish reason against the calls, cross-checks what the
+Then :meth:`conclude` checks a chat finish reason against the calls, cross-checks what the
 carrier (litellm) assembled, and takes every call through parse and schema;
 :meth:`decide` records the policy's answer; :meth:`release` hands back the calls, and only
 calls that reached POLICY_APPROVED can be handed back. The first fault anywhere quarantines
@@ -25,75 +30,41 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from .call import CallAccumulator
-from .chat import ChatNormalizer, WireFault
-from .errors import QuarantineReason, ToolCallQuarantined, quarantine
-from .events import (
-    ArgumentDelta,
-    CallStarted,
-    DoneMarker,
-    Finish,
-    Metadata,
-    ResponseStarted,
-    StreamError,
-    TextDelta,
-    Unknown,
-    WireEvent,
-)
+from .chat import ChatNormalizer
+from .errors import Fault, QuarantineReason, ToolCallQuarantined, quarantine
+from .events import WireEvent
+from .ledger import Carrier, CarrierCall, Ledger
 from .limits import Limits
 from .policy import PolicyDecision, ReleasedCall, ToolCall
 from .records import DecisionRecord, ExecutionState
 from .registry import ToolRegistry
-from .sse import SSEDecodeError, SSEDecoder
+from .responses import ResponsesNormalizer
+from .sse import SSEDecoder
 from .state import (
     CallInput,
+    CallState,
     StreamInput,
     StreamState,
     TransitionError,
+    Wire,
+    input_of,
     next_call_state,
     next_stream_state,
+    wire_of,
 )
+
+__all__ = ["Attempt", "Carrier", "CarrierCall", "ChatAttempt"]
 
 R = QuarantineReason
 
-_INPUT: dict[type, StreamInput] = {
-    ResponseStarted: StreamInput.RESPONSE,
-    TextDelta: StreamInput.TEXT,
-    CallStarted: StreamInput.CALL,
-    ArgumentDelta: StreamInput.ARGUMENTS,
-    Finish: StreamInput.FINISH,
-    DoneMarker: StreamInput.DONE,
-    Metadata: StreamInput.METADATA,
-    StreamError: StreamInput.ERROR,
-    Unknown: StreamInput.UNKNOWN,
-}
+_MEDIA = {True: "text/event-stream", False: "application/json"}
 
 
-@dataclass(frozen=True, slots=True)
-class CarrierCall:
-    """A call as the carrier (litellm's chunks) assembled it, for the cross-check."""
-
-    call_id: str | None
-    name: str | None
-    arguments: str = field(repr=False)
-
-
-@dataclass(frozen=True, slots=True)
-class Carrier:
-    """What the carrier handed over for choice 0: its calls by tool index, its finish."""
-
-    calls: Mapping[int, CarrierCall]
-    finish_reason: str | None
-    foreign: bool = False
-    """The carrier handed over something the wire check cannot map (another choice, a
-    legacy function call): a mismatch whatever the calls say."""
-
-
-class ChatAttempt:
-    """The gate's state for one chat-completions attempt. See the module docstring."""
+class Attempt:
+    """The gate's state for one attempt (chat or Responses wire). See the module docstring."""
 
     def __init__(
         self,
@@ -116,18 +87,15 @@ class ChatAttempt:
         self._hmac_key = hmac_key
         self._clock = clock
         self._decoder = SSEDecoder(max_event_bytes=self.limits.max_event_bytes)
-        self._normalizer = ChatNormalizer()
-        self._calls: dict[int, CallAccumulator] = {}
+        self._normalizer: ChatNormalizer | ResponsesNormalizer = ChatNormalizer()
+        self._ledger = Ledger(self.limits, clock)
+        self._calls: dict[int, CallAccumulator] = self._ledger.calls
         self._state = StreamState.RECEIVING
         self._bound = False
         self._fault: ToolCallQuarantined | None = None
         self._reason: QuarantineReason | None = None
         self._terminal = False
-        self._finish_reason: str | None = None
         self.events = 0
-        self.unknown_events = 0
-        self.text_bytes = 0
-        self.argument_bytes = 0
 
     # ---- introspection -------------------------------------------------------------------
     @property
@@ -144,8 +112,26 @@ class ChatAttempt:
         return self._bound
 
     @property
+    def wire(self) -> Wire:
+        """The wire this attempt reads (chat until a Responses response is bound)."""
+        return self._ledger.wire
+
+    @property
     def finish_reason(self) -> str | None:
-        return self._finish_reason
+        """The chat ``finish_reason``, or ``completed`` once a Responses stream completed."""
+        return self._ledger.finish_reason
+
+    @property
+    def unknown_events(self) -> int:
+        return self._ledger.unknown_events
+
+    @property
+    def text_bytes(self) -> int:
+        return self._ledger.text_bytes
+
+    @property
+    def argument_bytes(self) -> int:
+        return self._ledger.argument_bytes
 
     @property
     def response_id(self) -> str | None:
@@ -160,19 +146,26 @@ class ChatAttempt:
         return len(self._calls)
 
     # ---- wire input ----------------------------------------------------------------------
-    def bind_response(self, *, content_type: str, streamed: bool) -> None:
+    def bind_response(
+        self, *, content_type: str, streamed: bool, path: str = "/chat/completions"
+    ) -> None:
         """Attach the one successful HTTP response this attempt reads.
 
-        A second response is a retry spliced onto this attempt; a body that is not the
-        expected media type is a wire this adapter cannot read.
+        ``path`` is the request's URL path: it picks the wire (chat completions or
+        Responses). A second response is a retry spliced onto this attempt; another path, or
+        a body that is not the media type the wire uses, is a wire this gate cannot read.
         """
         self._raise_if_faulted()
         if self._bound:
             raise self._quarantine(R.SPLICED_RESPONSE)
         self._bound = True
+        wire = wire_of(path)
         media = content_type.split(";", 1)[0].strip().lower()
-        if media != ("text/event-stream" if streamed else "application/json"):
+        if wire is None or media != _MEDIA[streamed]:
             raise self._quarantine(R.UNSUPPORTED_WIRE)
+        if wire is Wire.RESPONSES:
+            self._normalizer = ResponsesNormalizer()
+            self._ledger.wire = wire
 
     def receive_bytes(self, data: bytes) -> list[WireEvent]:
         """Feed raw wire bytes; returns the events they completed."""
@@ -186,12 +179,12 @@ class ChatAttempt:
             for message in self._decoder.feed(data):
                 self.events += 1
                 if self.events > self.limits.max_events:
-                    raise WireFault(R.TOO_MANY_EVENTS)
+                    raise Fault(R.TOO_MANY_EVENTS)
                 for event in self._normalizer.message(message):
                     self._apply(event)
                     events.append(event)
             reason = self._decoder.error
-        except WireFault as fault:
+        except Fault as fault:
             reason, index = fault.reason, fault.index
         if reason is not None:
             raise self._quarantine(reason, index)
@@ -203,7 +196,7 @@ class ChatAttempt:
         reason: QuarantineReason | None = None
         try:
             self._decoder.flush()
-        except SSEDecodeError as fault:
+        except Fault as fault:
             reason = fault.reason
         if reason is not None:
             raise self._quarantine(reason)
@@ -224,7 +217,7 @@ class ChatAttempt:
             try:
                 for event in self._normalizer.body(text):
                     self._apply(event)
-            except WireFault as fault:
+            except Fault as fault:
                 reason, index = fault.reason, fault.index
         if reason is not None:
             raise self._quarantine(reason, index)
@@ -255,15 +248,14 @@ class ChatAttempt:
         if self._state is not StreamState.CLOSED:
             # The edge reads every body to its end; where it could not, the end is here.
             self.receive_eof()
-        has_calls = bool(self._calls)
-        if has_calls != (self._finish_reason == "tool_calls"):
+        if self.wire is Wire.CHAT and bool(self._calls) != (self.finish_reason == "tool_calls"):
             raise self._quarantine(R.FINISH_REASON_MISMATCH)
-        if carrier is not None and not self._carrier_matches(carrier):
-            raise self._quarantine(R.CARRIER_MISMATCH)
+        mismatch = None if carrier is None else self._ledger.carrier_fault(carrier)
+        if mismatch is not None:
+            raise self._quarantine(mismatch)
+        self._ledger.terminal()
         first: CallAccumulator | None = None
         for call in self._ordered():
-            call.move(CallInput.TERMINAL)
-            call.last_event = "terminal"
             call.validate(self.registry, self.limits.max_json_depth, self._hmac_key, self._clock)
             if call.error is not None and first is None:
                 first = call
@@ -296,10 +288,11 @@ class ChatAttempt:
         self._raise_if_faulted()
         calls = self._ordered()
         # Every move is checked before any is made: all calls go out, or none.
-        states = [next_call_state(c.state, CallInput.RELEASE) for c in calls]
-        stream = next_stream_state(self._state, StreamInput.RELEASE)
+        states = [next_call_state(c.state, CallInput.RELEASE, self.wire) for c in calls]
+        stream = next_stream_state(self._state, StreamInput.RELEASE, self.wire)
         released: list[ReleasedCall] = []
         for call, state in zip(calls, states, strict=True):
+            assert isinstance(state, CallState)
             call.state = state
             assert call.arguments is not None and call.value is not None
             released.append(
@@ -311,7 +304,6 @@ class ChatAttempt:
 
     def records(self) -> list[DecisionRecord]:
         """One sanitized record per call the wire opened, in index order."""
-        now = datetime.now(UTC)
         execution: ExecutionState = (
             "released"
             if self._state is StreamState.RELEASED
@@ -320,55 +312,44 @@ class ChatAttempt:
             else "withheld"
         )
         error = None if self._reason is None else self._reason.value
+        common = {
+            "observed_at": datetime.now(UTC),
+            "run_id": self.run_id,
+            "attempt_id": self.attempt_id,
+            "response_id": self.response_id,
+            "model_route": self.route,
+            "terminal_seen": self._terminal,
+            "execution_state": execution,
+        }
         return [
-            DecisionRecord(
-                observed_at=now,
-                run_id=self.run_id,
-                attempt_id=self.attempt_id,
-                response_id=self.response_id,
+            c.record(
+                common,
                 item_id=f"{self.attempt_id}.0.{c.index}",
-                call_id=c.call_id,
-                model_route=self.route,
-                stream_event=c.last_event,
                 tool_name=self._categories.get(c.name, c.name) if c.name in self.registry else None,
-                buffer_bytes=c.nbytes,
-                terminal_seen=self._terminal,
-                json_status=c.json_status,
-                trailing_data=c.trailing,
-                schema_status=c.schema_status,
-                schema_keyword=c.keyword,
-                schema_path=c.path,
-                policy_status=c.policy_status,
-                policy_reason=c.policy_reason,
-                execution_state=execution,
-                error_class=(c.error.value if c.error else error),
-                stream_ms=round(c.stream_ms, 3),
-                validation_ms=round(c.validation_ms, 3),
-                policy_ms=round(c.policy_ms, 3),
-                content_hmac=c.digest,
+                error=error,
             )
             for c in self._ordered()
         ]
 
     # ---- internals -----------------------------------------------------------------------
     def _ordered(self) -> list[CallAccumulator]:
-        return [self._calls[i] for i in sorted(self._calls)]
+        return self._ledger.ordered()
 
     def _raise_if_faulted(self) -> None:
         if self._fault is not None:
             raise self._fault
 
     def _stream_move(self, event: StreamInput) -> StreamState:
-        outcome = next_stream_state(self._state, event)
+        outcome = next_stream_state(self._state, event, self.wire)
         if isinstance(outcome, QuarantineReason):
-            raise WireFault(outcome)
+            raise Fault(outcome)
         return outcome
 
     def _end_stream(self) -> None:
         reason: QuarantineReason | None = None
         try:
             self._state = self._stream_move(StreamInput.EOF)
-        except WireFault as fault:
+        except Fault as fault:
             reason = fault.reason
         if reason is not None:
             raise self._quarantine(reason)
@@ -378,50 +359,8 @@ class ChatAttempt:
             call.stream_ms = (ended_at - call.opened_at) * 1000
 
     def _apply(self, event: WireEvent) -> None:
-        self._state = self._stream_move(_INPUT[type(event)])
-        if isinstance(event, TextDelta):
-            self.text_bytes += len(event.text.encode("utf-8", "surrogatepass"))
-            if self.text_bytes > self.limits.max_text_bytes:
-                raise WireFault(R.TEXT_TOO_LARGE)
-        elif isinstance(event, CallStarted):
-            if len(self._calls) >= self.limits.max_calls:
-                raise WireFault(R.TOO_MANY_CALLS, event.index)
-            self._calls[event.index] = CallAccumulator(
-                event.index, event.call_id, event.name, self._clock()
-            )
-        elif isinstance(event, ArgumentDelta):
-            call = self._calls[event.index]  # the normalizer opens every call first
-            size = len(event.fragment.encode("utf-8", "surrogatepass"))
-            call.nbytes += size
-            self.argument_bytes += size
-            if call.nbytes > self.limits.max_argument_bytes:
-                raise WireFault(R.ARGUMENTS_TOO_LARGE, event.index)
-            if self.argument_bytes > self.limits.max_total_argument_bytes:
-                raise WireFault(R.TOTAL_ARGUMENTS_TOO_LARGE, event.index)
-            call.move(CallInput.ARGUMENTS)
-            call.fragments.append(event.fragment)
-            call.last_event = "argument_delta"
-        elif isinstance(event, Finish):
-            self._finish_reason = event.finish_reason
-            for c in self._calls.values():
-                c.last_event = "finish"
-        elif isinstance(event, Unknown):
-            self.unknown_events += 1
-
-    def _carrier_matches(self, carrier: Carrier) -> bool:
-        if (
-            carrier.foreign
-            or carrier.finish_reason != self._finish_reason
-            or set(carrier.calls) != set(self._calls)
-        ):
-            return False
-        for index, theirs in carrier.calls.items():
-            ours = self._calls[index]
-            if (theirs.call_id, theirs.name) != (ours.call_id, ours.name):
-                return False
-            if theirs.arguments != "".join(ours.fragments):
-                return False
-        return True
+        self._state = self._stream_move(input_of(event))
+        self._ledger.apply(event)
 
     def _quarantine(
         self, reason: QuarantineReason, index: int | None = None
@@ -443,3 +382,7 @@ class ChatAttempt:
 
 def _short(reason: str | None) -> str | None:
     return None if reason is None else reason[:200]
+
+
+ChatAttempt = Attempt
+"""The name the chat gate was built with; one attempt class reads both wires."""

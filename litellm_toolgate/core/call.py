@@ -1,23 +1,25 @@
 """One tool call's accumulator: its fragments, its stage, and what each stage found.
 
-The attempt owns one per (choice, tool index). Fragments are kept as opaque text until the
-attempt reaches its terminal; then :meth:`CallAccumulator.validate` joins them once and takes
-the call through the strict parse and the schema, recording each outcome for the decision
-record. A quarantine drops every buffer at once (:meth:`discard`).
+The attempt owns one per (choice, tool index), or per ``output_index`` on a Responses wire.
+Fragments are kept as opaque text until the attempt reaches its terminal; then
+:meth:`CallAccumulator.validate` joins them once and takes the call through the strict parse
+and the schema, recording each outcome for the decision record. A quarantine drops every
+buffer at once (:meth:`discard`). Its stage moves follow the call table of its wire.
 """
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from hashlib import sha256
 from typing import Any
 
+from .chat import WireFault
 from .errors import QuarantineReason
-from .records import JsonStatus, PolicyStatus, SchemaStatus
+from .records import DecisionRecord, JsonStatus, PolicyStatus, SchemaStatus
 from .registry import ToolRegistry
-from .state import CallInput, CallState, next_call_state
+from .state import CallInput, CallState, Wire, next_call_state
 from .strictjson import ArgumentsError, parse_arguments
 
 R = QuarantineReason
@@ -29,6 +31,8 @@ class CallAccumulator:
     call_id: str
     name: str
     opened_at: float
+    wire: Wire = Wire.CHAT
+    item_id: str | None = None
     state: CallState = CallState.ITEM_OPEN
     fragments: list[str] = field(default_factory=list)
     nbytes: int = 0
@@ -49,7 +53,17 @@ class CallAccumulator:
     digest: str | None = None
 
     def move(self, event: CallInput) -> None:
-        self.state = next_call_state(self.state, event)
+        """Take one stage; a move the wire's table refuses raises its :class:`WireFault`."""
+        outcome = next_call_state(self.state, event, self.wire)
+        if isinstance(outcome, QuarantineReason):
+            raise WireFault(outcome, self.index)
+        self.state = outcome
+
+    def joined(self) -> str:
+        """The accumulated arguments, joined once and kept joined."""
+        if len(self.fragments) != 1:
+            self.fragments = ["".join(self.fragments)]
+        return self.fragments[0]
 
     def validate(
         self,
@@ -60,8 +74,7 @@ class CallAccumulator:
     ) -> None:
         """Join the fragments once; parse, then schema. A failure is kept in ``error``."""
         started = clock()
-        text = "".join(self.fragments)
-        self.fragments = [text]
+        text = self.joined()
         self.arguments = text
         if hmac_key is not None:
             self.digest = hmac.new(
@@ -102,3 +115,28 @@ class CallAccumulator:
         self.fragments = []
         self.arguments = None
         self.value = None
+
+    def record(
+        self, common: Mapping[str, Any], *, item_id: str, tool_name: str | None, error: str | None
+    ) -> DecisionRecord:
+        """This call's sanitized record; ``common`` holds the attempt's own fields."""
+        return DecisionRecord(
+            **common,
+            item_id=item_id,
+            call_id=self.call_id,
+            stream_event=self.last_event,
+            tool_name=tool_name,
+            buffer_bytes=self.nbytes,
+            json_status=self.json_status,
+            trailing_data=self.trailing,
+            schema_status=self.schema_status,
+            schema_keyword=self.keyword,
+            schema_path=self.path,
+            policy_status=self.policy_status,
+            policy_reason=self.policy_reason,
+            error_class=(self.error.value if self.error else error),
+            stream_ms=round(self.stream_ms, 3),
+            validation_ms=round(self.validation_ms, 3),
+            policy_ms=round(self.policy_ms, 3),
+            content_hmac=self.digest,
+        )

@@ -8,7 +8,8 @@ The tree::
     ├── GateConfigError (ValueError)    the caller's set-up is wrong (tools, limits, options)
     ├── WireNotObservable               the gate cannot see the raw wire of this call
     └── ToolCallQuarantined             an attempt was quarantined; nothing was released
-        ├── StreamFault                 the upstream broke the protocol (remote)
+        ├── StreamFault                 the upstream broke the protocol (remote), including
+        │                               a Responses item that skipped or contradicts a stage
         ├── Interrupted                 the stream stopped: disconnect, stall, cancellation
         ├── ArgumentsRejected           the arguments are not exactly one strict JSON object
         ├── SchemaRejected              unknown tool, or the value fails the tool's schema
@@ -61,6 +62,10 @@ class QuarantineReason(enum.Enum):
     SPLICED_RESPONSE = "spliced_response"
     UNSUPPORTED_WIRE = "unsupported_wire"
     WIRE_NOT_OBSERVED = "wire_not_observed"
+    # Responses stages: an item skipped one, a stage disagrees, the response did not complete.
+    INCOMPLETE_ITEM = "incomplete_item"
+    ITEM_MISMATCH = "item_mismatch"
+    RESPONSE_INCOMPLETE = "response_incomplete"
     # The stream stopped.
     DISCONNECTED = "disconnected"
     STALLED = "stalled"
@@ -256,6 +261,9 @@ _FAMILY: dict[QuarantineReason, type[ToolCallQuarantined]] = {
             R.SPLICED_RESPONSE,
             R.UNSUPPORTED_WIRE,
             R.WIRE_NOT_OBSERVED,
+            R.INCOMPLETE_ITEM,
+            R.ITEM_MISMATCH,
+            R.RESPONSE_INCOMPLETE,
         ),
         StreamFault,
     ),

@@ -1,14 +1,20 @@
 """The small vocabulary every wire protocol is normalized into.
 
-A protocol normalizer (``chat.py`` for chat-completions SSE) turns each decoded SSE message
-into zero or more of these events; the attempt machine (``attempt.py``) consumes them. The
-events hold what the state machine needs and nothing more: argument fragments are carried
-as opaque text and never interpreted before the terminal.
+A protocol normalizer (``chat.py`` for chat-completions SSE, ``responses.py`` for Responses
+SSE) turns each decoded SSE message into zero or more of these events; the attempt machine
+(``attempt.py``, through ``ledger.py``) consumes them. The events hold what the state
+machine needs and nothing more: argument text is carried opaque and never interpreted
+before the terminal, and it is kept out of every ``repr``.
+
+Chat streams use the first group only. A Responses stream adds the stages its protocol
+declares for a function-call item (``ArgumentsDone``, ``ItemDone``) and its response-level
+terminals (``ResponseCompleted`` with the output's calls, ``ResponseIncomplete``); there a
+call's ``index`` is the item's ``output_index`` and ``item_id`` its output item id.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +40,8 @@ class CallStarted:
     index: int
     call_id: str
     name: str
+    item_id: str | None = None
+    """The Responses output item id (None on a chat wire)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +50,7 @@ class ArgumentDelta:
 
     choice: int
     index: int
-    fragment: str
+    fragment: str = field(repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +85,47 @@ class Unknown:
     event_type: str
 
 
+@dataclass(frozen=True, slots=True)
+class ArgumentsDone:
+    """Responses ``function_call_arguments.done``: the item's whole arguments, as claimed."""
+
+    index: int
+    arguments: str = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemDone:
+    """Responses ``output_item.done`` for a function call whose identity matched the pinned
+    one (the normalizer checks that); its arguments are left for the ledger to compare."""
+
+    index: int
+    arguments: str | None = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedCall:
+    """One function-call item listed in ``response.completed``'s ``output``."""
+
+    item_id: str | None
+    call_id: str | None
+    name: str | None
+    arguments: str | None = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseCompleted:
+    """Responses ``response.completed`` with status ``completed``, and the calls it lists."""
+
+    calls: tuple[CompletedCall, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseIncomplete:
+    """Responses ``response.incomplete``, or a final response whose status is not completed."""
+
+    status: str
+
+
 WireEvent = (
     ResponseStarted
     | TextDelta
@@ -87,4 +136,8 @@ WireEvent = (
     | Metadata
     | StreamError
     | Unknown
+    | ArgumentsDone
+    | ItemDone
+    | ResponseCompleted
+    | ResponseIncomplete
 )

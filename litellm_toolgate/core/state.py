@@ -1,15 +1,29 @@
-"""Every rule that changes a stream's or a call's state, as two transition tables.
+"""Every rule that changes a stream's or a call's state, as transition tables per wire.
 
-A stream (one HTTP response of one attempt) moves::
+Two wires are read: chat-completions SSE (:attr:`Wire.CHAT`) and Responses SSE
+(:attr:`Wire.RESPONSES`). On a chat wire a stream (one HTTP response of one attempt) moves::
 
     RECEIVING --finish--> FINISHED --[DONE]--> DONE --eof--> CLOSED --> RELEASED
         any fault, interruption or denial -----------------------------> QUARANTINED
 
-A tool call moves::
+and on a Responses wire (``[DONE]`` after the completion is tolerated, never required)::
+
+    RECEIVING --response.completed--> COMPLETED (--[DONE]--> DONE) --eof--> CLOSED --> RELEASED
+
+A chat tool call moves::
 
     ITEM_OPEN --terminal--> ITEM_TERMINAL --parse--> PARSED --schema--> SCHEMA_VALID
         --policy--> POLICY_APPROVED --release--> RELEASED
     any fault -------------------------------------------------------> QUARANTINED
+
+A Responses function-call item must pass two more stages of its own before the response's
+terminal may close it::
+
+    ITEM_OPEN --arguments.done--> ARGUMENTS_DONE --output_item.done--> ITEM_DONE
+        --response.completed--> ITEM_TERMINAL --> (as above)
+
+On the Responses call table a skipped stage (``incomplete_item``) or a stage repeated or
+followed by more arguments (``event_after_terminal``) is an entry whose value is the reason.
 
 A table entry's value is either the next state or the :class:`QuarantineReason` that the
 move means. A (state, input) pair absent from a table is a bug in the caller of this module,
@@ -22,12 +36,21 @@ from __future__ import annotations
 
 import enum
 
+from . import events as ev
 from .errors import QuarantineReason, ToolGateError
+
+
+class Wire(enum.Enum):
+    """The wire format one attempt reads, chosen from what the transport saw."""
+
+    CHAT = "chat"
+    RESPONSES = "responses"
 
 
 class StreamState(enum.Enum):
     RECEIVING = "receiving"
     FINISHED = "finished"
+    COMPLETED = "completed"
     DONE = "done"
     CLOSED = "closed"
     RELEASED = "released"
@@ -46,10 +69,16 @@ class StreamInput(enum.Enum):
     ERROR = "error"
     EOF = "eof"
     RELEASE = "release"
+    ARGUMENTS_DONE = "arguments_done"
+    ITEM_DONE = "item_done"
+    COMPLETED = "completed"
+    INCOMPLETE = "incomplete"
 
 
 class CallState(enum.Enum):
     ITEM_OPEN = "item_open"
+    ARGUMENTS_DONE = "arguments_done"
+    ITEM_DONE = "item_done"
     ITEM_TERMINAL = "item_terminal"
     PARSED = "parsed"
     SCHEMA_VALID = "schema_valid"
@@ -60,6 +89,8 @@ class CallState(enum.Enum):
 
 class CallInput(enum.Enum):
     ARGUMENTS = "arguments"
+    ARGUMENTS_DONE = "arguments_done"
+    ITEM_DONE = "item_done"
     TERMINAL = "terminal"
     PARSED = "parsed"
     SCHEMA_VALID = "schema_valid"
@@ -97,31 +128,115 @@ STREAM_TABLE: dict[tuple[StreamState, StreamInput], StreamState | QuarantineReas
     (S.CLOSED, I.RELEASE): S.RELEASED,
 }
 
+_STAGES = (I.ARGUMENTS_DONE, I.ITEM_DONE)
+RESPONSES_STREAM_TABLE: dict[tuple[StreamState, StreamInput], StreamState | QuarantineReason] = {
+    **{(S.RECEIVING, i): S.RECEIVING for i in (*_CONTENT, *_STAGES, I.METADATA, I.UNKNOWN)},
+    (S.RECEIVING, I.COMPLETED): S.COMPLETED,
+    (S.RECEIVING, I.INCOMPLETE): R.RESPONSE_INCOMPLETE,
+    (S.RECEIVING, I.ERROR): R.ERROR_EVENT,
+    (S.RECEIVING, I.DONE): R.MISSING_FINISH,
+    (S.RECEIVING, I.EOF): R.MISSING_FINISH,
+    # response.completed is the last event: anything after it but [DONE] is a fault.
+    **{
+        (S.COMPLETED, i): R.EVENT_AFTER_TERMINAL
+        for i in (*_CONTENT, *_STAGES, I.METADATA, I.UNKNOWN, I.ERROR, I.COMPLETED, I.INCOMPLETE)
+    },
+    (S.COMPLETED, I.DONE): S.DONE,
+    (S.COMPLETED, I.EOF): S.CLOSED,
+    **{
+        (S.DONE, i): R.EVENT_AFTER_TERMINAL
+        for i in (*_CONTENT, *_STAGES, I.METADATA, I.UNKNOWN, I.ERROR, I.COMPLETED, I.INCOMPLETE)
+    },
+    (S.DONE, I.DONE): R.EVENT_AFTER_TERMINAL,
+    (S.DONE, I.EOF): S.CLOSED,
+    (S.CLOSED, I.RELEASE): S.RELEASED,
+}
+
 C, CI = CallState, CallInput
-CALL_TABLE: dict[tuple[CallState, CallInput], CallState] = {
-    (C.ITEM_OPEN, CI.ARGUMENTS): C.ITEM_OPEN,
-    (C.ITEM_OPEN, CI.TERMINAL): C.ITEM_TERMINAL,
+_VALIDATION: dict[tuple[CallState, CallInput], CallState | QuarantineReason] = {
     (C.ITEM_TERMINAL, CI.PARSED): C.PARSED,
     (C.PARSED, CI.SCHEMA_VALID): C.SCHEMA_VALID,
     (C.SCHEMA_VALID, CI.APPROVED): C.POLICY_APPROVED,
     (C.POLICY_APPROVED, CI.RELEASE): C.RELEASED,
 }
+CALL_TABLE: dict[tuple[CallState, CallInput], CallState | QuarantineReason] = {
+    (C.ITEM_OPEN, CI.ARGUMENTS): C.ITEM_OPEN,
+    (C.ITEM_OPEN, CI.TERMINAL): C.ITEM_TERMINAL,
+    **_VALIDATION,
+}
+RESPONSES_CALL_TABLE: dict[tuple[CallState, CallInput], CallState | QuarantineReason] = {
+    (C.ITEM_OPEN, CI.ARGUMENTS): C.ITEM_OPEN,
+    (C.ITEM_OPEN, CI.ARGUMENTS_DONE): C.ARGUMENTS_DONE,
+    (C.ITEM_OPEN, CI.ITEM_DONE): R.INCOMPLETE_ITEM,
+    (C.ITEM_OPEN, CI.TERMINAL): R.INCOMPLETE_ITEM,
+    (C.ARGUMENTS_DONE, CI.ARGUMENTS): R.EVENT_AFTER_TERMINAL,
+    (C.ARGUMENTS_DONE, CI.ARGUMENTS_DONE): R.EVENT_AFTER_TERMINAL,
+    (C.ARGUMENTS_DONE, CI.ITEM_DONE): C.ITEM_DONE,
+    (C.ARGUMENTS_DONE, CI.TERMINAL): R.INCOMPLETE_ITEM,
+    **{
+        (C.ITEM_DONE, i): R.EVENT_AFTER_TERMINAL
+        for i in (CI.ARGUMENTS, CI.ARGUMENTS_DONE, CI.ITEM_DONE)
+    },
+    (C.ITEM_DONE, CI.TERMINAL): C.ITEM_TERMINAL,
+    **_VALIDATION,
+}
+STREAM_TABLES = {Wire.CHAT: STREAM_TABLE, Wire.RESPONSES: RESPONSES_STREAM_TABLE}
+CALL_TABLES = {Wire.CHAT: CALL_TABLE, Wire.RESPONSES: RESPONSES_CALL_TABLE}
 del S, I, R, C, CI
 
 
-def next_stream_state(state: StreamState, event: StreamInput) -> StreamState | QuarantineReason:
+def next_stream_state(
+    state: StreamState, event: StreamInput, wire: Wire = Wire.CHAT
+) -> StreamState | QuarantineReason:
     """The stream's next state, or the reason this input quarantines it."""
     try:
-        return STREAM_TABLE[(state, event)]
+        return STREAM_TABLES[wire][(state, event)]
     except KeyError:
         pass
     raise TransitionError(f"stream in state {state.value} cannot take {event.value}")
 
 
-def next_call_state(state: CallState, event: CallInput) -> CallState:
-    """The call's next state; any fault moves a call to QUARANTINED outside this table."""
+def next_call_state(
+    state: CallState, event: CallInput, wire: Wire = Wire.CHAT
+) -> CallState | QuarantineReason:
+    """The call's next state, or the reason this input quarantines its attempt.
+
+    Any fault moves a call to QUARANTINED outside this table (the attempt drops every call).
+    """
     try:
-        return CALL_TABLE[(state, event)]
+        return CALL_TABLES[wire][(state, event)]
     except KeyError:
         pass
     raise TransitionError(f"call in state {state.value} cannot take {event.value}")
+
+
+_INPUT: dict[type, StreamInput] = {
+    ev.ResponseStarted: StreamInput.RESPONSE,
+    ev.TextDelta: StreamInput.TEXT,
+    ev.CallStarted: StreamInput.CALL,
+    ev.ArgumentDelta: StreamInput.ARGUMENTS,
+    ev.Finish: StreamInput.FINISH,
+    ev.DoneMarker: StreamInput.DONE,
+    ev.Metadata: StreamInput.METADATA,
+    ev.StreamError: StreamInput.ERROR,
+    ev.Unknown: StreamInput.UNKNOWN,
+    ev.ArgumentsDone: StreamInput.ARGUMENTS_DONE,
+    ev.ItemDone: StreamInput.ITEM_DONE,
+    ev.ResponseCompleted: StreamInput.COMPLETED,
+    ev.ResponseIncomplete: StreamInput.INCOMPLETE,
+}
+
+
+def input_of(event: ev.WireEvent) -> StreamInput:
+    """The stream input a wire event is."""
+    return _INPUT[type(event)]
+
+
+def wire_of(path: str) -> Wire | None:
+    """The wire a request's URL path speaks, or None for one this gate cannot read."""
+    path = path.rstrip("/")
+    if path.endswith("/chat/completions"):
+        return Wire.CHAT
+    if path.endswith("/responses"):
+        return Wire.RESPONSES
+    return None

@@ -1,0 +1,206 @@
+"""The calls of one attempt: wire events in, per-call accumulators and stage checks out.
+
+The attempt moves the stream's state; the ledger does everything else an event means. Each
+call has its own :class:`CallAccumulator`, keyed by its tool index (chat) or ``output_index``
+(Responses), and every size limit is counted here as the bytes arrive.
+
+On a Responses wire the ledger holds each function-call item to the protocol's own stages,
+each checked against what was accumulated (the transitions are
+``state.RESPONSES_CALL_TABLE``):
+
+1. ``function_call_arguments.done`` must repeat exactly the arguments accumulated from the
+   item's first ``arguments`` and its deltas (with no deltas, the accumulated text is the
+   added item's, usually ``""``: arguments that appear only in ``.done`` were never streamed
+   and do not match);
+2. ``output_item.done`` must come after it and carry the same arguments (its ids and name
+   were checked by the normalizer);
+3. ``response.completed`` must find every call at that stage and list in its ``output``
+   exactly the streamed calls, in ``output_index`` order, with the same item id, call id,
+   name and arguments: none lost, none added, none changed.
+
+Only then is a call ITEM_TERMINAL. A disagreement is ``item_mismatch``; a skipped stage
+``incomplete_item``. The ledger also compares what the carrier (litellm's chunks or
+Responses events) assembled with the wire: :meth:`Ledger.carrier_fault`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .call import CallAccumulator
+from .chat import WireFault
+from .errors import QuarantineReason
+from .events import (
+    ArgumentDelta,
+    ArgumentsDone,
+    CallStarted,
+    Finish,
+    ItemDone,
+    ResponseCompleted,
+    TextDelta,
+    Unknown,
+    WireEvent,
+)
+from .limits import Limits
+from .state import CallInput, CallState, Wire
+
+R = QuarantineReason
+
+
+@dataclass(frozen=True, slots=True)
+class CarrierCall:
+    """A call as the carrier assembled it, for the cross-check."""
+
+    call_id: str | None
+    name: str | None
+    arguments: str = field(repr=False)
+    item_id: str | None = None
+    """The Responses item id the carrier showed; compared only against a Responses wire."""
+
+
+@dataclass(frozen=True, slots=True)
+class Carrier:
+    """What the carrier handed over: its calls and how it said the response ended.
+
+    ``kind="chat"``: litellm's chat chunks for choice 0, calls keyed by tool index, and the
+    finish reason. ``kind="responses"``: litellm's Responses events, calls keyed by the order
+    of their items, and ``finish_reason`` the status of the final response event
+    (``completed``, ``incomplete``, ``failed``) or None when there was none.
+    """
+
+    calls: Mapping[int, CarrierCall]
+    finish_reason: str | None
+    foreign: bool = False
+    """The carrier handed over something the wire check cannot map (another choice, a
+    legacy function call, a Responses carrier that contradicts itself): a mismatch
+    whatever the calls say."""
+    kind: Literal["chat", "responses"] = "chat"
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+class Ledger:
+    """Every call one attempt opened, and the counts its limits are checked against."""
+
+    def __init__(self, limits: Limits, clock: Callable[[], float]) -> None:
+        self.limits = limits
+        self.wire = Wire.CHAT
+        self.calls: dict[int, CallAccumulator] = {}
+        self.finish_reason: str | None = None
+        self.unknown_events = 0
+        self.text_bytes = 0
+        self.argument_bytes = 0
+        self._clock = clock
+
+    def ordered(self) -> list[CallAccumulator]:
+        return [self.calls[i] for i in sorted(self.calls)]
+
+    def apply(self, event: WireEvent) -> None:
+        """Feed one event the stream's state already accepted; raises :class:`WireFault`."""
+        if isinstance(event, TextDelta):
+            self.text_bytes += _size(event.text)
+            if self.text_bytes > self.limits.max_text_bytes:
+                raise WireFault(R.TEXT_TOO_LARGE)
+        elif isinstance(event, CallStarted):
+            if len(self.calls) >= self.limits.max_calls:
+                raise WireFault(R.TOO_MANY_CALLS, event.index)
+            self.calls[event.index] = CallAccumulator(
+                event.index,
+                event.call_id,
+                event.name,
+                self._clock(),
+                wire=self.wire,
+                item_id=event.item_id,
+            )
+        elif isinstance(event, ArgumentDelta):
+            self._fragment(event)
+        elif isinstance(event, ArgumentsDone):
+            self._stage(event.index, CallInput.ARGUMENTS_DONE, event.arguments)
+        elif isinstance(event, ItemDone):
+            self._stage(event.index, CallInput.ITEM_DONE, event.arguments)
+        elif isinstance(event, ResponseCompleted):
+            self._completed(event)
+        elif isinstance(event, Finish):
+            self.finish_reason = event.finish_reason
+            for c in self.calls.values():
+                c.last_event = "finish"
+        elif isinstance(event, Unknown):
+            self.unknown_events += 1
+
+    def _fragment(self, event: ArgumentDelta) -> None:
+        call = self.calls[event.index]  # the normalizer opens every call first
+        size = _size(event.fragment)
+        call.nbytes += size
+        self.argument_bytes += size
+        if call.nbytes > self.limits.max_argument_bytes:
+            raise WireFault(R.ARGUMENTS_TOO_LARGE, event.index)
+        if self.argument_bytes > self.limits.max_total_argument_bytes:
+            raise WireFault(R.TOTAL_ARGUMENTS_TOO_LARGE, event.index)
+        call.move(CallInput.ARGUMENTS)
+        call.fragments.append(event.fragment)
+        call.last_event = "argument_delta"
+
+    def _stage(self, index: int, stage: CallInput, arguments: str | None) -> None:
+        call = self.calls[index]
+        call.move(stage)
+        call.last_event = stage.value
+        if arguments != call.joined():
+            raise WireFault(R.ITEM_MISMATCH, index)
+
+    def _completed(self, event: ResponseCompleted) -> None:
+        self.finish_reason = "completed"
+        calls = self.ordered()
+        for call in calls:
+            call.move(CallInput.TERMINAL)
+            call.last_event = "completed"
+        streamed = [(c.item_id, c.call_id, c.name, c.joined()) for c in calls]
+        listed = [(c.item_id, c.call_id, c.name, c.arguments) for c in event.calls]
+        if listed != streamed:
+            raise WireFault(R.ITEM_MISMATCH)
+
+    # ---- the carrier ---------------------------------------------------------------------
+    def carrier_fault(self, carrier: Carrier) -> QuarantineReason | None:
+        """Why the carrier disagrees with the wire, or None when it matches exactly."""
+        if carrier.kind == "chat":
+            return None if self._chat_carrier_matches(carrier) else R.CARRIER_MISMATCH
+        if self.wire is Wire.CHAT and self.finish_reason not in ("stop", "tool_calls"):
+            # The Responses API over a chat wire: a truncated chat stream (``length``,
+            # ``content_filter``) is an incomplete response, whatever the carrier says.
+            return R.RESPONSE_INCOMPLETE
+        if carrier.foreign or carrier.finish_reason != "completed":
+            return R.CARRIER_MISMATCH
+        native = self.wire is Wire.RESPONSES
+        ours = [
+            (c.item_id if native else None, c.call_id, c.name, c.joined()) for c in self.ordered()
+        ]
+        theirs = [
+            (c.item_id if native else None, c.call_id, c.name, c.arguments)
+            for _, c in sorted(carrier.calls.items())
+        ]
+        return None if ours == theirs else R.CARRIER_MISMATCH
+
+    def _chat_carrier_matches(self, carrier: Carrier) -> bool:
+        if (
+            carrier.foreign
+            or carrier.finish_reason != self.finish_reason
+            or set(carrier.calls) != set(self.calls)
+        ):
+            return False
+        for index, theirs in carrier.calls.items():
+            ours = self.calls[index]
+            if (theirs.call_id, theirs.name) != (ours.call_id, ours.name):
+                return False
+            if theirs.arguments != ours.joined():
+                return False
+        return True
+
+    def terminal(self) -> None:
+        """Move every call that is not terminal yet (chat: all of them) to ITEM_TERMINAL."""
+        for call in self.ordered():
+            if call.state is not CallState.ITEM_TERMINAL:
+                call.move(CallInput.TERMINAL)
+                call.last_event = "terminal"
