@@ -173,15 +173,19 @@ class Ledger:
             return R.RESPONSE_INCOMPLETE
         if carrier.foreign or carrier.finish_reason != "completed":
             return R.CARRIER_MISMATCH
-        native = self.wire is Wire.RESPONSES
-        ours = [
-            (c.item_id if native else None, c.call_id, c.name, c.joined()) for c in self.ordered()
-        ]
-        theirs = [
-            (c.item_id if native else None, c.call_id, c.name, c.arguments)
-            for _, c in sorted(carrier.calls.items())
-        ]
-        return None if ours == theirs else R.CARRIER_MISMATCH
+        if self.wire is Wire.RESPONSES:
+            # Same wire format: the same items, in output_index order, with the same ids.
+            ours = [(c.item_id, c.call_id, c.name, c.joined()) for c in self.ordered()]
+            theirs = [
+                (c.item_id, c.call_id, c.name, c.arguments)
+                for _, c in sorted(carrier.calls.items())
+            ]
+            return None if ours == theirs else R.CARRIER_MISMATCH
+        # Bridged from chat: litellm numbers the items itself, so calls match by call id.
+        mine = {c.call_id: (c.name, c.joined()) for c in self.ordered()}
+        bridged = {c.call_id: (c.name, c.arguments) for c in carrier.calls.values()}
+        same = len(bridged) == len(carrier.calls) and mine == bridged
+        return None if same else R.CARRIER_MISMATCH
 
     def _chat_carrier_matches(self, carrier: Carrier) -> bool:
         if (

@@ -1,6 +1,7 @@
 """A fake CometAPI chat-completions server on loopback, for tests and the demo.
 
-It answers ``POST /v1/chat/completions`` (and ``/chat/completions``) with scripted bodies.
+It answers ``POST /v1/chat/completions`` (and ``/chat/completions``) with scripted bodies,
+and ``POST /v1/responses`` (and ``/responses``) the same way, for the native Responses route.
 A request that asks for ``"stream": true`` gets its body in HTTP/1.1 chunked transfer
 encoding, one chunk per write, so a client can tell a clean end (the zero-length terminating
 chunk) from a connection that was dropped part way (no terminating chunk: httpx raises
@@ -34,7 +35,9 @@ from urllib.parse import urlsplit
 
 __all__ = ["FakeUpstream", "Scripted", "answer_stream", "recording"]
 
-_CHAT_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
+_CHAT_PATHS = frozenset(
+    {"/v1/chat/completions", "/chat/completions", "/v1/responses", "/responses"}
+)
 _JOIN_TIMEOUT = 2.0
 _STALL_POLL = 0.02
 

@@ -23,6 +23,7 @@ from ..core.errors import GateConfigError, ToolCallQuarantined, WireNotObservabl
 from ..core.limits import Limits
 from ..core.policy import Policy, ToolCall
 from ..core.registry import ToolRegistry
+from .events import CarrierEvents, carrier_of_response
 from .logs import emit_records
 from .policy import ajudge, judge
 from .stream import AsyncGatedStream, GatedStream
@@ -199,6 +200,49 @@ class ToolGate:
             self._raise_quarantine(handler.tap.attempt)
         return self._release_response(handler.tap.attempt, response)
 
+    def responses(self, **kwargs: Any) -> Any:
+        """``litellm.responses`` with every function call gated (bridged or native route)."""
+        handler = self._client_for(kwargs, asynchronous=False)
+        kwargs["client"] = handler
+        if kwargs.get("stream"):
+            return GatedStream(
+                litellm.responses(**kwargs), handler.tap, self.policy, CarrierEvents()
+            )
+        failed = False
+        try:
+            response = litellm.responses(**kwargs)
+        except Exception:
+            if not handler.tap.faulted:
+                raise
+            failed = True
+        if failed:
+            self._raise_quarantine(handler.tap.attempt)
+        calls = self._conclude(handler.tap.attempt, carrier_of_response(response))
+        if not judge(handler.tap.attempt, calls, self.policy):
+            self._raise_quarantine(handler.tap.attempt)
+        return self._release_response(handler.tap.attempt, response)
+
+    async def aresponses(self, **kwargs: Any) -> Any:
+        """``litellm.aresponses`` with every function call gated (bridged or native route)."""
+        handler = self._client_for(kwargs, asynchronous=True)
+        kwargs["client"] = handler
+        if kwargs.get("stream"):
+            stream = await litellm.aresponses(**kwargs)
+            return AsyncGatedStream(stream, handler.tap, self.policy, CarrierEvents())
+        failed = False
+        try:
+            response = await litellm.aresponses(**kwargs)
+        except Exception:
+            if not handler.tap.faulted:
+                raise
+            failed = True
+        if failed:
+            self._raise_quarantine(handler.tap.attempt)
+        calls = self._conclude(handler.tap.attempt, carrier_of_response(response))
+        if not await ajudge(handler.tap.attempt, calls, self.policy):
+            self._raise_quarantine(handler.tap.attempt)
+        return self._release_response(handler.tap.attempt, response)
+
     def guard(self, stream: Any, client: Any = None) -> GatedStream | AsyncGatedStream:
         """Gate a stream made elsewhere, if this gate observed its wire; else refuse at once."""
         if isinstance(stream, (GatedStream, AsyncGatedStream)):
@@ -234,6 +278,9 @@ class ToolGate:
             getattr(choices[0], "finish_reason", None),
             foreign=len(choices) != 1 or getattr(message, "function_call", None) is not None,
         )
+        return self._conclude(attempt, carrier)
+
+    def _conclude(self, attempt: ChatAttempt, carrier: Carrier) -> list[ToolCall]:
         try:
             return attempt.conclude(carrier)
         except ToolCallQuarantined:

@@ -1,7 +1,8 @@
 """The gated stream the caller iterates: litellm's chunks, with tool calls withheld.
 
 Text chunks pass through as litellm yields them; tool-call fragments and the finish are
-withheld (see :mod:`carrier`). When litellm's stream ends
+withheld (see :mod:`carrier`; for ``gate.responses()`` the carrier is litellm's Responses
+events, withheld per function-call item by :mod:`events`). When litellm's stream ends
 the gate reads the wire to its end, concludes the attempt, runs the policy, and only then
 yields one chunk holding every released call (arguments exactly as on the wire) followed by
 the held chunks. Any fault raises :class:`ToolCallQuarantined` instead; nothing withheld is
@@ -16,11 +17,11 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, Protocol
 
-from ..core.attempt import ChatAttempt
+from ..core.attempt import Carrier, ChatAttempt
 from ..core.errors import QuarantineReason, ToolCallQuarantined
-from ..core.policy import Policy, ToolCall
+from ..core.policy import Policy, ReleasedCall, ToolCall
 from .carrier import CarrierChunks
 from .logs import emit_records
 from .policy import ajudge, judge
@@ -29,12 +30,24 @@ from .transport import WireTap
 R = QuarantineReason
 
 
+class CarrierAdapter(Protocol):
+    """What a gated stream needs from its carrier: admit, assemble, release."""
+
+    def admit(self, item: Any) -> Any | None: ...
+
+    def carrier(self) -> Carrier: ...
+
+    def release(self, released: list[ReleasedCall]) -> list[Any]: ...
+
+
 class _Base:
-    def __init__(self, tap: WireTap, policy: Policy | None) -> None:
+    def __init__(
+        self, tap: WireTap, policy: Policy | None, carrier: CarrierAdapter | None = None
+    ) -> None:
         self.tap = tap
         self.attempt: ChatAttempt = tap.attempt
         self._policy = policy
-        self._chunks = CarrierChunks()
+        self._chunks: CarrierAdapter = carrier or CarrierChunks()
         self._out: deque[Any] = deque()
         self._done = False
         self._logged = False
@@ -80,8 +93,14 @@ class _Base:
 class GatedStream(_Base):
     """Sync iterator over litellm's chunks with every tool call gated."""
 
-    def __init__(self, wrapper: Any, tap: WireTap, policy: Policy | None) -> None:
-        super().__init__(tap, policy)
+    def __init__(
+        self,
+        wrapper: Any,
+        tap: WireTap,
+        policy: Policy | None,
+        carrier: CarrierAdapter | None = None,
+    ) -> None:
+        super().__init__(tap, policy, carrier)
         self._it: Iterator[Any] = iter(wrapper)
 
     def __iter__(self) -> GatedStream:
@@ -145,8 +164,14 @@ class GatedStream(_Base):
 class AsyncGatedStream(_Base):
     """Async twin of :class:`GatedStream`."""
 
-    def __init__(self, wrapper: Any, tap: WireTap, policy: Policy | None) -> None:
-        super().__init__(tap, policy)
+    def __init__(
+        self,
+        wrapper: Any,
+        tap: WireTap,
+        policy: Policy | None,
+        carrier: CarrierAdapter | None = None,
+    ) -> None:
+        super().__init__(tap, policy, carrier)
         self._it: AsyncIterator[Any] = wrapper.__aiter__()
 
     def __aiter__(self) -> AsyncGatedStream:

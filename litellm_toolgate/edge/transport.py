@@ -47,13 +47,19 @@ class WireTap:
         timeout["read"] = idle if read is None else min(read, idle)
         request.extensions["timeout"] = timeout
 
-    def bind(self, response: httpx.Response) -> bool:
-        """Attach a response; False when it is not the gate's to read (an HTTP error)."""
+    def bind(self, response: httpx.Response, request: httpx.Request | None = None) -> bool:
+        """Attach a response; False when it is not the gate's to read (an HTTP error).
+
+        The request's path tells the attempt which wire it reads (chat or Responses).
+        """
         if not 200 <= response.status_code < 300:
             return False
+        path = "/chat/completions" if request is None else request.url.path
         with contextlib.suppress(ToolCallQuarantined):
             self.attempt.bind_response(
-                content_type=response.headers.get("content-type", ""), streamed=self.streamed
+                content_type=response.headers.get("content-type", ""),
+                streamed=self.streamed,
+                path=path,
             )
         return True
 
@@ -213,7 +219,7 @@ class TapTransport(httpx.BaseTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         self.tap.prepare(request)
         response = self.inner.handle_request(request)
-        if not self.tap.bind(response):
+        if not self.tap.bind(response, request):
             return response
         assert isinstance(response.stream, httpx.SyncByteStream)
         return _wrap(response, _TapStream(response.stream, self.tap), request)
@@ -232,7 +238,7 @@ class AsyncTapTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self.tap.prepare(request)
         response = await self.inner.handle_async_request(request)
-        if not self.tap.bind(response):
+        if not self.tap.bind(response, request):
             return response
         assert isinstance(response.stream, httpx.AsyncByteStream)
         return _wrap(response, _AsyncTapStream(response.stream, self.tap), request)
