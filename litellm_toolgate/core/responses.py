@@ -137,8 +137,11 @@ class ResponsesNormalizer:
         for index, item in enumerate(output):
             events.extend(self._added(index, item))
             if self._kinds[index] == "function_call":
-                arguments = _text(item.get("arguments"))
-                events.append(ArgumentsDone(index, arguments or ""))
+                # A whole body has no deltas: its item's arguments are all there is.
+                arguments = item.get("arguments")
+                if not isinstance(arguments, str):
+                    raise WireFault(R.MALFORMED_EVENT, index)
+                events.append(ArgumentsDone(index, arguments))
             events.extend(self._item_done(index, item))
         return [*events, self._final(obj)]
 
