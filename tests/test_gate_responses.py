@@ -18,7 +18,9 @@ from typing import Any
 
 import litellm
 import pytest
-from conftest import CANARY, CASES as CHAT_CASES, MANIFEST as CHAT_MANIFEST, body_of, expected
+from conftest import CANARY, body_of, expected
+from conftest import CASES as CHAT_CASES
+from conftest import MANIFEST as CHAT_MANIFEST
 
 from litellm_toolgate import QuarantineReason, ToolCallQuarantined, ToolGate
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
@@ -50,17 +52,17 @@ def is_call_event(event: Any) -> bool:
     return kind(event).startswith("response.output_item.") and item_type == "function_call"
 
 
+def field(item: Any, name: str) -> Any:
+    return item.get(name) if isinstance(item, dict) else getattr(item, name)
+
+
 def collect(events: list[Any]) -> tuple[str, list[dict[str, Any]], list[str]]:
     text, calls = "", []
     for event in events:
         if kind(event) == "response.output_text.delta":
             text += event.delta
         if kind(event) == "response.output_item.done" and is_call_event(event):
-            item = event.item
-            get = item.get if isinstance(item, dict) else lambda k: getattr(item, k)
-            calls.append(
-                {"call_id": get("call_id"), "name": get("name"), "arguments": get("arguments")}
-            )
+            calls.append({k: field(event.item, k) for k in ("call_id", "name", "arguments")})
     return text, calls, [kind(e) for e in events]
 
 
@@ -104,6 +106,7 @@ def no_leak(exc: BaseException) -> None:
 
 
 def check(
+    *,
     outcome: str,
     reason: str | None,
     want_text: str,
@@ -147,7 +150,14 @@ def test_native_route(upstream: FakeUpstream, name: str, asynchronous: bool, spl
     data = (FIXTURES / case["body"]).read_bytes()
     upstream.enqueue(Scripted(data, chunk_sizes=SPLITS[split]))
     events, error = run(GATE, upstream, "openai/gpt-4o-mini", asynchronous)
-    check(case["expect"], case.get("reason"), case["text"], case.get("calls", []), events, error)
+    check(
+        outcome=case["expect"],
+        reason=case.get("reason"),
+        want_text=case["text"],
+        want_calls=case.get("calls", []),
+        events=events,
+        error=error,
+    )
     assert upstream.requests[-1].get("input") is not None  # it went to /responses natively
 
 
@@ -169,5 +179,170 @@ def test_bridged_route(upstream: FakeUpstream, name: str, asynchronous: bool) ->
         {"call_id": c["id"], "name": c["name"], "arguments": c["arguments"]}
         for c in case.get("calls", [])
     ]
-    check(outcome, reason, case["text"], want, events, error)
+    check(
+        outcome=outcome,
+        reason=reason,
+        want_text=case["text"],
+        want_calls=want,
+        events=events,
+        error=error,
+    )
     assert upstream.requests[-1].get("messages") is not None  # it went to chat completions
+
+
+# ---- non-streamed responses -------------------------------------------------------------------
+ITEM = {
+    "id": "fc_1",
+    "type": "function_call",
+    "status": "completed",
+    "call_id": "call_1",
+    "name": "multiply",
+    "arguments": '{"a": 7, "b": 8}',
+}
+REASONING = {"id": "rs_1", "type": "reasoning", "summary": [], "encrypted_content": "gAAAAB-opaque"}
+
+
+def response_body(status: str = "completed", output: list[Any] | None = None) -> bytes:
+    obj = {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1767225600,
+        "status": status,
+        "model": "gpt-4o-mini",
+        "output": [REASONING, ITEM] if output is None else output,
+    }
+    return json.dumps(obj).encode()
+
+
+def chat_body(arguments: str, finish: str = "tool_calls") -> bytes:
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "multiply", "arguments": arguments},
+    }
+    obj = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1767225600,
+        "model": "gpt-4o-mini",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                "finish_reason": finish,
+            }
+        ],
+    }
+    return json.dumps(obj).encode()
+
+
+def run_whole(
+    upstream: FakeUpstream, model: str, body: bytes, asynchronous: bool
+) -> tuple[Any, ToolCallQuarantined | None]:
+    upstream.enqueue(Scripted(body, content_type="application/json"))
+    kwargs = {
+        "model": model,
+        "input": "What is 7 times 8?",
+        "tools": MANIFEST["tools"],
+        "api_base": upstream.base_url,
+        "api_key": "sk-test",
+    }
+    try:
+        if asynchronous:
+            return asyncio.run(GATE.aresponses(**kwargs)), None
+        return GATE.responses(**kwargs), None
+    except ToolCallQuarantined as exc:
+        return None, exc
+
+
+def function_calls(response: Any) -> list[tuple[str, str]]:
+    return [
+        (item.call_id, item.arguments)
+        for item in response.output
+        if getattr(item, "type", None) == "function_call"
+    ]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_non_streamed_native_response_is_checked(
+    upstream: FakeUpstream, asynchronous: bool
+) -> None:
+    response, error = run_whole(upstream, "openai/gpt-4o-mini", response_body(), asynchronous)
+    assert error is None
+    assert function_calls(response) == [("call_1", ITEM["arguments"])]
+    # The reasoning item comes back untouched, encrypted content and all.
+    reasoning = [i for i in response.output if getattr(i, "type", None) == "reasoning"]
+    assert [getattr(r, "encrypted_content", None) for r in reasoning] == ["gAAAAB-opaque"]
+    for body, reason in (
+        (response_body("incomplete"), R.RESPONSE_INCOMPLETE),
+        (response_body(output=[{**ITEM, "arguments": '{"a": 7, "b"'}]), R.INVALID_JSON),
+        (response_body(output=[{**ITEM, "name": "rm_rf"}]), R.UNKNOWN_TOOL),
+    ):
+        response, error = run_whole(upstream, "openai/gpt-4o-mini", body, asynchronous)
+        assert response is None and error is not None and error.reason is reason
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_non_streamed_bridged_response_is_checked(
+    upstream: FakeUpstream, asynchronous: bool
+) -> None:
+    good = chat_body('{"a": 7, "b": 8}')
+    response, error = run_whole(upstream, "cometapi/gpt-4o-mini", good, asynchronous)
+    assert error is None
+    assert function_calls(response) == [("call_1", '{"a": 7, "b": 8}')]
+    response, error = run_whole(
+        upstream, "cometapi/gpt-4o-mini", chat_body('{"a": 7, "b'), asynchronous
+    )
+    assert response is None and error is not None and error.reason is R.INVALID_JSON
+    response, error = run_whole(
+        upstream, "cometapi/gpt-4o-mini", chat_body('{"a": 7, "b": 8}', "length"), asynchronous
+    )
+    assert response is None and error is not None and error.reason is R.FINISH_REASON_MISMATCH
+
+
+# ---- interruptions on the native route -----------------------------------------------------------
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_native_disconnect_then_a_retry_is_a_new_attempt(
+    upstream: FakeUpstream, asynchronous: bool
+) -> None:
+    data = (FIXTURES / CASES["write_file_unicode"]["body"]).read_bytes()
+    cut = data.index(b"function_call_arguments.delta") + 200
+    upstream.enqueue(Scripted(data, chunk_sizes=[50], disconnect_after=cut))
+    events, error = run(GATE, upstream, "openai/gpt-4o-mini", asynchronous, num_retries=0)
+    assert error is not None and error.reason is R.DISCONNECTED
+    assert not [e for e in events if is_call_event(e)]
+    upstream.enqueue(Scripted(data))
+    events, error = run(GATE, upstream, "openai/gpt-4o-mini", asynchronous)
+    assert error is None
+    assert collect(events)[1] == CASES["write_file_unicode"]["calls"]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_native_silence_is_a_stall(upstream: FakeUpstream, asynchronous: bool) -> None:
+    from litellm_toolgate import Limits
+
+    data = (FIXTURES / CASES["multiply_basic"]["body"]).read_bytes()
+    cut = data.index(b"function_call_arguments.done")
+    upstream.enqueue(Scripted(data, stall_after=cut))
+    gate = ToolGate(MANIFEST["tools"], limits=Limits(idle_timeout=0.5))
+    events, error = run(gate, upstream, "openai/gpt-4o-mini", asynchronous, num_retries=0)
+    assert error is not None and error.reason is R.STALLED
+    assert not [e for e in events if is_call_event(e)]
+
+
+def test_closing_a_responses_stream_releases_nothing(upstream: FakeUpstream) -> None:
+    data = (FIXTURES / CASES["multiply_basic"]["body"]).read_bytes()
+    upstream.enqueue(Scripted(data))
+    stream = GATE.responses(
+        model="openai/gpt-4o-mini",
+        input="go",
+        api_base=upstream.base_url,
+        api_key="sk-test",
+        stream=True,
+    )
+    with stream:
+        first = next(stream)
+    assert kind(first) == "response.created"
+    with pytest.raises(ToolCallQuarantined) as info:
+        next(stream)
+    assert info.value.reason is R.CANCELLED
