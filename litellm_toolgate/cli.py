@@ -18,12 +18,18 @@ def main(argv: list[str] | None = None) -> int:
         "COMETAPI_KEY is set), then show a broken stream quarantined",
     )
     demo.add_argument("--model", default=None, help="litellm model (default cometapi/gpt-4o-mini)")
+    demo.add_argument(
+        "--api",
+        choices=("chat", "responses"),
+        default="chat",
+        help="chat completions (default) or the Responses API (gate.responses)",
+    )
     args = parser.parse_args(argv)
     # Use litellm's bundled model cost map: nothing outside this machine is needed.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from .demo.run import run_demo
 
-    return run_demo(sys.stdout, model=args.model)
+    return run_demo(sys.stdout, model=args.model, api=args.api)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -120,12 +120,22 @@ def test_the_generator_reproduces_every_file(tmp_path: Path) -> None:
     import sys
 
     subprocess.run(
-        [sys.executable, str(FIXTURES / "generate.py"), "--out", str(tmp_path)],
+        [
+            sys.executable,
+            str(FIXTURES / "generate.py"),
+            "--out",
+            str(tmp_path),
+            "--recordings",
+            str(tmp_path / "rec"),
+        ],
         check=True,
         capture_output=True,
     )
     for path in tmp_path.iterdir():
-        assert path.read_bytes() == (FIXTURES / path.name).read_bytes(), path.name
+        if path.is_file():
+            assert path.read_bytes() == (FIXTURES / path.name).read_bytes(), path.name
+    recorded = ROOT / "litellm_toolgate" / "demo" / "recordings" / "round1_multiply_responses.sse"
+    assert (tmp_path / "rec" / recorded.name).read_bytes() == recorded.read_bytes()
 
 
 # ---- response.completed is never enough on its own ---------------------------------------------

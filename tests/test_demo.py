@@ -23,3 +23,23 @@ def test_demo_prints_56_and_quarantines_the_broken_stream(
     assert "1 call(s): 76 bytes of arguments that do not parse" in out
     assert "[log WARNING] toolgate call" in out and "[log INFO] toolgate call" in out
     assert "CANARY-7f3a9c" not in out
+
+
+@pytest.mark.parametrize(
+    "model", [None, "openai/gpt-4o-mini"], ids=["bridged-cometapi", "native-responses"]
+)
+def test_demo_on_the_responses_api_prints_56_and_quarantines_the_broken_stream(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, model: str | None
+) -> None:
+    monkeypatch.delenv("COMETAPI_KEY", raising=False)
+    argv = ["demo", "--api", "responses"] + ([] if model is None else ["--model", model])
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert ("(native)" in out) == (model is not None)
+    assert "released: multiply (call call_" in out and "computed locally: 56" in out
+    # Round two's answer is built by the fake upstream from the function_call_output sent.
+    assert "7 times 8 is 56." in out
+    # Plain litellm's bridge ends the truncated stream in response.completed; the gate does not.
+    assert "last event 'response.completed' and 1 call(s): 76 bytes of arguments that do not" in out
+    assert "quarantined: missing_finish" in out and '"execution_state": "quarantined"' in out
+    assert "CANARY-7f3a9c" not in out

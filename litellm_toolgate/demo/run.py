@@ -113,7 +113,7 @@ def _round(gate: ToolGate, out: TextIO, **kwargs: Any) -> tuple[str, list[dict[s
     return text, calls
 
 
-def run_demo(out: TextIO = sys.stdout, *, model: str | None = None) -> int:
+def run_demo(out: TextIO = sys.stdout, *, model: str | None = None, api: str = "chat") -> int:
     logging.getLogger("LiteLLM").setLevel(logging.WARNING)
     # Show the gate's own decision log lines (ids and outcomes only) after each round.
     handler = _LogLines(out)
@@ -121,6 +121,10 @@ def run_demo(out: TextIO = sys.stdout, *, model: str | None = None) -> int:
     gate_log.addHandler(handler)
     gate_log.setLevel(logging.INFO)
     try:
+        if api == "responses":
+            from .responses import run_responses
+
+            return run_responses(out, model, _flush_logs)
         return _demo(out, model)
     finally:
         gate_log.removeHandler(handler)
