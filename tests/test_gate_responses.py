@@ -346,3 +346,91 @@ def test_closing_a_responses_stream_releases_nothing(upstream: FakeUpstream) -> 
     with pytest.raises(ToolCallQuarantined) as info:
         next(stream)
     assert info.value.reason is R.CANCELLED
+
+
+# ---- a route that ignores client= is refused ---------------------------------------------
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_result_made_without_the_wire_is_refused(asynchronous: bool, stream: bool) -> None:
+    # litellm's mock_response makes a result without any HTTP: the gate never saw a wire.
+    kwargs = {
+        "model": "openai/gpt-4o-mini",
+        "input": "go",
+        "mock_response": "hello",
+        "api_key": "sk-test",
+        "stream": stream,
+    }
+    handed: list[Any] = []
+
+    async def go() -> None:
+        result = await GATE.aresponses(**kwargs)
+        async for event in result:
+            handed.append(event)
+
+    with pytest.raises(ToolCallQuarantined) as info:
+        if asynchronous:
+            asyncio.run(go())
+        else:
+            handed.extend(GATE.responses(**kwargs))
+    assert info.value.reason is R.WIRE_NOT_OBSERVED
+    assert handed == []
+
+
+# ---- the carrier adapter: litellm's events cross-checked ---------------------------------
+def real_events(upstream: FakeUpstream, name: str) -> list[Any]:
+    """What plain litellm yields for a native fixture (no gate): the carrier as it is."""
+    upstream.enqueue(Scripted((FIXTURES / CASES[name]["body"]).read_bytes()))
+    stream: Any = litellm.responses(
+        model="openai/gpt-4o-mini",
+        input="go",
+        api_base=upstream.base_url,
+        api_key="sk-test",
+        stream=True,
+    )
+    return list(stream)
+
+
+def carrier_after(events: list[Any]) -> Any:
+    from litellm_toolgate.edge.events import CarrierEvents
+
+    adapter = CarrierEvents()
+    passed = [e for e in events if adapter.admit(e) is not None]
+    assert not [e for e in passed if is_call_event(e)]
+    return adapter.carrier()
+
+
+def test_the_carrier_adapter_notices_litellm_contradicting_itself(upstream: FakeUpstream) -> None:
+    events = real_events(upstream, "two_calls_interleaved")
+    good = carrier_after(events)
+    assert not good.foreign and good.finish_reason == "completed" and len(good.calls) == 2
+
+    def where(kind_: str) -> int:
+        return next(i for i, e in enumerate(events) if kind(e) == kind_)
+
+    def changed(position: int, **update: Any) -> list[Any]:
+        copy = list(events)
+        copy[position] = events[position].model_copy(update=update)
+        return copy
+
+    item_done = where("response.output_item.done")
+    completed = where("response.completed")
+    wrong_item = events[item_done].item.model_copy(update={"arguments": "{}"})
+    broken = [
+        changed(where("response.function_call_arguments.done"), arguments="{}"),
+        changed(where("response.function_call_arguments.delta"), item_id="fc_other"),
+        changed(where("response.function_call_arguments.delta"), output_index=7),
+        changed(item_done, item=wrong_item),
+        [e for i, e in enumerate(events) if i != item_done],  # an item never done
+        [*events, events[completed]],  # an event after the final one
+        [*events[:2], ("not", "an event"), *events[2:]],
+        changed(where("response.output_item.added"), output_index="0"),
+        [*events[:completed], events[where("response.output_item.added")], *events[completed:]],
+    ]
+    resp = events[completed].response
+    broken.append(changed(completed, response=resp.model_copy(update={"output": resp.output[:1]})))
+    for variant in broken:
+        carrier = carrier_after(variant)
+        # Either makes the attempt refuse the carrier (carrier_mismatch).
+        assert carrier.foreign or carrier.finish_reason != "completed"
+    incomplete = changed(completed, response=resp.model_copy(update={"status": "incomplete"}))
+    assert carrier_after(incomplete).finish_reason == "incomplete"

@@ -107,6 +107,11 @@ class CarrierEvents:
     def admit(self, event: Any) -> Any | None:
         """The event to pass on now, or None when it is withheld or held."""
         kind = _kind(event)
+        if _get(event, "type") is None:
+            # Not a Responses event at all: nothing the gate can map goes out.
+            self.foreign = True
+            self.held.append(event)
+            return None
         if self.held or kind in _FINAL:
             self._final(kind, event)
             return None

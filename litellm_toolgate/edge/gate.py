@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 import httpx
 import litellm
 from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, HTTPHandler
+from litellm.types.llms.openai import ResponsesAPIResponse
 
 from ..core.attempt import Carrier, CarrierCall, ChatAttempt
 from ..core.errors import GateConfigError, ToolCallQuarantined, WireNotObservable
@@ -204,44 +205,42 @@ class ToolGate:
         """``litellm.responses`` with every function call gated (bridged or native route)."""
         handler = self._client_for(kwargs, asynchronous=False)
         kwargs["client"] = handler
-        if kwargs.get("stream"):
-            return GatedStream(
-                litellm.responses(**kwargs), handler.tap, self.policy, CarrierEvents()
-            )
         failed = False
         try:
-            response = litellm.responses(**kwargs)
+            result = litellm.responses(**kwargs)
         except Exception:
             if not handler.tap.faulted:
                 raise
             failed = True
         if failed:
             self._raise_quarantine(handler.tap.attempt)
-        calls = self._conclude(handler.tap.attempt, carrier_of_response(response))
+        if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
+            return GatedStream(result, handler.tap, self.policy, CarrierEvents())
+        # A whole response (asked for, or handed back instead of a stream) is checked whole.
+        calls = self._conclude(handler.tap.attempt, carrier_of_response(result))
         if not judge(handler.tap.attempt, calls, self.policy):
             self._raise_quarantine(handler.tap.attempt)
-        return self._release_response(handler.tap.attempt, response)
+        return self._release_response(handler.tap.attempt, result)
 
     async def aresponses(self, **kwargs: Any) -> Any:
         """``litellm.aresponses`` with every function call gated (bridged or native route)."""
         handler = self._client_for(kwargs, asynchronous=True)
         kwargs["client"] = handler
-        if kwargs.get("stream"):
-            stream = await litellm.aresponses(**kwargs)
-            return AsyncGatedStream(stream, handler.tap, self.policy, CarrierEvents())
         failed = False
         try:
-            response = await litellm.aresponses(**kwargs)
+            result = await litellm.aresponses(**kwargs)
         except Exception:
             if not handler.tap.faulted:
                 raise
             failed = True
         if failed:
             self._raise_quarantine(handler.tap.attempt)
-        calls = self._conclude(handler.tap.attempt, carrier_of_response(response))
+        if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
+            return AsyncGatedStream(result, handler.tap, self.policy, CarrierEvents())
+        calls = self._conclude(handler.tap.attempt, carrier_of_response(result))
         if not await ajudge(handler.tap.attempt, calls, self.policy):
             self._raise_quarantine(handler.tap.attempt)
-        return self._release_response(handler.tap.attempt, response)
+        return self._release_response(handler.tap.attempt, result)
 
     def guard(self, stream: Any, client: Any = None) -> GatedStream | AsyncGatedStream:
         """Gate a stream made elsewhere, if this gate observed its wire; else refuse at once."""
