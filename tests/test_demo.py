@@ -35,7 +35,7 @@ def test_demo_on_the_responses_api_prints_56_and_quarantines_the_broken_stream(
     argv = ["demo", "--api", "responses"] + ([] if model is None else ["--model", model])
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert ("(native)" in out) == (model is not None)
+    assert ("(native /responses)" in out) == (model is not None)
     assert "released: multiply (call call_" in out and "computed locally: 56" in out
     # Round two's answer is built by the fake upstream from the function_call_output sent.
     assert "7 times 8 is 56." in out

@@ -1,11 +1,12 @@
 """The sans-I/O core: bytes and events in, decisions out. Imports no litellm, does no I/O.
 
-Layers, bottom up: ``sse`` (bytes → SSE messages), ``chat`` (messages → wire events),
-``state`` (the transition tables), ``strictjson`` and ``registry`` (parse and schema),
-``attempt`` (one response's calls from first fragment to release or quarantine).
+Layers, bottom up: ``sse`` (bytes → SSE messages), ``chat`` and ``responses`` (messages →
+wire events), ``state`` (the transition tables, per wire), ``strictjson`` and ``registry``
+(parse and schema), ``call`` and ``ledger`` (each call's accumulator and stages), ``attempt``
+(one response's calls from first fragment to release or quarantine).
 """
 
-from .attempt import Carrier, CarrierCall, ChatAttempt
+from .attempt import Attempt, Carrier, CarrierCall, ChatAttempt
 from .errors import (
     ArgumentsRejected,
     CarrierMismatch,
@@ -25,9 +26,11 @@ from .limits import Limits
 from .policy import Policy, PolicyDecision, ReleasedCall, ToolCall
 from .records import DecisionRecord
 from .registry import ToolRegistry
+from .state import Wire
 
 __all__ = [
     "ArgumentsRejected",
+    "Attempt",
     "Carrier",
     "CarrierCall",
     "CarrierMismatch",
@@ -49,5 +52,6 @@ __all__ = [
     "ToolCallQuarantined",
     "ToolGateError",
     "ToolRegistry",
+    "Wire",
     "WireNotObservable",
 ]

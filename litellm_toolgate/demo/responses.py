@@ -8,13 +8,15 @@ the answer (built by the fake upstream from that result). Then a broken chat str
 (arguments cut short, ``[DONE]`` with no finish reason) goes through litellm's Responses
 bridge twice: plain litellm ends it in ``response.completed``, the gate quarantines it.
 
-With a ``cometapi/...`` model (the default) litellm bridges to chat completions; with
-``openai/...`` it calls the fake upstream's ``/responses`` natively (Responses SSE).
+With a ``cometapi/...`` model (the default) litellm bridges to chat completions (to the real
+CometAPI when ``COMETAPI_KEY`` is set); with ``openai/...`` it calls the fake upstream's
+``/responses`` natively (Responses SSE).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from typing import Any, TextIO
 
@@ -142,16 +144,17 @@ def run_responses(out: TextIO, model: str | None, flush_logs: Any) -> int:
 
 def _run(out: TextIO, model: str | None, flush_logs: Any) -> int:
     with FakeUpstream(handler=fake_answer) as upstream:
-        route = {
-            "model": model or "cometapi/gpt-4o-mini",
-            "api_base": upstream.base_url,
-            "api_key": "sk-demo-loopback",
-        }
-        bridged = not route["model"].startswith("openai/")
-        out.write(
-            f"upstream: fake {'CometAPI' if bridged else 'Responses server'} on "
-            f"{upstream.base_url} ({'bridged to chat completions' if bridged else 'native'})\n"
+        name = model or "cometapi/gpt-4o-mini"
+        bridged = not name.startswith("openai/")
+        real = bridged and bool(os.environ.get("COMETAPI_KEY"))
+        route: dict[str, Any] = (
+            {"model": name}
+            if real
+            else {"model": name, "api_base": upstream.base_url, "api_key": "sk-demo-loopback"}
         )
+        where = "CometAPI" if real else f"fake upstream on {upstream.base_url}"
+        how = "bridged to chat completions" if bridged else "native /responses"
+        out.write(f"upstream: {where} ({how})\n")
         gate = ToolGate([MULTIPLY, WRITE_FILE])
         history: list[dict[str, Any]] = [
             {"role": "user", "content": "What is 7 times 8? Use multiply."}
