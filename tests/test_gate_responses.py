@@ -434,3 +434,60 @@ def test_the_carrier_adapter_notices_litellm_contradicting_itself(upstream: Fake
         assert carrier.foreign or carrier.finish_reason != "completed"
     incomplete = changed(completed, response=resp.model_copy(update={"status": "incomplete"}))
     assert carrier_after(incomplete).finish_reason == "incomplete"
+
+
+# ---- guard(): a Responses stream started by the caller ----------------------------------------
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize(
+    ("model", "body"),
+    [
+        ("openai/gpt-4o-mini", (FIXTURES / "completed_drops_a_call.sse").read_bytes()),
+        ("cometapi/gpt-4o-mini", body_of(CHAT_CASES["done_without_finish"])),
+    ],
+    ids=["native", "bridged"],
+)
+def test_guard_gates_a_responses_stream_the_caller_started(
+    upstream: FakeUpstream, model: str, body: bytes, asynchronous: bool
+) -> None:
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "input": "go",
+        "api_base": upstream.base_url,
+        "api_key": "sk-test",
+        "stream": True,
+    }
+    handed: list[Any] = []
+
+    async def go() -> None:
+        client = GATE.async_http_client()
+        stream = await litellm.aresponses(client=client, **kwargs)
+        async for event in GATE.guard(stream, client):  # type: ignore[union-attr]
+            handed.append(event)
+
+    upstream.enqueue(Scripted(body))
+    with pytest.raises(ToolCallQuarantined) as info:
+        if asynchronous:
+            asyncio.run(go())
+        else:
+            client = GATE.http_client()
+            handed.extend(GATE.guard(litellm.responses(client=client, **kwargs), client))  # type: ignore[arg-type]
+    expect = R.ITEM_MISMATCH if model.startswith("openai/") else R.MISSING_FINISH
+    assert info.value.reason is expect
+    assert not [e for e in handed if is_call_event(e)]
+
+
+def test_guard_refuses_a_whole_response() -> None:
+    from litellm_toolgate import WireNotObservable
+
+    # Asked for a stream, litellm's mock_response hands back a whole response object.
+    client = GATE.http_client(stream=True)
+    whole = litellm.responses(
+        model="openai/gpt-4o-mini",
+        input="go",
+        mock_response="hello",
+        api_key="sk-test",
+        stream=True,
+        client=client,
+    )
+    with pytest.raises(WireNotObservable):
+        GATE.guard(whole, client)

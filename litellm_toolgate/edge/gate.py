@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 import httpx
 import litellm
 from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, HTTPHandler
+from litellm.responses.streaming_iterator import BaseResponsesAPIStreamingIterator
 from litellm.types.llms.openai import ResponsesAPIResponse
 
 from ..core.attempt import Carrier, CarrierCall, ChatAttempt
@@ -32,7 +33,8 @@ from .transport import AsyncTapTransport, TapTransport, WireTap
 
 _HOW = (
     "the gate must see the raw wire of a call to gate it: make the call through "
-    "gate.completion(...) / gate.acompletion(...), or pass client=gate.http_client() "
+    "gate.completion(...) / gate.acompletion(...) (or gate.responses / gate.aresponses), "
+    "or pass client=gate.http_client() "
     "(async: gate.async_http_client()) to litellm and then gate.guard(stream, client)"
 )
 
@@ -250,9 +252,14 @@ class ToolGate:
         # A stream whose chunks were already handed out cannot be withheld any more.
         if not isinstance(tap, WireTap) or not tap.streamed or getattr(stream, "chunks", None):
             raise WireNotObservable(_HOW)
+        if isinstance(stream, ResponsesAPIResponse):
+            # A whole response is not a stream: iterating it would hand out its fields.
+            raise WireNotObservable(_HOW)
+        # litellm's Responses streams (native, bridged, cached) carry Responses events.
+        events = CarrierEvents() if isinstance(stream, BaseResponsesAPIStreamingIterator) else None
         if isinstance(client, TappedAsyncHTTPHandler):
-            return AsyncGatedStream(stream, tap, self.policy)
-        return GatedStream(stream, tap, self.policy)
+            return AsyncGatedStream(stream, tap, self.policy, events)
+        return GatedStream(stream, tap, self.policy, events)
 
     # ---- non-streamed responses ------------------------------------------------------------
     @staticmethod
