@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 from conftest import CANARY, split
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from litellm_toolgate.core import (
     Carrier,
@@ -180,6 +182,30 @@ def run_stages(parts: dict[str, bytes | None]) -> ToolCallQuarantined | None:
 
 def test_all_stages_release() -> None:
     assert run_stages(stages()) is None
+
+
+ORDER = list(stages())
+
+
+@settings(max_examples=400, deadline=None)
+@example(ORDER[1:])
+@example([*ORDER[:3], "created", *ORDER[3:]])
+@example([*ORDER, "created"])
+@example([*ORDER, "completed"])
+@given(st.lists(st.sampled_from(ORDER), max_size=9))
+def test_any_other_sequence_of_stages_releases_nothing(sequence: list[str]) -> None:
+    """Dropped, repeated or reordered stages: only the one right sequence releases."""
+    parts = stages()
+    data = b"".join(parts[name] or b"" for name in sequence)
+    released, _, fault, _ = replay([data])
+    # response.created names the response and may come any number of times before the
+    # completion; every other stage exactly once, in order.
+    stages_only = [name for name in sequence if name != "created"]
+    late = "completed" in sequence and "created" in sequence[sequence.index("completed") :]
+    if stages_only == ORDER[1:] and not late:
+        assert fault is None and len(released) == 1
+    else:
+        assert fault is not None and released == []
 
 
 OTHER = '{"a": 7, "b": 9}'

@@ -29,7 +29,8 @@ A table entry's value is either the next state or the :class:`QuarantineReason` 
 move means. A (state, input) pair absent from a table is a bug in the caller of this module,
 reported as :class:`TransitionError` naming both; QUARANTINED and RELEASED accept nothing.
 Only a call in POLICY_APPROVED can move to RELEASED: that one entry is the whole guarantee
-that no call skips a stage.
+that no call skips a stage. Which input a wire event is (:func:`input_of`) and which wire a
+request path speaks (:func:`wire_of`) are decided here too.
 """
 
 from __future__ import annotations
