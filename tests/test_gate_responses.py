@@ -419,6 +419,7 @@ def test_the_carrier_adapter_notices_litellm_contradicting_itself(upstream: Fake
         changed(where("response.function_call_arguments.done"), arguments="{}"),
         changed(where("response.function_call_arguments.delta"), item_id="fc_other"),
         changed(where("response.function_call_arguments.delta"), output_index=7),
+        changed(where("response.function_call_arguments.delta"), output_index=[1]),
         changed(item_done, item=wrong_item),
         [e for i, e in enumerate(events) if i != item_done],  # an item never done
         [*events, events[completed]],  # an event after the final one

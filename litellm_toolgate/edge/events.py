@@ -164,8 +164,11 @@ class CarrierEvents:
             assembled.fragments.append(_get(item, "arguments"))
         self.calls[index] = assembled
 
+    def _call(self, index: Any) -> _Assembled | None:
+        return self.calls.get(index) if isinstance(index, int) else None
+
     def _arguments(self, kind: str, event: Any) -> None:
-        call = self.calls.get(_get(event, "output_index"))
+        call = self._call(_get(event, "output_index"))
         if call is None or call.done or _get(event, "item_id") != call.item_id:
             self.foreign = True
         elif kind.endswith(".delta"):
@@ -174,7 +177,7 @@ class CarrierEvents:
             self.foreign = True
 
     def _item_done(self, index: Any, item: Any) -> None:
-        call = self.calls.get(index)
+        call = self._call(index)
         if call is None or call.done or not call.same(item):
             self.foreign = True
         else:
