@@ -492,3 +492,29 @@ def test_guard_refuses_a_whole_response() -> None:
     )
     with pytest.raises(WireNotObservable):
         GATE.guard(whole, client)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_reasoning_items_pass_through_untouched(upstream: FakeUpstream, asynchronous: bool) -> None:
+    data = (FIXTURES / CASES["reasoning_then_call"]["body"]).read_bytes()
+    messages = [json.loads(line[6:]) for line in data.decode().splitlines() if line[:6] == "data: "]
+    sent = [
+        m["item"]
+        for m in messages
+        if m["type"].startswith("response.output_item.") and m["item"]["type"] == "reasoning"
+    ]
+    upstream.enqueue(Scripted(data, chunk_sizes=SPLITS["split"]))
+    events, error = run(GATE, upstream, "openai/gpt-4o-mini", asynchronous)
+    assert error is None
+    got = [
+        e.item
+        for e in events
+        if kind(e).startswith("response.output_item.") and field(e.item, "type") == "reasoning"
+    ]
+    assert len(got) == len(sent) == 2
+    for item, original in zip(got, sent, strict=True):
+        assert field(item, "encrypted_content") == original["encrypted_content"]
+        assert field(item, "id") == original["id"]
+    # They reached the caller live, before the withheld call and the completion.
+    positions = [i for i, e in enumerate(events) if kind(e).startswith("response.output_item.")]
+    assert [field(events[i].item, "type") for i in positions][:2] == ["reasoning", "reasoning"]
