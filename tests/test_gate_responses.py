@@ -518,3 +518,21 @@ def test_reasoning_items_pass_through_untouched(upstream: FakeUpstream, asynchro
     # They reached the caller live, before the withheld call and the completion.
     positions = [i for i, e in enumerate(events) if kind(e).startswith("response.output_item.")]
     assert [field(events[i].item, "type") for i in positions][:2] == ["reasoning", "reasoning"]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_bridged_text_cut_by_length_is_an_incomplete_response(
+    upstream: FakeUpstream, asynchronous: bool
+) -> None:
+    from litellm_toolgate.demo.upstream import answer_stream
+
+    body = answer_stream("Seven times eight is").replace(
+        b'"finish_reason":"stop"', b'"finish_reason":"length"'
+    )
+    assert b'"length"' in body
+    upstream.enqueue(Scripted(body))
+    events, error = run(GATE, upstream, "cometapi/gpt-4o-mini", asynchronous)
+    # Chat rules alone would let a text-only stream cut by length through; the Responses API
+    # promises a completed response, so the gate refuses it.
+    assert error is not None and error.reason is R.RESPONSE_INCOMPLETE
+    assert "response.completed" not in collect(events)[2]
