@@ -43,3 +43,16 @@ def test_demo_on_the_responses_api_prints_56_and_quarantines_the_broken_stream(
     assert "last event 'response.completed' and 1 call(s): 76 bytes of arguments that do not" in out
     assert "quarantined: missing_finish" in out and '"execution_state": "quarantined"' in out
     assert "CANARY-7f3a9c" not in out
+
+
+def test_the_fake_upstream_answers_only_a_result_with_the_matching_call_id() -> None:
+    from litellm_toolgate.demo.responses import fake_answer
+
+    call = {"type": "function_call", "call_id": "call_1", "name": "multiply", "arguments": "{}"}
+    result = {"type": "function_call_output", "call_id": "call_1", "output": '{"value": 56}'}
+    assert fake_answer({"input": [call, result]}).status == 200
+    assert fake_answer({"input": [call, {**result, "call_id": "call_2"}]}).status == 400
+    asked = {"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function"}]}
+    tool = {"role": "tool", "tool_call_id": "call_1", "content": '{"value": 56}'}
+    assert fake_answer({"messages": [asked, tool]}).status == 200
+    assert fake_answer({"messages": [asked, {**tool, "tool_call_id": "x"}]}).status == 400

@@ -92,16 +92,35 @@ def fake_answer(request: dict[str, Any]) -> Scripted:
     A native request (``input``) gets Responses SSE; a bridged one (``messages``) chat SSE.
     """
     if "input" in request:
-        outputs = [i for i in request["input"] if i.get("type") == "function_call_output"]
+        items = request["input"]
+        outputs = [i for i in items if i.get("type") == "function_call_output"]
         if not outputs:
             return Scripted(recording("round1_multiply_responses.sse"), chunk_sizes=[7, 64, 3])
+        calls = {i.get("call_id") for i in items if i.get("type") == "function_call"}
+        if outputs[-1].get("call_id") not in calls:
+            return _unmatched()
         value = json.loads(outputs[-1]["output"])["value"]
         return Scripted(answer_events(f"7 times 8 is {value:g}."), chunk_sizes=[5, 40])
-    results = [m for m in request.get("messages", []) if m.get("role") == "tool"]
+    messages = request.get("messages", [])
+    results = [m for m in messages if m.get("role") == "tool"]
     if not results:
         return Scripted(recording("round1_multiply.sse"), chunk_sizes=[7, 64, 3])
+    asked = {
+        call.get("id")
+        for m in messages
+        if m.get("role") == "assistant"
+        for call in m.get("tool_calls") or []
+    }
+    if results[-1].get("tool_call_id") not in asked:
+        return _unmatched()
     value = json.loads(results[-1]["content"])["value"]
     return Scripted(answer_stream(f"7 times 8 is {value:g}."), chunk_sizes=[5, 40])
+
+
+def _unmatched() -> Scripted:
+    """A tool result whose call id matches no call of the conversation: the API refuses it."""
+    body = {"error": {"message": "tool result for an unknown call_id", "type": "invalid_request"}}
+    return Scripted(json.dumps(body).encode(), status=400, content_type="application/json")
 
 
 def _field(item: Any, name: str) -> Any:
