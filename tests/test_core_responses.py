@@ -364,6 +364,7 @@ def test_each_missing_or_disagreeing_stage_quarantines(
         (ev("response.incomplete", response={"status": "incomplete"}), R.RESPONSE_INCOMPLETE),
         (ev("response.failed", response={"status": "failed"}), R.ERROR_EVENT),
         (ev("error", message="boom"), R.ERROR_EVENT),
+        (b"event: error\ndata: upstream overloaded\n\n", R.ERROR_EVENT),
         (
             ev(
                 "response.completed",

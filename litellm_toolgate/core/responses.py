@@ -7,7 +7,8 @@ item's type and, for a function call, its ``id``, ``call_id`` and ``name``. It c
 the *shape* of the protocol guarantees:
 
 * Every data line is a JSON object whose ``type`` names the event (and equals the SSE
-  ``event`` field when one is given). ``data: [DONE]`` is the optional end marker.
+  ``event`` field when one is given). ``data: [DONE]`` is the optional end marker; an SSE
+  ``event: error`` is an error whatever its data.
 * ``output_item.added`` opens an index once. A ``function_call`` item must carry a non-empty
   ``id``, ``call_id`` and ``name`` (``missing_call_identity``); neither its id nor its call id
   may already belong to another item. ``message`` and ``reasoning`` items pass (reasoning,
@@ -119,6 +120,9 @@ class ResponsesNormalizer:
         """Normalize one SSE message of a streamed response."""
         if message.data == "[DONE]":
             return [DoneMarker()]
+        if message.event == "error":
+            # An upstream error is an error whatever its data looks like.
+            return [StreamError("error")]
         obj = _load(message.data)
         kind = obj.get("type")
         if not isinstance(kind, str) or message.event not in ("", "message", kind):
