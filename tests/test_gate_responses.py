@@ -536,3 +536,66 @@ def test_bridged_text_cut_by_length_is_an_incomplete_response(
     # promises a completed response, so the gate refuses it.
     assert error is not None and error.reason is R.RESPONSE_INCOMPLETE
     assert "response.completed" not in collect(events)[2]
+
+
+# ---- litellm's own errors, limits and the policy on the Responses API ---------------------------
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_an_http_error_before_the_response_is_litellms_typed_error(
+    upstream: FakeUpstream, asynchronous: bool, stream: bool
+) -> None:
+    upstream.enqueue(
+        Scripted(
+            b'{"error": {"message": "slow down", "type": "rate_limit"}}',
+            status=429,
+            content_type="application/json",
+        )
+    )
+    kwargs = {
+        "model": "openai/gpt-4o-mini",
+        "input": "go",
+        "api_base": upstream.base_url,
+        "api_key": "sk-test",
+        "stream": stream,
+        "num_retries": 0,
+    }
+    with pytest.raises(litellm.RateLimitError):
+        if asynchronous:
+            asyncio.run(GATE.aresponses(**kwargs))
+        else:
+            GATE.responses(**kwargs)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_non_streamed_limits_and_policy(upstream: FakeUpstream, asynchronous: bool) -> None:
+    from litellm_toolgate import Limits, PolicyDecision
+
+    def run_with(gate: ToolGate, body: bytes) -> ToolCallQuarantined:
+        upstream.enqueue(Scripted(body, content_type="application/json"))
+        kwargs = {
+            "model": "openai/gpt-4o-mini",
+            "input": "go",
+            "api_base": upstream.base_url,
+            "api_key": "sk-test",
+            "num_retries": 0,
+        }
+        with pytest.raises(ToolCallQuarantined) as info:
+            if asynchronous:
+                asyncio.run(gate.aresponses(**kwargs))
+            else:
+                gate.responses(**kwargs)
+        return info.value
+
+    small = ToolGate(MANIFEST["tools"], limits=Limits(max_body_bytes=200))
+    assert run_with(small, response_body()).reason is R.BODY_TOO_LARGE
+
+    async def deny_async(call: Any) -> PolicyDecision:
+        return PolicyDecision.deny("not today")
+
+    def deny(call: Any) -> PolicyDecision:
+        return PolicyDecision.deny("not today")
+
+    strict = ToolGate(MANIFEST["tools"], policy=deny_async if asynchronous else deny)
+    error = run_with(strict, response_body())
+    assert error.reason is R.POLICY_DENIED
+    assert [r.policy_reason for r in error.records] == ["not today"]
