@@ -31,12 +31,21 @@ from .core import (
 )
 
 if TYPE_CHECKING:
+    from .edge.callback import ToolGateGuardrail, UngatedCallRefused
     from .edge.gate import ToolGate
     from .edge.stream import AsyncGatedStream, GatedStream
+    from .edge.withhold import find_quarantine
 
 __version__ = "0.1.0"
 
-_EDGE = {"ToolGate": "gate", "GatedStream": "stream", "AsyncGatedStream": "stream"}
+_EDGE = {
+    "ToolGate": "gate",
+    "GatedStream": "stream",
+    "AsyncGatedStream": "stream",
+    "ToolGateGuardrail": "callback",
+    "UngatedCallRefused": "callback",
+    "find_quarantine": "withhold",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -68,5 +77,8 @@ __all__ = [
     "ToolCallQuarantined",
     "ToolGate",
     "ToolGateError",
+    "ToolGateGuardrail",
+    "UngatedCallRefused",
     "WireNotObservable",
+    "find_quarantine",
 ]

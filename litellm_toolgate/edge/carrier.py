@@ -133,3 +133,21 @@ class CarrierChunks:
             ],
         )
         return [chunk, *self.held]
+
+
+def response_carrier(response: Any) -> Carrier:
+    """What litellm made of a non-streamed response: choice 0's calls and finish reason."""
+    choices = getattr(response, "choices", None) or [None]
+    message = getattr(choices[0], "message", None)
+    return Carrier(
+        {
+            i: CarrierCall(
+                getattr(tc, "id", None),
+                getattr(tc.function, "name", None),
+                getattr(tc.function, "arguments", None) or "",
+            )
+            for i, tc in enumerate(getattr(message, "tool_calls", None) or [])
+        },
+        getattr(choices[0], "finish_reason", None),
+        foreign=len(choices) != 1 or getattr(message, "function_call", None) is not None,
+    )

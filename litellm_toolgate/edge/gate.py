@@ -18,11 +18,12 @@ import httpx
 import litellm
 from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, HTTPHandler
 
-from ..core.attempt import Carrier, CarrierCall, ChatAttempt
+from ..core.attempt import ChatAttempt
 from ..core.errors import GateConfigError, ToolCallQuarantined, WireNotObservable
 from ..core.limits import Limits
 from ..core.policy import Policy, ToolCall
 from ..core.registry import ToolRegistry
+from .carrier import response_carrier
 from .logs import emit_records
 from .policy import ajudge, judge
 from .stream import AsyncGatedStream, GatedStream
@@ -130,22 +131,30 @@ class ToolGate:
         self, *, stream: bool = True, tools: Any = None, model: str = "", client: Any = None
     ) -> TappedAsyncHTTPHandler:
         """A litellm async client whose wire this gate observes (one call per client)."""
+        tap = WireTap(self.new_attempt(tools=tools, model=model), streamed=stream)
+        return self.tapped_async_handler(AsyncTapTransport(self.async_transport(client), tap))
+
+    def async_transport(self, client: Any = None) -> httpx.AsyncBaseTransport:
+        """The transport a tap wraps: the caller's handler's, or the gate's own (per loop)."""
         if client is None:
             loop = asyncio.get_running_loop()
             inner = self._async_transports.get(loop)
             if inner is None:
                 inner = self._async_transports[loop] = httpx.AsyncHTTPTransport()
-            base: httpx.AsyncBaseTransport = inner
-        elif isinstance(client, AsyncHTTPHandler) and isinstance(client.client, httpx.AsyncClient):
-            base = client.client._transport
-        else:
-            raise WireNotObservable(
-                f"cannot observe a client of type {type(client).__name__}; "
-                "pass a litellm AsyncHTTPHandler or no client"
-            )
-        tap = WireTap(self.new_attempt(tools=tools, model=model), streamed=stream)
-        handler = TappedAsyncHTTPHandler(transport=AsyncTapTransport(base, tap))
-        handler.tap = tap
+            return inner
+        if isinstance(client, AsyncHTTPHandler) and isinstance(client.client, httpx.AsyncClient):
+            base: httpx.AsyncBaseTransport = client.client._transport
+            return base
+        raise WireNotObservable(
+            f"cannot observe a client of type {type(client).__name__}; "
+            "pass a litellm AsyncHTTPHandler or no client"
+        )
+
+    @staticmethod
+    def tapped_async_handler(transport: Any) -> TappedAsyncHTTPHandler:
+        """A litellm async handler around a transport that carries a ``tap``."""
+        handler = TappedAsyncHTTPHandler(transport=transport)
+        handler.tap = transport.tap
         return handler
 
     def _client_for(self, kwargs: dict[str, Any], *, asynchronous: bool) -> Any:
@@ -220,22 +229,8 @@ class ToolGate:
         raise fault
 
     def _conclude_response(self, attempt: ChatAttempt, response: Any) -> list[ToolCall]:
-        choices = getattr(response, "choices", None) or [None]
-        message = getattr(choices[0], "message", None)
-        carrier = Carrier(
-            {
-                i: CarrierCall(
-                    getattr(tc, "id", None),
-                    getattr(tc.function, "name", None),
-                    getattr(tc.function, "arguments", None) or "",
-                )
-                for i, tc in enumerate(getattr(message, "tool_calls", None) or [])
-            },
-            getattr(choices[0], "finish_reason", None),
-            foreign=len(choices) != 1 or getattr(message, "function_call", None) is not None,
-        )
         try:
-            return attempt.conclude(carrier)
+            return attempt.conclude(response_carrier(response))
         except ToolCallQuarantined:
             pass
         self._raise_quarantine(attempt)
