@@ -31,7 +31,7 @@ from .core import (
 )
 
 if TYPE_CHECKING:
-    from .edge.callback import ToolGateGuardrail, UngatedCallRefused
+    from .edge.callback import GuardrailConfigError, ToolGateGuardrail, UngatedCallRefused
     from .edge.gate import ToolGate
     from .edge.stream import AsyncGatedStream, GatedStream
     from .edge.withhold import find_quarantine
@@ -43,6 +43,7 @@ _EDGE = {
     "GatedStream": "stream",
     "AsyncGatedStream": "stream",
     "ToolGateGuardrail": "callback",
+    "GuardrailConfigError": "callback",
     "UngatedCallRefused": "callback",
     "find_quarantine": "withhold",
 }
@@ -64,6 +65,7 @@ __all__ = [
     "DecisionRecord",
     "GateConfigError",
     "GatedStream",
+    "GuardrailConfigError",
     "Interrupted",
     "LimitExceeded",
     "Limits",

@@ -69,6 +69,15 @@ _CHAT_CALLS = frozenset({"acompletion", "completion"})
 _MAX_PENDING = 10_000
 
 
+class GuardrailConfigError(ToolGateError, RuntimeError):
+    """The gate's settings given to :class:`ToolGateGuardrail` are wrong.
+
+    Deliberately not a ``ValueError``: a LiteLLM proxy logs a guardrail whose constructor
+    raises ``ValueError`` or ``TypeError`` and starts *without* it. This error stops the
+    proxy's start-up instead; the :class:`GateConfigError` it wraps names the setting.
+    """
+
+
 class UngatedCallRefused(BaseException):
     """A sync ``litellm.completion`` reached a gate installed as a callback.
 
@@ -138,15 +147,20 @@ class ToolGateGuardrail(CustomGuardrail):
             "hmac_key_env": hmac_key_env,
             "run_id": run_id,
         }
-        settings = GateSettings.from_mapping({k: v for k, v in yaml_form.items() if v is not None})
-        arguments = settings.gate_arguments(None if base_dir is None else Path(base_dir))
-        if policy is not None and not isinstance(policy, str):
-            arguments["policy"] = policy
-        if isinstance(limits, Limits):
-            arguments["limits"] = limits
-        if hmac_key is not None:
-            arguments["hmac_key"] = hmac_key
-        self.gate = ToolGate(**arguments)
+        try:
+            settings = GateSettings.from_mapping(
+                {k: v for k, v in yaml_form.items() if v is not None}
+            )
+            arguments = settings.gate_arguments(None if base_dir is None else Path(base_dir))
+            if policy is not None and not isinstance(policy, str):
+                arguments["policy"] = policy
+            if isinstance(limits, Limits):
+                arguments["limits"] = limits
+            if hmac_key is not None:
+                arguments["hmac_key"] = hmac_key
+            self.gate = ToolGate(**arguments)
+        except GateConfigError as exc:
+            raise GuardrailConfigError(str(exc)) from exc
         kwargs.setdefault("guardrail_name", "toolgate")
         super().__init__(**kwargs)
         self._pending: OrderedDict[str, WireTap] = OrderedDict()
@@ -324,4 +338,4 @@ class ToolGateGuardrail(CustomGuardrail):
             )
 
 
-__all__ = ["ToolGateError", "ToolGateGuardrail", "UngatedCallRefused"]
+__all__ = ["GuardrailConfigError", "ToolGateGuardrail", "UngatedCallRefused"]
