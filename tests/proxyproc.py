@@ -83,11 +83,10 @@ def prepare(style: str, folder: Path) -> Path:
     """Copy the example config of ``style`` (and what it names) into ``folder``."""
     for name in ("tools.json", "toolgate.yaml", "toolgate_callback.py", STYLES[style]):
         shutil.copy(EXAMPLES / name, folder / name)
-    for name in ("toolgate.yaml", STYLES[style]):
-        path = folder / name
-        text = path.read_text()
-        assert "idle_timeout: 30" in text
-        path.write_text(text.replace("idle_timeout: 30", f"idle_timeout: {IDLE_TIMEOUT}"))
+    settings = folder / ("toolgate.yaml" if style == "callbacks" else STYLES[style])
+    text = settings.read_text()
+    assert "idle_timeout: 30" in text
+    settings.write_text(text.replace("idle_timeout: 30", f"idle_timeout: {IDLE_TIMEOUT}"))
     return folder / STYLES[style]
 
 

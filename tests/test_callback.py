@@ -64,7 +64,12 @@ class Standard(CustomLogger):
 
 
 def _scripted(request: dict[str, Any]) -> Scripted:
-    case = CASES[str(request["messages"][-1]["content"])]
+    name = str(request["messages"][-1]["content"])
+    if name == "http-500":
+        return Scripted(
+            b'{"error": {"message": "down"}}', status=500, content_type="application/json"
+        )
+    case = CASES[name]
     transport = case.get("transport", {})
     return as_requested(
         request,
@@ -288,6 +293,51 @@ def test_proxy_hook_leaves_nothing_behind(
         assert _calls(chunks) == []
 
 
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+def test_proxy_failure_hook_forgets_a_failed_request(upstream: FakeUpstream, stream: bool) -> None:
+    gate = ToolGateGuardrail(MANIFEST["tools"])
+
+    async def run() -> None:
+        kwargs = _kwargs(upstream, "http-500", stream=stream)
+        kwargs.update(litellm_call_id="call-fails", proxy_server_request={"body": {}})
+        kwargs = await gate.async_pre_call_deployment_hook(kwargs, "acompletion") or kwargs
+        assert gate.pending == 1
+        saved = litellm.callbacks
+        litellm.callbacks = []
+        try:
+            with pytest.raises(litellm.InternalServerError) as caught:
+                await litellm.acompletion(**kwargs)
+        finally:
+            litellm.callbacks = saved
+        # What the proxy calls for a request that failed before any later hook ran.
+        await gate.async_post_call_failure_hook(
+            {"litellm_call_id": "call-fails"}, caught.value, None
+        )
+
+    asyncio.run(run())
+    assert gate.pending == 0
+
+
+def test_the_pending_table_is_bounded(
+    upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from litellm_toolgate.edge import callback
+
+    monkeypatch.setattr(callback, "_MAX_PENDING", 3)
+    gate = ToolGateGuardrail(MANIFEST["tools"])
+
+    async def fill() -> None:
+        for i in range(5):
+            kwargs = _kwargs(upstream, "multiply_basic", stream=True)
+            kwargs.update(litellm_call_id=f"call-{i}", proxy_server_request={"body": {}})
+            await gate.async_pre_call_deployment_hook(kwargs, "acompletion")
+
+    asyncio.run(fill())
+    assert gate.pending == 3
+    assert gate._take({"litellm_call_id": "call-0"}) is None  # evicted: its stream is refused
+    assert gate._take({"litellm_call_id": "call-4"}) is not None
+
+
 def test_proxy_hook_refuses_a_stream_it_did_not_observe(upstream: FakeUpstream) -> None:
     gate = ToolGateGuardrail(MANIFEST["tools"])
 
@@ -338,7 +388,7 @@ def test_guardrail_kwargs_as_a_proxy_passes_them(tmp_path: Path) -> None:
         ({"tools": MANIFEST["tools"], "limits": {"max_callz": 3}}, "max_callz"),
         ({"tools": MANIFEST["tools"], "limits": {"max_calls": 0}}, "max_calls"),
         ({"tools_file": "/nonexistent/tools.json"}, "tools_file"),
-        ({"tools": MANIFEST["tools"], "tools_file": "x.json"}, "exactly one"),
+        ({"tools": MANIFEST["tools"], "tools_file": "x.json"}, "not both"),
         ({"tools": MANIFEST["tools"], "policy": "no_such_module:f"}, "cannot be imported"),
         ({"tools": MANIFEST["tools"], "policy": "not a path"}, "import path"),
         ({"tools": [{"type": "function", "function": {"parameters": {}}}]}, "name"),

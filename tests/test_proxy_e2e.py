@@ -250,10 +250,9 @@ async def _load(proxy: Proxy, total: int) -> list[tuple[str, list[Any], str | No
         return await asyncio.gather(*(_one(client, name) for name in names))
 
 
+@pytest.mark.parametrize("proxy", ["guardrails"], indirect=True)  # once is enough
 def test_two_hundred_concurrent_streams(proxy: Proxy) -> None:
-    if "guardrails" not in proxy.log.name:
-        pytest.skip("the load test runs once, on the guardrails style (one proxy is enough)")
-    rounds = []
+    rounds = [proxy.rss_bytes()]
     for _ in range(2):
         results = asyncio.run(_load(proxy, 200))
         gc.collect()
@@ -272,11 +271,24 @@ def test_two_hundred_concurrent_streams(proxy: Proxy) -> None:
     # Memory is bounded: a second round of 200 streams must not grow the proxy like a leak
     # would (each stream holds at most a few KiB here; 200 leaked streams would be far less
     # than this bound, so this catches wholesale retention, e.g. of every stream's chunks).
-    first, second = rounds
+    print("proxy RSS MiB before, after round 1, after round 2:", [r >> 20 for r in rounds])
+    _, first, second = rounds
     assert second - first < 64 * 1024 * 1024, (first, second)
     assert second < 2 * 1024**3
     chunks, error = _stream(proxy, "multiply_basic")
     assert error is None and _calls(chunks) == CASES["multiply_basic"]["calls"]
+
+
+def test_a_bad_setting_stops_the_proxy_at_start_up(upstream: FakeUpstream, tmp_path: Path) -> None:
+    config = prepare("guardrails", tmp_path)
+    config.write_text(config.read_text().replace("max_calls: 16", "max_callz: 16"))
+    with (
+        pytest.raises(RuntimeError, match="exited at start-up") as caught,
+        running_proxy(config, upstream.base_url),
+    ):
+        pass
+    assert "GuardrailConfigError" in str(caught.value)
+    assert "max_callz" in str(caught.value)
 
 
 def test_the_examples_share_the_fixture_tools() -> None:

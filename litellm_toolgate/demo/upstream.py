@@ -91,6 +91,7 @@ class _Server(ThreadingHTTPServer):
 
     daemon_threads = True
     allow_reuse_address = False
+    request_queue_size = 512  # the listen backlog: a load test opens hundreds at once
 
     def __init__(self, owner: FakeUpstream) -> None:
         self.owner = owner

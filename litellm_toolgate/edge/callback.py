@@ -26,9 +26,11 @@ who hands the result to the caller.
   The gate refuses the call before it is sent by raising :class:`UngatedCallRefused`, a
   ``BaseException``, from the one sync hook litellm runs first (``log_pre_api_call``).
 
-Per-request state (the tap) lives in ``_pending`` keyed by ``litellm_call_id`` only between
-the pre-call hook and the hook that consumes it, which removes it first thing; failure hooks
-remove it when the request failed before that, and the table is bounded so that a path that
+Outside the proxy the tap travels with the request itself (the injected client is in the
+kwargs litellm hands the later hooks). Inside the proxy those hooks get the proxy's own
+request, so the tap waits in ``_pending``, keyed by ``litellm_call_id``, between the pre-call
+hook and the hook that consumes it, which removes it first thing. The proxy's failure hook
+removes it when the request failed before that, and the table is bounded, so a path that
 skips both can never grow it without end (an evicted request is refused, never passed).
 
 Every decision also goes into litellm's standard logging through
@@ -204,7 +206,8 @@ class ToolGateGuardrail(CustomGuardrail):
                 self._report(kwargs, attempt, started)
 
             transport = WithholdingTransport(base, tap, Withholding(self.gate.policy, report))
-        if not (streamed and not in_proxy):
+        if in_proxy:
+            # The proxy's later hooks get the proxy's request, not these kwargs: keep the tap.
             self._remember(call_id, tap)
         kwargs["client"] = ToolGate.tapped_async_handler(transport)
         return kwargs
@@ -247,7 +250,7 @@ class ToolGateGuardrail(CustomGuardrail):
     ) -> Any:
         if data.get("stream") or not hasattr(response, "choices"):
             return None
-        await self._check_response(data, response)
+        await self._check_response(data, response, self._take(data))
         return None
 
     async def async_post_call_success_deployment_hook(
@@ -260,13 +263,16 @@ class ToolGateGuardrail(CustomGuardrail):
             or request_data.get("stream")
         ):
             return None
-        await self._check_response(request_data, response)
+        # Outside the proxy the request is the kwargs the pre-call hook returned.
+        tap = getattr(request_data.get("client"), "tap", None)
+        await self._check_response(request_data, response, tap)
         return None
 
-    async def _check_response(self, request: dict[str, Any], response: Any) -> None:
+    async def _check_response(
+        self, request: dict[str, Any], response: Any, tap: WireTap | None
+    ) -> None:
         started = time.time()
-        tap = self._take(request)
-        if tap is None or tap.streamed:
+        if not isinstance(tap, WireTap) or tap.streamed:
             self._refuse_unobserved(request, started)
         attempt = tap.attempt
         released = False

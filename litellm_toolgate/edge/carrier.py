@@ -5,6 +5,7 @@ own assembly against the wire; a chunk left with nothing visible is dropped. The
 carries the finish reason, and every chunk after it, is held. After the attempt released,
 one chunk holding every released call (arguments exactly as on the wire) goes out, then the
 held chunks. A chunk for any choice other than 0 is withheld whole and fails the check.
+:func:`response_carrier` reads a non-streamed response the same way, for the same check.
 No I/O; litellm's chunk types only.
 """
 

@@ -109,12 +109,12 @@ class GateSettings(BaseModel):
         return cls.from_mapping(loaded), source.resolve().parent
 
     # ---- what the gate is built from -------------------------------------------------------
-    def load_tools(self, base_dir: Path | None = None) -> list[dict[str, Any]]:
-        if (self.tools is None) == (self.tools_file is None):
-            raise GateConfigError("toolgate settings need exactly one of 'tools' or 'tools_file'")
-        if self.tools is not None:
+    def load_tools(self, base_dir: Path | None = None) -> list[dict[str, Any]] | None:
+        """The registry's tools; None (each request's own tools) when neither key is given."""
+        if self.tools is not None and self.tools_file is not None:
+            raise GateConfigError("toolgate settings take one of 'tools' or 'tools_file', not both")
+        if self.tools_file is None:
             return self.tools
-        assert self.tools_file is not None
         path = self.tools_file
         if not path.is_absolute():
             path = (base_dir or Path.cwd()) / path
