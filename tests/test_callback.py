@@ -162,6 +162,27 @@ def test_acompletion_stream_gates_every_fixture(
     assert gate.pending == 0
 
 
+def test_acompletion_stream_closed_early_releases_nothing(
+    upstream: FakeUpstream, gate: ToolGateGuardrail, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def first_then_close() -> list[Any]:
+        stream = await litellm.acompletion(
+            **_kwargs(upstream, "two_tools_interleaved", stream=True)
+        )
+        chunks = []
+        async for chunk in stream:
+            chunks.append(chunk)
+            break
+        await stream.aclose()
+        return chunks
+
+    with caplog.at_level("INFO", logger="litellm_toolgate"):
+        chunks = asyncio.run(first_then_close())
+    assert _calls(chunks) == []
+    outcomes = [getattr(r, "toolgate", {}).get("error_class") for r in caplog.records]
+    assert outcomes and set(outcomes) == {"cancelled"}
+
+
 @pytest.mark.parametrize(
     "name", ["multiply_basic", "two_tools_interleaved", "args_invalid_json", "unknown_tool"]
 )
