@@ -85,6 +85,16 @@ def upstream() -> Iterator[FakeUpstream]:
         yield server
 
 
+@pytest.fixture(autouse=True)
+def _unregister() -> Iterator[None]:
+    """litellm copies ``litellm.callbacks`` into lists of its own; take the gates out of all."""
+    yield
+    for name in dir(litellm):
+        value = getattr(litellm, name, None)
+        if isinstance(value, list):
+            value[:] = [cb for cb in value if not isinstance(cb, ToolGateGuardrail)]
+
+
 @pytest.fixture
 def gate() -> Iterator[ToolGateGuardrail]:
     gate = ToolGateGuardrail(MANIFEST["tools"], limits=Limits(idle_timeout=1))
@@ -219,6 +229,18 @@ def test_sync_completion_is_refused_before_it_is_sent(
         list(result) if stream else None
     assert "acompletion" in str(caught.value)
     assert len(upstream.requests) == before
+
+
+def test_tool_gate_completion_is_not_refused(
+    upstream: FakeUpstream, gate: ToolGateGuardrail
+) -> None:
+    from litellm_toolgate import ToolGate
+
+    kwargs = _kwargs(upstream, "multiply_basic", stream=True)
+    chunks = list(ToolGate(MANIFEST["tools"]).completion(**kwargs))
+    assert _calls(chunks) == CASES["multiply_basic"]["calls"]
+    with pytest.raises(UngatedCallRefused):  # while a plain sync call still is
+        litellm.completion(**kwargs)
 
 
 def test_decisions_reach_litellm_standard_logging(

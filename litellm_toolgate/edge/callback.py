@@ -24,7 +24,8 @@ who hands the result to the caller.
 * **SDK, sync ``litellm.completion``.** litellm runs no hook there that can change the
   request or stop the response, and it swallows every ``Exception`` a logging hook raises.
   The gate refuses the call before it is sent by raising :class:`UngatedCallRefused`, a
-  ``BaseException``, from the one sync hook litellm runs first (``log_pre_api_call``).
+  ``BaseException``, from the one sync hook litellm runs first (``log_pre_api_call``),
+  unless :meth:`ToolGate.completion` is making the call (it gates the call itself).
 
 Outside the proxy the tap travels with the request itself (the injected client is in the
 kwargs litellm hands the later hooks). Inside the proxy those hooks get the proxy's own
@@ -60,7 +61,7 @@ from ..core.limits import Limits
 from ..core.policy import Policy
 from .carrier import response_carrier
 from .config import GateSettings
-from .gate import ToolGate
+from .gate import SYNC_CALL_GATED, ToolGate
 from .logs import emit_records
 from .policy import ajudge
 from .stream import AsyncGatedStream
@@ -213,6 +214,8 @@ class ToolGateGuardrail(CustomGuardrail):
         return kwargs
 
     def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
+        if SYNC_CALL_GATED.get():
+            return  # ToolGate.completion's own call: gated by that gate
         if isinstance(kwargs, Mapping) and _call_type(kwargs.get("call_type")) == "completion":
             raise UngatedCallRefused(
                 "a sync litellm.completion cannot be gated by a callback and was not sent; "

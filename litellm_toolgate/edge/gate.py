@@ -10,6 +10,7 @@ Every call gets a fresh attempt; nothing carries over from one call to the next.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
@@ -34,6 +35,13 @@ _HOW = (
     "gate.completion(...) / gate.acompletion(...), or pass client=gate.http_client() "
     "(async: gate.async_http_client()) to litellm and then gate.guard(stream, client)"
 )
+
+
+SYNC_CALL_GATED: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "toolgate_sync_call_gated", default=False
+)
+"""True while :meth:`ToolGate.completion` makes its litellm call: the gate as a callback
+(which cannot gate a sync call itself) lets such a call through, since this gate gates it."""
 
 
 class TappedHTTPHandler(HTTPHandler):
@@ -169,6 +177,13 @@ class ToolGate:
     # ---- litellm's calls, gated ------------------------------------------------------------
     def completion(self, **kwargs: Any) -> Any:
         """``litellm.completion`` with every tool call gated."""
+        token = SYNC_CALL_GATED.set(True)
+        try:
+            return self._completion(kwargs)
+        finally:
+            SYNC_CALL_GATED.reset(token)
+
+    def _completion(self, kwargs: dict[str, Any]) -> Any:
         handler = self._client_for(kwargs, asynchronous=False)
         kwargs["client"] = handler
         if kwargs.get("stream"):
