@@ -9,8 +9,9 @@ chunk, the proxy's SSE error frame after it) with no tool-call fragment delivere
 argument text in the error. Whole responses are checked the same way. A load test sends 200
 concurrent streams, a tenth of them broken, and checks memory and health afterwards.
 
-Needs litellm's proxy extra (``.venv-litellm-1.108.7``); ``scripts/test.sh`` deselects these
-tests (marker ``proxy``) on the environment without it and says so.
+Needs litellm's proxy extra (``.venv-litellm-1.108.7``); ``scripts/test.sh`` leaves this file
+out of the run on the environment without it and says so, and sets TOOLGATE_REQUIRE_PROXY on
+the other, where a missing proxy is then an error rather than a skip.
 """
 
 from __future__ import annotations
