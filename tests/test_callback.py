@@ -464,3 +464,14 @@ def test_json_body_of_matches_the_recording() -> None:
     assert [c["function"]["arguments"] for c in calls] == [
         c["arguments"] for c in CASES["two_tools_interleaved"]["calls"]
     ]
+
+
+def test_the_examples_share_the_fixture_tools() -> None:
+    import yaml
+
+    from litellm_toolgate.edge.config import GateSettings
+
+    assert json.loads((EXAMPLES / "tools.json").read_text()) == MANIFEST["tools"]
+    config = yaml.safe_load((EXAMPLES / "proxy_guardrails.yaml").read_text())
+    params = config["guardrails"][0]["litellm_params"]
+    assert GateSettings.from_guardrail_kwargs(params).tools == MANIFEST["tools"]
