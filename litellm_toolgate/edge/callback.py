@@ -50,7 +50,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, NoReturn
+from typing import Any, NoReturn
 
 from litellm.integrations.custom_guardrail import CustomGuardrail
 from litellm.types.guardrails import GuardrailEventHooks
@@ -112,8 +112,6 @@ class ToolGateGuardrail(CustomGuardrail):
     import path, ``limits`` as a mapping, ``hmac_key_env``), plus whatever a proxy passes a
     guardrail (``guardrail_name``, ``event_hook``, ``default_on``, ...).
     """
-
-    _sealed: ClassVar[tuple[str, ...]] = _SEALED
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
