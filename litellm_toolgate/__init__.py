@@ -31,12 +31,22 @@ from .core import (
 )
 
 if TYPE_CHECKING:
+    from .edge.callback import GuardrailConfigError, ToolGateGuardrail, UngatedCallRefused
     from .edge.gate import ToolGate
     from .edge.stream import AsyncGatedStream, GatedStream
+    from .edge.withhold import find_quarantine
 
 __version__ = "0.1.0"
 
-_EDGE = {"ToolGate": "gate", "GatedStream": "stream", "AsyncGatedStream": "stream"}
+_EDGE = {
+    "ToolGate": "gate",
+    "GatedStream": "stream",
+    "AsyncGatedStream": "stream",
+    "ToolGateGuardrail": "callback",
+    "GuardrailConfigError": "callback",
+    "UngatedCallRefused": "callback",
+    "find_quarantine": "withhold",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -55,6 +65,7 @@ __all__ = [
     "DecisionRecord",
     "GateConfigError",
     "GatedStream",
+    "GuardrailConfigError",
     "Interrupted",
     "LimitExceeded",
     "Limits",
@@ -68,5 +79,8 @@ __all__ = [
     "ToolCallQuarantined",
     "ToolGate",
     "ToolGateError",
+    "ToolGateGuardrail",
+    "UngatedCallRefused",
     "WireNotObservable",
+    "find_quarantine",
 ]

@@ -24,7 +24,17 @@ def main(argv: list[str] | None = None) -> int:
         default="chat",
         help="chat completions (default) or the Responses API (gate.responses)",
     )
+    fake = commands.add_parser(
+        "fake-upstream",
+        help="serve the demo's fake CometAPI on 127.0.0.1 (for the proxy examples)",
+    )
+    fake.add_argument("--port", type=int, default=4010, help="port on 127.0.0.1 (default 4010)")
     args = parser.parse_args(argv)
+    if args.command == "fake-upstream":
+        from .demo.serve import serve
+
+        serve(args.port)
+        return 0
     # Use litellm's bundled model cost map: nothing outside this machine is needed.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from .demo.run import run_demo

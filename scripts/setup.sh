@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the project's environments from nothing but Python 3.11 and the package index.
 #   .venv                   newest litellm core, the package, test and lint tools (the demo uses it)
-#   .venv-litellm-1.108.7   the newest litellm whose proxy extra installs; tests run on both
+#   .venv-litellm-1.108.7   the newest litellm whose proxy extra installs (with that extra: the
+#                           proxy tests start a real LiteLLM proxy from it); tests run on both
 # Re-running is cheap: pip leaves satisfied requirements alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,5 +17,5 @@ make_env() {
 
 make_env .venv "litellm==1.110.2" "test,lint"
 if [ "${1:-}" = "--matrix" ]; then
-    make_env .venv-litellm-1.108.7 "litellm==1.108.7" "test"
+    make_env .venv-litellm-1.108.7 "litellm[proxy]==1.108.7" "test"
 fi

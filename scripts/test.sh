@@ -8,6 +8,8 @@ export LITELLM_LOCAL_MODEL_COST_MAP=True
 .venv/bin/ruff check litellm_toolgate tests fixtures
 .venv/bin/mypy --strict litellm_toolgate
 echo "== tests on litellm $(.venv/bin/python -c 'from importlib.metadata import version; print(version("litellm"))') =="
-.venv/bin/python -m pytest -p no:cacheprovider -W ignore::UserWarning "$@"
+echo "   (tests/test_proxy_e2e.py, the real-proxy tests, is left out here: litellm 1.110.2's [proxy]"
+echo "    extra does not resolve on the registry; they run on 1.108.7 below)"
+.venv/bin/python -m pytest -p no:cacheprovider -W ignore::UserWarning --ignore=tests/test_proxy_e2e.py "$@"
 echo "== tests on litellm $(.venv-litellm-1.108.7/bin/python -c 'from importlib.metadata import version; print(version("litellm"))') =="
-.venv-litellm-1.108.7/bin/python -m pytest -p no:cacheprovider -W ignore::UserWarning "$@"
+TOOLGATE_REQUIRE_PROXY=1 .venv-litellm-1.108.7/bin/python -m pytest -p no:cacheprovider -W ignore::UserWarning "$@"

@@ -94,10 +94,11 @@ class _Server(ThreadingHTTPServer):
 
     daemon_threads = True
     allow_reuse_address = False
+    request_queue_size = 512  # the listen backlog: a load test opens hundreds at once
 
     def __init__(self, owner: FakeUpstream) -> None:
         self.owner = owner
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(("127.0.0.1", owner.requested_port), _Handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         thread = threading.Thread(
@@ -241,10 +242,14 @@ class FakeUpstream:
     Responses come from the FIFO queue filled by :meth:`enqueue` first; when it is empty the
     ``handler`` (if any) is called with the request's JSON body. With neither, the server
     answers 500 with a JSON error. Every JSON body received is appended to ``requests``.
+    ``port`` 0 (the default) lets the system pick a free port.
     """
 
-    def __init__(self, handler: Callable[[dict[str, Any]], Scripted] | None = None) -> None:
+    def __init__(
+        self, handler: Callable[[dict[str, Any]], Scripted] | None = None, *, port: int = 0
+    ) -> None:
         self.handler = handler
+        self.requested_port = port
         self.requests: list[dict[str, Any]] = []
         self._queue: deque[Scripted] = deque()
         self._lock = threading.Lock()

@@ -5,6 +5,7 @@ own assembly against the wire; a chunk left with nothing visible is dropped. The
 carries the finish reason, and every chunk after it, is held. After the attempt released,
 one chunk holding every released call (arguments exactly as on the wire) goes out, then the
 held chunks. A chunk for any choice other than 0 is withheld whole and fails the check.
+:func:`response_carrier` reads a non-streamed response the same way, for the same check.
 No I/O; litellm's chunk types only.
 """
 
@@ -133,3 +134,21 @@ class CarrierChunks:
             ],
         )
         return [chunk, *self.held]
+
+
+def response_carrier(response: Any) -> Carrier:
+    """What litellm made of a non-streamed response: choice 0's calls and finish reason."""
+    choices = getattr(response, "choices", None) or [None]
+    message = getattr(choices[0], "message", None)
+    return Carrier(
+        {
+            i: CarrierCall(
+                getattr(tc, "id", None),
+                getattr(tc.function, "name", None),
+                getattr(tc.function, "arguments", None) or "",
+            )
+            for i, tc in enumerate(getattr(message, "tool_calls", None) or [])
+        },
+        getattr(choices[0], "finish_reason", None),
+        foreign=len(choices) != 1 or getattr(message, "function_call", None) is not None,
+    )

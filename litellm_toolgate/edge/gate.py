@@ -10,6 +10,7 @@ Every call gets a fresh attempt; nothing carries over from one call to the next.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
@@ -20,11 +21,12 @@ from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, HTTPHandler
 from litellm.responses.streaming_iterator import BaseResponsesAPIStreamingIterator
 from litellm.types.llms.openai import ResponsesAPIResponse
 
-from ..core.attempt import Carrier, CarrierCall, ChatAttempt
+from ..core.attempt import Carrier, ChatAttempt
 from ..core.errors import GateConfigError, ToolCallQuarantined, WireNotObservable
 from ..core.limits import Limits
 from ..core.policy import Policy, ToolCall
 from ..core.registry import ToolRegistry
+from .carrier import response_carrier
 from .events import CarrierEvents, carrier_of_response
 from .logs import emit_records
 from .policy import ajudge, judge
@@ -37,6 +39,13 @@ _HOW = (
     "or pass client=gate.http_client() "
     "(async: gate.async_http_client()) to litellm and then gate.guard(stream, client)"
 )
+
+
+SYNC_CALL_GATED: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "toolgate_sync_call_gated", default=False
+)
+"""True while :meth:`ToolGate.completion` makes its litellm call: the gate as a callback
+(which cannot gate a sync call itself) lets such a call through, since this gate gates it."""
 
 
 class TappedHTTPHandler(HTTPHandler):
@@ -134,22 +143,30 @@ class ToolGate:
         self, *, stream: bool = True, tools: Any = None, model: str = "", client: Any = None
     ) -> TappedAsyncHTTPHandler:
         """A litellm async client whose wire this gate observes (one call per client)."""
+        tap = WireTap(self.new_attempt(tools=tools, model=model), streamed=stream)
+        return self.tapped_async_handler(AsyncTapTransport(self.async_transport(client), tap))
+
+    def async_transport(self, client: Any = None) -> httpx.AsyncBaseTransport:
+        """The transport a tap wraps: the caller's handler's, or the gate's own (per loop)."""
         if client is None:
             loop = asyncio.get_running_loop()
             inner = self._async_transports.get(loop)
             if inner is None:
                 inner = self._async_transports[loop] = httpx.AsyncHTTPTransport()
-            base: httpx.AsyncBaseTransport = inner
-        elif isinstance(client, AsyncHTTPHandler) and isinstance(client.client, httpx.AsyncClient):
-            base = client.client._transport
-        else:
-            raise WireNotObservable(
-                f"cannot observe a client of type {type(client).__name__}; "
-                "pass a litellm AsyncHTTPHandler or no client"
-            )
-        tap = WireTap(self.new_attempt(tools=tools, model=model), streamed=stream)
-        handler = TappedAsyncHTTPHandler(transport=AsyncTapTransport(base, tap))
-        handler.tap = tap
+            return inner
+        if isinstance(client, AsyncHTTPHandler) and isinstance(client.client, httpx.AsyncClient):
+            base: httpx.AsyncBaseTransport = client.client._transport
+            return base
+        raise WireNotObservable(
+            f"cannot observe a client of type {type(client).__name__}; "
+            "pass a litellm AsyncHTTPHandler or no client"
+        )
+
+    @staticmethod
+    def tapped_async_handler(transport: Any) -> TappedAsyncHTTPHandler:
+        """A litellm async handler around a transport that carries a ``tap``."""
+        handler = TappedAsyncHTTPHandler(transport=transport)
+        handler.tap = transport.tap
         return handler
 
     def _client_for(self, kwargs: dict[str, Any], *, asynchronous: bool) -> Any:
@@ -164,6 +181,13 @@ class ToolGate:
     # ---- litellm's calls, gated ------------------------------------------------------------
     def completion(self, **kwargs: Any) -> Any:
         """``litellm.completion`` with every tool call gated."""
+        token = SYNC_CALL_GATED.set(True)
+        try:
+            return self._completion(kwargs)
+        finally:
+            SYNC_CALL_GATED.reset(token)
+
+    def _completion(self, kwargs: dict[str, Any]) -> Any:
         handler = self._client_for(kwargs, asynchronous=False)
         kwargs["client"] = handler
         if kwargs.get("stream"):
@@ -270,21 +294,7 @@ class ToolGate:
         raise fault
 
     def _conclude_response(self, attempt: ChatAttempt, response: Any) -> list[ToolCall]:
-        choices = getattr(response, "choices", None) or [None]
-        message = getattr(choices[0], "message", None)
-        carrier = Carrier(
-            {
-                i: CarrierCall(
-                    getattr(tc, "id", None),
-                    getattr(tc.function, "name", None),
-                    getattr(tc.function, "arguments", None) or "",
-                )
-                for i, tc in enumerate(getattr(message, "tool_calls", None) or [])
-            },
-            getattr(choices[0], "finish_reason", None),
-            foreign=len(choices) != 1 or getattr(message, "function_call", None) is not None,
-        )
-        return self._conclude(attempt, carrier)
+        return self._conclude(attempt, response_carrier(response))
 
     def _conclude(self, attempt: ChatAttempt, carrier: Carrier) -> list[ToolCall]:
         try:

@@ -1,0 +1,129 @@
+"""A real LiteLLM proxy process on 127.0.0.1, started from one of ``config_examples/``.
+
+The example YAML is copied as is into a temporary folder (with the files it names), except
+that the gate's ``idle_timeout`` is lowered so the stall fixture does not cost half a minute.
+The proxy gets a strong random master key and a free loopback port; readiness is polled with
+a bounded timeout, and the process group is always killed at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "config_examples"
+STYLES = {"callbacks": "proxy_callbacks.yaml", "guardrails": "proxy_guardrails.yaml"}
+READY_TIMEOUT = 180.0
+IDLE_TIMEOUT = 2
+
+
+def proxy_missing() -> str | None:
+    """Why this environment cannot start a proxy, or None when it can."""
+    binary = Path(sys.executable).with_name("litellm")
+    if not binary.exists():
+        return f"no litellm command next to {sys.executable}"
+    for module in ("fastapi", "uvicorn", "backoff", "orjson", "apscheduler"):
+        try:
+            __import__(module)
+        except ImportError:
+            return f"litellm's proxy extra is not installed ({module} is missing)"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Proxy:
+    base_url: str
+    key: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the proxy process (Linux /proc)."""
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmRSS line")
+
+    def alive(self) -> bool:
+        if self.process.poll() is not None:
+            return False
+        try:
+            response = httpx.get(f"{self.base_url}/health/liveliness", timeout=5)
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    def log_tail(self, lines: int = 40) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        return ""
+
+
+def prepare(style: str, folder: Path) -> Path:
+    """Copy the example config of ``style`` (and what it names) into ``folder``."""
+    for name in ("tools.json", "toolgate.yaml", "toolgate_callback.py", STYLES[style]):
+        shutil.copy(EXAMPLES / name, folder / name)
+    settings = folder / ("toolgate.yaml" if style == "callbacks" else STYLES[style])
+    text = settings.read_text()
+    assert "idle_timeout: 30" in text
+    settings.write_text(text.replace("idle_timeout: 30", f"idle_timeout: {IDLE_TIMEOUT}"))
+    return folder / STYLES[style]
+
+
+@contextlib.contextmanager
+def running_proxy(config: Path, upstream_base: str) -> Iterator[Proxy]:
+    port = free_port()
+    key = "sk-" + secrets.token_hex(24)
+    env = {
+        **os.environ,
+        "LITELLM_MASTER_KEY": key,
+        "TOOLGATE_UPSTREAM": upstream_base,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    log = config.with_suffix(".log")
+    binary = Path(sys.executable).with_name("litellm")
+    command = [str(binary), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command,
+            cwd=config.parent,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    proxy = Proxy(f"http://127.0.0.1:{port}", key, process, log)
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not proxy.alive():
+            if process.poll() is not None:
+                raise RuntimeError(f"the proxy exited at start-up:\n{proxy.log_tail()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the proxy was not ready in {READY_TIMEOUT} s")
+            time.sleep(0.25)
+        yield proxy
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)

@@ -1,0 +1,477 @@
+"""``ToolGateGuardrail`` in ``litellm.callbacks``, against the real litellm on loopback.
+
+The SDK routes: ``litellm.acompletion`` streamed and whole for every chat fixture (the
+gate withholds on the wire itself; the outcome is the wire's, since litellm is handed
+re-encoded messages it cannot mangle), the sync ``litellm.completion`` refused before it is
+sent, decisions read back from litellm's standard logging, the per-request table emptied
+after success, quarantine and cancellation. The proxy's iterator hook is also driven in
+process here (the hook the proxy calls, on a stream litellm made) to show its clean-up when
+the client goes away; ``test_proxy_e2e.py`` drives a real proxy. And the YAML settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import litellm
+import pytest
+from conftest import CANARY, CASES, MANIFEST, body_of
+from litellm.integrations.custom_logger import CustomLogger
+
+from litellm_toolgate import (
+    GateConfigError,
+    GuardrailConfigError,
+    Limits,
+    PolicyDecision,
+    QuarantineReason,
+    ToolCallQuarantined,
+    ToolGateGuardrail,
+    UngatedCallRefused,
+    find_quarantine,
+)
+from litellm_toolgate.demo.serve import as_requested, json_body_of
+from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+
+litellm.suppress_debug_info = True
+EXAMPLES = Path(__file__).resolve().parent.parent / "config_examples"
+R = QuarantineReason
+
+
+class Standard(CustomLogger):
+    """Reads what the gate put into litellm's standard logging."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, Any]] = []
+
+    def _keep(self, kind: str, kwargs: Any) -> None:
+        payload = kwargs.get("standard_logging_object") or {}
+        self.seen.append((kind, payload.get("guardrail_information")))
+
+    async def async_log_success_event(
+        self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        self._keep("success", kwargs)
+
+    async def async_log_failure_event(
+        self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        self._keep("failure", kwargs)
+
+
+def _scripted(request: dict[str, Any]) -> Scripted:
+    name = str(request["messages"][-1]["content"])
+    if name == "http-500":
+        return Scripted(
+            b'{"error": {"message": "down"}}', status=500, content_type="application/json"
+        )
+    case = CASES[name]
+    transport = case.get("transport", {})
+    return as_requested(
+        request,
+        body_of(case),
+        disconnect_after=transport.get("disconnect_after"),
+        stall_after=transport.get("stall_after"),
+    )
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[FakeUpstream]:
+    with FakeUpstream(_scripted) as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def _unregister() -> Iterator[None]:
+    """litellm copies ``litellm.callbacks`` into lists of its own; take the gates out of all."""
+    yield
+    for name in dir(litellm):
+        value = getattr(litellm, name, None)
+        if isinstance(value, list):
+            value[:] = [cb for cb in value if not isinstance(cb, ToolGateGuardrail)]
+
+
+@pytest.fixture
+def gate() -> Iterator[ToolGateGuardrail]:
+    gate = ToolGateGuardrail(MANIFEST["tools"], limits=Limits(idle_timeout=1))
+    saved = litellm.callbacks
+    litellm.callbacks = [gate]
+    try:
+        yield gate
+    finally:
+        litellm.callbacks = saved
+
+
+def _kwargs(upstream: FakeUpstream, name: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "model": "cometapi/gpt-4o-mini",
+        "messages": [{"role": "user", "content": name}],
+        "api_base": upstream.base_url,
+        "api_key": "sk-test",
+        "num_retries": 0,
+        **extra,
+    }
+
+
+async def _stream(upstream: FakeUpstream, name: str) -> tuple[list[Any], BaseException | None]:
+    chunks: list[Any] = []
+    try:
+        async for chunk in await litellm.acompletion(**_kwargs(upstream, name, stream=True)):
+            chunks.append(chunk)
+    except Exception as exc:
+        return chunks, exc
+    return chunks, None
+
+
+def _calls(chunks: list[Any]) -> list[dict[str, Any]]:
+    calls: dict[int, dict[str, Any]] = {}
+    for chunk in chunks:
+        for choice in chunk.choices:
+            for tc in choice.delta.tool_calls or []:
+                call = calls.setdefault(
+                    tc.index, {"index": tc.index, "id": None, "name": None, "arguments": ""}
+                )
+                call["id"] = call["id"] or tc.id
+                call["name"] = call["name"] or tc.function.name
+                call["arguments"] += tc.function.arguments or ""
+    return [calls[i] for i in sorted(calls)]
+
+
+def _no_leak(error: BaseException) -> None:
+    seen: BaseException | None = error
+    while seen is not None:
+        for rendered in (str(seen), repr(seen), repr(seen.args)):
+            assert CANARY not in rendered
+        seen = seen.__cause__ or seen.__context__
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_acompletion_stream_gates_every_fixture(
+    upstream: FakeUpstream, gate: ToolGateGuardrail, name: str
+) -> None:
+    case = CASES[name]
+    chunks, error = asyncio.run(_stream(upstream, name))
+    text = "".join(c.delta.content or "" for chunk in chunks for c in chunk.choices)
+    if case["expect"] == "release":
+        assert error is None, f"{name}: {error!r}"
+        assert _calls(chunks) == case["calls"]
+        assert text == case["text"]
+    else:
+        # litellm raises its own exception; the gate's quarantine is its cause.
+        assert error is not None and not isinstance(error, ToolCallQuarantined)
+        quarantine = find_quarantine(error)
+        assert quarantine is not None, f"{name}: {error!r}"
+        assert quarantine.reason is R(case["reason"])
+        assert _calls(chunks) == [], "a tool-call fragment reached the caller"
+        assert case["text"].startswith(text)
+        _no_leak(error)
+    assert gate.pending == 0
+
+
+def test_acompletion_stream_closed_early_releases_nothing(
+    upstream: FakeUpstream, gate: ToolGateGuardrail, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def first_then_close() -> list[Any]:
+        stream = await litellm.acompletion(
+            **_kwargs(upstream, "two_tools_interleaved", stream=True)
+        )
+        chunks = []
+        async for chunk in stream:
+            chunks.append(chunk)
+            break
+        await stream.aclose()
+        return chunks
+
+    with caplog.at_level("INFO", logger="litellm_toolgate"):
+        chunks = asyncio.run(first_then_close())
+    assert _calls(chunks) == []
+    outcomes = [getattr(r, "toolgate", {}).get("error_class") for r in caplog.records]
+    assert outcomes and set(outcomes) == {"cancelled"}
+
+
+@pytest.mark.parametrize(
+    "name", ["multiply_basic", "two_tools_interleaved", "args_invalid_json", "unknown_tool"]
+)
+def test_acompletion_whole_response(
+    upstream: FakeUpstream, gate: ToolGateGuardrail, name: str
+) -> None:
+    case = CASES[name]
+
+    async def call() -> Any:
+        return await litellm.acompletion(**_kwargs(upstream, name))
+
+    if case["expect"] == "release":
+        message = asyncio.run(call()).choices[0].message
+        got = [
+            {"index": i, "id": t.id, "name": t.function.name, "arguments": t.function.arguments}
+            for i, t in enumerate(message.tool_calls or [])
+        ]
+        assert got == case["calls"]
+    else:
+        with pytest.raises(ToolCallQuarantined) as caught:
+            asyncio.run(call())
+        assert caught.value.reason is R(case["reason"])
+        _no_leak(caught.value)
+    assert gate.pending == 0
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+def test_sync_completion_is_refused_before_it_is_sent(
+    upstream: FakeUpstream, gate: ToolGateGuardrail, stream: bool
+) -> None:
+    before = len(upstream.requests)
+    with pytest.raises(UngatedCallRefused) as caught:
+        result = litellm.completion(**_kwargs(upstream, "multiply_basic", stream=stream))
+        list(result) if stream else None
+    assert "acompletion" in str(caught.value)
+    assert len(upstream.requests) == before
+
+
+def test_tool_gate_completion_is_not_refused(
+    upstream: FakeUpstream, gate: ToolGateGuardrail
+) -> None:
+    from litellm_toolgate import ToolGate
+
+    kwargs = _kwargs(upstream, "multiply_basic", stream=True)
+    chunks = list(ToolGate(MANIFEST["tools"]).completion(**kwargs))
+    assert _calls(chunks) == CASES["multiply_basic"]["calls"]
+    with pytest.raises(UngatedCallRefused):  # while a plain sync call still is
+        litellm.completion(**kwargs)
+
+
+def test_decisions_reach_litellm_standard_logging(
+    upstream: FakeUpstream, gate: ToolGateGuardrail
+) -> None:
+    reader = Standard()
+    litellm.callbacks = [gate, reader]
+
+    async def both() -> None:
+        for name in ("two_tools_interleaved", "args_invalid_json"):
+            await _stream(upstream, name)
+        for _ in range(100):  # litellm logs from background tasks
+            if len(reader.seen) >= 2:
+                break
+            await asyncio.sleep(0.05)
+
+    asyncio.run(both())
+    assert [kind for kind, _ in reader.seen] == ["success", "failure"]
+    released, quarantined = (info[0] for _, info in reader.seen)
+    assert released["guardrail_name"] == "toolgate"
+    assert released["guardrail_status"] == "success"
+    records = released["guardrail_response"]["records"]
+    assert [r["tool_name"] for r in records] == ["multiply", "write_file"]
+    assert {r["execution_state"] for r in records} == {"released"}
+    assert quarantined["guardrail_status"] == "guardrail_intervened"
+    assert quarantined["guardrail_response"]["reason"] == "invalid_json"
+    assert quarantined["guardrail_response"]["records"][0]["json_status"] == "invalid"
+    assert CANARY not in json.dumps(reader.seen, default=str)
+
+
+def test_a_subclass_stays_gated() -> None:
+    class Mine(ToolGateGuardrail):
+        pass
+
+    hook = "async_post_call_streaming_iterator_hook"
+    assert hook in Mine.__dict__  # what the proxy looks for
+    assert Mine.__dict__[hook] is ToolGateGuardrail.__dict__[hook]
+    with pytest.raises(GateConfigError, match=hook):
+
+        class Ungated(ToolGateGuardrail):
+            async def async_post_call_streaming_iterator_hook(  # type: ignore[override]
+                self, user_api_key_dict: Any, response: Any, request_data: Any
+            ) -> Any:
+                async for chunk in response:
+                    yield chunk
+
+
+# ---- the proxy's iterator hook, driven in process --------------------------------------------
+async def _proxy_stream(
+    gate: ToolGateGuardrail, upstream: FakeUpstream, name: str, *, take: int | None = None
+) -> tuple[list[Any], BaseException | None]:
+    kwargs = _kwargs(upstream, name, stream=True)
+    kwargs.update(litellm_call_id=f"call-{name}", proxy_server_request={"body": {}})
+    kwargs = await gate.async_pre_call_deployment_hook(kwargs, "acompletion") or kwargs
+    assert gate.pending == 1
+    litellm.callbacks = []  # the hook already ran; litellm must not run it again
+    response = await litellm.acompletion(**kwargs)
+    request_data: dict[str, Any] = {"litellm_call_id": kwargs["litellm_call_id"], "metadata": {}}
+    hook = gate.async_post_call_streaming_iterator_hook(None, response, request_data)
+    chunks: list[Any] = []
+    try:
+        async for chunk in hook:
+            chunks.append(chunk)
+            if take is not None and len(chunks) >= take:
+                await hook.aclose()  # what the proxy does when its client goes away
+                break
+    except ToolCallQuarantined as exc:
+        return chunks, exc
+    return chunks, None
+
+
+@pytest.mark.parametrize(
+    ("name", "take", "reason"),
+    [
+        ("two_tools_interleaved", None, None),
+        ("args_invalid_json", None, R.INVALID_JSON),
+        ("two_tools_interleaved", 2, None),
+    ],
+    ids=["released", "quarantined", "client-went-away"],
+)
+def test_proxy_hook_leaves_nothing_behind(
+    upstream: FakeUpstream, name: str, take: int | None, reason: Any
+) -> None:
+    gate = ToolGateGuardrail(MANIFEST["tools"])
+    chunks, error = asyncio.run(_proxy_stream(gate, upstream, name, take=take))
+    assert gate.pending == 0
+    if take is not None:
+        assert _calls(chunks) == []
+    elif reason is None:
+        assert error is None and _calls(chunks) == CASES[name]["calls"]
+    else:
+        assert isinstance(error, ToolCallQuarantined) and error.reason is reason
+        assert _calls(chunks) == []
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+def test_proxy_failure_hook_forgets_a_failed_request(upstream: FakeUpstream, stream: bool) -> None:
+    gate = ToolGateGuardrail(MANIFEST["tools"])
+
+    async def run() -> None:
+        kwargs = _kwargs(upstream, "http-500", stream=stream)
+        kwargs.update(litellm_call_id="call-fails", proxy_server_request={"body": {}})
+        kwargs = await gate.async_pre_call_deployment_hook(kwargs, "acompletion") or kwargs
+        assert gate.pending == 1
+        saved = litellm.callbacks
+        litellm.callbacks = []
+        try:
+            with pytest.raises(litellm.InternalServerError) as caught:
+                await litellm.acompletion(**kwargs)
+        finally:
+            litellm.callbacks = saved
+        # What the proxy calls for a request that failed before any later hook ran.
+        await gate.async_post_call_failure_hook(
+            {"litellm_call_id": "call-fails"}, caught.value, None
+        )
+
+    asyncio.run(run())
+    assert gate.pending == 0
+
+
+def test_the_pending_table_is_bounded(
+    upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from litellm_toolgate.edge import callback
+
+    monkeypatch.setattr(callback, "_MAX_PENDING", 3)
+    gate = ToolGateGuardrail(MANIFEST["tools"])
+
+    async def fill() -> None:
+        for i in range(5):
+            kwargs = _kwargs(upstream, "multiply_basic", stream=True)
+            kwargs.update(litellm_call_id=f"call-{i}", proxy_server_request={"body": {}})
+            await gate.async_pre_call_deployment_hook(kwargs, "acompletion")
+
+    asyncio.run(fill())
+    assert gate.pending == 3
+    assert gate._take({"litellm_call_id": "call-0"}) is None  # evicted: its stream is refused
+    assert gate._take({"litellm_call_id": "call-4"}) is not None
+
+
+def test_proxy_hook_refuses_a_stream_it_did_not_observe(upstream: FakeUpstream) -> None:
+    gate = ToolGateGuardrail(MANIFEST["tools"])
+
+    async def run() -> None:
+        saved = litellm.callbacks
+        litellm.callbacks = []
+        try:
+            response = await litellm.acompletion(**_kwargs(upstream, "multiply_basic", stream=True))
+        finally:
+            litellm.callbacks = saved
+        hook = gate.async_post_call_streaming_iterator_hook(
+            None, response, {"litellm_call_id": "x"}
+        )
+        async for _ in hook:
+            raise AssertionError("nothing may pass")
+
+    with pytest.raises(ToolCallQuarantined) as caught:
+        asyncio.run(run())
+    assert caught.value.reason is R.WIRE_NOT_OBSERVED
+
+
+# ---- settings --------------------------------------------------------------------------------
+def test_settings_file_of_the_example() -> None:
+    gate = ToolGateGuardrail.from_settings_file(EXAMPLES / "toolgate.yaml")
+    assert gate.gate.registry is not None and len(gate.gate.registry) == 2
+    assert gate.gate.limits.max_calls == 16 and gate.gate.limits.idle_timeout == 30
+    assert gate.gate.policy is not None
+
+
+def test_guardrail_kwargs_as_a_proxy_passes_them(tmp_path: Path) -> None:
+    (tmp_path / "tools.json").write_text(json.dumps(MANIFEST["tools"]))
+    gate = ToolGateGuardrail(
+        guardrail_name="tg",
+        event_hook="post_call",
+        default_on=True,
+        tools_file=str(tmp_path / "tools.json"),
+        limits={"max_calls": 3},
+        policy="litellm_toolgate.demo.serve:workspace_policy",
+        presidio_language=None,  # one of the proxy's own keys, passed to every guardrail
+        mask=None,
+    )
+    assert gate.guardrail_name == "tg" and gate.gate.limits.max_calls == 3
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"tools": MANIFEST["tools"], "limits": {"max_callz": 3}}, "max_callz"),
+        ({"tools": MANIFEST["tools"], "limits": {"max_calls": 0}}, "max_calls"),
+        ({"tools_file": "/nonexistent/tools.json"}, "tools_file"),
+        ({"tools": MANIFEST["tools"], "tools_file": "x.json"}, "not both"),
+        ({"tools": MANIFEST["tools"], "policy": "no_such_module:f"}, "cannot be imported"),
+        ({"tools": MANIFEST["tools"], "policy": "not a path"}, "import path"),
+        ({"tools": [{"type": "function", "function": {"parameters": {}}}]}, "name"),
+        ({"tools": MANIFEST["tools"], "hmac_key_env": "TOOLGATE_TEST_UNSET"}, "not set"),
+    ],
+)
+def test_a_bad_setting_is_a_clear_error(settings: dict[str, Any], message: str) -> None:
+    with pytest.raises(GuardrailConfigError, match=message) as caught:
+        ToolGateGuardrail(guardrail_name="tg", **settings)
+    # Not a ValueError: the proxy would start without the guardrail on one of those.
+    assert not isinstance(caught.value, ValueError | TypeError)
+
+
+def test_policy_objects_work_in_code(upstream: FakeUpstream) -> None:
+    gate = ToolGateGuardrail(MANIFEST["tools"], policy=lambda call: PolicyDecision.deny("no"))
+    saved = litellm.callbacks
+    litellm.callbacks = [gate]
+    try:
+        chunks, error = asyncio.run(_stream(upstream, "multiply_basic"))
+    finally:
+        litellm.callbacks = saved
+    quarantine = find_quarantine(error)
+    assert quarantine is not None and quarantine.reason is R.POLICY_DENIED
+    assert _calls(chunks) == []
+
+
+def test_json_body_of_matches_the_recording() -> None:
+    body = json.loads(json_body_of(body_of(CASES["two_tools_interleaved"])))
+    calls = body["choices"][0]["message"]["tool_calls"]
+    assert [c["function"]["arguments"] for c in calls] == [
+        c["arguments"] for c in CASES["two_tools_interleaved"]["calls"]
+    ]
+
+
+def test_the_examples_share_the_fixture_tools() -> None:
+    import yaml
+
+    from litellm_toolgate.edge.config import GateSettings
+
+    assert json.loads((EXAMPLES / "tools.json").read_text()) == MANIFEST["tools"]
+    config = yaml.safe_load((EXAMPLES / "proxy_guardrails.yaml").read_text())
+    params = config["guardrails"][0]["litellm_params"]
+    assert GateSettings.from_guardrail_kwargs(params).tools == MANIFEST["tools"]

@@ -1,0 +1,299 @@
+"""The gate inside a real LiteLLM proxy process, driven with the ``openai`` client.
+
+For each YAML style of ``config_examples/`` (``litellm_settings.callbacks`` and a
+``guardrails:`` entry) one proxy is started on 127.0.0.1 for the module, in front of a
+FakeUpstream on another loopback port that serves the chat fixture named in the request.
+Every fixture is streamed through it: valid ones arrive with their calls byte for byte,
+every broken one is refused (an HTTP error with the quarantine's status before the first
+chunk, the proxy's SSE error frame after it) with no tool-call fragment delivered and no
+argument text in the error. Whole responses are checked the same way. A load test sends 200
+concurrent streams (then 50 more), a tenth of them broken, and checks memory and health.
+
+Needs litellm's proxy extra (``.venv-litellm-1.108.7``); ``scripts/test.sh`` leaves this file
+out of the run on the environment without it and says so, and sets TOOLGATE_REQUIRE_PROXY on
+the other, where a missing proxy is then an error rather than a skip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+import yaml
+from conftest import CANARY, CASES, body_of, expected
+from proxyproc import EXAMPLES, Proxy, prepare, proxy_missing, running_proxy
+
+from litellm_toolgate import QuarantineReason
+from litellm_toolgate.demo.serve import as_requested
+from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+
+pytestmark = pytest.mark.proxy
+
+_MISSING = proxy_missing()
+if _MISSING is not None:
+    if os.environ.get("TOOLGATE_REQUIRE_PROXY"):
+        raise RuntimeError(f"TOOLGATE_REQUIRE_PROXY is set but {_MISSING}")
+    pytest.skip(_MISSING, allow_module_level=True)
+
+MODEL = "gpt-4o-mini"
+DENIED = "policy-denied-write"
+NON_STREAMED_OK = ["multiply_basic", "two_tools_interleaved", "text_only", "write_file_unicode"]
+NON_STREAMED_BAD = [
+    "args_invalid_json",
+    "args_trailing_value",
+    "args_duplicate_key",
+    "args_nan",
+    "schema_wrong_type",
+    "unknown_tool",
+    "calls_with_finish_stop",
+    "tool_calls_finish_without_calls",
+]
+
+
+def _denied_stream() -> bytes:
+    """A well-formed stream whose write_file call the example policy denies."""
+    arguments = json.dumps({"path": f"/etc/{CANARY}/passwd", "content": f"x {CANARY}"})
+    base = {
+        "id": "chatcmpl-denied",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": MODEL,
+    }
+
+    def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return b"data: " + json.dumps({**base, "choices": [choice]}).encode() + b"\n\n"
+
+    call = {"index": 0, "id": "call_denied", "type": "function"}
+    return b"".join(
+        [
+            event({"role": "assistant", "content": ""}),
+            event({"tool_calls": [{**call, "function": {"name": "write_file", "arguments": ""}}]}),
+            event({"tool_calls": [{"index": 0, "function": {"arguments": arguments[:20]}}]}),
+            event({"tool_calls": [{"index": 0, "function": {"arguments": arguments[20:]}}]}),
+            event({}, "tool_calls"),
+            b"data: [DONE]\n\n",
+        ]
+    )
+
+
+def _answer(request: dict[str, Any]) -> Scripted:
+    name = str(request["messages"][-1]["content"])
+    if name == DENIED:
+        return as_requested(request, _denied_stream())
+    case = CASES[name]
+    transport = case.get("transport", {})
+    return as_requested(
+        request,
+        body_of(case),
+        disconnect_after=transport.get("disconnect_after"),
+        stall_after=transport.get("stall_after"),
+    )
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[FakeUpstream]:
+    with FakeUpstream(_answer) as server:
+        yield server
+
+
+@pytest.fixture(scope="module", params=["callbacks", "guardrails"])
+def proxy(
+    request: pytest.FixtureRequest, upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Proxy]:
+    folder = tmp_path_factory.mktemp(f"proxy-{request.param}")
+    with running_proxy(prepare(request.param, folder), upstream.base_url) as running:
+        yield running
+
+
+def _client(proxy: Proxy) -> openai.OpenAI:
+    return openai.OpenAI(base_url=proxy.base_url, api_key=proxy.key, max_retries=0, timeout=60)
+
+
+def _stream(proxy: Proxy, name: str) -> tuple[list[Any], BaseException | None]:
+    chunks: list[Any] = []
+    try:
+        for chunk in _client(proxy).chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": name}], stream=True
+        ):
+            chunks.append(chunk)
+    except openai.APIError as exc:
+        return chunks, exc
+    return chunks, None
+
+
+def _calls(chunks: list[Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "index": tc.index,
+            "id": tc.id,
+            "name": tc.function.name,
+            "arguments": tc.function.arguments,
+        }
+        for chunk in chunks
+        for choice in chunk.choices
+        for tc in choice.delta.tool_calls or []
+    ]
+
+
+def _text(chunks: list[Any]) -> str:
+    return "".join(choice.delta.content or "" for c in chunks for choice in c.choices)
+
+
+def _check_refusal(error: BaseException | None, reason: str, *, streamed: bool) -> None:
+    """A refusal names the reason, carries the family's status, and no argument text."""
+    assert isinstance(error, openai.APIError), f"expected a refusal, got {error!r}"
+    rendered = f"{error} {error!r} {error.body!r}"
+    assert CANARY not in rendered
+    assert reason in str(error)
+    if isinstance(error, openai.APIStatusError):
+        # Refused before the first chunk (or a whole response): a real HTTP error.
+        assert error.status_code == QuarantineReason(reason).family.status_code
+        assert CANARY not in error.response.text
+    else:
+        assert streamed, "a whole response is refused with an HTTP status"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_fixture_streamed_through_the_proxy(proxy: Proxy, name: str) -> None:
+    case = CASES[name]
+    outcome, reason = expected(case)
+    chunks, error = _stream(proxy, name)
+    if outcome == "release":
+        assert error is None, f"{name}: refused: {error}"
+        assert _calls(chunks) == case["calls"]
+        assert _text(chunks) == case["text"]
+    else:
+        assert reason is not None
+        _check_refusal(error, reason, streamed=True)
+        assert _calls(chunks) == [], "a tool-call fragment reached the client"
+        assert case["text"].startswith(_text(chunks))
+
+
+@pytest.mark.parametrize("name", NON_STREAMED_OK + NON_STREAMED_BAD)
+def test_whole_responses_through_the_proxy(proxy: Proxy, name: str) -> None:
+    case = CASES[name]
+    client = _client(proxy)
+    messages = [{"role": "user", "content": name}]
+    if case["expect"] == "release":
+        response = client.chat.completions.create(model=MODEL, messages=messages)
+        message = response.choices[0].message
+        got = [
+            {"index": i, "id": tc.id, "name": tc.function.name, "arguments": tc.function.arguments}
+            for i, tc in enumerate(message.tool_calls or [])
+        ]
+        assert got == case["calls"]
+        assert (message.content or "") == case["text"]
+    else:
+        with pytest.raises(openai.APIStatusError) as caught:
+            client.chat.completions.create(model=MODEL, messages=messages)
+        _check_refusal(caught.value, case["reason"], streamed=False)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+def test_the_policy_from_yaml_denies(proxy: Proxy, stream: bool) -> None:
+    if stream:
+        chunks, error = _stream(proxy, DENIED)
+        assert _calls(chunks) == []
+    else:
+        error = None
+        try:
+            _client(proxy).chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": DENIED}]
+            )
+        except openai.APIError as exc:
+            error = exc
+    _check_refusal(error, "policy_denied", streamed=stream)
+
+
+def test_requests_must_carry_the_master_key(proxy: Proxy) -> None:
+    response = httpx.post(
+        f"{proxy.base_url}/chat/completions",
+        json={"model": MODEL, "messages": [{"role": "user", "content": "multiply_basic"}]},
+        headers={"Authorization": "Bearer sk-wrong"},
+        timeout=30,
+    )
+    assert response.status_code in (400, 401, 403)
+
+
+# ---- load ------------------------------------------------------------------------------------
+GOOD = ["multiply_basic", "two_tools_interleaved", "text_only", "two_calls_interleaved"]
+BAD = ["args_invalid_json", "done_without_finish", "disconnect_mid_arguments", "schema_wrong_type"]
+
+
+async def _one(client: openai.AsyncOpenAI, name: str) -> tuple[str, list[Any], str | None]:
+    chunks: list[Any] = []
+    try:
+        stream = await client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": name}], stream=True
+        )
+        async for chunk in stream:
+            chunks.append(chunk)
+    except openai.APIError as exc:
+        return name, chunks, str(exc)
+    return name, chunks, None
+
+
+async def _load(proxy: Proxy, total: int) -> list[tuple[str, list[Any], str | None]]:
+    names = [BAD[i // 10 % len(BAD)] if i % 10 == 0 else GOOD[i % len(GOOD)] for i in range(total)]
+    limits = httpx.Limits(max_connections=total, max_keepalive_connections=total)
+    async with httpx.AsyncClient(limits=limits, timeout=120) as http:
+        client = openai.AsyncOpenAI(
+            base_url=proxy.base_url, api_key=proxy.key, max_retries=0, http_client=http
+        )
+        return await asyncio.gather(*(_one(client, name) for name in names))
+
+
+@pytest.mark.parametrize("proxy", ["guardrails"], indirect=True)  # once is enough
+def test_two_hundred_concurrent_streams(proxy: Proxy) -> None:
+    rounds = [proxy.rss_bytes()]
+    for total in (200, 50):
+        results = asyncio.run(_load(proxy, total))
+        gc.collect()
+        rounds.append(proxy.rss_bytes())
+        good = [r for r in results if r[0] in GOOD]
+        bad = [r for r in results if r[0] in BAD]
+        assert len(bad) == total // 10 and len(good) == total - total // 10
+        for name, chunks, error in good:
+            assert error is None, f"{name}: {error}"
+            assert _calls(chunks) == CASES[name]["calls"]
+        for name, chunks, error in bad:
+            assert error is not None and CASES[name]["reason"] in error
+            assert CANARY not in error
+            assert _calls(chunks) == []
+    assert proxy.alive()
+    # Memory is bounded. 200 concurrent streams raise the proxy's high-water mark once
+    # (about 160 MiB here); a second, smaller round fits under that mark, so growth after
+    # it means retained streams. The total stays far from what an unbounded buffer takes.
+    print("proxy RSS MiB before, after 200, after 50 more:", [r >> 20 for r in rounds])
+    before, first, second = rounds
+    assert first - before < 512 * 1024 * 1024, rounds
+    assert second - first < 32 * 1024 * 1024, rounds
+    assert second < 2 * 1024**3
+    chunks, error = _stream(proxy, "multiply_basic")
+    assert error is None and _calls(chunks) == CASES["multiply_basic"]["calls"]
+
+
+def test_a_bad_setting_stops_the_proxy_at_start_up() -> None:
+    """The proxy's own guardrail start-up, in process: a bad setting must stop it.
+
+    The proxy logs a guardrail whose constructor raises ValueError or TypeError and starts
+    without it; GuardrailConfigError is neither, so it ends the start-up (checked by hand
+    with a real proxy: "Application startup failed", exit status 3).
+    """
+    from litellm.proxy.guardrails.init_guardrails import init_guardrails_v2
+
+    from litellm_toolgate import GuardrailConfigError
+
+    config = yaml.safe_load((EXAMPLES / "proxy_guardrails.yaml").read_text())
+    guardrail = config["guardrails"][0]
+    guardrail["litellm_params"]["limits"]["max_callz"] = 3
+    with pytest.raises(GuardrailConfigError, match="max_callz"):
+        init_guardrails_v2([guardrail], config_file_path=str(EXAMPLES / "proxy_guardrails.yaml"))
