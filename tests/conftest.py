@@ -94,6 +94,15 @@ def manifest() -> dict[str, Any]:
     return MANIFEST
 
 
+@pytest.fixture
+def upstream() -> Iterator[Any]:
+    """A running loopback FakeUpstream (litellm_toolgate.demo.upstream)."""
+    from litellm_toolgate.demo.upstream import FakeUpstream
+
+    with FakeUpstream() as server:
+        yield server
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Print what the attack suites tried (see tests/tally.py)."""
     from tally import summary
