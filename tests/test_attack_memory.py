@@ -16,6 +16,9 @@ of what it had to send (the gate stops reading at the limit), and keep tracemall
 within a small multiple of the limit that applies. The multiples are measured, not
 guessed: the gate holds at most the limit (its partial line or its withheld arguments);
 the rest is litellm's copy of the bytes it was passed before the limit was reached.
+(``many_indexes_one_event`` peaked at 11.6 x the event limit while a quarantine ended the
+body cleanly for litellm, which then parsed the unterminated line it held; now litellm
+reads an error there instead, and the peak is 2.6 x.)
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ EXPECT: dict[str, tuple[str, str, float]] = {
     "huge_line": ("event_too_large", "max_event_bytes", 4),
     "many_events": ("too_many_events", "max_event_bytes", 0.5),
     "many_indexes": ("too_many_calls", "max_event_bytes", 0.5),
-    "many_indexes_one_event": ("event_too_large", "max_event_bytes", 16),
+    "many_indexes_one_event": ("event_too_large", "max_event_bytes", 4),
     "core_many_events": ("too_many_events", "max_event_bytes", 0.1),
     "core_huge_arguments": ("arguments_too_large", "max_argument_bytes", 1.5),
 }
