@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up both environments, lint and type-check, then run the whole suite on litellm
-# 1.110.2 (.venv) and on litellm 1.108.7 (.venv-litellm-1.108.7). Network use: loopback only.
+# 1.110.2 (.venv) and on litellm 1.108.7 (.venv-litellm-1.108.7), and the fuzz harnesses for
+# a few seconds each (on .venv, which has atheris). Network use: loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --matrix
@@ -9,5 +10,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP=True
 .venv/bin/mypy --strict litellm_toolgate
 echo "== tests on litellm $(.venv/bin/python -c 'from importlib.metadata import version; print(version("litellm"))') =="
 .venv/bin/python -m pytest -p no:cacheprovider -W ignore::UserWarning "$@"
+echo "== fuzzing, time-boxed (tests/fuzz/run.py) =="
+.venv/bin/python tests/fuzz/run.py --seconds 6
 echo "== tests on litellm $(.venv-litellm-1.108.7/bin/python -c 'from importlib.metadata import version; print(version("litellm"))') =="
 .venv-litellm-1.108.7/bin/python -m pytest -p no:cacheprovider -W ignore::UserWarning "$@"
