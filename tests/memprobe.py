@@ -89,12 +89,23 @@ def many_indexes_one_event() -> Iterator[bytes]:
         yield b"".join(fragment % (i, i) for i in range(start, start + 1024))
 
 
+def huge_ids() -> Iterator[bytes]:
+    """Parallel calls whose ids are nearly as large as an event may be."""
+    for index in range(64):
+        call_id = b"%d-" % index + b"I" * (4 * MIB - 400)
+        yield event(
+            b'{"tool_calls":[{"index":%d,"id":"%s","type":"function",'
+            b'"function":{"name":"write_file","arguments":""}}]}' % (index, call_id)
+        )
+
+
 SCENARIOS: dict[str, tuple[Callable[[], Iterator[bytes]], Limits]] = {
     "huge_arguments": (huge_arguments, Limits()),
     "huge_line": (huge_line, Limits()),
     "many_events": (many_events, Limits(max_events=20_000)),
     "many_indexes": (many_indexes, Limits()),
     "many_indexes_one_event": (many_indexes_one_event, Limits()),
+    "core_huge_ids": (huge_ids, Limits()),
     "core_many_events": (many_events, Limits(max_events=20_000)),
     "core_huge_arguments": (huge_arguments, Limits()),
 }
@@ -217,6 +228,7 @@ def measure(name: str, server: LazyServer, trace: bool) -> dict[str, Any]:
         "seconds": round(seconds, 3),
         "limits": {
             "max_argument_bytes": limits.max_argument_bytes,
+            "max_total_argument_bytes": limits.max_total_argument_bytes,
             "max_event_bytes": limits.max_event_bytes,
             "max_events": limits.max_events,
             "max_calls": limits.max_calls,

@@ -9,7 +9,9 @@ lazily from a raw loopback server through the real litellm, or into the core dir
   so that CI stays fast; the default 200,000 only takes longer);
 * ``many_indexes``: a million parallel calls, one new tool index per event;
 * ``many_indexes_one_event``: parallel calls in a single event as long as the event limit;
-* ``core_many_events`` and ``core_huge_arguments``: the same fed to the sans-I/O core.
+* ``core_many_events`` and ``core_huge_arguments``: the same fed to the sans-I/O core;
+* ``core_huge_ids``: 64 parallel calls whose ids are nearly 4 MiB each, fed to the core
+  (through litellm a chunk that size costs litellm itself tens of seconds).
 
 Each must be quarantined for the right limit, release nothing, stop the server well short
 of what it had to send (the gate stops reading at the limit), and keep tracemalloc's peak
@@ -18,7 +20,8 @@ guessed: the gate holds at most the limit (its partial line or its withheld argu
 the rest is litellm's copy of the bytes it was passed before the limit was reached.
 (``many_indexes_one_event`` peaked at 11.6 x the event limit while a quarantine ended the
 body cleanly for litellm, which then parsed the unterminated line it held; now litellm
-reads an error there instead, and the peak is 2.6 x.)
+reads an error there instead, and the peak is 2.6 x. ``core_huge_ids`` held all 256 MiB
+of ids, 289 MB traced, until ids and names were counted against the total argument limit.)
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ EXPECT: dict[str, tuple[str, str, float]] = {
     "many_indexes_one_event": ("event_too_large", "max_event_bytes", 4),
     "core_many_events": ("too_many_events", "max_event_bytes", 0.1),
     "core_huge_arguments": ("arguments_too_large", "max_argument_bytes", 1.5),
+    "core_huge_ids": ("total_arguments_too_large", "max_total_argument_bytes", 5),
 }
 
 

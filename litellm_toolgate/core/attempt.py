@@ -128,6 +128,7 @@ class ChatAttempt:
         self.unknown_events = 0
         self.text_bytes = 0
         self.argument_bytes = 0
+        self.identity_bytes = 0
 
     # ---- introspection -------------------------------------------------------------------
     @property
@@ -386,6 +387,12 @@ class ChatAttempt:
         elif isinstance(event, CallStarted):
             if len(self._calls) >= self.limits.max_calls:
                 raise WireFault(R.TOO_MANY_CALLS, event.index)
+            # The id and name are held to the end too, so they count against the total:
+            # otherwise max_calls ids of max_event_bytes each could be pinned.
+            self.identity_bytes += len(event.call_id.encode("utf-8", "surrogatepass"))
+            self.identity_bytes += len(event.name.encode("utf-8", "surrogatepass"))
+            if self.argument_bytes + self.identity_bytes > self.limits.max_total_argument_bytes:
+                raise WireFault(R.TOTAL_ARGUMENTS_TOO_LARGE, event.index)
             self._calls[event.index] = CallAccumulator(
                 event.index, event.call_id, event.name, self._clock()
             )
@@ -396,7 +403,7 @@ class ChatAttempt:
             self.argument_bytes += size
             if call.nbytes > self.limits.max_argument_bytes:
                 raise WireFault(R.ARGUMENTS_TOO_LARGE, event.index)
-            if self.argument_bytes > self.limits.max_total_argument_bytes:
+            if self.argument_bytes + self.identity_bytes > self.limits.max_total_argument_bytes:
                 raise WireFault(R.TOTAL_ARGUMENTS_TOO_LARGE, event.index)
             call.move(CallInput.ARGUMENTS)
             call.fragments.append(event.fragment)
