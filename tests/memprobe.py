@@ -102,11 +102,11 @@ def huge_ids() -> Iterator[bytes]:
 SCENARIOS: dict[str, tuple[Callable[[], Iterator[bytes]], Limits]] = {
     "huge_arguments": (huge_arguments, Limits()),
     "huge_line": (huge_line, Limits()),
-    "many_events": (many_events, Limits(max_events=20_000)),
+    "many_events": (many_events, Limits(max_events=10_000)),
     "many_indexes": (many_indexes, Limits()),
     "many_indexes_one_event": (many_indexes_one_event, Limits()),
     "core_huge_ids": (huge_ids, Limits()),
-    "core_many_events": (many_events, Limits(max_events=20_000)),
+    "core_many_events": (many_events, Limits(max_events=10_000)),
     "core_huge_arguments": (huge_arguments, Limits()),
 }
 

@@ -5,7 +5,7 @@ lazily from a raw loopback server through the real litellm, or into the core dir
 
 * ``huge_arguments``: one call whose arguments run to 1 GiB in 64 KiB fragments;
 * ``huge_line``: 1 GiB of one data line that never ends;
-* ``many_events``: a million one-character text events (``max_events`` lowered to 20,000
+* ``many_events``: a million one-character text events (``max_events`` lowered to 10,000
   so that CI stays fast; the default 200,000 only takes longer);
 * ``many_indexes``: a million parallel calls, one new tool index per event;
 * ``many_indexes_one_event``: parallel calls in a single event as long as the event limit;
