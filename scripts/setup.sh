@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the project's environments from nothing but Python 3.11 and the package index.
-#   .venv                   newest litellm core, the package, test and lint tools (the demo uses it)
+#   .venv                   newest litellm core, the package, test, lint and fuzz tools (the demo uses it)
 #   .venv-litellm-1.108.7   the newest litellm whose proxy extra installs (with that extra: the
 #                           proxy tests start a real LiteLLM proxy from it); tests run on both
 # Re-running is cheap: pip leaves satisfied requirements alone.
@@ -15,7 +15,7 @@ make_env() {
     "$dir/bin/python" -m pip install --quiet --disable-pip-version-check "$litellm_spec" -e ".[$extras]"
 }
 
-make_env .venv "litellm==1.110.2" "test,lint"
+make_env .venv "litellm==1.110.2" "test,lint,fuzz"
 if [ "${1:-}" = "--matrix" ]; then
     make_env .venv-litellm-1.108.7 "litellm[proxy]==1.108.7" "test"
 fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up both environments, lint and type-check, then run the whole suite on litellm
-# 1.110.2 (.venv) and on litellm 1.108.7 (.venv-litellm-1.108.7). Network use: loopback only.
+# 1.110.2 (.venv) and on litellm 1.108.7 (.venv-litellm-1.108.7), and the fuzz harnesses for
+# a few seconds each (on .venv, which has atheris). Network use: loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --matrix
@@ -11,5 +12,7 @@ echo "== tests on litellm $(.venv/bin/python -c 'from importlib.metadata import 
 echo "   (tests/test_proxy_e2e.py, the real-proxy tests, is left out here: litellm 1.110.2's [proxy]"
 echo "    extra does not resolve on the registry; they run on 1.108.7 below)"
 .venv/bin/python -m pytest -p no:cacheprovider -W ignore::UserWarning --ignore=tests/test_proxy_e2e.py "$@"
+echo "== fuzzing, time-boxed (tests/fuzz/run.py) =="
+.venv/bin/python tests/fuzz/run.py --seconds 6
 echo "== tests on litellm $(.venv-litellm-1.108.7/bin/python -c 'from importlib.metadata import version; print(version("litellm"))') =="
 TOOLGATE_REQUIRE_PROXY=1 .venv-litellm-1.108.7/bin/python -m pytest -p no:cacheprovider -W ignore::UserWarning "$@"

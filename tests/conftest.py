@@ -92,3 +92,23 @@ def split(body: bytes, mode: str, seed: int = 0) -> list[bytes]:
 @pytest.fixture
 def manifest() -> dict[str, Any]:
     return MANIFEST
+
+
+@pytest.fixture
+def upstream() -> Iterator[Any]:
+    """A running loopback FakeUpstream (litellm_toolgate.demo.upstream)."""
+    from litellm_toolgate.demo.upstream import FakeUpstream
+
+    with FakeUpstream() as server:
+        yield server
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print what the attack suites tried (see tests/tally.py)."""
+    from tally import summary
+
+    lines = summary()
+    if lines:
+        terminalreporter.write_sep("-", "attack figures")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -681,11 +681,26 @@ def test_max_argument_bytes_counts_utf8_bytes() -> None:
 
 def test_max_total_argument_bytes() -> None:
     body = TWO_CALLS
-    total = len(GOOD_ARGS) + len('{"a":1,"b":2}')
+    identities = len("call-a") + len("multiply") + len("call-b") + len("multiply")
+    total = len(GOOD_ARGS) + len('{"a":1,"b":2}') + identities
     run(body, Limits(max_total_argument_bytes=total))
     fault = quarantined(body, Limits(max_total_argument_bytes=total - 1))
     assert fault.reason is R.TOTAL_ARGUMENTS_TOO_LARGE
     assert fault.call_index == 1
+
+
+def test_call_ids_and_names_count_against_the_total() -> None:
+    """An upstream cannot pin max_calls ids (or names) of max_event_bytes each: they are
+    held to the end like the arguments, and counted with them."""
+    big = "i" * 5000
+    body = stream(*((n, f"{n}{big}", "multiply", GOOD_ARGS) for n in range(3)))
+    limits = Limits(max_total_argument_bytes=12_000, max_event_bytes=8000)
+    fault = quarantined(body, limits)
+    assert fault.reason is R.TOTAL_ARGUMENTS_TOO_LARGE
+    assert fault.call_index == 2  # the third id crosses 12,000 before its arguments arrive
+    named = stream((0, "c", "n" * 7000, GOOD_ARGS))
+    fault = quarantined(named, Limits(max_total_argument_bytes=6000, max_event_bytes=8000))
+    assert fault.reason is R.TOTAL_ARGUMENTS_TOO_LARGE and fault.call_index == 0
 
 
 def test_max_events_excludes_comments() -> None:

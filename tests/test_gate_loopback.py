@@ -2,62 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
-from typing import Any
 
 import litellm
 import pytest
 from conftest import CASES, MANIFEST, body_of
+from loopback import released as calls
+from loopback import run
 
 from litellm_toolgate import Limits, QuarantineReason, ToolCallQuarantined, ToolGate
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True
 R = QuarantineReason
-
-
-def kwargs(upstream: FakeUpstream) -> dict[str, Any]:
-    return {
-        "model": "cometapi/gpt-4o-mini",
-        "messages": [{"role": "user", "content": "go"}],
-        "api_base": upstream.base_url,
-        "api_key": "sk-test",
-        "stream": True,
-        "num_retries": 0,
-    }
-
-
-def run(gate: ToolGate, upstream: FakeUpstream, asynchronous: bool) -> tuple[list[Any], Any]:
-    chunks: list[Any] = []
-
-    async def go_async() -> Any:
-        async for chunk in await gate.acompletion(**kwargs(upstream)):
-            chunks.append(chunk)
-
-    try:
-        if asynchronous:
-            asyncio.run(go_async())
-        else:
-            chunks.extend(gate.completion(**kwargs(upstream)))
-    except ToolCallQuarantined as exc:
-        return chunks, exc
-    return chunks, None
-
-
-def calls(chunks: list[Any]) -> list[tuple[str, str]]:
-    return [
-        (tc.function.name, tc.function.arguments)
-        for c in chunks
-        for ch in c.choices
-        for tc in (ch.delta.tool_calls or [])
-    ]
-
-
-@pytest.fixture
-def upstream() -> Any:
-    with FakeUpstream() as server:
-        yield server
 
 
 MODES = [False, True]

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
-import traceback
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from conftest import CANARY, CASES, MANIFEST, body_of
+from leakcheck import assert_clean_exception
 
 from litellm_toolgate.core import (
     ChatAttempt,
@@ -75,30 +74,6 @@ def replay_case(
     except ToolCallQuarantined:
         pass
     return attempt
-
-
-def chain(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    pending: list[BaseException | None] = [exc]
-    while pending:
-        current = pending.pop()
-        if current is None or id(current) in seen:
-            continue
-        seen.add(id(current))
-        yield current
-        pending += [current.__cause__, current.__context__]
-
-
-def assert_clean_exception(exc: ToolCallQuarantined) -> None:
-    assert exc.__cause__ is None
-    assert exc.__context__ is None
-    for link in chain(exc):
-        for text in (str(link), repr(link), repr(link.args)):
-            assert CANARY not in text
-    assert CANARY not in "".join(traceback.format_exception(exc))
-    for record in exc.records:
-        assert CANARY not in record.model_dump_json()
-        assert CANARY not in repr(record)
 
 
 def assert_clean_logs(attempt: ChatAttempt, caplog: pytest.LogCaptureFixture) -> None:

@@ -94,6 +94,7 @@ class Ledger:
         self.unknown_events = 0
         self.text_bytes = 0
         self.argument_bytes = 0
+        self.identity_bytes = 0
         self._clock = clock
 
     def ordered(self) -> list[CallAccumulator]:
@@ -108,6 +109,11 @@ class Ledger:
         elif isinstance(event, CallStarted):
             if len(self.calls) >= self.limits.max_calls:
                 raise WireFault(R.TOO_MANY_CALLS, event.index)
+            # Ids and names are held to the end too, so they count against the total:
+            # otherwise max_calls ids of max_event_bytes each could be pinned.
+            self.identity_bytes += _size(event.call_id) + _size(event.name)
+            self.identity_bytes += _size(event.item_id or "")
+            self._check_total(event.index)
             self.calls[event.index] = CallAccumulator(
                 event.index,
                 event.call_id,
@@ -138,11 +144,14 @@ class Ledger:
         self.argument_bytes += size
         if call.nbytes > self.limits.max_argument_bytes:
             raise WireFault(R.ARGUMENTS_TOO_LARGE, event.index)
-        if self.argument_bytes > self.limits.max_total_argument_bytes:
-            raise WireFault(R.TOTAL_ARGUMENTS_TOO_LARGE, event.index)
+        self._check_total(event.index)
         call.move(CallInput.ARGUMENTS)
         call.fragments.append(event.fragment)
         call.last_event = "argument_delta"
+
+    def _check_total(self, index: int) -> None:
+        if self.argument_bytes + self.identity_bytes > self.limits.max_total_argument_bytes:
+            raise WireFault(R.TOTAL_ARGUMENTS_TOO_LARGE, index)
 
     def _stage(self, index: int, stage: CallInput, arguments: str | None) -> None:
         call = self.calls[index]

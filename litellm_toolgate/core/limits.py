@@ -25,7 +25,8 @@ class Limits:
     max_argument_bytes: int = 2 * MIB
     """UTF-8 bytes of arguments one call may accumulate."""
     max_total_argument_bytes: int = 8 * MIB
-    """UTF-8 bytes of arguments all calls of one response may accumulate together."""
+    """UTF-8 bytes of arguments all calls of one response may accumulate together, with
+    every call's id and name counted in (the gate holds those to the end as well)."""
     max_events: int = 200_000
     """SSE messages one stream may carry (comments excluded)."""
     max_event_bytes: int = 4 * MIB

@@ -3,8 +3,10 @@
 litellm accepts a caller's HTTP client; the gate hands it one whose transport wraps the real
 one. The wrapped response stream feeds each piece of the body to the attempt *before*
 litellm sees it, so by the time litellm yields a chunk the gate has already judged the wire
-that produced it. On a fault the body is cut short for litellm (it sees the end of the
-stream) and the attempt keeps the quarantine for the gated stream to raise.
+that produced it. On a fault the body is cut short for litellm, by a read error rather than
+a clean end (at a clean end litellm would take the unterminated line it holds, up to
+``max_event_bytes``, for a whole one and parse it), and the attempt keeps the quarantine for
+the gated stream to raise.
 
 litellm stops reading at ``[DONE]`` and closes the response; closing drains what is left
 of the body (bounded by the attempt's limits) so the gate knows whether it ended cleanly.
@@ -23,6 +25,13 @@ from ..core.attempt import ChatAttempt
 from ..core.errors import QuarantineReason, ToolCallQuarantined
 
 R = QuarantineReason
+
+
+class StreamQuarantined(httpx.ReadError):
+    """What litellm reads in place of the rest of a quarantined body. Says nothing more."""
+
+    def __init__(self) -> None:
+        super().__init__("the gate quarantined this stream")
 
 
 class WireTap:
@@ -138,13 +147,15 @@ class _TapStream(httpx.SyncByteStream):
         try:
             for piece in self._pieces():
                 if not self._tap.feed(piece):
-                    return
+                    break
                 yield piece
         except httpx.TransportError as exc:
             error = exc
         if error is not None:
             self._tap.fail(error)
             raise error
+        if self._tap.faulted:
+            raise StreamQuarantined
         self._tap.eof()
 
     def close(self) -> None:
@@ -182,13 +193,15 @@ class _AsyncTapStream(httpx.AsyncByteStream):
         try:
             async for piece in self._pieces():
                 if not self._tap.feed(piece):
-                    return
+                    break
                 yield piece
         except httpx.TransportError as exc:
             error = exc
         if error is not None:
             self._tap.fail(error)
             raise error
+        if self._tap.faulted:
+            raise StreamQuarantined
         self._tap.eof()
 
     async def aclose(self) -> None:

@@ -1,0 +1,76 @@
+"""Drive one attempt of the sans-I/O core over a body, as the property tests and fuzzers do.
+
+:func:`replay` feeds the pieces, ends the body, concludes, runs the tests' policy and
+releases; it catches ToolCallQuarantined only, so anything else the core raised fails the
+caller, and it checks the attempt's own bookkeeping on the way (a quarantined attempt is in
+QUARANTINED, refuses to release and raises the same fault again).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from chatgen import TOOLS, policy
+
+from litellm_toolgate.core import (
+    ChatAttempt,
+    PolicyDecision,
+    QuarantineReason,
+    ToolCallQuarantined,
+    ToolRegistry,
+)
+from litellm_toolgate.core.state import StreamState
+
+REGISTRY = ToolRegistry.from_tools(TOOLS)
+
+
+@dataclass(frozen=True)
+class Result:
+    reason: QuarantineReason | None
+    released: tuple[tuple[int, str, str, str], ...]
+    values: tuple[dict[str, Any], ...] = ()
+
+
+def replay(pieces: list[bytes]) -> Result:
+    """Drive an attempt to its end. Only ToolCallQuarantined is caught: anything else fails."""
+    attempt = ChatAttempt(REGISTRY)
+    concluded = released_ok = False
+    released: list[Any] = []
+    try:
+        attempt.bind_response(content_type="text/event-stream", streamed=True)
+        for piece in pieces:
+            attempt.receive_bytes(piece)
+        attempt.receive_eof()
+        calls = attempt.conclude()
+        concluded = True
+        for call in calls:
+            approved = policy(call.name, dict(call.arguments))
+            decision = PolicyDecision.approve() if approved else PolicyDecision.deny("deny key")
+            attempt.decide(call.index, decision)
+        released = attempt.release()
+        released_ok = True
+    except ToolCallQuarantined as fault:
+        assert attempt.quarantined is fault
+        assert attempt.state is StreamState.QUARANTINED
+        assert not released
+        try:
+            attempt.release()
+        except ToolCallQuarantined as again:
+            assert again is fault
+        else:
+            raise AssertionError("a quarantined attempt released") from None
+        return Result(fault.reason, ())
+    assert concluded and released_ok
+    assert attempt.state is StreamState.RELEASED
+    return Result(
+        None,
+        tuple((c.index, c.call_id, c.name, c.arguments) for c in released),
+        tuple(dict(c.value) for c in released),
+    )
+
+
+def pieces_of(body: bytes, cuts: list[int]) -> list[bytes]:
+    bounds = [0, *cuts, len(body)]
+    return [body[a:b] for a, b in itertools.pairwise(bounds)]

@@ -1,0 +1,32 @@
+"""Shared set-up for the atheris harnesses: import paths and seed corpora from fixtures/.
+
+Each harness is a script run by libFuzzer through atheris (``run.py`` runs them all, time
+boxed). The gate's modules are imported under ``atheris.instrument_imports`` by the
+harnesses themselves so that coverage guides the fuzzer through the gate's code.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TESTS = HERE.parent
+ROOT = TESTS.parent
+CHAT = ROOT / "fixtures" / "chat"
+sys.path[:0] = [str(TESTS), str(ROOT)]
+
+
+def bodies() -> list[bytes]:
+    """Every recorded chat stream."""
+    return [path.read_bytes() for path in sorted(CHAT.glob("*.sse"))]
+
+
+def arguments() -> list[bytes]:
+    """Every argument text the fixtures carry, plus a few hostile classics."""
+    manifest = json.loads((CHAT / "manifest.json").read_text())
+    texts = [call["arguments"] for case in manifest["cases"] for call in case.get("calls", [])]
+    texts += ['{"a": NaN}', '{"a": 1, "a": 2}', '{"a": 1e999}', '{"a": "\\ud800"}', "[1]"]
+    texts += ['{"a": ' + "[" * 70 + "]" * 70 + "}", '{"a": 9007199254740993}', '{"a": 1} x']
+    return [text.encode("utf-8", "surrogatepass") for text in texts]
