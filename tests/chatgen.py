@@ -356,7 +356,9 @@ def mutate(rng: random.Random, kind: str, messages: list[Msg]) -> None:
     elif kind == "identity" and fragments:
         fragment = rng.choice(fragments)
         how = rng.choice(["id", "name", "both", "drop_id", "drop_name", "null_name"])
-        function = fragment.setdefault("function", {})
+        function = fragment.get("function")
+        if not isinstance(function, dict):  # an earlier mutation may have replaced it
+            function = fragment["function"] = {}
         if how in ("id", "both"):
             fragment["id"] = rng.choice(["call_0_0", "call_1_1", "call_x", ""])
         if how in ("name", "both"):
