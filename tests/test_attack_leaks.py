@@ -4,10 +4,12 @@ For each reason there is a case whose wire (or policy) carries the canary where 
 reason's own error would quote it: the text a JSON error holds, the value a schema error
 names, the model's made-up tool name, the policy's exception, the bytes around a bad UTF-8
 sequence, the line the SSE decoder was assembling at a limit. Each runs through
-``gate.completion`` and ``gate.acompletion`` (respx at the httpx edge) with every logger
-captured at DEBUG (tests/leakcheck.py), and the quarantine, its chain, its records and
-every log record must be free of the canary. The last test checks that together with the
-fault-injection suite every reason is covered, bar one the public API cannot reach.
+``gate.completion`` and ``gate.acompletion`` (the Responses wire's own reasons through
+``gate.responses`` and ``gate.aresponses`` on the native route; respx at the httpx edge)
+with every logger captured at DEBUG (tests/leakcheck.py), and the quarantine, its chain,
+its records and every log record must be free of the canary. The last test checks that
+together with the fault-injection suite every reason is covered, bar one the public API
+cannot reach.
 """
 
 from __future__ import annotations
@@ -276,12 +278,114 @@ def test_a_stream_the_gate_never_saw_leaks_nothing() -> None:
     assert_clean_logs(logs)
 
 
+# ---- the Responses wire (native route: litellm reads /responses itself) -----------------
+RESPONSES_URL = "http://upstream.test/v1/responses"
+RESPONSES_BASE: dict[str, Any] = {**BASE, "model": "openai/gpt-4o-mini", "input": "go"}
+del RESPONSES_BASE["messages"]
+_RESP = {"id": "resp_leak", "object": "response", "created_at": 1, "model": "m"}
+_ITEM = {"id": "fc_1", "type": "function_call", "call_id": "call_1", "name": "write_file"}
+
+
+def event(kind: str, **fields: Any) -> bytes:
+    body = json.dumps({"type": kind, **fields})
+    return f"event: {kind}\ndata: {body}\n\n".encode()
+
+
+def response(status: str, output: list[Any]) -> dict[str, Any]:
+    return {**_RESP, "status": status, "output": output}
+
+
+def item(arguments: str, status: str) -> dict[str, Any]:
+    return {**_ITEM, "arguments": arguments, "status": status}
+
+
+R_START = event("response.created", response=response("in_progress", []))
+R_ADDED = event("response.output_item.added", output_index=0, item=item("", "in_progress"))
+R_DELTA = event(
+    "response.function_call_arguments.delta", output_index=0, item_id="fc_1", delta=ARGS
+)
+
+
+def r_args_done(arguments: str) -> bytes:
+    return event(
+        "response.function_call_arguments.done",
+        output_index=0,
+        item_id="fc_1",
+        arguments=arguments,
+    )
+
+
+R_ITEM_DONE = event("response.output_item.done", output_index=0, item=item(ARGS, "completed"))
+R_COMPLETED = event("response.completed", response=response("completed", [item(ARGS, "completed")]))
+
+RESPONSES_CASES: dict[str, Case] = {
+    # .done repeats the arguments with the canary swapped out: what was streamed differs.
+    "item_mismatch": Case(
+        R_START + R_ADDED + R_DELTA + r_args_done(ARGS.replace(C, "x")) + R_ITEM_DONE + R_COMPLETED,
+        R.ITEM_MISMATCH,
+    ),
+    "incomplete_item": Case(
+        R_START + R_ADDED + R_DELTA + R_ITEM_DONE + R_COMPLETED, R.INCOMPLETE_ITEM
+    ),
+    "response_incomplete": Case(
+        R_START
+        + R_ADDED
+        + R_DELTA
+        + event("response.incomplete", response=response("incomplete", [item(ARGS, "incomplete")])),
+        R.RESPONSE_INCOMPLETE,
+    ),
+}
+
+
+def run_responses(case: Case, asynchronous: bool) -> tuple[list[Any], BaseException | None]:
+    gate = ToolGate(MANIFEST["tools"], policy=case.policy, limits=case.limits)
+    events: list[Any] = []
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, stream=Pieces([case.body])
+        )
+
+    async def go_async() -> None:
+        async for e in await gate.aresponses(stream=True, **RESPONSES_BASE):
+            events.append(e)
+
+    error: BaseException | None = None
+    with respx.mock as router:
+        router.post(RESPONSES_URL).mock(side_effect=respond)
+        try:
+            if asynchronous:
+                asyncio.run(go_async())
+            else:
+                events.extend(gate.responses(stream=True, **RESPONSES_BASE))
+        except Exception as exc:
+            error = exc
+    return events, error
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("name", list(RESPONSES_CASES))
+def test_no_responses_quarantine_leaks_the_arguments(name: str, asynchronous: bool) -> None:
+    case = RESPONSES_CASES[name]
+    assert C.encode() in case.body, "the canary must be on the wire for this to prove anything"
+    with every_logger() as logs:
+        events, error = run_responses(case, asynchronous)
+    assert isinstance(error, ToolCallQuarantined), repr(error)
+    assert error.reason is case.reason
+    assert not [e for e in events if "function_call" in getattr(e, "type", "")]
+    assert not [
+        e for e in events if getattr(getattr(e, "item", None), "type", "") == "function_call"
+    ]
+    assert_clean_exception(error)
+    assert_clean_logs(logs)
+
+
 # Reached only by a second successful HTTP response on one attempt, which the public API
 # never produces (each call gets its own attempt); the core's tests cover it.
 CORE_ONLY = {R.SPLICED_RESPONSE}
 
 
 def test_every_reason_is_covered() -> None:
-    covered = {case.reason for case in CASES.values()}
+    covered = {case.reason for case in (*CASES.values(), *RESPONSES_CASES.values())}
     covered |= {R.CANCELLED, R.BODY_TOO_LARGE, R.WIRE_NOT_OBSERVED}
     assert covered | CORE_ONLY == set(QuarantineReason)
