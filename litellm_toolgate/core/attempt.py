@@ -49,7 +49,9 @@ from .records import DecisionRecord, ExecutionState
 from .registry import ToolRegistry
 from .sse import SSEDecodeError, SSEDecoder
 from .state import (
+    STREAM_TABLE,
     CallInput,
+    CallState,
     StreamInput,
     StreamState,
     TransitionError,
@@ -378,29 +380,39 @@ class ChatAttempt:
             call.stream_ms = (ended_at - call.opened_at) * 1000
 
     def _apply(self, event: WireEvent) -> None:
-        self._state = self._stream_move(_INPUT[type(event)])
+        # Once per wire event: a table hit that names a state is the whole move; anything
+        # else (a quarantine reason, a missing entry) goes through _stream_move to raise.
+        moved = STREAM_TABLE.get((self._state, _INPUT[type(event)]))
+        self._state = (
+            moved if type(moved) is StreamState else self._stream_move(_INPUT[type(event)])
+        )
         if isinstance(event, TextDelta):
-            self.text_bytes += len(event.text.encode("utf-8", "surrogatepass"))
+            text = event.text
+            # isascii() is O(1): the common case needs no encoding to be counted.
+            size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+            self.text_bytes += size
             if self.text_bytes > self.limits.max_text_bytes:
                 raise WireFault(R.TEXT_TOO_LARGE)
-        elif isinstance(event, CallStarted):
-            if len(self._calls) >= self.limits.max_calls:
-                raise WireFault(R.TOO_MANY_CALLS, event.index)
-            self._calls[event.index] = CallAccumulator(
-                event.index, event.call_id, event.name, self._clock()
-            )
         elif isinstance(event, ArgumentDelta):
             call = self._calls[event.index]  # the normalizer opens every call first
-            size = len(event.fragment.encode("utf-8", "surrogatepass"))
+            encoded = event.fragment.encode("utf-8", "surrogatepass")
+            size = len(encoded)
             call.nbytes += size
             self.argument_bytes += size
             if call.nbytes > self.limits.max_argument_bytes:
                 raise WireFault(R.ARGUMENTS_TOO_LARGE, event.index)
             if self.argument_bytes > self.limits.max_total_argument_bytes:
                 raise WireFault(R.TOTAL_ARGUMENTS_TOO_LARGE, event.index)
-            call.move(CallInput.ARGUMENTS)
-            call.fragments.append(event.fragment)
+            if call.state is not CallState.ITEM_OPEN:  # (ITEM_OPEN, ARGUMENTS) stays put
+                call.move(CallInput.ARGUMENTS)
+            call.buffer += encoded
             call.last_event = "argument_delta"
+        elif isinstance(event, CallStarted):
+            if len(self._calls) >= self.limits.max_calls:
+                raise WireFault(R.TOO_MANY_CALLS, event.index)
+            self._calls[event.index] = CallAccumulator(
+                event.index, event.call_id, event.name, self._clock()
+            )
         elif isinstance(event, Finish):
             self._finish_reason = event.finish_reason
             for c in self._calls.values():
@@ -419,7 +431,7 @@ class ChatAttempt:
             ours = self._calls[index]
             if (theirs.call_id, theirs.name) != (ours.call_id, ours.name):
                 return False
-            if theirs.arguments != "".join(ours.fragments):
+            if theirs.arguments != ours.join():
                 return False
         return True
 

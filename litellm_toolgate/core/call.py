@@ -1,9 +1,16 @@
 """One tool call's accumulator: its fragments, its stage, and what each stage found.
 
-The attempt owns one per (choice, tool index). Fragments are kept as opaque text until the
+The attempt owns one per (choice, tool index). Fragments are kept as opaque bytes until the
 attempt reaches its terminal; then :meth:`CallAccumulator.validate` joins them once and takes
 the call through the strict parse and the schema, recording each outcome for the decision
 record. A quarantine drops every buffer at once (:meth:`discard`).
+
+Why bytes: a model streams arguments a few characters at a time, and a list of small ``str``
+objects costs about 60 bytes of overhead per fragment, several times the text itself. The
+attempt already encodes each fragment to count its bytes against the limits, so the encoded
+fragment is appended to one ``bytearray`` (amortized growth, about 1.1x the text) and decoded
+once at the terminal. ``surrogatepass`` both ways makes the round trip exact, lone surrogates
+included (the strict parse refuses them later, as before).
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ class CallAccumulator:
     name: str
     opened_at: float
     state: CallState = CallState.ITEM_OPEN
-    fragments: list[str] = field(default_factory=list)
+    buffer: bytearray = field(default_factory=bytearray, repr=False)
+    """The fragments so far, UTF-8 (``surrogatepass``); emptied once joined or dropped."""
     nbytes: int = 0
     last_event: str = "call_started"
     stream_ms: float = 0.0
@@ -51,6 +59,20 @@ class CallAccumulator:
     def move(self, event: CallInput) -> None:
         self.state = next_call_state(self.state, event)
 
+    @property
+    def fragments(self) -> list[str]:
+        """The withheld text as pieces: one piece while held, none once dropped."""
+        if self.arguments is not None:
+            return [self.arguments]
+        return [self.buffer.decode("utf-8", "surrogatepass")] if self.buffer else []
+
+    def join(self) -> str:
+        """The whole withheld text, decoded once; the byte buffer is released."""
+        if self.arguments is None:
+            self.arguments = self.buffer.decode("utf-8", "surrogatepass")
+            self.buffer = bytearray()
+        return self.arguments
+
     def validate(
         self,
         registry: ToolRegistry,
@@ -60,9 +82,7 @@ class CallAccumulator:
     ) -> None:
         """Join the fragments once; parse, then schema. A failure is kept in ``error``."""
         started = clock()
-        text = "".join(self.fragments)
-        self.fragments = [text]
-        self.arguments = text
+        text = self.join()
         if hmac_key is not None:
             self.digest = hmac.new(
                 hmac_key, text.encode("utf-8", "surrogatepass"), sha256
@@ -99,6 +119,6 @@ class CallAccumulator:
         if self.stream_ms == 0.0:
             self.stream_ms = (now - self.opened_at) * 1000
         self.state = CallState.QUARANTINED
-        self.fragments = []
+        self.buffer = bytearray()
         self.arguments = None
         self.value = None
