@@ -46,7 +46,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from itertools import compress
+from itertools import chain, compress, repeat
+from operator import is_, not_
 from typing import Any, NoReturn
 
 from .errors import Fault, GateConfigError, QuarantineReason
@@ -163,8 +164,10 @@ def _refuse_constant(name: str) -> NoReturn:
 def _inspect(root: dict[str, Any], max_depth: int, *, strings: bool) -> QuarantineReason | None:
     """Walk the decoded value level by level for depth and, if asked, lone surrogates.
 
-    Per container, the children are sorted by type with C-level iterators (no Python step
-    per child), and all strings and keys are searched in one pass at the end.
+    Each level is handled whole by C-level iterators, with no Python step per node or per
+    child: the level's objects and arrays are told apart by type, all their children are
+    chained into one list and sorted by type, and the containers among them are the next
+    level. All strings and keys are searched in one pass at the end.
     """
     level: list[Any] = [root]
     texts: list[str] = []
@@ -172,17 +175,18 @@ def _inspect(root: dict[str, Any], max_depth: int, *, strings: bool) -> Quaranti
     while level:
         if depth > max_depth:
             return R.DEPTH_EXCEEDED
-        below: list[Any] = []
-        for node in level:
-            is_object = type(node) is dict  # the decoder builds exact dicts and lists
-            children = node.values() if is_object else node
-            kinds = list(map(type, children))
-            below += compress(children, map(_CONTAINERS.__contains__, kinds))
-            if strings:
-                texts += compress(children, map(_STRINGS.__contains__, kinds))
-                if is_object:
-                    texts += node
-        level = below
+        # The decoder builds exact dicts and lists, so a container is one or the other.
+        is_object = list(map(is_, map(type, level), repeat(dict)))
+        objects = list(compress(level, is_object))
+        arrays = compress(level, map(not_, is_object))
+        children = list(
+            chain(chain.from_iterable(map(dict.values, objects)), chain.from_iterable(arrays))
+        )
+        kinds = list(map(type, children))
+        if strings:
+            texts += compress(children, map(_STRINGS.__contains__, kinds))
+            texts += chain.from_iterable(objects)
+        level = list(compress(children, map(_CONTAINERS.__contains__, kinds)))
         depth += 1
     if strings and _SURROGATE.search("".join(texts)):
         return R.INVALID_STRING
