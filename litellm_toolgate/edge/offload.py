@@ -23,7 +23,7 @@ from ..core.attempt import ChatAttempt
 
 T = TypeVar("T")
 
-OFF_LOOP_BYTES = 64 * 1024
+OFF_LOOP_BYTES = 16 * 1024
 """Withheld argument bytes above which an async decision runs on a worker thread."""
 
 

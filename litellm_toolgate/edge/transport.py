@@ -14,6 +14,7 @@ the gate's idle limit), any other transport error a disconnect.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
@@ -23,6 +24,7 @@ from ..core.attempt import ChatAttempt
 from ..core.errors import QuarantineReason, ToolCallQuarantined
 
 R = QuarantineReason
+_SLICE = 16 * 1024
 
 
 class WireTap:
@@ -175,8 +177,15 @@ class _AsyncTapStream(httpx.AsyncByteStream):
         error: httpx.TransportError | None = None
         try:
             async for piece in self._pieces():
-                if not self._tap.feed(piece):
-                    return
+                # A large read is fed in slices, with a turn for other tasks between them:
+                # one 64 KiB read holds hundreds of events, and decoding them all at once
+                # would hold the event loop for milliseconds.
+                for start in range(0, max(len(piece), 1), _SLICE):
+                    if start:
+                        await asyncio.sleep(0)
+                    part = piece if len(piece) <= _SLICE else piece[start : start + _SLICE]
+                    if not self._tap.feed(part):
+                        return
                 yield piece
         except httpx.TransportError as exc:
             error = exc
