@@ -43,7 +43,9 @@ import logging
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import tracemalloc
@@ -70,7 +72,6 @@ from bench.bodies import (  # noqa: E402
 from litellm_toolgate import PolicyDecision, ToolGate  # noqa: E402
 from litellm_toolgate.core.attempt import ChatAttempt  # noqa: E402
 from litellm_toolgate.core.registry import ToolRegistry  # noqa: E402
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted  # noqa: E402
 from litellm_toolgate.edge import carrier as carrier_mod  # noqa: E402
 from litellm_toolgate.edge import transport as transport_mod  # noqa: E402
 
@@ -106,17 +107,54 @@ class Timer:
 
 # ---- the upstream -----------------------------------------------------------------------------
 class Upstream:
-    """FakeUpstream serving whatever body is current (set before each request)."""
+    """FakeUpstream in a child process (bench/serve.py), serving the current body."""
 
     def __init__(self) -> None:
-        self.body = b""
-        self.server = FakeUpstream(handler=lambda _payload: Scripted(self.body))
+        self._folder = tempfile.TemporaryDirectory(prefix="toolgate-bench-")
+        self._names: dict[bytes, str] = {}
+        self.name = ""
+        self._process: subprocess.Popen[str] | None = None
+        self.base_url = ""
+
+    @property
+    def body(self) -> bytes:
+        return (Path(self._folder.name) / self.name).read_bytes()
+
+    @body.setter
+    def body(self, data: bytes) -> None:
+        name = self._names.get(data)
+        if name is None:
+            name = self._names[data] = f"body-{len(self._names)}.sse"
+            (Path(self._folder.name) / name).write_bytes(data)
+        self.name = name
+
+    def __enter__(self) -> Upstream:
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "bench.serve", self._folder.name],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._process.stdout is not None
+        port = int(self._process.stdout.readline())
+        self.base_url = f"http://127.0.0.1:{port}/v1"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._process is not None:
+            assert self._process.stdin is not None
+            self._process.stdin.close()
+            self._process.wait(10)
+        self._folder.cleanup()
+
+    def messages(self) -> list[dict[str, str]]:
+        return [{"role": "user", "content": self.name}]
 
     def kwargs(self, **extra: Any) -> dict[str, Any]:
         return {
             "model": "cometapi/gpt-4o-mini",
-            "messages": [{"role": "user", "content": "go"}],
-            "api_base": self.server.base_url,
+            "messages": self.messages(),
+            "api_base": self.base_url,
             "api_key": "sk-bench",
             "stream": True,
             "num_retries": 0,
@@ -241,17 +279,19 @@ def sdk_section(up: Upstream, shapes: list[tuple[str, bytes, int]]) -> list[Row]
     import openai
 
     e2e = EndToEnd(up)
-    client = openai.OpenAI(base_url=up.server.base_url, api_key="sk-bench", max_retries=0)
-    request = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "go"}], "tools": TOOLS}
+    client = openai.OpenAI(base_url=up.base_url, api_key="sk-bench", max_retries=0)
+
+    def request() -> dict[str, Any]:
+        return {"model": "gpt-4o-mini", "messages": up.messages(), "tools": TOOLS}
 
     def helper() -> tuple[Timer, int]:
-        with Timer() as t, client.chat.completions.stream(**request) as stream:
+        with Timer() as t, client.chat.completions.stream(**request()) as stream:
             n = sum(1 for _ in stream)
         return t, n
 
     def create() -> tuple[Timer, int]:
         with Timer() as t:
-            n = sum(1 for _ in client.chat.completions.create(stream=True, **request))
+            n = sum(1 for _ in client.chat.completions.create(stream=True, **request()))
         return t, n
 
     rows: list[Row] = []
@@ -522,8 +562,15 @@ class _SlowCallbacks(logging.Handler):
 
 
 @contextmanager
-def gate_sections(loop_thread: threading.Thread, out: list[float]) -> Iterator[None]:
-    """Time every gate entry point that runs on the loop's thread (the bench's own wrapper)."""
+def gate_sections(
+    loop_thread: threading.Thread, out: list[tuple[str, float, float]]
+) -> Iterator[None]:
+    """Time every gate entry point that runs on the loop's thread (the bench's own wrapper).
+
+    Both wall time and the thread's own CPU time are kept: wall time also counts waiting for
+    the GIL while other threads (litellm's logging pool, the decision worker) run, CPU time
+    only what the gate itself did on the loop.
+    """
     targets: list[tuple[Any, str]] = [
         (transport_mod.WireTap, "feed"),
         (transport_mod.WireTap, "eof"),
@@ -535,20 +582,22 @@ def gate_sections(loop_thread: threading.Thread, out: list[float]) -> Iterator[N
     ]
     saved = [(owner, name, owner.__dict__[name]) for owner, name in targets]
 
-    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrap(label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
             if threading.current_thread() is not loop_thread:
                 return fn(*args, **kwargs)
             started = time.perf_counter()
+            cpu = time.thread_time()
             try:
                 return fn(*args, **kwargs)
             finally:
-                out.append((time.perf_counter() - started) * 1000)
+                wall_ms = (time.perf_counter() - started) * 1000
+                out.append((label, wall_ms, (time.thread_time() - cpu) * 1000))
 
         return timed
 
     for owner, name, fn in saved:
-        setattr(owner, name, wrap(fn))
+        setattr(owner, name, wrap(f"{owner.__name__}.{name}", fn))
     try:
         yield
     finally:
@@ -566,9 +615,11 @@ def loop_section(up: Upstream, size: int) -> list[Row]:
     for gated in (False, True):
         handler = _SlowCallbacks()
         logger.addHandler(handler)
-        sections: list[float] = []
+        sections: list[tuple[str, float, float]] = []
 
-        async def main(gated: bool = gated, sections: list[float] = sections) -> None:
+        async def main(
+            gated: bool = gated, sections: list[tuple[str, float, float]] = sections
+        ) -> None:
             loop = asyncio.get_running_loop()
             loop.slow_callback_duration = 0.005
             with gate_sections(threading.current_thread(), sections):
@@ -578,7 +629,13 @@ def loop_section(up: Upstream, size: int) -> list[Row]:
             asyncio.run(main(), debug=True)
         finally:
             logger.removeHandler(handler)
-        over = [s for s in sections if s > 5.0]
+        over = [name for name, _, cpu in sections if cpu > 5.0]
+        over_wall = [name for name, wall, _ in sections if wall > 5.0]
+        worst: dict[str, float] = {}
+        worst_cpu: dict[str, float] = {}
+        for name, wall, cpu in sections:
+            worst[name] = max(worst.get(name, 0.0), wall)
+            worst_cpu[name] = max(worst_cpu.get(name, 0.0), cpu)
         row: Row = {
             "section": "loop",
             "name": f"async {'gated' if gated else 'plain'}, {len(arguments) // 1024} KiB call",
@@ -586,7 +643,11 @@ def loop_section(up: Upstream, size: int) -> list[Row]:
             "worst_callback_ms": handler.worst,
             "gate_sections": len(sections),
             "gate_sections_over_5ms": len(over),
-            "worst_gate_section_ms": max(sections, default=0.0),
+            "worst_gate_section_ms": max(worst_cpu.values(), default=0.0),
+            "gate_sections_over_5ms_wall": len(over_wall),
+            "worst_gate_section_wall_ms": max(worst.values(), default=0.0),
+            "worst_cpu_by_section_ms": worst_cpu,
+            "worst_wall_by_section_ms": worst,
         }
         if gated:
             row["met"] = not over
@@ -627,8 +688,9 @@ def brief(row: Row) -> str:
     if section == "loop":
         return (
             f"{row['slow_callbacks']} slow callbacks (worst {row['worst_callback_ms']:.1f} ms); "
-            f"gate sections over 5 ms: {row['gate_sections_over_5ms']} of {row['gate_sections']} "
-            f"(worst {row['worst_gate_section_ms']:.2f} ms)"
+            f"gate sections on the loop over 5 ms of CPU: {row['gate_sections_over_5ms']} of "
+            f"{row['gate_sections']} (worst {row['worst_gate_section_ms']:.2f} ms CPU, "
+            f"{row['worst_gate_section_wall_ms']:.2f} ms wall)"
         )
     return ""
 
@@ -652,7 +714,7 @@ def markdown(results: dict[str, Any]) -> str:
         elif row["section"] == "ttft":
             budget = "within noise"
         elif row["section"] == "loop" and "met" in row:
-            budget = "no gate section > 5 ms"
+            budget = "no gate section > 5 ms CPU"
         met = {True: "yes", False: "**no**"}.get(row.get("met"), "")  # type: ignore[arg-type]
         lines.append(f"| {row['section']} | {row['name']} | {brief(row)} | {budget} | {met} |")
     return "\n".join(lines) + "\n"
@@ -712,8 +774,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = set(args.only or chosen)
     started = time.perf_counter()
     rows: list[Row] = []
-    up = Upstream()
-    with up.server:
+    with Upstream() as up:
         steps: list[tuple[str, Callable[[], list[Row]]]] = [
             ("core", lambda: core_section(chosen["core"])),
             ("decision", lambda: decision_section(chosen["decision"])),
@@ -727,6 +788,10 @@ def main(argv: list[str] | None = None) -> int:
             if name in wanted:
                 print(f"== {name}", file=sys.stderr, flush=True)
                 rows.extend(step())
+    if args.quick:
+        # One or two repeats at toy sizes: a smoke run, not a measurement to judge.
+        for row in rows:
+            row.pop("met", None)
     results = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
