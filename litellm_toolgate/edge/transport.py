@@ -24,7 +24,17 @@ from ..core.attempt import ChatAttempt
 from ..core.errors import QuarantineReason, ToolCallQuarantined
 
 R = QuarantineReason
-_SLICE = 16 * 1024
+# One read from the socket can hold 64 KiB, hundreds of events. The gate decodes what it is
+# fed before litellm sees it, so a whole read would delay litellm's first chunk by the time
+# the gate takes to decode all of it, and hold an event loop for milliseconds. Pieces are
+# fed and passed on in slices of this size instead (litellm reassembles any split).
+_SLICE = 8 * 1024
+
+
+def _slices(piece: bytes) -> list[bytes]:
+    if len(piece) <= _SLICE:
+        return [piece]
+    return [piece[i : i + _SLICE] for i in range(0, len(piece), _SLICE)]
 
 
 class WireTap:
@@ -133,9 +143,10 @@ class _TapStream(httpx.SyncByteStream):
         error: httpx.TransportError | None = None
         try:
             for piece in self._pieces():
-                if not self._tap.feed(piece):
-                    return
-                yield piece
+                for part in _slices(piece):
+                    if not self._tap.feed(part):
+                        return
+                    yield part
         except httpx.TransportError as exc:
             error = exc
         if error is not None:
@@ -177,16 +188,12 @@ class _AsyncTapStream(httpx.AsyncByteStream):
         error: httpx.TransportError | None = None
         try:
             async for piece in self._pieces():
-                # A large read is fed in slices, with a turn for other tasks between them:
-                # one 64 KiB read holds hundreds of events, and decoding them all at once
-                # would hold the event loop for milliseconds.
-                for start in range(0, max(len(piece), 1), _SLICE):
-                    if start:
+                for turn, part in enumerate(_slices(piece)):
+                    if turn:  # a turn for other tasks between slices of one large read
                         await asyncio.sleep(0)
-                    part = piece if len(piece) <= _SLICE else piece[start : start + _SLICE]
                     if not self._tap.feed(part):
                         return
-                yield piece
+                    yield part
         except httpx.TransportError as exc:
             error = exc
         if error is not None:
