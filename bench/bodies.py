@@ -9,6 +9,7 @@ number of events is the number of SSE messages, ``[DONE]`` included, so "2,000 e
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from typing import Any
 
 _BASE: dict[str, Any] = {
@@ -112,21 +113,20 @@ def file_arguments(size: int) -> str:
 
 def rows_arguments(size: int) -> str:
     """record_rows arguments of about ``size`` bytes: many small objects (a schema's worst)."""
+
     def row(i: int) -> dict[str, Any]:
-        return (
-            {
-                "id": i,
-                "name": f"row-{i}",
-                "kind": "abcd"[i % 4],
-                "value": i * 0.5,
-                "ok": i % 2 == 0,
-                "tags": ["x", "y"],
-                "note": None,
-                "parent": i - 1 if i else None,
-                "weight": 1.25,
-                "code": f"c{i % 97}",
-            }
-        )
+        return {
+            "id": i,
+            "name": f"row-{i}",
+            "kind": "abcd"[i % 4],
+            "value": i * 0.5,
+            "ok": i % 2 == 0,
+            "tags": ["x", "y"],
+            "note": None,
+            "parent": i - 1 if i else None,
+            "weight": 1.25,
+            "code": f"c{i % 97}",
+        }
 
     one = len(json.dumps(row(10_000), separators=(",", ":"))) + 1
     rows = [row(i) for i in range(max(1, (size - 30) // one))]
@@ -136,13 +136,13 @@ def rows_arguments(size: int) -> str:
 def _split(text: str, parts: int) -> list[str]:
     """Exactly ``parts`` non-empty pieces (``text`` must be at least that long)."""
     cuts = [len(text) * k // parts for k in range(parts + 1)]
-    return [text[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+    return [text[a:b] for a, b in pairwise(cuts)]
 
 
 def tool_body(
     events: int, *, arguments: str | None = None, name: str = "write_file"
 ) -> tuple[bytes, str]:
-    """One call (write_file unless named) whose arguments are cut into fragments: ``events`` messages."""
+    """One call (write_file unless named), arguments cut into fragments: ``events`` messages."""
     if events < 6:
         raise ValueError("a tool body needs at least 6 events")
     fragments = events - 5
@@ -156,7 +156,9 @@ def tool_body(
     return b"".join(out), args
 
 
-def interleaved_body(calls: int = 4, size: int = 16_384, fragment: int = 64) -> tuple[bytes, list[str]]:
+def interleaved_body(
+    calls: int = 4, size: int = 16_384, fragment: int = 64
+) -> tuple[bytes, list[str]]:
     """``calls`` write_file calls of ``size`` bytes each, their fragments interleaved."""
     args = [file_arguments(size) for _ in range(calls)]
     split = [_split(a, -(-len(a) // fragment)) for a in args]

@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import codecs
+import contextlib
 import gc
 import json
 import logging
@@ -51,16 +52,17 @@ import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import httpx  # noqa: E402
-import litellm  # noqa: E402
-from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, HTTPHandler  # noqa: E402
+import httpx
+import litellm
+from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, HTTPHandler
 
-from bench.bodies import (  # noqa: E402
+from bench.bodies import (
     TOOLS,
     count_events,
     file_arguments,
@@ -69,11 +71,11 @@ from bench.bodies import (  # noqa: E402
     text_body,
     tool_body,
 )
-from litellm_toolgate import PolicyDecision, ToolGate  # noqa: E402
-from litellm_toolgate.core.attempt import ChatAttempt  # noqa: E402
-from litellm_toolgate.core.registry import ToolRegistry  # noqa: E402
-from litellm_toolgate.edge import carrier as carrier_mod  # noqa: E402
-from litellm_toolgate.edge import transport as transport_mod  # noqa: E402
+from litellm_toolgate import PolicyDecision, ToolGate
+from litellm_toolgate.core.attempt import ChatAttempt
+from litellm_toolgate.core.registry import ToolRegistry
+from litellm_toolgate.edge import carrier as carrier_mod
+from litellm_toolgate.edge import transport as transport_mod
 
 litellm.suppress_debug_info = True
 HERE = Path(__file__).resolve().parent
@@ -228,7 +230,7 @@ class EndToEnd:
         return t, n
 
 
-def pair_rows(
+def pair_rows(  # noqa: PLR0917
     section: str,
     name: str,
     base: list[Timer],
@@ -291,7 +293,7 @@ def e2e_section(up: Upstream, shapes: list[tuple[str, bytes, int]]) -> list[Row]
         gated: list[Timer] = []
         gate_cpu: list[float] = []
 
-        def gated_run() -> tuple[Timer, int]:
+        def gated_run(gate_cpu: list[float] = gate_cpu) -> tuple[Timer, int]:
             sections: list[tuple[str, float, float]] = []
             with gate_sections(None, sections):
                 result = e2e.gated_sync()
@@ -373,7 +375,11 @@ def sdk_section(up: Upstream, shapes: list[tuple[str, bytes, int]]) -> list[Row]
             for _ in range(repeats):
                 base.append(e2e.plain_sync()[0])
                 other.append(fn()[0])
-            rows.append(pair_rows("reference", f"OpenAI SDK {name}, sync {label}", base, other, events, None))
+            rows.append(
+                pair_rows(
+                    "reference", f"OpenAI SDK {name}, sync {label}", base, other, events, None
+                )
+            )
             log(rows[-1])
     return rows
 
@@ -524,7 +530,7 @@ def ttft_section(up: Upstream, body: bytes, repeats: int) -> list[Row]:
 
     def row(mode: str, plain: list[float], gated: list[float]) -> Row:
         diffs = [g - p for p, g in zip(plain, gated, strict=True)]
-        spread = statistics.median([abs(a - b) for a, b in zip(plain, plain[1:], strict=False)] or [0.0])
+        spread = statistics.median([abs(a - b) for a, b in pairwise(plain)] or [0.0])
         out: Row = {
             "section": "ttft",
             "name": f"{mode} first text chunk",
@@ -623,10 +629,8 @@ class _SlowCallbacks(logging.Handler):
         if message.startswith("Executing") and " took " in message:
             self.count += 1
             seconds = message.rsplit(" took ", 1)[1].split(" ")[0]
-            try:
+            with contextlib.suppress(ValueError):
                 self.worst = max(self.worst, float(seconds) * 1000)
-            except ValueError:
-                pass
 
 
 @contextmanager
@@ -758,7 +762,8 @@ def brief(row: Row) -> str:
     if section == "memory":
         return (
             f"streaming peak ×{row['streaming_peak_ratio']:.2f}, held at terminal "
-            f"×{row['held_at_terminal_ratio']:.2f}, through the decision ×{row['decision_peak_ratio']:.2f}"
+            f"×{row['held_at_terminal_ratio']:.2f}, "
+            f"through the decision ×{row['decision_peak_ratio']:.2f}"
         )
     if section == "loop":
         return (
@@ -805,7 +810,10 @@ def plan(quick: bool) -> dict[str, Any]:
                 ("4 interleaved calls of 1 KB", interleaved_body(4, 1024)[0], 1),
             ],
             "sdk": [("tool-call 20 events", tool_body(20)[0], 1)],
-            "core": [("text 20 events", text_body(20), 2), ("tool-call 20 events", tool_body(20)[0], 2)],
+            "core": [
+                ("text 20 events", text_body(20), 2),
+                ("tool-call 20 events", tool_body(20)[0], 2),
+            ],
             "decision": [("2 KB", 2_048, 2)],
             "ttft": (text_body(20), 2),
             "memory": (16_384, [16]),
@@ -873,11 +881,15 @@ def main(argv: list[str] | None = None) -> int:
             row.pop("met", None)
     now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     ran = {_SECTION_OF.get(row["section"], row["section"]) for row in rows}
-    when = {section: now for section in ran}
+    when = dict.fromkeys(ran, now)
     if args.only and out.exists():
         previous = json.loads(out.read_text())
         if previous.get("quick") == args.quick:
-            kept = [r for r in previous["rows"] if _SECTION_OF.get(r["section"], r["section"]) not in ran]
+            kept = [
+                r
+                for r in previous["rows"]
+                if _SECTION_OF.get(r["section"], r["section"]) not in ran
+            ]
             rows = kept + rows
             when = {**previous.get("sections_when", {}), **when}
     order = ["core", "decision", "memory", "ttft", "loop", "e2e", "reference"]
@@ -885,7 +897,9 @@ def main(argv: list[str] | None = None) -> int:
     results = {
         "when": now,
         "sections_when": when,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "machine": (
+            f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+        ),
         "litellm": _version("litellm"),
         "openai": _version("openai"),
         "quick": args.quick,
@@ -907,4 +921,3 @@ def _version(name: str) -> str:
     from importlib.metadata import version
 
     return version(name)
-
