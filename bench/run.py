@@ -262,6 +262,12 @@ def pair_rows(  # noqa: PLR0917
     return row
 
 
+def failed_row(section: str, name: str, exc: Exception) -> Row:
+    # The exception's type and the first words of its message (litellm's, about the
+    # connection); the bodies are the bench's own, nothing secret.
+    return {"section": section, "name": name, "error": f"{type(exc).__name__}: {exc}"[:160]}
+
+
 def attributed(row: Row, base: list[Timer], gate_cpu_ms: list[float]) -> None:
     """The gate's own CPU time in each gated run, over the paired plain run's CPU time.
 
@@ -300,13 +306,18 @@ def e2e_section(up: Upstream, shapes: list[tuple[str, bytes, int]]) -> list[Row]
             gate_cpu.append(sum(cpu for _, _, cpu in sections))
             return result
 
-        for i in range(repeats):
-            if i % 2 == 0:
-                base.append(e2e.plain_sync()[0])
-                gated.append(gated_run()[0])
-            else:
-                gated.append(gated_run()[0])
-                base.append(e2e.plain_sync()[0])
+        try:
+            for i in range(repeats):
+                if i % 2 == 0:
+                    base.append(e2e.plain_sync()[0])
+                    gated.append(gated_run()[0])
+                else:
+                    gated.append(gated_run()[0])
+                    base.append(e2e.plain_sync()[0])
+        except Exception as exc:  # recorded, not hidden: the row says what failed
+            rows.append(failed_row("e2e", f"sync {label}", exc))
+            log(rows[-1])
+            continue
         rows.append(pair_rows("e2e", f"sync {label}", base, gated, events, 1.03))
         attributed(rows[-1], base, gate_cpu)
         log(rows[-1])
@@ -329,13 +340,18 @@ def e2e_section(up: Upstream, shapes: list[tuple[str, bytes, int]]) -> list[Row]
                 gate_cpu.append(sum(cpu for _, _, cpu in sections))
                 return timer
 
-            for i in range(repeats):
-                if i % 2 == 0:
-                    base.append((await e2e.plain_async())[0])
-                    gated.append(await gated_run())
-                else:
-                    gated.append(await gated_run())
-                    base.append((await e2e.plain_async())[0])
+            try:
+                for i in range(repeats):
+                    if i % 2 == 0:
+                        base.append((await e2e.plain_async())[0])
+                        gated.append(await gated_run())
+                    else:
+                        gated.append(await gated_run())
+                        base.append((await e2e.plain_async())[0])
+            except Exception as exc:  # recorded, not hidden: the row says what failed
+                rows.append(failed_row("e2e", f"async {label}", exc))
+                log(rows[-1])
+                continue
             rows.append(pair_rows("e2e", f"async {label}", base, gated, events, 1.03))
             attributed(rows[-1], base, gate_cpu)
             log(rows[-1])
@@ -739,6 +755,8 @@ def fmt_range(s: dict[str, float], digits: int = 3) -> str:
 
 def brief(row: Row) -> str:
     section = row["section"]
+    if "error" in row:
+        return f"run failed: {row['error']}"
     if section == "e2e":
         return (
             f"paired ×{fmt_range(row['ratio_wall'])} wall, ×{fmt_range(row['ratio_cpu'])} cpu; "
