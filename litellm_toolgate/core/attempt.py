@@ -44,6 +44,7 @@ from .registry import ToolRegistry
 from .responses import ResponsesNormalizer
 from .sse import SSEDecoder
 from .state import (
+    STREAM_TABLES,
     CallInput,
     CallState,
     StreamInput,
@@ -359,7 +360,11 @@ class Attempt:
             call.stream_ms = (ended_at - call.opened_at) * 1000
 
     def _apply(self, event: WireEvent) -> None:
-        self._state = self._stream_move(input_of(event))
+        # Once per wire event: a table hit that names a state is the whole move; anything
+        # else (a quarantine reason, a missing entry) goes through _stream_move to raise.
+        step = input_of(event)
+        moved = STREAM_TABLES[self._ledger.wire].get((self._state, step))
+        self._state = moved if type(moved) is StreamState else self._stream_move(step)
         self._ledger.apply(event)
 
     def _quarantine(

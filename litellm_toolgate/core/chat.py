@@ -21,6 +21,7 @@ Faults are raised as :class:`WireFault`, which carries a reason and never the me
 from __future__ import annotations
 
 import json
+import json.scanner
 from collections.abc import Mapping
 from typing import Any
 
@@ -46,10 +47,25 @@ class WireFault(Fault):
     """A protocol fault found while normalizing; carries only a reason and a tool index."""
 
 
+# The C scanner behind json.loads, called directly: a data line is almost always exactly one
+# object with no surrounding whitespace, and then this skips json.loads' Python layers (two
+# regex matches and two frames). Anything else takes json.loads itself, so what is accepted
+# and refused is json.loads' answer either way.
+_scan: Any = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+
 def _load_object(data: str) -> dict[str, Any]:
     failed = False
+    value: Any = None
     try:
-        value = json.loads(data)
+        value, end = _scan(data, 0)
+        if end != len(data):
+            value = json.loads(data)
+    except StopIteration:  # not a value at offset 0 (e.g. leading whitespace)
+        try:
+            value = json.loads(data)
+        except (ValueError, RecursionError):
+            failed = True
     except (ValueError, RecursionError):
         failed = True
     # Raised outside the handler: a JSONDecodeError's ``doc`` is the raw line.
@@ -86,29 +102,32 @@ class ChatNormalizer:
         return [*events, DoneMarker()]
 
     def chunk(self, obj: Mapping[str, Any], *, streamed: bool) -> list[WireEvent]:
-        if "error" in obj and obj["error"] is not None:
-            error = obj["error"]
+        # Runs once per wire event: the checks are plain dict lookups, and every helper
+        # appends to one list instead of building its own.
+        error = obj.get("error")
+        if error is not None:
             kind = error.get("type") if isinstance(error, dict) else None
             return [StreamError(kind[:64] if isinstance(kind, str) else "error")]
         events: list[WireEvent] = []
         response_id = obj.get("id")
-        if isinstance(response_id, str) and response_id and self._response_id is None:
+        if self._response_id is None and isinstance(response_id, str) and response_id:
             self._response_id = response_id
             events.append(ResponseStarted(response_id))
+        started = len(events)
         choices = obj.get("choices", [])
         if not isinstance(choices, list):
             raise WireFault(R.MALFORMED_EVENT)
         for choice in choices:
-            events.extend(self._choice(choice, streamed))
-        if not any(not isinstance(e, ResponseStarted) for e in events):
+            self._choice(choice, streamed, events)
+        if len(events) == started:  # nothing but (at most) the response's id
             events.append(Metadata())
         return events
 
-    def _choice(self, choice: object, streamed: bool) -> list[WireEvent]:
+    def _choice(self, choice: object, streamed: bool, events: list[WireEvent]) -> None:
         if not isinstance(choice, dict):
             raise WireFault(R.MALFORMED_EVENT)
         index = choice.get("index", 0)
-        if index != 0 or isinstance(index, bool):
+        if index != 0 or index is False:
             raise WireFault(R.UNEXPECTED_CHOICE)
         delta = choice.get("delta" if streamed else "message") or {}
         if not isinstance(delta, dict):
@@ -117,26 +136,25 @@ class ChatNormalizer:
             raise WireFault(R.REFUSAL)
         if delta.get("function_call") is not None:
             raise WireFault(R.LEGACY_FUNCTION_CALL)
-        events: list[WireEvent] = []
         content = delta.get("content")
-        if isinstance(content, str) and content:
-            events.append(TextDelta(0, content))
-        elif content is not None and not isinstance(content, str):
-            raise WireFault(R.MALFORMED_EVENT)
+        if content is not None:
+            if not isinstance(content, str):
+                raise WireFault(R.MALFORMED_EVENT)
+            if content:
+                events.append(TextDelta(0, content))
         tool_calls = delta.get("tool_calls")
         if tool_calls is not None:
             if not isinstance(tool_calls, list):
                 raise WireFault(R.MALFORMED_EVENT)
             for position, fragment in enumerate(tool_calls):
-                events.extend(self._fragment(fragment, None if streamed else position))
+                self._fragment(fragment, None if streamed else position, events)
         finish_reason = choice.get("finish_reason")
-        if isinstance(finish_reason, str) and finish_reason:
+        if finish_reason is not None:
+            if not isinstance(finish_reason, str) or not finish_reason:
+                raise WireFault(R.MALFORMED_EVENT)
             events.append(Finish(0, finish_reason))
-        elif finish_reason is not None:
-            raise WireFault(R.MALFORMED_EVENT)
-        return events
 
-    def _fragment(self, fragment: object, position: int | None) -> list[WireEvent]:
+    def _fragment(self, fragment: object, position: int | None, events: list[WireEvent]) -> None:
         if not isinstance(fragment, dict):
             raise WireFault(R.MALFORMED_EVENT)
         # A whole body lists its calls without ``index``: the list position is the index.
@@ -152,9 +170,9 @@ class ChatNormalizer:
         call_id = fragment.get("id")
         name = function.get("name")
         arguments = function.get("arguments")
-        if not all(v is None or isinstance(v, str) for v in (call_id, name, arguments)):
-            raise WireFault(R.MALFORMED_EVENT, index)
-        events: list[WireEvent] = []
+        for value in (call_id, name, arguments):
+            if value is not None and not isinstance(value, str):
+                raise WireFault(R.MALFORMED_EVENT, index)
         pinned = self._identity.get(index)
         if pinned is None:
             if not call_id or not name:
@@ -168,4 +186,3 @@ class ChatNormalizer:
             raise WireFault(R.IDENTITY_CONFLICT, index)
         if arguments:
             events.append(ArgumentDelta(0, index, arguments))
-        return events

@@ -103,7 +103,9 @@ class Ledger:
     def apply(self, event: WireEvent) -> None:
         """Feed one event the stream's state already accepted; raises :class:`WireFault`."""
         if isinstance(event, TextDelta):
-            self.text_bytes += _size(event.text)
+            text = event.text
+            # isascii() is O(1): the common case needs no encoding to be counted.
+            self.text_bytes += len(text) if text.isascii() else _size(text)
             if self.text_bytes > self.limits.max_text_bytes:
                 raise WireFault(R.TEXT_TOO_LARGE)
         elif isinstance(event, CallStarted):
@@ -139,14 +141,16 @@ class Ledger:
 
     def _fragment(self, event: ArgumentDelta) -> None:
         call = self.calls[event.index]  # the normalizer opens every call first
-        size = _size(event.fragment)
+        encoded = event.fragment.encode("utf-8", "surrogatepass")
+        size = len(encoded)
         call.nbytes += size
         self.argument_bytes += size
         if call.nbytes > self.limits.max_argument_bytes:
             raise WireFault(R.ARGUMENTS_TOO_LARGE, event.index)
         self._check_total(event.index)
-        call.move(CallInput.ARGUMENTS)
-        call.fragments.append(event.fragment)
+        if call.state is not CallState.ITEM_OPEN:  # (ITEM_OPEN, ARGUMENTS) stays put
+            call.move(CallInput.ARGUMENTS)
+        call.buffer += encoded
         call.last_event = "argument_delta"
 
     def _check_total(self, index: int) -> None:
@@ -157,7 +161,7 @@ class Ledger:
         call = self.calls[index]
         call.move(stage)
         call.last_event = stage.value
-        if arguments != call.joined():
+        if arguments != call.join():
             raise WireFault(R.ITEM_MISMATCH, index)
 
     def _completed(self, event: ResponseCompleted) -> None:
@@ -166,7 +170,7 @@ class Ledger:
         for call in calls:
             call.move(CallInput.TERMINAL)
             call.last_event = "completed"
-        streamed = [(c.item_id, c.call_id, c.name, c.joined()) for c in calls]
+        streamed = [(c.item_id, c.call_id, c.name, c.join()) for c in calls]
         listed = [(c.item_id, c.call_id, c.name, c.arguments) for c in event.calls]
         if listed != streamed:
             raise WireFault(R.ITEM_MISMATCH)
@@ -184,14 +188,14 @@ class Ledger:
             return R.CARRIER_MISMATCH
         if self.wire is Wire.RESPONSES:
             # Same wire format: the same items, in output_index order, with the same ids.
-            ours = [(c.item_id, c.call_id, c.name, c.joined()) for c in self.ordered()]
+            ours = [(c.item_id, c.call_id, c.name, c.join()) for c in self.ordered()]
             theirs = [
                 (c.item_id, c.call_id, c.name, c.arguments)
                 for _, c in sorted(carrier.calls.items())
             ]
             return None if ours == theirs else R.CARRIER_MISMATCH
         # Bridged from chat: litellm numbers the items itself, so calls match by call id.
-        mine = {c.call_id: (c.name, c.joined()) for c in self.ordered()}
+        mine = {c.call_id: (c.name, c.join()) for c in self.ordered()}
         bridged = {c.call_id: (c.name, c.arguments) for c in carrier.calls.values()}
         same = len(bridged) == len(carrier.calls) and mine == bridged
         return None if same else R.CARRIER_MISMATCH
@@ -207,7 +211,7 @@ class Ledger:
             ours = self.calls[index]
             if (theirs.call_id, theirs.name) != (ours.call_id, ours.name):
                 return False
-            if theirs.arguments != ours.joined():
+            if theirs.arguments != ours.join():
                 return False
         return True
 

@@ -20,6 +20,11 @@ request, so validators live in a module-level LRU keyed by the schema's canonica
 the caller's object: key order cannot change which error is reported, and later mutation of
 the caller's dicts cannot reach it. ``ToolSpec.schema`` is that shared copy: read-only.
 
+Speed: when the schema allows it, a jsonschema-rs validator answers first and a document it
+accepts is accepted at once; every other document is judged by jsonschema exactly as before,
+so every verdict is still jsonschema's (see :mod:`fastschema` for which schemas qualify and
+why that cannot change an outcome).
+
 Verdicts never hold values. :meth:`ToolSpec.validate` returns the failing keyword and a JSON
 Pointer into the arguments, in which every object key that the schema does not itself name
 (in some ``properties`` or ``required``) is replaced by ``*``: keys the model made up are
@@ -35,7 +40,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -46,6 +51,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
 from .errors import GateConfigError
+from .fastschema import fast_validator
 
 __all__ = ["UNEVALUABLE", "SchemaVerdict", "ToolRegistry", "ToolSpec"]
 
@@ -80,6 +86,8 @@ class ToolSpec:
     validator: Validator = field(repr=False, compare=False)
     declared: frozenset[str] = field(default=frozenset(), repr=False)
     """Property names the schema itself spells out; only these appear in verdict paths."""
+    fast: Callable[[Any], bool] | None = field(default=None, repr=False, compare=False)
+    """jsonschema-rs's ``is_valid`` for this schema, when it qualifies (see fastschema)."""
 
     @classmethod
     def build(cls, name: str, parameters: Mapping[str, Any]) -> ToolSpec:
@@ -100,11 +108,18 @@ class ToolSpec:
         compiled = _compile(canonical)
         if isinstance(compiled, str):
             raise GateConfigError(f"tool {name!r}: parameters are not a usable schema: {compiled}")
-        schema, validator, declared = compiled
-        return cls(name, MappingProxyType(schema), validator, declared)
+        schema, validator, declared, fast = compiled
+        return cls(name, MappingProxyType(schema), validator, declared, fast)
 
     def validate(self, value: Any) -> SchemaVerdict | None:
         """``None`` if ``value`` satisfies the schema, else the verdict of the best error."""
+        if self.fast is not None:
+            accepted = False
+            # Any failure of the fast path just leaves the decision to the reference.
+            with contextlib.suppress(Exception):
+                accepted = self.fast(value)
+            if accepted is True:
+                return None
         try:
             error = best_match(self.validator.iter_errors(value))
         except Exception:  # fail closed; the exception may quote the value, so drop it here
@@ -188,7 +203,9 @@ def _mapping_as_dict(obj: object) -> dict[Any, Any]:
 
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
-def _compile(canonical: str) -> tuple[dict[str, Any], Validator, frozenset[str]] | str:
+def _compile(
+    canonical: str,
+) -> tuple[dict[str, Any], Validator, frozenset[str], Callable[[Any], bool] | None] | str:
     """Validator for one canonical schema text, or why there can be none (cached too)."""
     schema: dict[str, Any] = json.loads(canonical)
     dialect = _dialect_of(schema)
@@ -203,7 +220,9 @@ def _compile(canonical: str) -> tuple[dict[str, Any], Validator, frozenset[str]]
         problem = "it is nested too deeply to check"
     if problem is not None:
         return problem
-    return schema, dialect(schema), _declared_names(schema)
+    # The fast validator gets its own copy: nothing it does can reach the reference's schema.
+    fast = fast_validator(json.loads(canonical), dialect)
+    return schema, dialect(schema), _declared_names(schema), fast
 
 
 def _dialect_of(schema: dict[str, Any]) -> type[Validator] | None:

@@ -99,6 +99,14 @@ class CallInput(enum.Enum):
     RELEASE = "release"
 
 
+# The tables below are looked up once per wire event. Enum's own ``__hash__`` is a Python
+# function (it hashes the member's name); members are singletons compared by identity, so
+# the identity hash is equivalent and costs no Python frame.
+for _enum in (StreamState, StreamInput, CallState, CallInput):
+    _enum.__hash__ = object.__hash__  # type: ignore[method-assign]
+del _enum
+
+
 class TransitionError(ToolGateError):
     """A move the tables do not define: a bug in the gate, never a property of the input."""
 

@@ -29,6 +29,7 @@ from ..core.registry import ToolRegistry
 from .carrier import response_carrier
 from .events import CarrierEvents, carrier_of_response
 from .logs import emit_records
+from .offload import decide_off_loop
 from .policy import ajudge, judge
 from .stream import AsyncGatedStream, GatedStream
 from .transport import AsyncTapTransport, TapTransport, WireTap
@@ -222,7 +223,8 @@ class ToolGate:
             failed = True
         if failed:
             self._raise_quarantine(handler.tap.attempt)
-        calls = self._conclude_response(handler.tap.attempt, response)
+        attempt = handler.tap.attempt
+        calls = await decide_off_loop(attempt, lambda: self._conclude_response(attempt, response))
         if not await ajudge(handler.tap.attempt, calls, self.policy):
             self._raise_quarantine(handler.tap.attempt)
         return self._release_response(handler.tap.attempt, response)

@@ -24,6 +24,7 @@ from ..core.errors import QuarantineReason, ToolCallQuarantined
 from ..core.policy import Policy, ReleasedCall, ToolCall
 from .carrier import CarrierChunks
 from .logs import emit_records
+from .offload import decide_off_loop
 from .policy import ajudge, judge
 from .transport import WireTap
 
@@ -223,7 +224,7 @@ class AsyncGatedStream(_Base):
 
     async def _finish(self) -> None:
         await self._aclose_wire()
-        calls = self._conclude()
+        calls = await decide_off_loop(self.attempt, self._conclude)
         if calls is not None and await ajudge(self.attempt, calls, self._policy):
             self._release()
 

@@ -16,6 +16,7 @@ the gate's idle limit), any other transport error a disconnect.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
@@ -25,6 +26,17 @@ from ..core.attempt import ChatAttempt
 from ..core.errors import QuarantineReason, ToolCallQuarantined
 
 R = QuarantineReason
+# One read from the socket can hold 64 KiB, hundreds of events. The gate decodes what it is
+# fed before litellm sees it, so a whole read would delay litellm's first chunk by the time
+# the gate takes to decode all of it, and hold an event loop for milliseconds. Pieces are
+# fed and passed on in slices of this size instead (litellm reassembles any split).
+_SLICE = 8 * 1024
+
+
+def _slices(piece: bytes) -> list[bytes]:
+    if len(piece) <= _SLICE:
+        return [piece]
+    return [piece[i : i + _SLICE] for i in range(0, len(piece), _SLICE)]
 
 
 class StreamQuarantined(httpx.ReadError):
@@ -138,8 +150,9 @@ class _TapStream(httpx.SyncByteStream):
         tap.close_sync = self.close
 
     def _pieces(self) -> Iterator[bytes]:
+        # One iterator for reading and for draining on close, so no slice is ever skipped.
         if self._it is None:
-            self._it = iter(self._inner)
+            self._it = (part for piece in self._inner for part in _slices(piece))
         return self._it
 
     def __iter__(self) -> Iterator[bytes]:
@@ -184,9 +197,17 @@ class _AsyncTapStream(httpx.AsyncByteStream):
         tap.close_async = self.aclose
 
     def _pieces(self) -> AsyncIterator[bytes]:
+        # One iterator for reading and for draining on close, so no slice is ever skipped.
         if self._it is None:
-            self._it = self._inner.__aiter__()
+            self._it = self._sliced()
         return self._it
+
+    async def _sliced(self) -> AsyncIterator[bytes]:
+        async for piece in self._inner:
+            for turn, part in enumerate(_slices(piece)):
+                if turn:  # a turn for other tasks between slices of one large read
+                    await asyncio.sleep(0)
+                yield part
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         error: httpx.TransportError | None = None

@@ -1,0 +1,1 @@
+"""The gate's benchmark suite: ``python -m bench`` (see ``bench/run.py``)."""

@@ -1,0 +1,107 @@
+"""Async decisions over large withheld arguments run on a worker thread, not on the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from typing import Any
+
+import litellm
+import pytest
+from conftest import MANIFEST
+
+from litellm_toolgate import ToolGate
+from litellm_toolgate.core.attempt import ChatAttempt
+from litellm_toolgate.core.registry import ToolRegistry
+from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.edge.offload import OFF_LOOP_BYTES, decide_off_loop
+
+litellm.suppress_debug_info = True
+
+
+def call_body(arguments: str, fragment: int = 512) -> bytes:
+    def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        chunk = {
+            "id": "chatcmpl-offload",
+            "object": "chat.completion.chunk",
+            "created": 1767225600,
+            "model": "gpt-4o-mini",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+    opener = {"index": 0, "id": "call_1", "type": "function"}
+    opener["function"] = {"name": "write_file", "arguments": ""}
+    out = [event({"role": "assistant", "content": None}), event({"tool_calls": [opener]})]
+    for i in range(0, len(arguments), fragment):
+        piece = {"index": 0, "function": {"arguments": arguments[i : i + fragment]}}
+        out.append(event({"tool_calls": [piece]}))
+    out += [event({}, "tool_calls"), b"data: [DONE]\n\n"]
+    return b"".join(out)
+
+
+def arguments_of(size: int) -> str:
+    return json.dumps({"path": "workspace/a.txt", "content": "x" * size})
+
+
+@pytest.mark.parametrize("size", [100, 4 * OFF_LOOP_BYTES], ids=["small", "large"])
+def test_where_the_async_decision_runs(monkeypatch: pytest.MonkeyPatch, size: int) -> None:
+    threads: list[str] = []
+    conclude = ChatAttempt.conclude
+
+    def recording(self: ChatAttempt, *args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return conclude(self, *args, **kwargs)
+
+    monkeypatch.setattr(ChatAttempt, "conclude", recording)
+    arguments = arguments_of(size)
+
+    async def go(upstream: FakeUpstream) -> tuple[list[str], str]:
+        released: list[str] = []
+        stream = await ToolGate(MANIFEST["tools"]).acompletion(
+            model="cometapi/gpt-4o-mini",
+            messages=[{"role": "user", "content": "go"}],
+            api_base=upstream.base_url,
+            api_key="sk-test",
+            stream=True,
+            num_retries=0,
+        )
+        async for chunk in stream:
+            for choice in chunk.choices:
+                released += [tc.function.arguments for tc in choice.delta.tool_calls or []]
+        return released, threading.current_thread().name
+
+    with FakeUpstream() as upstream:
+        upstream.enqueue(Scripted(call_body(arguments)))
+        released, loop_thread = asyncio.run(go(upstream))
+    assert released == [arguments]
+    assert len(threads) == 1
+    if size > OFF_LOOP_BYTES:
+        assert threads[0].startswith("toolgate-decision")
+    else:
+        assert threads[0] == loop_thread
+
+
+def test_a_cancelled_wait_lets_the_worker_finish_first() -> None:
+    attempt = ChatAttempt(ToolRegistry.from_tools(MANIFEST["tools"]))
+    attempt.bind_response(content_type="text/event-stream", streamed=True)
+    attempt.receive_bytes(call_body(arguments_of(OFF_LOOP_BYTES)))
+    assert attempt.argument_bytes > OFF_LOOP_BYTES
+    finished = threading.Event()
+
+    def decide() -> str:
+        time.sleep(0.3)
+        finished.set()
+        return "done"
+
+    async def go() -> bool:
+        task = asyncio.create_task(decide_off_loop(attempt, decide))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return finished.is_set()
+
+    assert asyncio.run(go()) is True
