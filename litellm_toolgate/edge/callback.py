@@ -54,13 +54,14 @@ from typing import Any, NoReturn
 
 from litellm.integrations.custom_guardrail import CustomGuardrail
 from litellm.types.guardrails import GuardrailEventHooks
+from litellm.types.llms.openai import ResponsesAPIResponse
 
 from ..core.attempt import ChatAttempt
 from ..core.errors import GateConfigError, ToolCallQuarantined, ToolGateError
 from ..core.limits import Limits
 from ..core.policy import Policy
-from .carrier import response_carrier
 from .config import GateSettings
+from .events import carrier_events, carrier_of_result
 from .gate import SYNC_CALL_GATED, ToolGate
 from .logs import emit_records
 from .policy import ajudge
@@ -69,6 +70,10 @@ from .transport import AsyncTapTransport, WireTap
 from .withhold import Withholding, WithholdingTransport
 
 _CHAT_CALLS = frozenset({"acompletion", "completion"})
+# The calls the gate gates here: chat completions and the async Responses API.
+_GATED_CALLS = _CHAT_CALLS | {"aresponses"}
+# Sync calls a callback cannot gate: refused before they are sent.
+_REFUSED_SYNC = frozenset({"completion", "responses"})
 _MAX_PENDING = 10_000
 
 
@@ -185,7 +190,7 @@ class ToolGateGuardrail(CustomGuardrail):
     async def async_pre_call_deployment_hook(
         self, kwargs: dict[str, Any], call_type: Any
     ) -> dict[str, Any] | None:
-        if _call_type(call_type) not in _CHAT_CALLS:
+        if _call_type(call_type) not in _GATED_CALLS:
             return None
         call_id = str(kwargs.get("litellm_call_id") or "")
         streamed = bool(kwargs.get("stream"))
@@ -214,10 +219,11 @@ class ToolGateGuardrail(CustomGuardrail):
     def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
         if SYNC_CALL_GATED.get():
             return  # ToolGate.completion's own call: gated by that gate
-        if isinstance(kwargs, Mapping) and _call_type(kwargs.get("call_type")) == "completion":
+        kind = _call_type(kwargs.get("call_type")) if isinstance(kwargs, Mapping) else ""
+        if kind in _REFUSED_SYNC:
             raise UngatedCallRefused(
-                "a sync litellm.completion cannot be gated by a callback and was not sent; "
-                "use ToolGate.completion(...) or litellm.acompletion(...)"
+                f"a sync litellm.{kind} cannot be gated by a callback and was not sent; "
+                f"use ToolGate.{kind}(...) or litellm.a{kind}(...)"
             )
 
     def _remember(self, call_id: str, tap: WireTap) -> None:
@@ -236,7 +242,7 @@ class ToolGateGuardrail(CustomGuardrail):
         tap = self._take(request_data)
         if tap is None or not tap.streamed:
             self._refuse_unobserved(request_data, started)
-        stream = AsyncGatedStream(response, tap, self.gate.policy)
+        stream = AsyncGatedStream(response, tap, self.gate.policy, carrier_events(response))
         try:
             async for chunk in stream:
                 yield chunk
@@ -249,7 +255,9 @@ class ToolGateGuardrail(CustomGuardrail):
     async def async_post_call_success_hook(
         self, data: dict[str, Any], user_api_key_dict: Any, response: Any
     ) -> Any:
-        if data.get("stream") or not hasattr(response, "choices"):
+        if data.get("stream") or not (
+            hasattr(response, "choices") or isinstance(response, ResponsesAPIResponse)
+        ):
             return None
         await self._check_response(data, response, self._take(data))
         return None
@@ -260,7 +268,7 @@ class ToolGateGuardrail(CustomGuardrail):
         # Inside the proxy the success hook checks the response once routing is done.
         if (
             "proxy_server_request" in request_data
-            or _call_type(call_type) not in _CHAT_CALLS
+            or _call_type(call_type) not in _GATED_CALLS
             or request_data.get("stream")
         ):
             return None
@@ -278,7 +286,7 @@ class ToolGateGuardrail(CustomGuardrail):
         attempt = tap.attempt
         released = False
         try:
-            calls = attempt.conclude(response_carrier(response))
+            calls = attempt.conclude(carrier_of_result(response))
             if await ajudge(attempt, calls, self.gate.policy):
                 attempt.release()
                 released = True
