@@ -1,4 +1,4 @@
-"""The Responses API through ``ToolGateGuardrail`` in ``litellm.callbacks``, real litellm on loopback.
+"""The Responses API through ``ToolGateGuardrail`` in ``litellm.callbacks``, on loopback.
 
 ``litellm.aresponses`` is gated like ``litellm.acompletion``: the pre-call deployment hook puts
 in the gate's client, which withholds on the wire. Native route (``openai/`` with an
@@ -153,3 +153,167 @@ def test_native_stream(upstream: FakeUpstream, name: str) -> None:
     )
     check(case["expect"], case.get("reason"), case.get("calls", []), events, error)
     assert upstream.requests[-1].get("input") is not None  # it went to /responses natively
+
+
+# A sample of the chat fixtures through litellm's bridge: the wire is chat SSE.
+BRIDGED = [
+    "multiply_basic",
+    "text_only",
+    "two_tools_interleaved",
+    "args_invalid_json",
+    "args_duplicate_key",
+    "schema_wrong_type",
+    "unknown_tool",
+    "calls_with_finish_stop",
+]
+
+
+@pytest.mark.parametrize("name", BRIDGED)
+def test_bridged_stream(upstream: FakeUpstream, name: str) -> None:
+    case = CHAT_CASES[name]
+    override = MANIFEST["bridged"]["overrides"].get(name)
+    outcome, reason = (override["expect"], override.get("reason")) if override else expected(case)
+    install(CHAT_MANIFEST["tools"])
+    upstream.enqueue(Scripted(body_of(case), chunk_sizes=SPLIT))
+    events, error = asyncio.run(
+        stream(kwargs_for(upstream, "cometapi/gpt-4o-mini", CHAT_MANIFEST["tools"]))
+    )
+    want = [
+        {"call_id": c["id"], "name": c["name"], "arguments": c["arguments"]}
+        for c in case.get("calls", [])
+    ]
+    check(outcome, reason, want, events, error)
+    assert upstream.requests[-1].get("messages") is not None  # it went to chat completions
+
+
+ITEM = {
+    "id": "fc_1",
+    "type": "function_call",
+    "status": "completed",
+    "call_id": "call_1",
+    "name": "multiply",
+    "arguments": '{"a": 7, "b": 8}',
+}
+
+
+def native_body(status: str = "completed", item: dict[str, Any] = ITEM) -> bytes:
+    return json.dumps(
+        {
+            "id": "resp_1",
+            "object": "response",
+            "created_at": 1767225600,
+            "status": status,
+            "model": "gpt-4o-mini",
+            "output": [item],
+        }
+    ).encode()
+
+
+def chat_body(arguments: str, finish: str = "tool_calls") -> bytes:
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "multiply", "arguments": arguments},
+    }
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return json.dumps(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1767225600,
+            "model": "gpt-4o-mini",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        }
+    ).encode()
+
+
+async def whole(kwargs: dict[str, Any]) -> tuple[Any, BaseException | None]:
+    try:
+        return await litellm.aresponses(**kwargs), None
+    except Exception as exc:
+        return None, exc
+
+
+BAD_ARGS = '{"a": 7, "b": "' + CANARY
+
+
+@pytest.mark.parametrize(
+    ("model", "body", "reason"),
+    [
+        ("openai/gpt-4o-mini", native_body(), None),
+        ("openai/gpt-4o-mini", native_body("incomplete"), R.RESPONSE_INCOMPLETE),
+        ("openai/gpt-4o-mini", native_body(item={**ITEM, "arguments": BAD_ARGS}), R.INVALID_JSON),
+        ("openai/gpt-4o-mini", native_body(item={**ITEM, "name": "rm_rf"}), R.UNKNOWN_TOOL),
+        ("cometapi/gpt-4o-mini", chat_body('{"a": 7, "b": 8}'), None),
+        ("cometapi/gpt-4o-mini", chat_body(BAD_ARGS), R.INVALID_JSON),
+        ("cometapi/gpt-4o-mini", chat_body('{"a": 7, "b": 8}', "length"), R.FINISH_REASON_MISMATCH),
+    ],
+    ids=[
+        "native-ok",
+        "native-incomplete",
+        "native-json",
+        "native-unknown",
+        "bridged-ok",
+        "bridged-json",
+        "bridged-length",
+    ],
+)
+def test_whole_response(upstream: FakeUpstream, model: str, body: bytes, reason: R | None) -> None:
+    install(MANIFEST["tools"])
+    upstream.enqueue(Scripted(body, content_type="application/json"))
+    response, error = asyncio.run(whole(kwargs_for(upstream, model, MANIFEST["tools"])))
+    if reason is None:
+        assert error is None, repr(error)
+        calls = [(i.call_id, i.arguments) for i in response.output if i.type == "function_call"]
+        assert calls == [("call_1", '{"a": 7, "b": 8}')]
+        return
+    assert response is None and error is not None
+    quarantine = find_quarantine(error)
+    assert quarantine is not None and quarantine.reason is reason, repr(error)
+    no_leak(error)
+
+
+def test_sync_responses_is_refused_before_it_is_sent(upstream: FakeUpstream) -> None:
+    install(MANIFEST["tools"])
+    sent = len(upstream.requests)
+    for model in ("openai/gpt-4o-mini", "cometapi/gpt-4o-mini"):
+        for streamed in (True, False):
+            with pytest.raises(UngatedCallRefused, match=r"litellm\.responses"):
+                litellm.responses(stream=streamed, **kwargs_for(upstream, model, MANIFEST["tools"]))
+    assert len(upstream.requests) == sent  # the upstream never saw them
+
+
+def test_tool_gate_responses_still_works_beside_the_callback(upstream: FakeUpstream) -> None:
+    """``ToolGate.responses`` gates its sync call itself: the callback lets it through."""
+    install(MANIFEST["tools"])
+    case = CASES["multiply_basic"]
+    upstream.enqueue(Scripted((FIXTURES / case["body"]).read_bytes()))
+    gate = ToolGate(MANIFEST["tools"])
+    kwargs = kwargs_for(upstream, "openai/gpt-4o-mini", MANIFEST["tools"])
+    events = list(gate.responses(stream=True, **kwargs))
+    assert released_calls(events) == case["calls"]
+    upstream.enqueue(Scripted((FIXTURES / CASES["unknown_tool"]["body"]).read_bytes()))
+    with pytest.raises(ToolCallQuarantined):
+        list(gate.responses(stream=True, **kwargs))
+
+
+def test_text_passes_live_and_calls_wait_for_the_wire(upstream: FakeUpstream) -> None:
+    """Text events reach the caller before the body ended; call events only after it did."""
+    install(MANIFEST["tools"])
+    case = CASES["multiply_basic"]
+    data = (FIXTURES / case["body"]).read_bytes()
+    cut = data.index(b"function_call_arguments.delta")
+    upstream.enqueue(Scripted(data, stall_after=cut))
+    seen: list[str] = []
+
+    async def go() -> None:
+        async for event in await litellm.aresponses(
+            stream=True, **kwargs_for(upstream, "openai/gpt-4o-mini", MANIFEST["tools"])
+        ):
+            seen.append(kind(event))
+            if kind(event) == "response.output_text.delta":
+                return  # text arrived while the upstream was still silent mid-call
+
+    asyncio.run(asyncio.wait_for(go(), timeout=20))
+    assert "response.output_text.delta" in seen
+    assert not [k for k in seen if k in CALL_EVENTS]
