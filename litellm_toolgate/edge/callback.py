@@ -61,7 +61,7 @@ from ..core.errors import GateConfigError, ToolCallQuarantined, ToolGateError
 from ..core.limits import Limits
 from ..core.policy import Policy
 from .config import GateSettings
-from .events import carrier_events, carrier_of_result
+from .events import CarrierEvents, carrier_events, carrier_of_result
 from .gate import SYNC_CALL_GATED, ToolGate
 from .logs import emit_records
 from .policy import ajudge
@@ -71,7 +71,8 @@ from .withhold import Withholding, WithholdingTransport
 
 _CHAT_CALLS = frozenset({"acompletion", "completion"})
 # The calls the gate gates here: chat completions and the async Responses API.
-_GATED_CALLS = _CHAT_CALLS | {"aresponses"}
+_RESPONSES_CALLS = frozenset({"aresponses"})
+_GATED_CALLS = _CHAT_CALLS | _RESPONSES_CALLS
 # Sync calls a callback cannot gate: refused before they are sent.
 _REFUSED_SYNC = frozenset({"completion", "responses"})
 _MAX_PENDING = 10_000
@@ -199,6 +200,7 @@ class ToolGateGuardrail(CustomGuardrail):
             self.gate.new_attempt(tools=kwargs.get("tools"), model=str(kwargs.get("model", ""))),
             streamed=streamed,
         )
+        tap.responses_api = _call_type(call_type) in _RESPONSES_CALLS
         base = self.gate.async_transport(kwargs.get("client"))
         transport: Any
         if in_proxy and streamed:
@@ -242,7 +244,10 @@ class ToolGateGuardrail(CustomGuardrail):
         tap = self._take(request_data)
         if tap is None or not tap.streamed:
             self._refuse_unobserved(request_data, started)
-        stream = AsyncGatedStream(response, tap, self.gate.policy, carrier_events(response))
+        # The proxy wraps litellm's stream, so the request (not the stream's type) says
+        # whether it carries Responses events.
+        events = CarrierEvents() if tap.responses_api else carrier_events(response)
+        stream = AsyncGatedStream(response, tap, self.gate.policy, events)
         try:
             async for chunk in stream:
                 yield chunk
