@@ -417,3 +417,75 @@ def test_responses_native_streamed_through_the_proxy(proxy: Proxy, name: str) ->
         assert _kind(events[-1]) == "response.completed"
     else:
         _check_responses_refusal(events, error, case["reason"])
+
+
+BRIDGED = [
+    "multiply_basic",
+    "text_only",
+    "args_invalid_json",
+    "unknown_tool",
+    "done_without_finish",
+]
+
+
+@pytest.mark.parametrize("name", BRIDGED)
+def test_responses_bridged_streamed_through_the_proxy(proxy: Proxy, name: str) -> None:
+    """``/v1/responses`` on the cometapi model: litellm bridges to chat, the wire is chat SSE."""
+    case = CASES[name]
+    outcome, reason = expected(case)
+    events, error = _responses_stream(proxy, MODEL, name)
+    if outcome == "release":
+        assert error is None, f"{name}: refused: {error}"
+        want = [
+            {"call_id": c["id"], "name": c["name"], "arguments": c["arguments"]}
+            for c in case["calls"]
+        ]
+        assert _released(events) == want
+    else:
+        assert reason is not None
+        _check_responses_refusal(events, error, reason)
+
+
+@pytest.mark.parametrize(
+    ("model", "name", "reason"),
+    [
+        (NATIVE, "multiply_basic", None),
+        (NATIVE, "whole:completed:" + '{"a": 7, "b": "' + CANARY, "invalid_json"),
+        (NATIVE, "whole:incomplete:" + '{"a": 7, "b": 8}', "response_incomplete"),
+        (MODEL, "multiply_basic", None),
+        (MODEL, "args_invalid_json", "invalid_json"),
+        (MODEL, "unknown_tool", "unknown_tool"),
+    ],
+    ids=[
+        "native-ok",
+        "native-json",
+        "native-incomplete",
+        "bridged-ok",
+        "bridged-json",
+        "bridged-unknown",
+    ],
+)
+def test_responses_whole_through_the_proxy(
+    proxy: Proxy, model: str, name: str, reason: str | None
+) -> None:
+    client = _client(proxy)
+    if reason is None:
+        response = client.responses.create(model=model, input=name, tools=R_MANIFEST["tools"])
+        calls = [
+            {"call_id": i.call_id, "name": i.name, "arguments": i.arguments}
+            for i in response.output
+            if i.type == "function_call"
+        ]
+        assert (
+            calls
+            == [
+                {"call_id": c["id"], "name": c["name"], "arguments": c["arguments"]}
+                for c in CASES["multiply_basic"]["calls"]
+            ]
+            if model == MODEL
+            else R_CASES["multiply_basic"]["calls"]
+        )
+        return
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.responses.create(model=model, input=name, tools=R_MANIFEST["tools"])
+    _check_responses_refusal([], caught.value, reason)

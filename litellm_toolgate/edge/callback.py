@@ -200,7 +200,12 @@ class ToolGateGuardrail(CustomGuardrail):
             self.gate.new_attempt(tools=kwargs.get("tools"), model=str(kwargs.get("model", ""))),
             streamed=streamed,
         )
-        tap.responses_api = _call_type(call_type) in _RESPONSES_CALLS
+        # Through litellm's bridge a Responses call makes a chat call of its own (same call
+        # id, this gate's client from the outer call): its tap keeps the Responses carrier.
+        outer = getattr(kwargs.get("client"), "tap", None)
+        tap.responses_api = _call_type(call_type) in _RESPONSES_CALLS or bool(
+            isinstance(outer, WireTap) and outer.responses_api
+        )
         base = self.gate.async_transport(kwargs.get("client"))
         transport: Any
         if in_proxy and streamed:
