@@ -317,3 +317,20 @@ def test_text_passes_live_and_calls_wait_for_the_wire(upstream: FakeUpstream) ->
     asyncio.run(asyncio.wait_for(go(), timeout=20))
     assert "response.output_text.delta" in seen
     assert not [k for k in seen if k in CALL_EVENTS]
+
+
+def test_the_fake_upstream_of_the_proxy_examples_answers_natively() -> None:
+    """``toolgate fake-upstream`` serves the examples' native model: gated, and broken refused."""
+    from litellm_toolgate.demo.serve import demo_answer
+
+    install(MANIFEST["tools"])
+    with FakeUpstream(demo_answer) as server:
+        base = kwargs_for(server, "openai/gpt-4o-mini", MANIFEST["tools"])
+        events, error = asyncio.run(stream(base))
+        assert error is None and [c["name"] for c in released_calls(events)] == ["multiply"]
+        whole_response, error = asyncio.run(whole(base))
+        assert error is None
+        assert [i.name for i in whole_response.output if i.type == "function_call"] == ["multiply"]
+        events, error = asyncio.run(stream({**base, "input": "broken, please"}))
+        assert find_quarantine(error) is not None
+        assert not [e for e in events if is_call_event(e)]
