@@ -27,6 +27,16 @@ who hands the result to the caller.
   ``BaseException``, from the one sync hook litellm runs first (``log_pre_api_call``),
   unless :meth:`ToolGate.completion` is making the call (it gates the call itself).
 
+The Responses API goes the same ways: ``litellm.aresponses`` and the proxy's
+``/v1/responses`` run the same pre-call hook (through litellm's bridge, once more for the chat
+call it makes, whose client then wraps the first one's), and the withholding client reads
+either wire (:mod:`withhold`). The proxy hands the iterator hook a wrapper of its own around
+litellm's stream, so the tap carries whether the caller gets Responses events
+(``responses_api``, set from the call type and inherited by the bridge's chat call), and
+the hook runs :class:`CarrierEvents` for them, as :meth:`ToolGate.aresponses` does. Whole
+results are checked against the wire as a ``ResponsesAPIResponse``. A sync
+``litellm.responses`` is refused like a sync ``litellm.completion``.
+
 Outside the proxy the tap travels with the request itself (the injected client is in the
 kwargs litellm hands the later hooks). Inside the proxy those hooks get the proxy's own
 request, so the tap waits in ``_pending``, keyed by ``litellm_call_id``, between the pre-call
