@@ -296,6 +296,17 @@ def test_tool_gate_responses_still_works_beside_the_callback(upstream: FakeUpstr
     with pytest.raises(ToolCallQuarantined):
         list(gate.responses(stream=True, **kwargs))
 
+    async def gated_async() -> list[Any]:
+        return [event async for event in await gate.aresponses(stream=True, **kwargs)]
+
+    # Async, the callback's client wraps the gate's own: both gate, the result is the same.
+    upstream.enqueue(Scripted((FIXTURES / case["body"]).read_bytes()))
+    assert released_calls(asyncio.run(gated_async())) == case["calls"]
+    upstream.enqueue(Scripted((FIXTURES / CASES["unknown_tool"]["body"]).read_bytes()))
+    with pytest.raises(Exception) as caught:
+        asyncio.run(gated_async())
+    assert find_quarantine(caught.value) is not None
+
 
 def test_text_passes_live_and_calls_wait_for_the_wire(upstream: FakeUpstream) -> None:
     """Text events reach the caller before the body ended; call events only after it did."""
