@@ -98,7 +98,7 @@ class GuardrailConfigError(ToolGateError, RuntimeError):
 
 
 class UngatedCallRefused(BaseException):
-    """A sync ``litellm.completion`` reached a gate installed as a callback.
+    """A sync ``litellm.completion`` or ``litellm.responses`` reached the gate as a callback.
 
     litellm gives a callback no way to gate a sync call and swallows every ``Exception`` its
     hooks raise, so this derives from ``BaseException``: it is the only way the refusal
