@@ -21,6 +21,7 @@ import gc
 import json
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -84,8 +85,17 @@ def _denied_stream() -> bytes:
     )
 
 
+def _said(content: Any) -> str:
+    """The text of a message's content: a string, or a list of text parts."""
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content)
+
+
 def _answer(request: dict[str, Any]) -> Scripted:
-    name = str(request["messages"][-1]["content"])
+    if "input" in request:
+        return _native_answer(request)
+    name = _said(request["messages"][-1]["content"])
     if name == DENIED:
         return as_requested(request, _denied_stream())
     case = CASES[name]
@@ -297,3 +307,185 @@ def test_a_bad_setting_stops_the_proxy_at_start_up() -> None:
     guardrail["litellm_params"]["limits"]["max_callz"] = 3
     with pytest.raises(GuardrailConfigError, match="max_callz"):
         init_guardrails_v2([guardrail], config_file_path=str(EXAMPLES / "proxy_guardrails.yaml"))
+
+
+# ---- the Responses API: /v1/responses, bridged and native ------------------------------------
+NATIVE = "gpt-4o-mini-native"  # openai/ with the upstream as api_base: Responses SSE on the wire
+RESPONSES = Path(__file__).resolve().parent.parent / "fixtures" / "responses"
+R_MANIFEST = json.loads((RESPONSES / "manifest.json").read_text(encoding="utf-8"))
+R_CASES = {c["name"]: c for c in R_MANIFEST["cases"]}
+R_CALL_EVENTS = {"response.function_call_arguments.delta", "response.function_call_arguments.done"}
+
+
+def _completed_response(sse: bytes) -> dict[str, Any]:
+    """The response object a fixture's ``response.completed`` carries: its whole-body form."""
+    for line in sse.decode().splitlines():
+        if line.startswith("data:") and '"response.completed"' in line:
+            return dict(json.loads(line[5:])["response"])
+    raise AssertionError("no response.completed in the fixture")
+
+
+def _native_answer(request: dict[str, Any]) -> Scripted:
+    items = request["input"]
+    name = _said(items if isinstance(items, str) else items[-1]["content"])
+    if name in R_CASES:
+        data = (RESPONSES / R_CASES[name]["body"]).read_bytes()
+    else:  # a whole response made to order: "whole:<status>:<arguments>"
+        _, status, arguments = name.split(":", 2)
+        data = _whole_native(status, arguments)
+    if request.get("stream") is True:
+        return Scripted(data, chunk_sizes=[7, 64, 3])
+    if name in R_CASES:
+        data = json.dumps(_completed_response(data)).encode()
+    return Scripted(data, content_type="application/json")
+
+
+def _whole_native(status: str, arguments: str) -> bytes:
+    item = {
+        "id": "fc_1",
+        "type": "function_call",
+        "status": "completed",
+        "call_id": "call_1",
+        "name": "multiply",
+        "arguments": arguments,
+    }
+    return json.dumps(
+        {
+            "id": "resp_1",
+            "object": "response",
+            "created_at": 1767225600,
+            "status": status,
+            "model": MODEL,
+            "output": [item],
+        }
+    ).encode()
+
+
+def _kind(event: Any) -> str:
+    return str(getattr(event, "type", ""))
+
+
+def _is_call_event(event: Any) -> bool:
+    item = getattr(event, "item", None)
+    return _kind(event) in R_CALL_EVENTS or (
+        _kind(event).startswith("response.output_item.")
+        and getattr(item, "type", None) == "function_call"
+    )
+
+
+def _released(events: list[Any]) -> list[dict[str, Any]]:
+    return [
+        {k: getattr(e.item, k) for k in ("call_id", "name", "arguments")}
+        for e in events
+        if _kind(e) == "response.output_item.done" and _is_call_event(e)
+    ]
+
+
+def _responses_stream(proxy: Proxy, model: str, name: str) -> tuple[list[Any], Any]:
+    """The events the client got, and the refusal: an exception or an ``error`` event."""
+    events: list[Any] = []
+    try:
+        for event in _client(proxy).responses.create(
+            model=model, input=name, tools=R_MANIFEST["tools"], stream=True
+        ):
+            events.append(event)
+    except openai.APIError as exc:
+        return events, exc
+    errors = [e for e in events if _kind(e) in ("error", "response.failed")]
+    return events, errors[0] if errors else None
+
+
+def _check_responses_refusal(events: list[Any], error: Any, reason: str) -> None:
+    assert error is not None, f"released {_released(events)!r}"
+    assert not [e for e in events if _is_call_event(e)], "a function-call event reached the client"
+    assert "response.completed" not in [_kind(e) for e in events]
+    rendered = f"{error} {error!r} {getattr(error, 'body', '')!r}"
+    assert CANARY not in rendered
+    assert reason in rendered, rendered
+    if isinstance(error, openai.APIStatusError):
+        assert error.status_code == QuarantineReason(reason).family.status_code
+        assert CANARY not in error.response.text
+
+
+@pytest.mark.parametrize("name", sorted(R_CASES))
+def test_responses_native_streamed_through_the_proxy(proxy: Proxy, name: str) -> None:
+    case = R_CASES[name]
+    events, error = _responses_stream(proxy, NATIVE, name)
+    if case["expect"] == "release":
+        assert error is None, f"{name}: refused: {error}"
+        assert _released(events) == case.get("calls", [])
+        assert _kind(events[-1]) == "response.completed"
+    else:
+        _check_responses_refusal(events, error, case["reason"])
+
+
+BRIDGED = [
+    "multiply_basic",
+    "text_only",
+    "args_invalid_json",
+    "unknown_tool",
+    "done_without_finish",
+]
+
+
+@pytest.mark.parametrize("name", BRIDGED)
+def test_responses_bridged_streamed_through_the_proxy(proxy: Proxy, name: str) -> None:
+    """``/v1/responses`` on the cometapi model: litellm bridges to chat, the wire is chat SSE."""
+    case = CASES[name]
+    outcome, reason = expected(case)
+    events, error = _responses_stream(proxy, MODEL, name)
+    if outcome == "release":
+        assert error is None, f"{name}: refused: {error}"
+        want = [
+            {"call_id": c["id"], "name": c["name"], "arguments": c["arguments"]}
+            for c in case["calls"]
+        ]
+        assert _released(events) == want
+    else:
+        assert reason is not None
+        _check_responses_refusal(events, error, reason)
+
+
+@pytest.mark.parametrize(
+    ("model", "name", "reason"),
+    [
+        (NATIVE, "multiply_basic", None),
+        (NATIVE, "whole:completed:" + '{"a": 7, "b": "' + CANARY, "invalid_json"),
+        (NATIVE, "whole:incomplete:" + '{"a": 7, "b": 8}', "response_incomplete"),
+        (MODEL, "multiply_basic", None),
+        (MODEL, "args_invalid_json", "invalid_json"),
+        (MODEL, "unknown_tool", "unknown_tool"),
+    ],
+    ids=[
+        "native-ok",
+        "native-json",
+        "native-incomplete",
+        "bridged-ok",
+        "bridged-json",
+        "bridged-unknown",
+    ],
+)
+def test_responses_whole_through_the_proxy(
+    proxy: Proxy, model: str, name: str, reason: str | None
+) -> None:
+    client = _client(proxy)
+    if reason is None:
+        response = client.responses.create(model=model, input=name, tools=R_MANIFEST["tools"])
+        calls = [
+            {"call_id": i.call_id, "name": i.name, "arguments": i.arguments}
+            for i in response.output
+            if i.type == "function_call"
+        ]
+        assert (
+            calls
+            == [
+                {"call_id": c["id"], "name": c["name"], "arguments": c["arguments"]}
+                for c in CASES["multiply_basic"]["calls"]
+            ]
+            if model == MODEL
+            else R_CASES["multiply_basic"]["calls"]
+        )
+        return
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.responses.create(model=model, input=name, tools=R_MANIFEST["tools"])
+    _check_responses_refusal([], caught.value, reason)

@@ -7,6 +7,11 @@ it; a request whose last user message mentions "broken" gets the broken recordin
 recorded ``multiply`` call. A request with ``"stream": false`` gets the same content as one
 JSON ``chat.completion`` body (:func:`json_body_of`).
 
+A Responses request (``POST /v1/responses``, the examples' native ``openai/`` model) gets the
+recorded ``multiply`` call as Responses SSE, or its ``response.completed`` response as one
+JSON body when it does not stream; with "broken" in its input the stream stops right before
+the call's ``function_call_arguments.done`` (arguments cut short, no terminal events).
+
 Also home to :func:`workspace_policy`, the example policy the YAML examples name, and to
 :func:`json_body_of`, which tests use to serve recorded streams as non-streamed bodies.
 """
@@ -91,8 +96,25 @@ def as_requested(request: dict[str, Any], sse: bytes, **options: Any) -> Scripte
     return Scripted(json_body_of(sse), content_type="application/json")
 
 
+def _native_answer(request: dict[str, Any]) -> Scripted:
+    """The answer to a Responses request (see the module docstring)."""
+    sse = recording("round1_multiply_responses.sse")
+    if "broken" in json.dumps(request.get("input")).lower():
+        cut = sse.index(b"event: response.function_call_arguments.done")
+        return Scripted(sse[:cut], chunk_sizes=[7, 64, 3])
+    if request.get("stream") is True:
+        return Scripted(sse, chunk_sizes=[7, 64, 3])
+    for line in sse.decode().splitlines():
+        if line.startswith("data:") and '"response.completed"' in line:
+            body = json.dumps(json.loads(line[5:])["response"]).encode()
+            return Scripted(body, content_type="application/json")
+    raise AssertionError("the recording holds no response.completed")
+
+
 def demo_answer(request: dict[str, Any]) -> Scripted:
     """The standalone fake upstream's answer to one request (see the module docstring)."""
+    if "input" in request:
+        return _native_answer(request)
     messages = request.get("messages") or []
     results = [m for m in messages if m.get("role") == "tool"]
     if results:

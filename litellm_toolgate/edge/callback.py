@@ -27,6 +27,16 @@ who hands the result to the caller.
   ``BaseException``, from the one sync hook litellm runs first (``log_pre_api_call``),
   unless :meth:`ToolGate.completion` is making the call (it gates the call itself).
 
+The Responses API goes the same ways: ``litellm.aresponses`` and the proxy's
+``/v1/responses`` run the same pre-call hook (through litellm's bridge, once more for the chat
+call it makes, whose client then wraps the first one's), and the withholding client reads
+either wire (:mod:`withhold`). The proxy hands the iterator hook a wrapper of its own around
+litellm's stream, so the tap carries whether the caller gets Responses events
+(``responses_api``, set from the call type and inherited by the bridge's chat call), and
+the hook runs :class:`CarrierEvents` for them, as :meth:`ToolGate.aresponses` does. Whole
+results are checked against the wire as a ``ResponsesAPIResponse``. A sync
+``litellm.responses`` is refused like a sync ``litellm.completion``.
+
 Outside the proxy the tap travels with the request itself (the injected client is in the
 kwargs litellm hands the later hooks). Inside the proxy those hooks get the proxy's own
 request, so the tap waits in ``_pending``, keyed by ``litellm_call_id``, between the pre-call
@@ -54,13 +64,14 @@ from typing import Any, NoReturn
 
 from litellm.integrations.custom_guardrail import CustomGuardrail
 from litellm.types.guardrails import GuardrailEventHooks
+from litellm.types.llms.openai import ResponsesAPIResponse
 
 from ..core.attempt import ChatAttempt
 from ..core.errors import GateConfigError, ToolCallQuarantined, ToolGateError
 from ..core.limits import Limits
 from ..core.policy import Policy
-from .carrier import response_carrier
 from .config import GateSettings
+from .events import CarrierEvents, carrier_events, carrier_of_result
 from .gate import SYNC_CALL_GATED, ToolGate
 from .logs import emit_records
 from .policy import ajudge
@@ -69,6 +80,11 @@ from .transport import AsyncTapTransport, WireTap
 from .withhold import Withholding, WithholdingTransport
 
 _CHAT_CALLS = frozenset({"acompletion", "completion"})
+# The calls the gate gates here: chat completions and the async Responses API.
+_RESPONSES_CALLS = frozenset({"aresponses"})
+_GATED_CALLS = _CHAT_CALLS | _RESPONSES_CALLS
+# Sync calls a callback cannot gate: refused before they are sent.
+_REFUSED_SYNC = frozenset({"completion", "responses"})
 _MAX_PENDING = 10_000
 
 
@@ -82,7 +98,7 @@ class GuardrailConfigError(ToolGateError, RuntimeError):
 
 
 class UngatedCallRefused(BaseException):
-    """A sync ``litellm.completion`` reached a gate installed as a callback.
+    """A sync ``litellm.completion`` or ``litellm.responses`` reached the gate as a callback.
 
     litellm gives a callback no way to gate a sync call and swallows every ``Exception`` its
     hooks raise, so this derives from ``BaseException``: it is the only way the refusal
@@ -185,7 +201,7 @@ class ToolGateGuardrail(CustomGuardrail):
     async def async_pre_call_deployment_hook(
         self, kwargs: dict[str, Any], call_type: Any
     ) -> dict[str, Any] | None:
-        if _call_type(call_type) not in _CHAT_CALLS:
+        if _call_type(call_type) not in _GATED_CALLS:
             return None
         call_id = str(kwargs.get("litellm_call_id") or "")
         streamed = bool(kwargs.get("stream"))
@@ -193,6 +209,12 @@ class ToolGateGuardrail(CustomGuardrail):
         tap = WireTap(
             self.gate.new_attempt(tools=kwargs.get("tools"), model=str(kwargs.get("model", ""))),
             streamed=streamed,
+        )
+        # Through litellm's bridge a Responses call makes a chat call of its own (same call
+        # id, this gate's client from the outer call): its tap keeps the Responses carrier.
+        outer = getattr(kwargs.get("client"), "tap", None)
+        tap.responses_api = _call_type(call_type) in _RESPONSES_CALLS or bool(
+            isinstance(outer, WireTap) and outer.responses_api
         )
         base = self.gate.async_transport(kwargs.get("client"))
         transport: Any
@@ -214,10 +236,11 @@ class ToolGateGuardrail(CustomGuardrail):
     def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
         if SYNC_CALL_GATED.get():
             return  # ToolGate.completion's own call: gated by that gate
-        if isinstance(kwargs, Mapping) and _call_type(kwargs.get("call_type")) == "completion":
+        kind = _call_type(kwargs.get("call_type")) if isinstance(kwargs, Mapping) else ""
+        if kind in _REFUSED_SYNC:
             raise UngatedCallRefused(
-                "a sync litellm.completion cannot be gated by a callback and was not sent; "
-                "use ToolGate.completion(...) or litellm.acompletion(...)"
+                f"a sync litellm.{kind} cannot be gated by a callback and was not sent; "
+                f"use ToolGate.{kind}(...) or litellm.a{kind}(...)"
             )
 
     def _remember(self, call_id: str, tap: WireTap) -> None:
@@ -236,7 +259,10 @@ class ToolGateGuardrail(CustomGuardrail):
         tap = self._take(request_data)
         if tap is None or not tap.streamed:
             self._refuse_unobserved(request_data, started)
-        stream = AsyncGatedStream(response, tap, self.gate.policy)
+        # The proxy wraps litellm's stream, so the request (not the stream's type) says
+        # whether it carries Responses events.
+        events = CarrierEvents() if tap.responses_api else carrier_events(response)
+        stream = AsyncGatedStream(response, tap, self.gate.policy, events)
         try:
             async for chunk in stream:
                 yield chunk
@@ -249,7 +275,9 @@ class ToolGateGuardrail(CustomGuardrail):
     async def async_post_call_success_hook(
         self, data: dict[str, Any], user_api_key_dict: Any, response: Any
     ) -> Any:
-        if data.get("stream") or not hasattr(response, "choices"):
+        if data.get("stream") or not (
+            hasattr(response, "choices") or isinstance(response, ResponsesAPIResponse)
+        ):
             return None
         await self._check_response(data, response, self._take(data))
         return None
@@ -260,7 +288,7 @@ class ToolGateGuardrail(CustomGuardrail):
         # Inside the proxy the success hook checks the response once routing is done.
         if (
             "proxy_server_request" in request_data
-            or _call_type(call_type) not in _CHAT_CALLS
+            or _call_type(call_type) not in _GATED_CALLS
             or request_data.get("stream")
         ):
             return None
@@ -278,7 +306,7 @@ class ToolGateGuardrail(CustomGuardrail):
         attempt = tap.attempt
         released = False
         try:
-            calls = attempt.conclude(response_carrier(response))
+            calls = attempt.conclude(carrier_of_result(response))
             if await ajudge(attempt, calls, self.gate.policy):
                 attempt.release()
                 released = True

@@ -22,8 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from litellm.responses.streaming_iterator import BaseResponsesAPIStreamingIterator
+from litellm.types.llms.openai import ResponsesAPIResponse
+
 from ..core.attempt import Carrier, CarrierCall
 from ..core.policy import ReleasedCall
+from .carrier import response_carrier
 
 _CALL_EVENTS = frozenset(
     {"response.function_call_arguments.delta", "response.function_call_arguments.done"}
@@ -198,3 +202,15 @@ class CarrierEvents:
         # The withheld events are the released calls' whole lifecycle (the attempt found
         # them equal to the wire), then the final event.
         return [*self.withheld, *self.held]
+
+
+def carrier_events(stream: Any) -> CarrierEvents | None:
+    """The carrier adapter a litellm stream needs: Responses events, or chat chunks (None)."""
+    return CarrierEvents() if isinstance(stream, BaseResponsesAPIStreamingIterator) else None
+
+
+def carrier_of_result(response: Any) -> Carrier:
+    """What litellm made of a whole response, chat or Responses."""
+    if isinstance(response, ResponsesAPIResponse):
+        return carrier_of_response(response)
+    return response_carrier(response)

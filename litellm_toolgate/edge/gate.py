@@ -18,7 +18,6 @@ from typing import Any, NoReturn
 import httpx
 import litellm
 from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, HTTPHandler
-from litellm.responses.streaming_iterator import BaseResponsesAPIStreamingIterator
 from litellm.types.llms.openai import ResponsesAPIResponse
 
 from ..core.attempt import Carrier, ChatAttempt
@@ -27,7 +26,7 @@ from ..core.limits import Limits
 from ..core.policy import Policy, ToolCall
 from ..core.registry import ToolRegistry
 from .carrier import response_carrier
-from .events import CarrierEvents, carrier_of_response
+from .events import CarrierEvents, carrier_events, carrier_of_response
 from .logs import emit_records
 from .offload import decide_off_loop
 from .policy import ajudge, judge
@@ -231,6 +230,13 @@ class ToolGate:
 
     def responses(self, **kwargs: Any) -> Any:
         """``litellm.responses`` with every function call gated (bridged or native route)."""
+        token = SYNC_CALL_GATED.set(True)
+        try:
+            return self._responses(kwargs)
+        finally:
+            SYNC_CALL_GATED.reset(token)
+
+    def _responses(self, kwargs: dict[str, Any]) -> Any:
         handler = self._client_for(kwargs, asynchronous=False)
         kwargs["client"] = handler
         failed = False
@@ -282,7 +288,7 @@ class ToolGate:
             # A whole response is not a stream: iterating it would hand out its fields.
             raise WireNotObservable(_HOW)
         # litellm's Responses streams (native, bridged, cached) carry Responses events.
-        events = CarrierEvents() if isinstance(stream, BaseResponsesAPIStreamingIterator) else None
+        events = carrier_events(stream)
         if isinstance(client, TappedAsyncHTTPHandler):
             return AsyncGatedStream(stream, tap, self.policy, events)
         return GatedStream(stream, tap, self.policy, events)

@@ -52,6 +52,8 @@ class WireTap:
     def __init__(self, attempt: ChatAttempt, *, streamed: bool) -> None:
         self.attempt = attempt
         self.streamed = streamed
+        # Whether litellm hands the caller Responses events (either route) or chat chunks.
+        self.responses_api = False
         self.ended = False
         self._body = bytearray()
         self.close_sync: Callable[[], None] | None = None

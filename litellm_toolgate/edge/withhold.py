@@ -8,7 +8,11 @@ client's transport does the withholding, on SSE messages rather than litellm chu
 Every piece of body goes to the attempt first (exactly as :mod:`transport` does), and through
 a second, framing-only :class:`SSEDecoder` that cuts it into messages. A message that carries
 only text, role or usage is passed on at once; from the first message that carries a tool
-call, a finish reason, ``[DONE]`` or anything not plainly text, every message is held. When
+call, a finish reason, ``[DONE]`` or anything not plainly text, every message is held. On a
+Responses wire (``litellm.aresponses`` on a native route) the same holds per event: text,
+reasoning and lifecycle events pass, and from the first event of a function-call item (or
+of any other tool item), the final event or anything unknown, every event is held. Through
+litellm's bridge (``cometapi/...``) the wire is chat, so the chat rule applies. When
 the body has ended cleanly the attempt concludes, the policy runs (awaited right here, on the
 caller's loop), and only then are the held messages let through. A non-streamed body is
 held whole and let through once it ended cleanly (the callback then checks litellm's
@@ -20,8 +24,10 @@ Messages are passed on re-encoded, one ``data:`` line each, as ASCII-only JSON o
 value. Argument strings come out identical, and litellm's line-based parser can no longer
 lose a message split over two ``data:`` lines or cut at a raw U+2028. There is no carrier
 cross-check in this mode (litellm assembles the calls after the gate let them go), which is
-why litellm is handed this unambiguous form. Comments, ``id`` fields and named events other
-than ``message`` carry nothing litellm reads and are dropped.
+why litellm is handed this unambiguous form. Comments and ``id`` fields carry nothing litellm
+reads and are dropped, and so are the ``event:`` names: on a chat wire litellm reads only
+unnamed messages (others are dropped here too), and on a Responses wire it reads each
+event's ``type`` from its data.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from ..core.attempt import ChatAttempt
 from ..core.errors import QuarantineReason, ToolCallQuarantined
 from ..core.policy import Policy
 from ..core.sse import SSEDecoder, SSEMessage
+from ..core.state import Wire
 from .logs import emit_records
 from .policy import ajudge
 from .transport import WireTap, _wrap
@@ -43,6 +50,17 @@ from .transport import WireTap, _wrap
 R = QuarantineReason
 
 _TEXT_DELTA = frozenset({"role", "content", "refusal", "reasoning_content"})
+# Responses events that carry only text, reasoning or lifecycle (by type prefix).
+_LIVE_EVENTS = (
+    "response.created",
+    "response.in_progress",
+    "response.queued",
+    "response.output_text.",
+    "response.content_part.",
+    "response.reasoning",
+    "response.refusal.",
+)
+_LIVE_ITEMS = frozenset({"message", "reasoning"})
 
 
 def find_quarantine(error: BaseException | None) -> ToolCallQuarantined | None:
@@ -56,7 +74,7 @@ def find_quarantine(error: BaseException | None) -> ToolCallQuarantined | None:
     return None
 
 
-def _passes_live(message: SSEMessage) -> bool:
+def _passes_live(message: SSEMessage, wire: Wire) -> bool:
     """Whether a message holds nothing the gate withholds: text, role or usage only."""
     if message.data == "[DONE]":
         return False
@@ -66,6 +84,8 @@ def _passes_live(message: SSEMessage) -> bool:
         return False
     if not isinstance(chunk, dict):
         return False
+    if wire is Wire.RESPONSES:
+        return _event_passes_live(chunk)
     for choice in chunk.get("choices") or []:
         if not isinstance(choice, dict) or choice.get("index", 0) != 0:
             return False
@@ -77,6 +97,16 @@ def _passes_live(message: SSEMessage) -> bool:
         if any(value is not None for key, value in delta.items() if key not in _TEXT_DELTA):
             return False
     return True
+
+
+def _event_passes_live(event: dict[str, Any]) -> bool:
+    kind = event.get("type")
+    if not isinstance(kind, str):
+        return False
+    if kind in ("response.output_item.added", "response.output_item.done"):
+        item = event.get("item")
+        return isinstance(item, dict) and item.get("type") in _LIVE_ITEMS
+    return kind.startswith(_LIVE_EVENTS)
 
 
 def _encode(message: SSEMessage) -> bytes:
@@ -101,10 +131,11 @@ class _WithholdingStream(httpx.AsyncByteStream):
             self._held.append(piece)
             return []
         live: list[bytes] = []
+        wire = self._tap.attempt.wire
         for message in self._framer.feed(piece):
-            if message.event not in ("", "message"):
+            if wire is Wire.CHAT and message.event not in ("", "message"):
                 continue
-            if not self._held and _passes_live(message):
+            if not self._held and _passes_live(message, wire):
                 live.append(_encode(message))
             else:
                 self._held.append(_encode(message))
@@ -193,7 +224,7 @@ class WithholdingTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self.tap.prepare(request)
         response = await self.inner.handle_async_request(request)
-        if not self.tap.bind(response):
+        if not self.tap.bind(response, request):
             return response
         assert isinstance(response.stream, httpx.AsyncByteStream)
         return _wrap(response, _WithholdingStream(response.stream, self.tap, self.gate), request)

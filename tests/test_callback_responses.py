@@ -1,0 +1,347 @@
+"""The Responses API through ``ToolGateGuardrail`` in ``litellm.callbacks``, on loopback.
+
+``litellm.aresponses`` is gated like ``litellm.acompletion``: the pre-call deployment hook puts
+in the gate's client, which withholds on the wire. Native route (``openai/`` with an
+``api_base``; the wire is Responses SSE, ``fixtures/responses``): every fixture, streamed,
+must end as the manifest says: the calls released (their events arriving only after the
+wire validated), or litellm's error with the quarantine of the manifest's reason behind it
+and not one function-call event delivered. Bridged route (``cometapi/``; the wire is chat
+SSE): a sample of ``fixtures/chat``. Whole responses on both routes are checked by the
+deployment success hook. Sync ``litellm.responses`` is refused before anything is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import litellm
+import pytest
+from conftest import CANARY, body_of, expected
+from conftest import CASES as CHAT_CASES
+from conftest import MANIFEST as CHAT_MANIFEST
+
+from litellm_toolgate import (
+    QuarantineReason,
+    ToolCallQuarantined,
+    ToolGate,
+    ToolGateGuardrail,
+    UngatedCallRefused,
+    find_quarantine,
+)
+from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+
+litellm.suppress_debug_info = True
+R = QuarantineReason
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "responses"
+MANIFEST = json.loads((FIXTURES / "manifest.json").read_text(encoding="utf-8"))
+CASES = {c["name"]: c for c in MANIFEST["cases"]}
+SPLIT = [1, 7, 13, 2, 64]
+CALL_EVENTS = {"response.function_call_arguments.delta", "response.function_call_arguments.done"}
+
+
+def kind(event: Any) -> str:
+    value = getattr(event, "type", None)
+    return str(getattr(value, "value", value))
+
+
+def field(item: Any, name: str) -> Any:
+    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+
+
+def is_call_event(event: Any) -> bool:
+    item = getattr(event, "item", None)
+    return kind(event) in CALL_EVENTS or (
+        kind(event).startswith("response.output_item.") and field(item, "type") == "function_call"
+    )
+
+
+def released_calls(events: list[Any]) -> list[dict[str, Any]]:
+    return [
+        {k: field(e.item, k) for k in ("call_id", "name", "arguments")}
+        for e in events
+        if kind(e) == "response.output_item.done" and is_call_event(e)
+    ]
+
+
+def no_leak(exc: BaseException) -> None:
+    seen: BaseException | None = exc
+    while seen is not None:
+        for rendered in (str(seen), repr(seen), repr(seen.args)):
+            assert CANARY not in rendered
+        seen = seen.__cause__ or seen.__context__
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[FakeUpstream]:
+    with FakeUpstream() as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def _unregister() -> Iterator[None]:
+    """litellm copies ``litellm.callbacks`` into lists of its own; take the gates out of all."""
+    yield
+    for name in dir(litellm):
+        value = getattr(litellm, name, None)
+        if isinstance(value, list):
+            value[:] = [cb for cb in value if not isinstance(cb, ToolGateGuardrail)]
+
+
+def install(tools: list[dict[str, Any]]) -> ToolGateGuardrail:
+    gate = ToolGateGuardrail(tools)
+    litellm.callbacks = [gate]
+    return gate
+
+
+def kwargs_for(upstream: FakeUpstream, model: str, tools: Any, **extra: Any) -> dict[str, Any]:
+    return {
+        "model": model,
+        "input": [{"role": "user", "content": "What is 7 times 8? Use multiply."}],
+        "tools": tools,
+        "api_base": upstream.base_url,
+        "api_key": "sk-test",
+        "num_retries": 0,
+        **extra,
+    }
+
+
+async def stream(kwargs: dict[str, Any]) -> tuple[list[Any], BaseException | None]:
+    events: list[Any] = []
+    try:
+        async for event in await litellm.aresponses(stream=True, **kwargs):
+            events.append(event)
+    except Exception as exc:
+        return events, exc
+    return events, None
+
+
+def check(
+    outcome: str,
+    reason: str | None,
+    want_calls: list[dict[str, Any]],
+    events: list[Any],
+    error: BaseException | None,
+) -> None:
+    kinds = [kind(e) for e in events]
+    if outcome == "release":
+        assert error is None, f"refused: {error!r}"
+        assert released_calls(events) == want_calls
+        assert kinds[-1] == "response.completed"
+        return
+    assert error is not None, f"released {released_calls(events)!r}"
+    quarantine = find_quarantine(error)
+    assert quarantine is not None, repr(error)
+    assert quarantine.reason is R(reason), (quarantine.reason, reason)
+    assert not [e for e in events if is_call_event(e)], "a function-call event leaked"
+    assert "response.completed" not in kinds
+    no_leak(error)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_native_stream(upstream: FakeUpstream, name: str) -> None:
+    case = CASES[name]
+    install(MANIFEST["tools"])
+    data = (FIXTURES / case["body"]).read_bytes()
+    # Half the cases arrive in odd pieces (cut inside events and UTF-8), half whole.
+    upstream.enqueue(Scripted(data, chunk_sizes=SPLIT if len(name) % 2 else None))
+    events, error = asyncio.run(
+        stream(kwargs_for(upstream, "openai/gpt-4o-mini", MANIFEST["tools"]))
+    )
+    check(case["expect"], case.get("reason"), case.get("calls", []), events, error)
+    assert upstream.requests[-1].get("input") is not None  # it went to /responses natively
+
+
+# A sample of the chat fixtures through litellm's bridge: the wire is chat SSE.
+BRIDGED = [
+    "multiply_basic",
+    "text_only",
+    "two_tools_interleaved",
+    "args_invalid_json",
+    "args_duplicate_key",
+    "schema_wrong_type",
+    "unknown_tool",
+    "calls_with_finish_stop",
+]
+
+
+@pytest.mark.parametrize("name", BRIDGED)
+def test_bridged_stream(upstream: FakeUpstream, name: str) -> None:
+    case = CHAT_CASES[name]
+    override = MANIFEST["bridged"]["overrides"].get(name)
+    outcome, reason = (override["expect"], override.get("reason")) if override else expected(case)
+    install(CHAT_MANIFEST["tools"])
+    upstream.enqueue(Scripted(body_of(case), chunk_sizes=SPLIT))
+    events, error = asyncio.run(
+        stream(kwargs_for(upstream, "cometapi/gpt-4o-mini", CHAT_MANIFEST["tools"]))
+    )
+    want = [
+        {"call_id": c["id"], "name": c["name"], "arguments": c["arguments"]}
+        for c in case.get("calls", [])
+    ]
+    check(outcome, reason, want, events, error)
+    assert upstream.requests[-1].get("messages") is not None  # it went to chat completions
+
+
+ITEM = {
+    "id": "fc_1",
+    "type": "function_call",
+    "status": "completed",
+    "call_id": "call_1",
+    "name": "multiply",
+    "arguments": '{"a": 7, "b": 8}',
+}
+
+
+def native_body(status: str = "completed", item: dict[str, Any] = ITEM) -> bytes:
+    return json.dumps(
+        {
+            "id": "resp_1",
+            "object": "response",
+            "created_at": 1767225600,
+            "status": status,
+            "model": "gpt-4o-mini",
+            "output": [item],
+        }
+    ).encode()
+
+
+def chat_body(arguments: str, finish: str = "tool_calls") -> bytes:
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "multiply", "arguments": arguments},
+    }
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return json.dumps(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1767225600,
+            "model": "gpt-4o-mini",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        }
+    ).encode()
+
+
+async def whole(kwargs: dict[str, Any]) -> tuple[Any, BaseException | None]:
+    try:
+        return await litellm.aresponses(**kwargs), None
+    except Exception as exc:
+        return None, exc
+
+
+BAD_ARGS = '{"a": 7, "b": "' + CANARY
+
+
+@pytest.mark.parametrize(
+    ("model", "body", "reason"),
+    [
+        ("openai/gpt-4o-mini", native_body(), None),
+        ("openai/gpt-4o-mini", native_body("incomplete"), R.RESPONSE_INCOMPLETE),
+        ("openai/gpt-4o-mini", native_body(item={**ITEM, "arguments": BAD_ARGS}), R.INVALID_JSON),
+        ("openai/gpt-4o-mini", native_body(item={**ITEM, "name": "rm_rf"}), R.UNKNOWN_TOOL),
+        ("cometapi/gpt-4o-mini", chat_body('{"a": 7, "b": 8}'), None),
+        ("cometapi/gpt-4o-mini", chat_body(BAD_ARGS), R.INVALID_JSON),
+        ("cometapi/gpt-4o-mini", chat_body('{"a": 7, "b": 8}', "length"), R.FINISH_REASON_MISMATCH),
+    ],
+    ids=[
+        "native-ok",
+        "native-incomplete",
+        "native-json",
+        "native-unknown",
+        "bridged-ok",
+        "bridged-json",
+        "bridged-length",
+    ],
+)
+def test_whole_response(upstream: FakeUpstream, model: str, body: bytes, reason: R | None) -> None:
+    install(MANIFEST["tools"])
+    upstream.enqueue(Scripted(body, content_type="application/json"))
+    response, error = asyncio.run(whole(kwargs_for(upstream, model, MANIFEST["tools"])))
+    if reason is None:
+        assert error is None, repr(error)
+        calls = [(i.call_id, i.arguments) for i in response.output if i.type == "function_call"]
+        assert calls == [("call_1", '{"a": 7, "b": 8}')]
+        return
+    assert response is None and error is not None
+    quarantine = find_quarantine(error)
+    assert quarantine is not None and quarantine.reason is reason, repr(error)
+    no_leak(error)
+
+
+def test_sync_responses_is_refused_before_it_is_sent(upstream: FakeUpstream) -> None:
+    install(MANIFEST["tools"])
+    sent = len(upstream.requests)
+    for model in ("openai/gpt-4o-mini", "cometapi/gpt-4o-mini"):
+        for streamed in (True, False):
+            with pytest.raises(UngatedCallRefused, match=r"litellm\.responses"):
+                litellm.responses(stream=streamed, **kwargs_for(upstream, model, MANIFEST["tools"]))
+    assert len(upstream.requests) == sent  # the upstream never saw them
+
+
+def test_tool_gate_responses_still_works_beside_the_callback(upstream: FakeUpstream) -> None:
+    """``ToolGate.responses`` gates its sync call itself: the callback lets it through."""
+    install(MANIFEST["tools"])
+    case = CASES["multiply_basic"]
+    upstream.enqueue(Scripted((FIXTURES / case["body"]).read_bytes()))
+    gate = ToolGate(MANIFEST["tools"])
+    kwargs = kwargs_for(upstream, "openai/gpt-4o-mini", MANIFEST["tools"])
+    events = list(gate.responses(stream=True, **kwargs))
+    assert released_calls(events) == case["calls"]
+    upstream.enqueue(Scripted((FIXTURES / CASES["unknown_tool"]["body"]).read_bytes()))
+    with pytest.raises(ToolCallQuarantined):
+        list(gate.responses(stream=True, **kwargs))
+
+    async def gated_async() -> list[Any]:
+        return [event async for event in await gate.aresponses(stream=True, **kwargs)]
+
+    # Async, the callback's client wraps the gate's own: both gate, the result is the same.
+    upstream.enqueue(Scripted((FIXTURES / case["body"]).read_bytes()))
+    assert released_calls(asyncio.run(gated_async())) == case["calls"]
+    upstream.enqueue(Scripted((FIXTURES / CASES["unknown_tool"]["body"]).read_bytes()))
+    with pytest.raises(Exception) as caught:
+        asyncio.run(gated_async())
+    assert find_quarantine(caught.value) is not None
+
+
+def test_text_passes_live_and_calls_wait_for_the_wire(upstream: FakeUpstream) -> None:
+    """Text events reach the caller before the body ended; call events only after it did."""
+    install(MANIFEST["tools"])
+    case = CASES["multiply_basic"]
+    data = (FIXTURES / case["body"]).read_bytes()
+    cut = data.index(b"function_call_arguments.delta")
+    upstream.enqueue(Scripted(data, stall_after=cut))
+    seen: list[str] = []
+
+    async def go() -> None:
+        async for event in await litellm.aresponses(
+            stream=True, **kwargs_for(upstream, "openai/gpt-4o-mini", MANIFEST["tools"])
+        ):
+            seen.append(kind(event))
+            if kind(event) == "response.output_text.delta":
+                return  # text arrived while the upstream was still silent mid-call
+
+    asyncio.run(asyncio.wait_for(go(), timeout=20))
+    assert "response.output_text.delta" in seen
+    assert not [k for k in seen if k in CALL_EVENTS]
+
+
+def test_the_fake_upstream_of_the_proxy_examples_answers_natively() -> None:
+    """``toolgate fake-upstream`` serves the examples' native model: gated, and broken refused."""
+    from litellm_toolgate.demo.serve import demo_answer
+
+    install(MANIFEST["tools"])
+    with FakeUpstream(demo_answer) as server:
+        base = kwargs_for(server, "openai/gpt-4o-mini", MANIFEST["tools"])
+        events, error = asyncio.run(stream(base))
+        assert error is None and [c["name"] for c in released_calls(events)] == ["multiply"]
+        whole_response, error = asyncio.run(whole(base))
+        assert error is None
+        assert [i.name for i in whole_response.output if i.type == "function_call"] == ["multiply"]
+        events, error = asyncio.run(stream({**base, "input": "broken, please"}))
+        assert find_quarantine(error) is not None
+        assert not [e for e in events if is_call_event(e)]
