@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, NoReturn
 
 import httpx
@@ -190,43 +190,20 @@ class ToolGate:
     def _completion(self, kwargs: dict[str, Any]) -> Any:
         handler = self._client_for(kwargs, asynchronous=False)
         kwargs["client"] = handler
+        result = self._invoke(handler.tap, litellm.completion, kwargs)
         if kwargs.get("stream"):
-            return GatedStream(litellm.completion(**kwargs), handler.tap, self.policy)
-        failed = False
-        try:
-            response = litellm.completion(**kwargs)
-        except Exception:
-            if not handler.tap.faulted:
-                raise
-            failed = True
-        if failed:
-            self._raise_quarantine(handler.tap.attempt)
-        calls = self._conclude_response(handler.tap.attempt, response)
-        if not judge(handler.tap.attempt, calls, self.policy):
-            self._raise_quarantine(handler.tap.attempt)
-        return self._release_response(handler.tap.attempt, response)
+            return GatedStream(result, handler.tap, self.policy)
+        return self._decide_whole(handler.tap.attempt, response_carrier(result), result)
 
     async def acompletion(self, **kwargs: Any) -> Any:
         """``litellm.acompletion`` with every tool call gated."""
         handler = self._client_for(kwargs, asynchronous=True)
         kwargs["client"] = handler
+        result = await self._ainvoke(handler.tap, litellm.acompletion, kwargs)
         if kwargs.get("stream"):
-            wrapper = await litellm.acompletion(**kwargs)
-            return AsyncGatedStream(wrapper, handler.tap, self.policy)
-        failed = False
-        try:
-            response = await litellm.acompletion(**kwargs)
-        except Exception:
-            if not handler.tap.faulted:
-                raise
-            failed = True
-        if failed:
-            self._raise_quarantine(handler.tap.attempt)
+            return AsyncGatedStream(result, handler.tap, self.policy)
         attempt = handler.tap.attempt
-        calls = await decide_off_loop(attempt, lambda: self._conclude_response(attempt, response))
-        if not await ajudge(handler.tap.attempt, calls, self.policy):
-            self._raise_quarantine(handler.tap.attempt)
-        return self._release_response(handler.tap.attempt, response)
+        return await self._adecide_whole(attempt, lambda: response_carrier(result), result)
 
     def responses(self, **kwargs: Any) -> Any:
         """``litellm.responses`` with every function call gated (bridged or native route)."""
@@ -239,42 +216,21 @@ class ToolGate:
     def _responses(self, kwargs: dict[str, Any]) -> Any:
         handler = self._client_for(kwargs, asynchronous=False)
         kwargs["client"] = handler
-        failed = False
-        try:
-            result = litellm.responses(**kwargs)
-        except Exception:
-            if not handler.tap.faulted:
-                raise
-            failed = True
-        if failed:
-            self._raise_quarantine(handler.tap.attempt)
+        result = self._invoke(handler.tap, litellm.responses, kwargs)
         if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
             return GatedStream(result, handler.tap, self.policy, CarrierEvents())
         # A whole response (asked for, or handed back instead of a stream) is checked whole.
-        calls = self._conclude(handler.tap.attempt, carrier_of_response(result))
-        if not judge(handler.tap.attempt, calls, self.policy):
-            self._raise_quarantine(handler.tap.attempt)
-        return self._release_response(handler.tap.attempt, result)
+        return self._decide_whole(handler.tap.attempt, carrier_of_response(result), result)
 
     async def aresponses(self, **kwargs: Any) -> Any:
         """``litellm.aresponses`` with every function call gated (bridged or native route)."""
         handler = self._client_for(kwargs, asynchronous=True)
         kwargs["client"] = handler
-        failed = False
-        try:
-            result = await litellm.aresponses(**kwargs)
-        except Exception:
-            if not handler.tap.faulted:
-                raise
-            failed = True
-        if failed:
-            self._raise_quarantine(handler.tap.attempt)
+        result = await self._ainvoke(handler.tap, litellm.aresponses, kwargs)
         if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
             return AsyncGatedStream(result, handler.tap, self.policy, CarrierEvents())
-        calls = self._conclude(handler.tap.attempt, carrier_of_response(result))
-        if not await ajudge(handler.tap.attempt, calls, self.policy):
-            self._raise_quarantine(handler.tap.attempt)
-        return self._release_response(handler.tap.attempt, result)
+        attempt = handler.tap.attempt
+        return await self._adecide_whole(attempt, lambda: carrier_of_response(result), result)
 
     def guard(self, stream: Any, client: Any = None) -> GatedStream | AsyncGatedStream:
         """Gate a stream made elsewhere, if this gate observed its wire; else refuse at once."""
@@ -293,16 +249,54 @@ class ToolGate:
             return AsyncGatedStream(stream, tap, self.policy, events)
         return GatedStream(stream, tap, self.policy, events)
 
-    # ---- non-streamed responses ------------------------------------------------------------
+    # ---- litellm's call, and whole (non-streamed) results -----------------------------------
+    # litellm wraps whatever the transport raised; when the tap quarantined the attempt, the
+    # quarantine is what the caller gets (raised here, outside litellm's exception).
+    def _invoke(self, tap: WireTap, call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        failed = False
+        try:
+            return call(**kwargs)
+        except Exception:
+            if not tap.faulted:
+                raise
+            failed = True
+        if failed:
+            self._raise_quarantine(tap.attempt)
+
+    async def _ainvoke(
+        self, tap: WireTap, call: Callable[..., Awaitable[Any]], kwargs: dict[str, Any]
+    ) -> Any:
+        failed = False
+        try:
+            return await call(**kwargs)
+        except Exception:
+            if not tap.faulted:
+                raise
+            failed = True
+        if failed:
+            self._raise_quarantine(tap.attempt)
+
+    def _decide_whole(self, attempt: ChatAttempt, carrier: Carrier, result: Any) -> Any:
+        calls = self._conclude(attempt, carrier)
+        if not judge(attempt, calls, self.policy):
+            self._raise_quarantine(attempt)
+        return self._release_response(attempt, result)
+
+    async def _adecide_whole(
+        self, attempt: ChatAttempt, carrier: Callable[[], Carrier], result: Any
+    ) -> Any:
+        # Parse and schema may take milliseconds on large arguments: off the loop then.
+        calls = await decide_off_loop(attempt, lambda: self._conclude(attempt, carrier()))
+        if not await ajudge(attempt, calls, self.policy):
+            self._raise_quarantine(attempt)
+        return self._release_response(attempt, result)
+
     @staticmethod
     def _raise_quarantine(attempt: ChatAttempt) -> NoReturn:
         emit_records(attempt)
         fault = attempt.quarantined
         assert fault is not None
         raise fault
-
-    def _conclude_response(self, attempt: ChatAttempt, response: Any) -> list[ToolCall]:
-        return self._conclude(attempt, response_carrier(response))
 
     def _conclude(self, attempt: ChatAttempt, carrier: Carrier) -> list[ToolCall]:
         try:
