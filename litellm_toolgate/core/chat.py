@@ -54,7 +54,8 @@ class WireFault(Fault):
 _scan: Any = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
-def _load_object(data: str) -> dict[str, Any]:
+def load_object(data: str) -> dict[str, Any]:
+    """One data line as a JSON object (both wires); anything else is ``malformed_event``."""
     failed = False
     value: Any = None
     try:
@@ -94,11 +95,11 @@ class ChatNormalizer:
             return [Unknown(message.event[:64])]
         if message.data == "[DONE]":
             return [DoneMarker()]
-        return self.chunk(_load_object(message.data), streamed=True)
+        return self.chunk(load_object(message.data), streamed=True)
 
     def body(self, data: str) -> list[WireEvent]:
         """Normalize a whole non-streamed response body (``stream=False``)."""
-        events = self.chunk(_load_object(data), streamed=False)
+        events = self.chunk(load_object(data), streamed=False)
         return [*events, DoneMarker()]
 
     def chunk(self, obj: Mapping[str, Any], *, streamed: bool) -> list[WireEvent]:

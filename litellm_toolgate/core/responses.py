@@ -30,11 +30,10 @@ accumulators. Faults are raised as :class:`WireFault`: a reason, never message t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from .chat import WireFault
+from .chat import WireFault, load_object
 from .errors import QuarantineReason
 from .events import (
     ArgumentDelta,
@@ -76,18 +75,6 @@ _QUIET = frozenset(
 )
 
 
-def _load(data: str) -> dict[str, Any]:
-    failed = False
-    try:
-        value = json.loads(data)
-    except (ValueError, RecursionError):
-        failed = True
-    # Raised outside the handler: a JSONDecodeError's ``doc`` is the raw line.
-    if failed or not isinstance(value, dict):
-        raise WireFault(R.MALFORMED_EVENT)
-    return value
-
-
 def _text(value: object) -> str | None:
     """A string field, or None when absent; any other type is malformed."""
     if value is None or isinstance(value, str):
@@ -123,7 +110,7 @@ class ResponsesNormalizer:
         if message.event == "error":
             # An upstream error is an error whatever its data looks like.
             return [StreamError("error")]
-        obj = _load(message.data)
+        obj = load_object(message.data)
         kind = obj.get("type")
         if not isinstance(kind, str) or message.event not in ("", "message", kind):
             raise WireFault(R.MALFORMED_EVENT)
@@ -131,7 +118,7 @@ class ResponsesNormalizer:
 
     def body(self, data: str) -> list[WireEvent]:
         """Normalize a whole non-streamed response body: every stage is in the one object."""
-        obj = _load(data)
+        obj = load_object(data)
         if obj.get("error") is not None:
             return [StreamError("error")]
         events = self._response(obj)
