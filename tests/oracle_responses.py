@@ -26,6 +26,7 @@ rules:
 * ``response.completed`` with status ``completed`` finds every call past its
   ``output_item.done`` and lists in ``output`` exactly those calls, in index order, with the
   same four fields; after it, at most one ``[DONE]``, then the end of the body;
+* at most 64 function calls (the default ``max_calls``);
 * then each call's arguments are one strict JSON object, valid against its tool's schema,
   approved by the policy.
 """
@@ -40,6 +41,7 @@ from jsonschema import Draft202012Validator
 from oracle import Reject, Released, sse_messages, strict_object
 
 GATED = {"message", "reasoning", "function_call"}
+MAX_CALLS = 64  # the README's default ``max_calls``: a fuzzer's 8 KiB input can open more
 FAILURES = {"error", "response.failed", "response.incomplete"}
 REFUSALS = {"response.refusal.delta", "response.refusal.done"}
 
@@ -194,6 +196,8 @@ class _Judge:
             raise Reject("identity")
         if item_id in self.taken or call_id in self.taken:
             raise Reject("identity taken")
+        if len(self.calls) >= MAX_CALLS:
+            raise Reject("too many calls")
         self.taken |= {item_id, call_id}
         self.calls[index] = _Call(item_id, call_id, name, arguments)
 

@@ -363,6 +363,9 @@ def wire(k: Knobs, hostile: bool = True) -> Stream:
         applied.append(k.byte_mutation)
     base.messages, base.mutations, base.body = messages, applied, body
     base.cuts = cut_points(rng, body)
+    if rng.random() < 0.007 and len(body) > 1:
+        # chatgen feeds only bodies under 1.5 KB a byte at a time; few Responses streams are.
+        base.cuts = list(range(1, len(body)))
     return base
 
 
