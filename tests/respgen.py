@@ -28,7 +28,6 @@ import random
 from typing import Any
 
 from chatgen import (
-    BYTE_MUTATIONS,
     NAMES,
     Call,
     Knobs,
@@ -45,7 +44,6 @@ from chatgen import (
 )
 
 RESPONSE_ID = "resp_prop"
-ANNOUNCE = ("response.created", "response.in_progress")
 UNGATED_ITEMS = [
     "custom_tool_call",
     "computer_call",
@@ -372,6 +370,3 @@ def wire(k: Knobs, hostile: bool = True) -> Stream:
 def batch(k: Knobs, hostile: bool = True) -> list[tuple[Knobs, Stream]]:
     """``k``'s Responses stream and its siblings' (see :func:`chatgen.siblings`)."""
     return [(s, wire(s, hostile)) for s in siblings(k, hostile, MUTATIONS)]
-
-
-__all__ = ["BYTE_MUTATIONS", "MUTATIONS", "batch", "stream", "wire"]
