@@ -11,11 +11,12 @@ huge numbers, deep nesting, duplicate keys, lone surrogates, trailing data, garb
 
 :func:`wire` then damages it at the level of events (:data:`MUTATIONS`: dropped, duplicated,
 reordered; ``.done`` or ``output_item.done`` disagreeing with what was streamed; the
-completion dropping, adding or changing a call or not completed; errors, failures, refusals;
-events after the completion; reused or unopened indexes; changed item ids; another response
-id; item types the gate cannot gate; events that are not what their SSE name says) and of
-bytes (:func:`chatgen.damage`), and encodes it with :func:`chatgen.encode`. What the gate
-must do is decided by :mod:`oracle_responses`, not here.
+completion dropping, adding or changing a call or not completed; errors, failures, refusal
+events and refusal parts; events after the completion; reused or unopened indexes; changed
+item ids; another response id; item types the gate cannot gate; events that are not what
+their SSE name says) and of bytes (:func:`chatgen.damage`), and encodes it with
+:func:`chatgen.encode`. What the gate must do is decided by :mod:`oracle_responses`, not
+here.
 
 The knobs, batching and cut points are chatgen's: a failure names its seed and knobs, and
 ``wire(knobs)`` replays it exactly.
@@ -51,6 +52,14 @@ UNGATED_ITEMS = [
     "mcp_call",
     "file_search_call",
 ]
+
+
+REFUSING = {  # a message item whose content is a refusal part
+    "id": "msg_8",
+    "type": "message",
+    "role": "assistant",
+    "content": [{"type": "refusal", "refusal": "no"}],
+}
 
 
 def event(kind: str, **fields: Any) -> Msg:
@@ -279,6 +288,8 @@ def respmutate(rng: random.Random, kind: str, messages: list[Msg]) -> None:
                 event("response.refusal.done", item_id="msg_0", output_index=0, refusal="no"),
                 Msg("{}", event="error"),
                 Msg("[DONE]", event="error"),
+                event("response.output_item.added", output_index=8, item=REFUSING),
+                event("response.output_item.done", output_index=8, item=REFUSING),
             ]
         )
         messages.insert(at, bad)
