@@ -456,8 +456,11 @@ class Knobs(NamedTuple):
     split_lines: bool
 
 
-def knobs(hostile: bool = True) -> st.SearchStrategy[Knobs]:
-    mutations = st.lists(st.sampled_from(MESSAGE_MUTATIONS), max_size=2 if hostile else 0)
+def knobs(
+    hostile: bool = True, kinds: tuple[str, ...] = MESSAGE_MUTATIONS
+) -> st.SearchStrategy[Knobs]:
+    """Hypothesis's draw; ``kinds`` are the message mutations of the wire (chat by default)."""
+    mutations = st.lists(st.sampled_from(kinds), max_size=2 if hostile else 0)
     byte: st.SearchStrategy[str | None] = st.none()
     if hostile:  # one stream in four damaged at the byte level
         byte = st.sampled_from([None, None, None, *BYTE_MUTATIONS])
@@ -474,25 +477,52 @@ def knobs(hostile: bool = True) -> st.SearchStrategy[Knobs]:
 BATCH = 8
 
 
-def batch(k: Knobs, hostile: bool = True) -> list[tuple[Knobs, Stream]]:
-    """``k``'s stream and ``BATCH - 1`` siblings whose knobs follow from ``k.seed``.
+def siblings(k: Knobs, hostile: bool, kinds: tuple[str, ...]) -> list[Knobs]:
+    """``k`` and ``BATCH - 1`` sibling knobs that follow from ``k.seed``.
 
     One hypothesis example costs a few milliseconds of engine time, several times the cost
     of judging one stream, so each example judges a batch (each sibling's knobs are listed
-    on failure, and any one of them replays alone with :func:`wire`).
+    on failure, and any one of them replays alone with its wire's ``wire``).
     """
     rng = random.Random(k.seed ^ 0x5EED)
-    out = [(k, wire(k, hostile))]
+    out = [k]
     for _ in range(BATCH - 1):
-        sibling = Knobs(
-            rng.getrandbits(32),
-            tuple(rng.choices(MESSAGE_MUTATIONS, k=rng.randint(0, 2))) if hostile else (),
-            rng.choice([None, None, None, *BYTE_MUTATIONS]) if hostile else None,
-            rng.choice(["\n", "\n", "\r\n", "\r"]),
-            rng.random() < 0.125,
+        out.append(
+            Knobs(
+                rng.getrandbits(32),
+                tuple(rng.choices(kinds, k=rng.randint(0, 2))) if hostile else (),
+                rng.choice([None, None, None, *BYTE_MUTATIONS]) if hostile else None,
+                rng.choice(["\n", "\n", "\r\n", "\r"]),
+                rng.random() < 0.125,
+            )
         )
-        out.append((sibling, wire(sibling, hostile)))
     return out
+
+
+def batch(k: Knobs, hostile: bool = True) -> list[tuple[Knobs, Stream]]:
+    """``k``'s chat stream and its siblings' (see :func:`siblings`)."""
+    return [(s, wire(s, hostile)) for s in siblings(k, hostile, MESSAGE_MUTATIONS)]
+
+
+def damage(rng: random.Random, kind: str, body: bytes) -> bytes:
+    """``body`` damaged at the byte level: truncated, a byte changed, bad UTF-8, noise."""
+    at = rng.randrange(len(body))
+    if kind == "truncate":
+        return body[:at]
+    if kind == "corrupt":
+        return body[:at] + bytes([(body[at] + rng.randint(1, 255)) % 256]) + body[at + 1 :]
+    if kind == "invalid_utf8":
+        return body[:at] + rng.choice(INVALID_UTF8) + body[at:]
+    return body[:at] + rng.randbytes(rng.randint(1, 4)) + body[at:]
+
+
+def cut_points(rng: random.Random, body: bytes) -> list[int]:
+    """Where to split ``body`` when feeding it: random cuts, now and then every byte."""
+    if rng.random() < 0.01 and len(body) < 1500:
+        return list(range(1, len(body)))  # one byte at a time
+    if len(body) > 1:
+        return sorted({rng.randrange(1, len(body)) for _ in range(rng.randint(0, 20))})
+    return []
 
 
 def wire(k: Knobs, hostile: bool = True) -> Stream:
@@ -518,19 +548,8 @@ def wire(k: Knobs, hostile: bool = True) -> Stream:
         body = "\ufeff".encode() + body
     applied = list(k.mutations)
     if k.byte_mutation is not None and body:
-        at = rng.randrange(len(body))
-        if k.byte_mutation == "truncate":
-            body = body[:at]
-        elif k.byte_mutation == "corrupt":
-            body = body[:at] + bytes([(body[at] + rng.randint(1, 255)) % 256]) + body[at + 1 :]
-        elif k.byte_mutation == "invalid_utf8":
-            body = body[:at] + rng.choice(INVALID_UTF8) + body[at:]
-        else:
-            body = body[:at] + rng.randbytes(rng.randint(1, 4)) + body[at:]
+        body = damage(rng, k.byte_mutation, body)
         applied.append(k.byte_mutation)
     base.messages, base.mutations, base.body = messages, applied, body
-    if rng.random() < 0.01 and len(body) < 1500:
-        base.cuts = list(range(1, len(body)))  # one byte at a time
-    elif len(body) > 1:
-        base.cuts = sorted({rng.randrange(1, len(body)) for _ in range(rng.randint(0, 20))})
+    base.cuts = cut_points(rng, body)
     return base

@@ -1,4 +1,5 @@
-"""Drive one attempt of the sans-I/O core over a body, as the property tests and fuzzers do.
+"""Drive one attempt of the sans-I/O core over a body (either wire), as the property tests
+and fuzzers do.
 
 :func:`replay` feeds the pieces, ends the body, concludes, runs the tests' policy and
 releases; it catches ToolCallQuarantined only, so anything else the core raised fails the
@@ -24,6 +25,8 @@ from litellm_toolgate.core import (
 from litellm_toolgate.core.state import StreamState
 
 REGISTRY = ToolRegistry.from_tools(TOOLS)
+CHAT_PATH = "/v1/chat/completions"
+RESPONSES_PATH = "/v1/responses"
 
 
 @dataclass(frozen=True)
@@ -33,13 +36,17 @@ class Result:
     values: tuple[dict[str, Any], ...] = ()
 
 
-def replay(pieces: list[bytes]) -> Result:
-    """Drive an attempt to its end. Only ToolCallQuarantined is caught: anything else fails."""
+def replay(pieces: list[bytes], path: str = CHAT_PATH) -> Result:
+    """Drive an attempt to its end. Only ToolCallQuarantined is caught: anything else fails.
+
+    ``path`` is the request path the attempt is bound to: it picks the wire (chat
+    completions by default, :data:`RESPONSES_PATH` for the Responses wire).
+    """
     attempt = ChatAttempt(REGISTRY)
     concluded = released_ok = False
     released: list[Any] = []
     try:
-        attempt.bind_response(content_type="text/event-stream", streamed=True)
+        attempt.bind_response(content_type="text/event-stream", streamed=True, path=path)
         for piece in pieces:
             attempt.receive_bytes(piece)
         attempt.receive_eof()

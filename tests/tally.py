@@ -8,6 +8,9 @@ reliability section come from a real run, and any run shows its own. Counted:
   shrinking included), each replayed whole and split;
 * ``bad_streams``: those the independent oracle says must be quarantined;
 * ``released_bad``: bad streams the gate released anyway (a test fails if this is not 0);
+* ``responses_streams``, ``responses_bad_streams``, ``responses_released_bad``: the same
+  for generated Responses streams (``test_core_responses_properties.py``), and
+  ``responses_bytewise``: those of them also fed one byte at a time;
 * ``faults``: faults injected through the real litellm over loopback (cuts, stalls, HTTP
   errors, oversized upstreams), each a separate request;
 * ``fault_releases``: tool calls released in those requests (a test fails if not 0).
@@ -23,6 +26,10 @@ LABELS = {
     "streams": "generated streams fed to the core",
     "bad_streams": "  of which the oracle says quarantine",
     "released_bad": "  of which the gate released",
+    "responses_streams": "generated Responses streams fed to the core",
+    "responses_bad_streams": "  of which the Responses oracle says quarantine",
+    "responses_released_bad": "  of which the gate released",
+    "responses_bytewise": "  of which fed one byte at a time",
     "faults": "faults injected through litellm over loopback",
     "fault_releases": "  tool calls released in them",
 }

@@ -184,6 +184,15 @@ def test_all_stages_release() -> None:
     assert run_stages(stages()) is None
 
 
+def test_an_error_event_whose_data_is_the_end_marker_is_an_error() -> None:
+    """``event: error`` with ``data: [DONE]`` after the completion is an error, not the end."""
+    assert run_stages({**stages(), "done": b"data: [DONE]\n\n"}) is None
+    fault = run_stages({**stages(), "done": b"event: error\ndata: [DONE]\n\n"})
+    assert fault is not None and fault.reason is R.EVENT_AFTER_TERMINAL
+    fault = run_stages({**stages(), "completed": b"event: error\ndata: [DONE]\n\n"})
+    assert fault is not None and fault.reason is R.ERROR_EVENT
+
+
 ORDER = list(stages())
 
 

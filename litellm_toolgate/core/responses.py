@@ -105,11 +105,12 @@ class ResponsesNormalizer:
 
     def message(self, message: SSEMessage) -> list[WireEvent]:
         """Normalize one SSE message of a streamed response."""
+        if message.event == "error":
+            # An upstream error is an error whatever its data looks like, even ``[DONE]``:
+            # read as the end marker, it would end a completed stream cleanly.
+            return [StreamError("error")]
         if message.data == "[DONE]":
             return [DoneMarker()]
-        if message.event == "error":
-            # An upstream error is an error whatever its data looks like.
-            return [StreamError("error")]
         obj = load_object(message.data)
         kind = obj.get("type")
         if not isinstance(kind, str) or message.event not in ("", "message", kind):

@@ -15,12 +15,18 @@ HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent
 ROOT = TESTS.parent
 CHAT = ROOT / "fixtures" / "chat"
+RESPONSES = ROOT / "fixtures" / "responses"
 sys.path[:0] = [str(TESTS), str(ROOT)]
 
 
 def bodies() -> list[bytes]:
     """Every recorded chat stream."""
     return [path.read_bytes() for path in sorted(CHAT.glob("*.sse"))]
+
+
+def responses_bodies() -> list[bytes]:
+    """Every recorded Responses stream."""
+    return [path.read_bytes() for path in sorted(RESPONSES.glob("*.sse"))]
 
 
 def arguments() -> list[bytes]:

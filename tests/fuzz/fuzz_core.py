@@ -1,9 +1,11 @@
-"""Fuzz the whole core with raw bytes: the same invariant as the property tests.
+"""Fuzz the whole core with raw bytes, on both wires: the same invariant as the property tests.
 
-Input: a byte that chooses the size of the pieces the body is fed in (16 B to 4 KiB), then
-the body. An attempt fed the body whole and fed it in pieces must reach the same outcome,
-raise nothing but ToolCallQuarantined, and release exactly what tests/oracle.py releases
-(nothing where the oracle says quarantine).
+Input: a byte whose lowest bit chooses the wire (0: chat completions, 1: Responses, by the
+request path the attempt is bound to) and whose other bits the size of the pieces the
+body is fed in (16 B to 4 KiB), then the body. An attempt fed the body whole and fed it in
+pieces must reach the same outcome, raise nothing but ToolCallQuarantined, and release
+exactly what the wire's reference releases (tests/oracle.py for chat,
+tests/oracle_responses.py for Responses), nothing where the reference says quarantine.
 """
 
 from __future__ import annotations
@@ -16,23 +18,28 @@ import atheris
 with atheris.instrument_imports(include=["litellm_toolgate"]):
     import litellm_toolgate.core  # noqa: F401
 
+import oracle
+import oracle_responses
 from chatgen import SCHEMAS, policy
-from drive import replay
-from oracle import judge
+from drive import CHAT_PATH, RESPONSES_PATH, replay
+
+WIRES = ((CHAT_PATH, oracle.judge), (RESPONSES_PATH, oracle_responses.judge))
 
 
 def one_input(data: bytes) -> None:
-    step = 16 + (data[0] if data else 0) * 16  # 16 B to 4 KiB pieces
+    head = data[0] if data else 0
+    path, judge = WIRES[head & 1]
+    step = 16 + (head >> 1) * 32  # 16 B to 4 KiB pieces
     body = data[1:]
-    whole = replay([body])
-    split = replay([body[at : at + step] for at in range(0, len(body), step)])
-    assert split == whole, (whole, split, body)
+    whole = replay([body], path)
+    split = replay([body[at : at + step] for at in range(0, len(body), step)], path)
+    assert split == whole, (path, whole, split, body)
     expected = judge(body, SCHEMAS, policy)
     if expected is None:
-        assert whole.reason is not None, (whole, body)
+        assert whole.reason is not None, (path, whole, body)
     else:
-        assert whole.reason is None, (whole, body)
-        assert whole.released == tuple(e[:4] for e in expected), (whole, expected, body)
+        assert whole.reason is None, (path, whole, body)
+        assert whole.released == tuple(e[:4] for e in expected), (path, whole, expected, body)
 
 
 def main() -> None:
