@@ -3,10 +3,12 @@
 litellm accepts a caller's HTTP client; the gate hands it one whose transport wraps the real
 one. The wrapped response stream feeds each piece of the body to the attempt *before*
 litellm sees it, so by the time litellm yields a chunk the gate has already judged the wire
-that produced it. On a fault the body is cut short for litellm, by a read error rather than
-a clean end (at a clean end litellm would take the unterminated line it holds, up to
-``max_event_bytes``, for a whole one and parse it), and the attempt keeps the quarantine for
-the gated stream to raise.
+that produced it. On a fault the body is cut short for litellm and the attempt keeps the
+quarantine for whoever gates the stream to raise. Where litellm was handed whole lines only,
+the body simply ends (litellm ends its stream quietly, and the gated stream, or the proxy's
+hook, raises the quarantine with its own status). Where litellm holds an unterminated line
+it ends in a read error instead: at a clean end litellm would take that line, up to
+``max_event_bytes`` of it, for a whole one and parse it.
 
 litellm stops reading at ``[DONE]`` and closes the response; closing drains what is left
 of the body (bounded by the attempt's limits) so the gate knows whether it ended cleanly.
@@ -149,6 +151,7 @@ class _TapStream(httpx.SyncByteStream):
         self._tap = tap
         self._it: Iterator[bytes] | None = None
         self._closed = False
+        self._open_line = False  # litellm holds an unterminated line
         tap.close_sync = self.close
 
     def _pieces(self) -> Iterator[bytes]:
@@ -163,6 +166,7 @@ class _TapStream(httpx.SyncByteStream):
             for piece in self._pieces():
                 if not self._tap.feed(piece):
                     break
+                self._open_line = not piece.endswith((b"\n", b"\r"))
                 yield piece
         except httpx.TransportError as exc:
             error = exc
@@ -170,7 +174,9 @@ class _TapStream(httpx.SyncByteStream):
             self._tap.fail(error)
             raise error
         if self._tap.faulted:
-            raise StreamQuarantined
+            if self._open_line:
+                raise StreamQuarantined
+            return
         self._tap.eof()
 
     def close(self) -> None:
@@ -196,6 +202,7 @@ class _AsyncTapStream(httpx.AsyncByteStream):
         self._tap = tap
         self._it: AsyncIterator[bytes] | None = None
         self._closed = False
+        self._open_line = False  # litellm holds an unterminated line
         tap.close_async = self.aclose
 
     def _pieces(self) -> AsyncIterator[bytes]:
@@ -217,6 +224,7 @@ class _AsyncTapStream(httpx.AsyncByteStream):
             async for piece in self._pieces():
                 if not self._tap.feed(piece):
                     break
+                self._open_line = not piece.endswith((b"\n", b"\r"))
                 yield piece
         except httpx.TransportError as exc:
             error = exc
@@ -224,7 +232,9 @@ class _AsyncTapStream(httpx.AsyncByteStream):
             self._tap.fail(error)
             raise error
         if self._tap.faulted:
-            raise StreamQuarantined
+            if self._open_line:
+                raise StreamQuarantined
+            return
         self._tap.eof()
 
     async def aclose(self) -> None:
