@@ -1,0 +1,86 @@
+"""Output: the one-line progress log and the markdown table of the results.
+
+:func:`brief` renders a row's figures in words, per section; :func:`log` prints that line to
+standard error as each row is measured; :func:`markdown` writes ``results.md``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from bench.common import Row
+
+
+def log(row: Row) -> None:
+    print(f"  {row['section']:9} {row['name']}: {brief(row)}", file=sys.stderr, flush=True)
+
+
+def fmt_range(s: dict[str, float], digits: int = 3) -> str:
+    return f"{s['median']:.{digits}f} ({s['min']:.{digits}f}–{s['max']:.{digits}f})"
+
+
+def brief(row: Row) -> str:
+    section = row["section"]
+    if "error" in row:
+        return f"run failed: {row['error']}"
+    if section == "e2e":
+        return (
+            f"paired ×{fmt_range(row['ratio_wall'])} wall, ×{fmt_range(row['ratio_cpu'])} cpu; "
+            f"gate's own CPU ×{fmt_range(row['attributed_ratio'])} ({row['gate_cpu_ms']:.1f} of "
+            f"{row['plain_cpu_ms']:.0f} ms); plain litellm "
+            f"{row['baseline_us_per_event']['median']:.0f} µs/event"
+        )
+    if section in ("core", "reference"):
+        return (
+            f"×{fmt_range(row['ratio_wall'])} wall, ×{fmt_range(row['ratio_cpu'])} cpu; "
+            f"baseline {row['baseline_us_per_event']['median']:.1f} µs/event, "
+            f"measured {row['measured_us_per_event']['median']:.1f} µs/event"
+        )
+    if section == "decision":
+        return f"{fmt_range(row['us'], 1)} µs ({row['bytes']} bytes)"
+    if section == "ttft":
+        return (
+            f"plain {fmt_range(row['plain_ms'], 2)} ms, gated {fmt_range(row['gated_ms'], 2)} ms, "
+            f"diff {fmt_range(row['diff_ms'], 2)} ms, noise {row['noise_ms']:.2f} ms"
+        )
+    if section == "memory":
+        return (
+            f"streaming peak ×{row['streaming_peak_ratio']:.2f}, held at terminal "
+            f"×{row['held_at_terminal_ratio']:.2f}, "
+            f"through the decision ×{row['decision_peak_ratio']:.2f}"
+        )
+    if section == "loop":
+        return (
+            f"{row['slow_callbacks']} slow callbacks (worst {row['worst_callback_ms']:.1f} ms); "
+            f"gate sections on the loop over 5 ms of CPU: {row['gate_sections_over_5ms']} of "
+            f"{row['gate_sections']} (worst {row['worst_gate_section_ms']:.2f} ms CPU, "
+            f"{row['worst_gate_section_wall_ms']:.2f} ms wall)"
+        )
+    return ""
+
+
+def markdown(results: dict[str, Any]) -> str:
+    dates = sorted(set(results.get("sections_when", {}).values())) or [results["when"]]
+    lines = [
+        f"Measured {' and '.join(dates)} on {results['machine']}, litellm {results['litellm']}, "
+        f"{'quick run' if results['quick'] else 'full run'}. "
+        "Ratios: gated ÷ baseline, median (min–max) over interleaved pairs; "
+        "ratio budgets are judged on CPU time.",
+        "",
+        "| section | row | figure | budget | met |",
+        "|---|---|---|---|---|",
+    ]
+    for row in results["rows"]:
+        budget = ""
+        if row.get("budget_ratio") is not None:
+            budget = f"≤ ×{row['budget_ratio']}"
+        elif row.get("budget_us") is not None:
+            budget = f"≤ {row['budget_us']:g} µs"
+        elif row["section"] == "ttft":
+            budget = "within noise"
+        elif row["section"] == "loop" and "met" in row:
+            budget = "no gate section > 5 ms CPU"
+        met = {True: "yes", False: "**no**"}.get(row.get("met"), "")  # type: ignore[arg-type]
+        lines.append(f"| {row['section']} | {row['name']} | {brief(row)} | {budget} | {met} |")
+    return "\n".join(lines) + "\n"
