@@ -125,7 +125,7 @@ def e2e_section(up: Upstream, shapes: list[tuple[str, bytes, int]]) -> list[Row]
         def gated_run(gate_cpu: list[float] = gate_cpu) -> tuple[Timer, int]:
             sections: list[tuple[str, float, float]] = []
             with gate_sections(None, sections):
-                result = e2e.gated_sync()
+                result: tuple[Timer, int] = e2e.gated_sync()
             gate_cpu.append(sum(cpu for _, _, cpu in sections))
             return result
 
@@ -159,7 +159,7 @@ def e2e_section(up: Upstream, shapes: list[tuple[str, bytes, int]]) -> list[Row]
             async def gated_run(gate_cpu: list[float] = gate_cpu) -> Timer:
                 sections: list[tuple[str, float, float]] = []
                 with gate_sections(None, sections):
-                    timer = (await e2e.gated_async())[0]
+                    timer: Timer = (await e2e.gated_async())[0]
                 gate_cpu.append(sum(cpu for _, _, cpu in sections))
                 return timer
 

@@ -81,6 +81,6 @@ def markdown(results: dict[str, Any]) -> str:
             budget = "within noise"
         elif row["section"] == "loop" and "met" in row:
             budget = "no gate section > 5 ms CPU"
-        met = {True: "yes", False: "**no**"}.get(row.get("met"), "")  # type: ignore[arg-type]
+        met = {True: "yes", False: "**no**"}.get(row.get("met"), "")
         lines.append(f"| {row['section']} | {row['name']} | {brief(row)} | {budget} | {met} |")
     return "\n".join(lines) + "\n"

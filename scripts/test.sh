@@ -6,8 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --matrix
 export LITELLM_LOCAL_MODEL_COST_MAP=True
-.venv/bin/ruff check litellm_toolgate tests fixtures
-.venv/bin/mypy --strict litellm_toolgate
+.venv/bin/ruff check litellm_toolgate tests fixtures bench
+.venv/bin/mypy --strict litellm_toolgate bench
 echo "== tests on litellm $(.venv/bin/python -c 'from importlib.metadata import version; print(version("litellm"))') =="
 echo "   (tests/test_proxy_e2e.py, the real-proxy tests, is left out here: litellm 1.110.2's [proxy]"
 echo "    extra does not resolve on the registry; they run on 1.108.7 below)"
