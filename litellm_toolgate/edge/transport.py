@@ -287,7 +287,11 @@ class AsyncTapTransport(httpx.AsyncBaseTransport):
         if not self.tap.bind(response, request):
             return response
         assert isinstance(response.stream, httpx.AsyncByteStream)
-        return _wrap(response, _AsyncTapStream(response.stream, self.tap), request)
+        return _wrap(response, self._body(response.stream), request)
+
+    def _body(self, stream: httpx.AsyncByteStream) -> httpx.AsyncByteStream:
+        """The body litellm reads in place of ``stream``: here, a tee into the tap."""
+        return _AsyncTapStream(stream, self.tap)
 
     async def aclose(self) -> None:
         pass

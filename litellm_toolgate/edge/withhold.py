@@ -45,7 +45,7 @@ from ..core.sse import SSEDecoder, SSEMessage
 from ..core.state import Wire
 from .logs import emit_records
 from .policy import ajudge
-from .transport import WireTap, _wrap
+from .transport import AsyncTapTransport, WireTap
 
 R = QuarantineReason
 
@@ -210,24 +210,15 @@ class Withholding:
             self._on_decided(attempt)
 
 
-class WithholdingTransport(httpx.AsyncBaseTransport):
+class WithholdingTransport(AsyncTapTransport):
     """An async transport whose bodies reach litellm only as far as the gate allows.
 
     ``inner`` is shared across calls and stays open when this transport is closed.
     """
 
     def __init__(self, inner: httpx.AsyncBaseTransport, tap: WireTap, gate: Withholding):
-        self.inner = inner
-        self.tap = tap
+        super().__init__(inner, tap)
         self.gate = gate
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.tap.prepare(request)
-        response = await self.inner.handle_async_request(request)
-        if not self.tap.bind(response, request):
-            return response
-        assert isinstance(response.stream, httpx.AsyncByteStream)
-        return _wrap(response, _WithholdingStream(response.stream, self.tap, self.gate), request)
-
-    async def aclose(self) -> None:
-        pass
+    def _body(self, stream: httpx.AsyncByteStream) -> httpx.AsyncByteStream:
+        return _WithholdingStream(stream, self.tap, self.gate)
