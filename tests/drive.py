@@ -13,6 +13,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
+import tally
 from chatgen import TOOLS, policy
 
 from litellm_toolgate.core import (
@@ -76,6 +77,20 @@ def replay(pieces: list[bytes], path: str = CHAT_PATH) -> Result:
         tuple((c.index, c.call_id, c.name, c.arguments) for c in released),
         tuple(dict(c.value) for c in released),
     )
+
+
+def agree(whole: Result, expected: list[tuple[Any, ...]] | None, label: str = "") -> None:
+    """The gate's outcome must be the oracle's ``expected`` (None: refuse). Counts, under
+    ``label``, the streams the oracle refuses and any of them the gate released."""
+    if expected is None:
+        tally.count(f"{label}bad_streams")
+        if whole.reason is None:
+            tally.count(f"{label}released_bad")
+        assert whole.reason is not None, f"released what the oracle refuses: {whole.released}"
+    else:
+        assert whole.reason is None, f"quarantined ({whole.reason}) what the oracle releases"
+        assert whole.released == tuple(e[:4] for e in expected)
+        assert whole.values == tuple(e[4] for e in expected)
 
 
 def pieces_of(body: bytes, cuts: list[int]) -> list[bytes]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import tally
 from chatgen import BATCH, SCHEMAS, Knobs, knobs, policy, scaled
-from drive import RESPONSES_PATH, Result, pieces_of, replay
+from drive import RESPONSES_PATH, Result, agree, pieces_of, replay
 from hypothesis import HealthCheck, event, given, note, settings
 from oracle_responses import judge
 from respgen import MUTATIONS, batch, wire
@@ -40,15 +40,7 @@ def check(stream_body: bytes, cuts: list[int], mutations: list[str]) -> Result:
     tally.count("responses_streams")
     if len(cuts) > 1 and len(cuts) == len(stream_body) - 1:
         tally.count("responses_bytewise")
-    if expected is None:
-        tally.count("responses_bad_streams")
-        if whole.reason is None:
-            tally.count("responses_released_bad")
-        assert whole.reason is not None, f"released what the oracle refuses: {whole.released}"
-    else:
-        assert whole.reason is None, f"quarantined ({whole.reason}) what the oracle releases"
-        assert whole.released == tuple(e[:4] for e in expected)
-        assert whole.values == tuple(e[4] for e in expected)
+    agree(whole, expected, "responses_")
     outcome = "released" if whole.reason is None else whole.reason.value
     event(f"{'+'.join(mutations) or 'intact'}: {outcome}")
     return whole
