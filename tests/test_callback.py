@@ -1,9 +1,9 @@
 """``ToolGateGuardrail`` in ``litellm.callbacks``, against the real litellm on loopback.
 
-The SDK routes: ``litellm.acompletion`` streamed and whole for every chat fixture (the
-gate withholds on the wire itself; the outcome is the wire's, since litellm is handed
-re-encoded messages it cannot mangle), the sync ``litellm.completion`` refused before it is
-sent, decisions read back from litellm's standard logging, the per-request table emptied
+The SDK routes: ``litellm.acompletion`` and ``litellm.completion`` streamed for every chat
+fixture, and whole (the gate withholds on the wire itself; the outcome is the wire's, since
+litellm is handed re-encoded messages it cannot mangle; the quarantine reaches the caller as
+itself), the sync path's own edges in ``test_callback_sync.py``, decisions read back from litellm's standard logging, the per-request table emptied
 after success, quarantine and cancellation. The proxy's iterator hook is also driven in
 process here (the hook the proxy calls, on a stream litellm made) to show its clean-up when
 the client goes away; ``test_proxy_e2e.py`` drives a real proxy. And the YAML settings.
@@ -30,7 +30,6 @@ from litellm_toolgate import (
     QuarantineReason,
     ToolCallQuarantined,
     ToolGateGuardrail,
-    UngatedCallRefused,
     find_quarantine,
 )
 from litellm_toolgate.demo.serve import as_requested, json_body_of
@@ -127,6 +126,16 @@ async def _stream(upstream: FakeUpstream, name: str) -> tuple[list[Any], BaseExc
     return chunks, None
 
 
+def _sync_stream(upstream: FakeUpstream, name: str) -> tuple[list[Any], BaseException | None]:
+    chunks: list[Any] = []
+    try:
+        for chunk in litellm.completion(**_kwargs(upstream, name, stream=True)):
+            chunks.append(chunk)
+    except Exception as exc:
+        return chunks, exc
+    return chunks, None
+
+
 def _calls(chunks: list[Any]) -> list[dict[str, Any]]:
     calls: dict[int, dict[str, Any]] = {}
     for chunk in chunks:
@@ -149,23 +158,27 @@ def _no_leak(error: BaseException) -> None:
         seen = seen.__cause__ or seen.__context__
 
 
+@pytest.mark.parametrize("mode", ["async", "sync"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_acompletion_stream_gates_every_fixture(
-    upstream: FakeUpstream, gate: ToolGateGuardrail, name: str
+def test_completion_stream_gates_every_fixture(
+    upstream: FakeUpstream, gate: ToolGateGuardrail, name: str, mode: str
 ) -> None:
     case = CASES[name]
-    chunks, error = asyncio.run(_stream(upstream, name))
+    if mode == "async":
+        chunks, error = asyncio.run(_stream(upstream, name))
+    else:
+        chunks, error = _sync_stream(upstream, name)
     text = "".join(c.delta.content or "" for chunk in chunks for c in chunk.choices)
     if case["expect"] == "release":
         assert error is None, f"{name}: {error!r}"
         assert _calls(chunks) == case["calls"]
         assert text == case["text"]
     else:
-        # litellm raises its own exception; the gate's quarantine is its cause.
-        assert error is not None and not isinstance(error, ToolCallQuarantined)
-        quarantine = find_quarantine(error)
-        assert quarantine is not None, f"{name}: {error!r}"
-        assert quarantine.reason is R(case["reason"])
+        # The quarantine itself reaches the caller, in its family, through litellm.
+        assert isinstance(error, ToolCallQuarantined), f"{name}: {error!r}"
+        assert isinstance(error, R(case["reason"]).family)
+        assert error.reason is R(case["reason"])
+        assert find_quarantine(error) is error
         assert _calls(chunks) == [], "a tool-call fragment reached the caller"
         assert case["text"].startswith(text)
         _no_leak(error)
@@ -217,30 +230,6 @@ def test_acompletion_whole_response(
         assert caught.value.reason is R(case["reason"])
         _no_leak(caught.value)
     assert gate.pending == 0
-
-
-@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
-def test_sync_completion_is_refused_before_it_is_sent(
-    upstream: FakeUpstream, gate: ToolGateGuardrail, stream: bool
-) -> None:
-    before = len(upstream.requests)
-    with pytest.raises(UngatedCallRefused) as caught:
-        result = litellm.completion(**_kwargs(upstream, "multiply_basic", stream=stream))
-        list(result) if stream else None
-    assert "acompletion" in str(caught.value)
-    assert len(upstream.requests) == before
-
-
-def test_tool_gate_completion_is_not_refused(
-    upstream: FakeUpstream, gate: ToolGateGuardrail
-) -> None:
-    from litellm_toolgate import ToolGate
-
-    kwargs = _kwargs(upstream, "multiply_basic", stream=True)
-    chunks = list(ToolGate(MANIFEST["tools"]).completion(**kwargs))
-    assert _calls(chunks) == CASES["multiply_basic"]["calls"]
-    with pytest.raises(UngatedCallRefused):  # while a plain sync call still is
-        litellm.completion(**kwargs)
 
 
 def test_decisions_reach_litellm_standard_logging(
@@ -298,7 +287,11 @@ async def _proxy_stream(
     assert gate.pending == 1
     litellm.callbacks = []  # the hook already ran; litellm must not run it again
     response = await litellm.acompletion(**kwargs)
-    request_data: dict[str, Any] = {"litellm_call_id": kwargs["litellm_call_id"], "metadata": {}}
+    # The proxy hands its later hooks the request's own metadata, where the gate left its key.
+    request_data: dict[str, Any] = {
+        "litellm_call_id": kwargs["litellm_call_id"],
+        "metadata": kwargs["metadata"],
+    }
     hook = gate.async_post_call_streaming_iterator_hook(None, response, request_data)
     chunks: list[Any] = []
     try:
@@ -354,7 +347,7 @@ def test_proxy_failure_hook_forgets_a_failed_request(upstream: FakeUpstream, str
             litellm.callbacks = saved
         # What the proxy calls for a request that failed before any later hook ran.
         await gate.async_post_call_failure_hook(
-            {"litellm_call_id": "call-fails"}, caught.value, None
+            {"litellm_call_id": "call-fails", "metadata": kwargs["metadata"]}, caught.value, None
         )
 
     asyncio.run(run())
@@ -369,16 +362,19 @@ def test_the_pending_table_is_bounded(
     monkeypatch.setattr(callback, "_MAX_PENDING", 3)
     gate = ToolGateGuardrail(MANIFEST["tools"])
 
+    requests: list[dict[str, Any]] = []
+
     async def fill() -> None:
         for i in range(5):
             kwargs = _kwargs(upstream, "multiply_basic", stream=True)
             kwargs.update(litellm_call_id=f"call-{i}", proxy_server_request={"body": {}})
             await gate.async_pre_call_deployment_hook(kwargs, "acompletion")
+            requests.append({"litellm_call_id": f"call-{i}", "metadata": kwargs["metadata"]})
 
     asyncio.run(fill())
     assert gate.pending == 3
-    assert gate._take({"litellm_call_id": "call-0"}) is None  # evicted: its stream is refused
-    assert gate._take({"litellm_call_id": "call-4"}) is not None
+    assert gate._take(requests[0]) is None  # evicted: its stream is refused
+    assert gate._take(requests[4]) is not None
 
 
 def test_proxy_hook_refuses_a_stream_it_did_not_observe(upstream: FakeUpstream) -> None:
