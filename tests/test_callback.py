@@ -3,7 +3,8 @@
 The SDK routes: ``litellm.acompletion`` and ``litellm.completion`` streamed for every chat
 fixture, and whole (the gate withholds on the wire itself; the outcome is the wire's, since
 litellm is handed re-encoded messages it cannot mangle; the quarantine reaches the caller as
-itself), the sync path's own edges in ``test_callback_sync.py``, decisions read back from litellm's standard logging, the per-request table emptied
+itself), the sync path's own edges in ``test_callback_sync.py``, decisions read back
+from litellm's standard logging, the per-request table emptied
 after success, quarantine and cancellation. The proxy's iterator hook is also driven in
 process here (the hook the proxy calls, on a stream litellm made) to show its clean-up when
 the client goes away; ``test_proxy_e2e.py`` drives a real proxy. And the YAML settings.
@@ -88,6 +89,9 @@ def upstream() -> Iterator[FakeUpstream]:
 def _unregister() -> Iterator[None]:
     """litellm copies ``litellm.callbacks`` into lists of its own; take the gates out of all."""
     yield
+    from litellm_toolgate.edge import synccall
+
+    assert len(synccall.CLAIMS) == 0, "a sync call's claim was left behind"
     for name in dir(litellm):
         value = getattr(litellm, name, None)
         if isinstance(value, list):

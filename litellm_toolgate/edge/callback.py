@@ -58,6 +58,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from pathlib import Path
@@ -189,6 +190,7 @@ class ToolGateGuardrail(CustomGuardrail):
         kwargs.setdefault("guardrail_name", "toolgate")
         super().__init__(**kwargs)
         self._pending: OrderedDict[str, WireTap] = OrderedDict()
+        self._made: weakref.WeakSet[WireTap] = weakref.WeakSet()
 
     @classmethod
     def from_settings_file(cls, path: str | Path, **kwargs: Any) -> ToolGateGuardrail:
@@ -244,6 +246,7 @@ class ToolGateGuardrail(CustomGuardrail):
         if in_proxy:
             # The proxy's later hooks get the proxy's request, not these kwargs: keep the tap.
             self._remember(kwargs, tap)
+        self._made.add(tap)
         kwargs["client"] = vouch_client(ToolGate.tapped_async_handler(transport))
         return kwargs
 
@@ -370,8 +373,11 @@ class ToolGateGuardrail(CustomGuardrail):
             or request_data.get("stream")
         ):
             return None
-        # Outside the proxy the request is the kwargs the pre-call hook returned.
+        # Outside the proxy the request is the kwargs the pre-call hook returned. A tap this
+        # gate did not make belongs to a ToolGate's own call, which that gate decides.
         tap = getattr(request_data.get("client"), "tap", None)
+        if isinstance(tap, WireTap) and tap not in self._made:
+            return None
         await self._check_response(request_data, response, tap, in_proxy=False)
         return None
 

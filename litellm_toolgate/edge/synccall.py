@@ -104,10 +104,7 @@ class _Claims:
 
     def take(self, token: str) -> _Claim | None:
         with self._lock:
-            claim = self._by_token.pop(token, None)
-            if claim is not None:
-                claim.claimed = True
-            return claim
+            return self._by_token.pop(token, None)
 
     def settle(self, call_id: str) -> _Claim | None:
         """The call's claim, forgotten (it is armed once per request litellm makes)."""
@@ -191,6 +188,7 @@ class ClaimingTransport(httpx.BaseTransport):
                 "a sync request carried a toolgate claim that does not match the call that "
                 "armed it; it was not sent"
             )
+        claim.claimed = True
         tap = claim.tap
         tap.prepare(request)
         response = self._route(request, claim.ssl_verify).handle_request(request)
@@ -217,7 +215,7 @@ def _default_client(ssl_verify: Any) -> httpx.Client:
 
     http2 = bool(http_handler.http2_enabled())
     try:
-        verify = http_handler.get_ssl_configuration(ssl_verify, http2=http2)  # type: ignore[call-arg]
+        verify = http_handler.get_ssl_configuration(ssl_verify, http2=http2)
     except TypeError:  # litellm 1.108: no http2 argument
         verify = http_handler.get_ssl_configuration(ssl_verify)
     cert = os.getenv("SSL_CERTIFICATE", litellm.ssl_certificate)
@@ -244,13 +242,14 @@ def install() -> ClaimingTransport:
             "litellm.sync_transport is not an httpx transport; the gate cannot claim its calls"
         )
     claiming = ClaimingTransport(current)
-    litellm.sync_transport = claiming  # type: ignore[attr-defined]
+    # Not declared by every litellm version (litellm reads it with getattr).
+    setattr(litellm, "sync_transport", claiming)  # noqa: B010
     return claiming
 
 
 def _evict_foreign_clients(claiming: ClaimingTransport) -> None:
     """Drop litellm's cached sync clients that were built on another transport."""
-    cache = getattr(litellm, "in_memory_llm_clients_cache", None)
+    cache: Any = getattr(litellm, "in_memory_llm_clients_cache", None)
     table = getattr(cache, "cache_dict", None)
     if not isinstance(table, dict):
         return
@@ -260,7 +259,7 @@ def _evict_foreign_clients(claiming: ClaimingTransport) -> None:
         client = getattr(value, "client", None)
         if getattr(client, "_transport", None) is not claiming:
             with contextlib.suppress(Exception):
-                cache.delete_cache(key)  # type: ignore[union-attr]
+                cache.delete_cache(key)
 
 
 def arm(kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding) -> None:
