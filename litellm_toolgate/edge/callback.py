@@ -162,6 +162,7 @@ class ToolGateGuardrail(CustomGuardrail):
         tools_file: str | Path | None = None,
         hmac_key_env: str | None = None,
         base_dir: str | Path | None = None,
+        retry_stream_faults: bool = False,
         **kwargs: Any,
     ) -> None:
         yaml_form: dict[str, Any] = {
@@ -187,6 +188,10 @@ class ToolGateGuardrail(CustomGuardrail):
             self.gate = ToolGate(**arguments)
         except GateConfigError as exc:
             raise GuardrailConfigError(str(exc)) from exc
+        if not isinstance(retry_stream_faults, bool):
+            raise GuardrailConfigError("retry_stream_faults must be true or false")
+        # Opt-in: a remote stream fault before the first chunk may be retried by litellm.
+        self.retry_stream_faults = retry_stream_faults
         kwargs.setdefault("guardrail_name", "toolgate")
         super().__init__(**kwargs)
         self._pending: OrderedDict[str, WireTap] = OrderedDict()
@@ -240,9 +245,13 @@ class ToolGateGuardrail(CustomGuardrail):
             def report(attempt: ChatAttempt) -> None:
                 self._report(kwargs, attempt, started)
 
-            transport = WithholdingTransport(
-                base, tap, Withholding(self.gate.policy, report, intervene=not in_proxy)
+            holding = Withholding(
+                self.gate.policy,
+                report,
+                intervene=not in_proxy,
+                retry_stream_faults=self.retry_stream_faults,
             )
+            transport = WithholdingTransport(base, tap, holding)
         if in_proxy:
             # The proxy's later hooks get the proxy's request, not these kwargs: keep the tap.
             self._remember(kwargs, tap)
@@ -286,7 +295,13 @@ class ToolGateGuardrail(CustomGuardrail):
         def report(attempt: ChatAttempt) -> None:
             self._report(request, attempt, started)
 
-        arm(kwargs, tap, Withholding(self.gate.policy, report, whole_here=True))
+        holding = Withholding(
+            self.gate.policy,
+            report,
+            whole_here=True,
+            retry_stream_faults=self.retry_stream_faults,
+        )
+        arm(kwargs, tap, holding)
 
     def log_post_api_call(
         self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any

@@ -39,7 +39,13 @@ from typing import Any
 import httpx
 
 from ..core.attempt import ChatAttempt
-from ..core.errors import QuarantineReason, ToolCallQuarantined
+from ..core.errors import (
+    Interrupted,
+    Party,
+    QuarantineReason,
+    StreamFault,
+    ToolCallQuarantined,
+)
 from ..core.policy import Policy, ToolCall
 from ..core.sse import SSEDecoder, SSEMessage
 from ..core.state import Wire
@@ -126,6 +132,7 @@ class _Held:
         self._framer = SSEDecoder(max_event_bytes=tap.attempt.limits.max_event_bytes)
         self._held: list[bytes] = []
         self._decided = False
+        self._passed_live = False  # whether any message went out before the decision
 
     def _hold(self, piece: bytes) -> list[bytes]:
         """What may go out now; the rest is held. A whole body is always held to its end."""
@@ -139,6 +146,7 @@ class _Held:
                 continue
             if not self._held and _passes_live(message, wire):
                 live.append(_encode(message))
+                self._passed_live = True
             else:
                 self._held.append(_encode(message))
         return live
@@ -176,7 +184,7 @@ class _Held:
         if fault is not None:
             # Raised outside every except block: litellm chains its own error to this one,
             # never the other way round.
-            raise self._gate.typed(fault)
+            raise self._gate.typed(fault, before_first_chunk=not self._passed_live)
 
     def _cancel(self) -> None:
         if not self._decided:
@@ -302,6 +310,7 @@ class Withholding:
         *,
         intervene: bool = True,
         whole_here: bool = False,
+        retry_stream_faults: bool = False,
     ) -> None:
         self.policy = policy
         # A whole body is judged here (on the wire alone) when no later hook can raise: the
@@ -312,9 +321,25 @@ class Withholding:
         # Through litellm to the caller: as a guardrail intervention, which litellm passes on
         # unchanged and never retries. The proxy keeps the core's classes (and statuses).
         self._intervene = intervene
+        self._retry_stream_faults = retry_stream_faults
 
-    def typed(self, fault: ToolCallQuarantined) -> ToolCallQuarantined:
-        """The exception to raise for ``fault`` (a fresh one, chained to nothing)."""
+    def typed(
+        self, fault: ToolCallQuarantined, *, before_first_chunk: bool = False
+    ) -> ToolCallQuarantined:
+        """The exception to raise for ``fault`` (a fresh one, chained to nothing).
+
+        With ``retry_stream_faults``, a remote fault of the stream itself (a broken protocol
+        or an interruption, never arguments, schema, policy or limits) found before anything
+        went out is raised as the core's class instead: litellm then treats it as a failed
+        stream it may retry, or send to a fallback, as a new request gated afresh.
+        """
+        if (
+            self._retry_stream_faults
+            and before_first_chunk
+            and isinstance(fault, (StreamFault, Interrupted))
+            and fault.party is Party.REMOTE
+        ):
+            return fault
         return as_intervention(fault) if self._intervene else fault
 
     def decided(self, attempt: ChatAttempt) -> None:
