@@ -475,3 +475,103 @@ def test_the_examples_share_the_fixture_tools() -> None:
     config = yaml.safe_load((EXAMPLES / "proxy_guardrails.yaml").read_text())
     params = config["guardrails"][0]["litellm_params"]
     assert GateSettings.from_guardrail_kwargs(params).tools == MANIFEST["tools"]
+
+
+# ---- the proxy's per-request table: keyed by the gate, counted, emptied ------------------------
+async def _proxy_flow(
+    gate: ToolGateGuardrail, upstream: FakeUpstream, name: str, call_id: str, *, take: int | None
+) -> tuple[str, list[Any], BaseException | None]:
+    """One proxied stream through the gate's hooks, as the proxy drives them."""
+    kwargs = _kwargs(upstream, name, stream=True)
+    kwargs.update(litellm_call_id=call_id, proxy_server_request={"body": {}})
+    kwargs = await gate.async_pre_call_deployment_hook(kwargs, "acompletion") or kwargs
+    request_data = {"litellm_call_id": call_id, "metadata": kwargs["metadata"]}
+    try:
+        response = await litellm.acompletion(**kwargs)
+    except Exception as exc:
+        # What the proxy runs for a request that failed before any later hook.
+        await gate.async_post_call_failure_hook(request_data, exc, None)
+        raise
+    hook = gate.async_post_call_streaming_iterator_hook(None, response, request_data)
+    chunks: list[Any] = []
+    try:
+        async for chunk in hook:
+            chunks.append(chunk)
+            if take is not None and len(chunks) >= take:
+                await hook.aclose()
+                break
+    except ToolCallQuarantined as exc:
+        return name, chunks, exc
+    return name, chunks, None
+
+
+def test_requests_sharing_a_call_id_keep_their_own_wire(upstream: FakeUpstream) -> None:
+    """``litellm_call_id`` is the client's (``x-litellm-call-id``): it must not pick the tap."""
+    gate = ToolGateGuardrail(MANIFEST["tools"])
+    litellm.callbacks = []
+    names = ["multiply_basic", "args_invalid_json", "disconnect_mid_arguments"] * 10
+
+    async def run() -> list[tuple[str, list[Any], BaseException | None]]:
+        flows = [_proxy_flow(gate, upstream, n, "same-id", take=None) for n in names]
+        return await asyncio.gather(*flows)
+
+    for name, chunks, error in asyncio.run(run()):
+        if CASES[name]["expect"] == "release":
+            assert error is None, (name, error)
+            assert _calls(chunks) == CASES[name]["calls"]
+        else:
+            assert isinstance(error, ToolCallQuarantined), name
+            assert error.reason is R(CASES[name]["reason"])
+            assert _calls(chunks) == []
+    assert gate.in_flight == 0
+
+
+def test_a_request_whose_key_is_ambiguous_is_refused(upstream: FakeUpstream) -> None:
+    gate = ToolGateGuardrail(MANIFEST["tools"])
+
+    async def run() -> None:
+        kwargs = _kwargs(upstream, "multiply_basic", stream=True)
+        kwargs.update(litellm_call_id="x", proxy_server_request={"body": {}})
+        kwargs["metadata"], kwargs["litellm_metadata"] = {}, {}
+        kwargs = await gate.async_pre_call_deployment_hook(kwargs, "acompletion") or kwargs
+        # A client-made value in one of the two places: two different keys, never merged.
+        request = {"metadata": kwargs["metadata"], "litellm_metadata": {"toolgate_request": "x"}}
+        litellm.callbacks = []
+        response = await litellm.acompletion(**kwargs)
+        async for _ in gate.async_post_call_streaming_iterator_hook(None, response, request):
+            raise AssertionError("nothing may pass")
+
+    with pytest.raises(ToolCallQuarantined) as caught:
+        asyncio.run(run())
+    assert caught.value.reason is R.WIRE_NOT_OBSERVED
+    assert gate.in_flight == 0
+
+
+def test_in_flight_returns_to_zero_under_load(upstream: FakeUpstream) -> None:
+    gate = ToolGateGuardrail(MANIFEST["tools"], limits=Limits(idle_timeout=1))
+    litellm.callbacks = []
+    peak: list[int] = []
+
+    async def watch(done: asyncio.Event) -> None:
+        while not done.is_set():
+            peak.append(gate.in_flight)
+            await asyncio.sleep(0.005)
+
+    async def run() -> None:
+        done = asyncio.Event()
+        watcher = asyncio.create_task(watch(done))
+        names = ["multiply_basic", "args_invalid_json", "two_tools_interleaved", "http-500"]
+        flows = []
+        for i in range(200):
+            name = names[i % len(names)]
+            flows.append(_proxy_flow(gate, upstream, name, f"c{i}", take=2 if i % 7 == 0 else None))
+        results = await asyncio.gather(*flows, return_exceptions=True)
+        done.set()
+        await watcher
+        failed = [r for r in results if isinstance(r, BaseException)]
+        assert len(failed) == 50 and all(isinstance(r, litellm.InternalServerError) for r in failed)
+
+    asyncio.run(run())
+    # Released, quarantined, abandoned by the client, failed upstream: none is left behind.
+    assert max(peak) > 0
+    assert gate.in_flight == 0
