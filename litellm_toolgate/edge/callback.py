@@ -80,6 +80,7 @@ from .gate import ToolGate
 from .intervention import as_intervention
 from .logs import emit_records
 from .policy import ajudge
+from .preflight import chat_chunk_check
 from .stream import AsyncGatedStream
 from .synccall import (
     UngatedCallRefused,
@@ -250,6 +251,9 @@ class ToolGateGuardrail(CustomGuardrail):
                 report,
                 intervene=not in_proxy,
                 retry_stream_faults=self.retry_stream_faults,
+                chunk_check=chat_chunk_check(
+                    str(kwargs.get("model", "")), kwargs.get("custom_llm_provider")
+                ),
             )
             transport = WithholdingTransport(base, tap, holding)
         if in_proxy:
@@ -300,6 +304,9 @@ class ToolGateGuardrail(CustomGuardrail):
             report,
             whole_here=True,
             retry_stream_faults=self.retry_stream_faults,
+            chunk_check=chat_chunk_check(
+                str(kwargs.get("model", "")), kwargs.get("custom_llm_provider") or None
+            ),
         )
         arm(kwargs, tap, holding)
 

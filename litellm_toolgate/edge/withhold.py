@@ -52,6 +52,7 @@ from ..core.state import Wire
 from .intervention import as_intervention
 from .logs import emit_records
 from .policy import ajudge, judge
+from .preflight import ChunkCheck
 from .transport import AsyncTapTransport, WireTap
 
 R = QuarantineReason
@@ -144,12 +145,28 @@ class _Held:
         for message in self._framer.feed(piece):
             if wire is Wire.CHAT and message.event not in ("", "message"):
                 continue
+            if not self._carried(message, wire):
+                # litellm could not parse it: nothing more goes out, the attempt is refused.
+                self._tap.attempt.interrupt(R.CARRIER_MISMATCH)
+                self._held = []
+                return live
             if not self._held and _passes_live(message, wire):
                 live.append(_encode(message))
                 self._passed_live = True
             else:
                 self._held.append(_encode(message))
         return live
+
+    def _carried(self, message: SSEMessage, wire: Wire) -> bool:
+        """Whether litellm's own parser for the route takes this chat message."""
+        check = self._gate.chunk_check
+        if check is None or wire is not Wire.CHAT or message.data == "[DONE]":
+            return True
+        try:
+            value = json.loads(message.data)
+        except ValueError:
+            return True  # the attempt itself judges malformed messages
+        return not isinstance(value, dict) or check(value)
 
     def _calls(self) -> list[ToolCall] | None:
         """The calls awaiting the policy; None when there is nothing to judge (a fault, or a
@@ -311,8 +328,11 @@ class Withholding:
         intervene: bool = True,
         whole_here: bool = False,
         retry_stream_faults: bool = False,
+        chunk_check: ChunkCheck | None = None,
     ) -> None:
         self.policy = policy
+        # litellm's parser for the route, asked before a chat message goes out (preflight).
+        self.chunk_check = chunk_check
         # A whole body is judged here (on the wire alone) when no later hook can raise: the
         # sync callback path. Otherwise it is only held, and the callback judges it against
         # litellm's result.
