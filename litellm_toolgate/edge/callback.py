@@ -8,8 +8,8 @@ client of its own, so it reads the raw wire of that request. What happens next d
 who hands the result to the caller.
 
 * **Proxy, streaming.** The proxy passes its stream through the guardrail's iterator hook.
-  The client injected for the request only observes; the hook looks its tap up by
-  ``litellm_call_id`` and runs the stream through :class:`AsyncGatedStream`, exactly as
+  The client injected for the request only observes; the hook looks its tap up (see below)
+  and runs the stream through :class:`AsyncGatedStream`, exactly as
   :class:`ToolGate` does: text passes live, tool calls are withheld, litellm's chunks are
   cross-checked against the wire, the policy runs, and the calls go out or a
   :class:`ToolCallQuarantined` is raised. The proxy turns a raise before its first chunk
@@ -18,29 +18,38 @@ who hands the result to the caller.
 * **Proxy, not streaming.** The injected client holds the body until it ended; the proxy's
   success hook checks litellm's response against the wire and raises the same way.
 * **SDK, ``litellm.acompletion``.** No hook sees the stream before the caller does, so the
-  injected client withholds on the wire itself (:mod:`withhold`); a quarantine reaches the
-  caller as litellm's exception with the gate's as its cause (:func:`find_quarantine`).
-  Non-streamed responses are checked in the deployment success hook, which may raise.
-* **SDK, sync ``litellm.completion``.** litellm runs no hook there that can change the
-  request or stop the response, and it swallows every ``Exception`` a logging hook raises.
-  The gate refuses the call before it is sent by raising :class:`UngatedCallRefused`, a
-  ``BaseException``, from the one sync hook litellm runs first (``log_pre_api_call``),
-  unless :meth:`ToolGate.completion` is making the call (it gates the call itself).
+  injected client withholds on the wire itself (:mod:`withhold`). A quarantine travels
+  through litellm as its litellm-flavoured twin (:mod:`intervention`: also a guardrail
+  intervention), which litellm hands to the caller unchanged and never retries.
+  Non-streamed responses are judged while held and checked again in the deployment success
+  hook, which may raise.
+* **SDK, sync ``litellm.completion`` / ``litellm.responses``.** litellm runs no sync hook
+  that can change the request, so the gate arms the call in ``log_pre_api_call`` and a
+  transport installed as ``litellm.sync_transport`` claims exactly that request and
+  withholds like the async client (:mod:`synccall`). What it cannot claim is refused before
+  it is sent (:class:`UngatedCallRefused`, a ``BaseException``: litellm swallows anything
+  narrower from a logging hook). A :class:`ToolGate`'s own calls are vouched for by that
+  gate (call id and thread) and left alone.
+* **Other call types** are classified once in :mod:`calltypes`: a model turn the gate does
+  not read yet is refused before sending, everything else passes untouched.
 
 The Responses API goes the same ways: ``litellm.aresponses`` and the proxy's
-``/v1/responses`` run the same pre-call hook (through litellm's bridge, once more for the chat
-call it makes, whose client then wraps the first one's), and the withholding client reads
-either wire (:mod:`withhold`). The proxy hands the iterator hook a wrapper of its own around
-litellm's stream, so the tap carries whether the caller gets Responses events
-(``responses_api``, set from the call type and inherited by the bridge's chat call), and
-the hook runs :class:`CarrierEvents` for them, as :meth:`ToolGate.aresponses` does. Whole
-results are checked against the wire as a ``ResponsesAPIResponse``. A sync
-``litellm.responses`` is refused like a sync ``litellm.completion``.
+``/v1/responses`` run the same pre-call hook, and the withholding client reads either wire
+(:mod:`withhold`). Through litellm's bridge the hook runs once more for the chat call
+litellm makes with the outer call's client: the gate recognises its own client and leaves
+it, so one attempt reads the wire and the policy runs once. The proxy hands the iterator
+hook a wrapper of its own around litellm's stream, so the tap carries whether the caller
+gets Responses events (``responses_api``, set from the call type), and the hook runs
+:class:`CarrierEvents` for them, as :meth:`ToolGate.aresponses` does. Whole results are
+checked against the wire as a ``ResponsesAPIResponse``.
 
 Outside the proxy the tap travels with the request itself (the injected client is in the
 kwargs litellm hands the later hooks). Inside the proxy those hooks get the proxy's own
-request, so the tap waits in ``_pending``, keyed by ``litellm_call_id``, between the pre-call
-hook and the hook that consumes it, which removes it first thing. The proxy's failure hook
+request, so the tap waits in ``_pending`` between the pre-call hook and the hook that
+consumes it, which removes it first thing. Its key is a random token the gate writes into
+the request's metadata (which the proxy hands its later hooks), never ``litellm_call_id``,
+which a client can set (``x-litellm-call-id``); a missing or ambiguous key is refused,
+never merged. ``in_flight`` counts the waiting requests. The proxy's failure hook
 removes it when the request failed before that, and the table is bounded, so a path that
 skips both can never grow it without end (an evicted request is refused, never passed).
 
