@@ -62,6 +62,16 @@ class Standard(CustomLogger):
     ) -> None:
         self._keep("failure", kwargs)
 
+    def log_success_event(
+        self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        self._keep("success", kwargs)
+
+    def log_failure_event(
+        self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        self._keep("failure", kwargs)
+
 
 def _scripted(request: dict[str, Any]) -> Scripted:
     name = str(request["messages"][-1]["content"])
@@ -95,7 +105,7 @@ def _unregister() -> Iterator[None]:
     for name in dir(litellm):
         value = getattr(litellm, name, None)
         if isinstance(value, list):
-            value[:] = [cb for cb in value if not isinstance(cb, ToolGateGuardrail)]
+            value[:] = [cb for cb in value if not isinstance(cb, (ToolGateGuardrail, Standard))]
 
 
 @pytest.fixture
@@ -236,20 +246,25 @@ def test_acompletion_whole_response(
     assert gate.pending == 0
 
 
+@pytest.mark.parametrize("mode", ["async", "sync"])
 def test_decisions_reach_litellm_standard_logging(
-    upstream: FakeUpstream, gate: ToolGateGuardrail
+    upstream: FakeUpstream, gate: ToolGateGuardrail, mode: str
 ) -> None:
     reader = Standard()
     litellm.callbacks = [gate, reader]
 
     async def both() -> None:
         for name in ("two_tools_interleaved", "args_invalid_json"):
-            await _stream(upstream, name)
+            if mode == "async":
+                await _stream(upstream, name)
         for _ in range(100):  # litellm logs from background tasks
             if len(reader.seen) >= 2:
                 break
             await asyncio.sleep(0.05)
 
+    if mode == "sync":
+        for name in ("two_tools_interleaved", "args_invalid_json"):
+            _sync_stream(upstream, name)
     asyncio.run(both())
     assert [kind for kind, _ in reader.seen] == ["success", "failure"]
     released, quarantined = (info[0] for _, info in reader.seen)

@@ -303,7 +303,9 @@ class ToolGateGuardrail(CustomGuardrail):
         )
         tap.responses_api = kind in _SYNC_RESPONSES
         started = time.time()
-        request = dict(kwargs)
+        # litellm's standard logging of a sync call reads the metadata of its litellm_params.
+        params = kwargs.get("litellm_params")
+        request: dict[str, Any] = params if isinstance(params, dict) else {}
 
         def report(attempt: ChatAttempt) -> None:
             self._report(request, attempt, started)
