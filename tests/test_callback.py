@@ -577,14 +577,14 @@ def test_in_flight_returns_to_zero_under_load(upstream: FakeUpstream) -> None:
         watcher = asyncio.create_task(watch(done))
         names = ["multiply_basic", "args_invalid_json", "two_tools_interleaved", "http-500"]
         flows = []
-        for i in range(200):
+        for i in range(100):
             name = names[i % len(names)]
             flows.append(_proxy_flow(gate, upstream, name, f"c{i}", take=2 if i % 7 == 0 else None))
         results = await asyncio.gather(*flows, return_exceptions=True)
         done.set()
         await watcher
         failed = [r for r in results if isinstance(r, BaseException)]
-        assert len(failed) == 50 and all(isinstance(r, litellm.InternalServerError) for r in failed)
+        assert len(failed) == 25 and all(isinstance(r, litellm.InternalServerError) for r in failed)
 
     asyncio.run(run())
     # Released, quarantined, abandoned by the client, failed upstream: none is left behind.
