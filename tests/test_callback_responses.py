@@ -166,9 +166,7 @@ def test_native_stream(upstream: FakeUpstream, name: str, mode: str) -> None:
     data = (FIXTURES / case["body"]).read_bytes()
     # Half the cases arrive in odd pieces (cut inside events and UTF-8), half whole.
     upstream.enqueue(Scripted(data, chunk_sizes=SPLIT if len(name) % 2 else None))
-    events, error = run_stream(
-        mode, kwargs_for(upstream, "openai/gpt-4o-mini", MANIFEST["tools"])
-    )
+    events, error = run_stream(mode, kwargs_for(upstream, "openai/gpt-4o-mini", MANIFEST["tools"]))
     check(case["expect"], case.get("reason"), case.get("calls", []), events, error)
     assert upstream.requests[-1].get("input") is not None  # it went to /responses natively
 
