@@ -1,9 +1,10 @@
 """``ToolGateGuardrail`` in ``litellm.callbacks``, against the real litellm on loopback.
 
-The SDK routes: ``litellm.acompletion`` streamed and whole for every chat fixture (the
-gate withholds on the wire itself; the outcome is the wire's, since litellm is handed
-re-encoded messages it cannot mangle), the sync ``litellm.completion`` refused before it is
-sent, decisions read back from litellm's standard logging, the per-request table emptied
+The SDK routes: ``litellm.acompletion`` and ``litellm.completion`` streamed for every chat
+fixture, and whole (the gate withholds on the wire itself; the outcome is the wire's, since
+litellm is handed re-encoded messages it cannot mangle; the quarantine reaches the caller as
+itself), the sync path's own edges in ``test_callback_sync.py``, decisions read back
+from litellm's standard logging, the per-request table emptied
 after success, quarantine and cancellation. The proxy's iterator hook is also driven in
 process here (the hook the proxy calls, on a stream litellm made) to show its clean-up when
 the client goes away; ``test_proxy_e2e.py`` drives a real proxy. And the YAML settings.
@@ -30,7 +31,6 @@ from litellm_toolgate import (
     QuarantineReason,
     ToolCallQuarantined,
     ToolGateGuardrail,
-    UngatedCallRefused,
     find_quarantine,
 )
 from litellm_toolgate.demo.serve import as_requested, json_body_of
@@ -62,6 +62,16 @@ class Standard(CustomLogger):
     ) -> None:
         self._keep("failure", kwargs)
 
+    def log_success_event(
+        self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        self._keep("success", kwargs)
+
+    def log_failure_event(
+        self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        self._keep("failure", kwargs)
+
 
 def _scripted(request: dict[str, Any]) -> Scripted:
     name = str(request["messages"][-1]["content"])
@@ -89,10 +99,13 @@ def upstream() -> Iterator[FakeUpstream]:
 def _unregister() -> Iterator[None]:
     """litellm copies ``litellm.callbacks`` into lists of its own; take the gates out of all."""
     yield
+    from litellm_toolgate.edge import synccall
+
+    assert len(synccall.CLAIMS) == 0, "a sync call's claim was left behind"
     for name in dir(litellm):
         value = getattr(litellm, name, None)
         if isinstance(value, list):
-            value[:] = [cb for cb in value if not isinstance(cb, ToolGateGuardrail)]
+            value[:] = [cb for cb in value if not isinstance(cb, (ToolGateGuardrail, Standard))]
 
 
 @pytest.fixture
@@ -127,6 +140,16 @@ async def _stream(upstream: FakeUpstream, name: str) -> tuple[list[Any], BaseExc
     return chunks, None
 
 
+def _sync_stream(upstream: FakeUpstream, name: str) -> tuple[list[Any], BaseException | None]:
+    chunks: list[Any] = []
+    try:
+        for chunk in litellm.completion(**_kwargs(upstream, name, stream=True)):
+            chunks.append(chunk)
+    except Exception as exc:
+        return chunks, exc
+    return chunks, None
+
+
 def _calls(chunks: list[Any]) -> list[dict[str, Any]]:
     calls: dict[int, dict[str, Any]] = {}
     for chunk in chunks:
@@ -149,23 +172,27 @@ def _no_leak(error: BaseException) -> None:
         seen = seen.__cause__ or seen.__context__
 
 
+@pytest.mark.parametrize("mode", ["async", "sync"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_acompletion_stream_gates_every_fixture(
-    upstream: FakeUpstream, gate: ToolGateGuardrail, name: str
+def test_completion_stream_gates_every_fixture(
+    upstream: FakeUpstream, gate: ToolGateGuardrail, name: str, mode: str
 ) -> None:
     case = CASES[name]
-    chunks, error = asyncio.run(_stream(upstream, name))
+    if mode == "async":
+        chunks, error = asyncio.run(_stream(upstream, name))
+    else:
+        chunks, error = _sync_stream(upstream, name)
     text = "".join(c.delta.content or "" for chunk in chunks for c in chunk.choices)
     if case["expect"] == "release":
         assert error is None, f"{name}: {error!r}"
         assert _calls(chunks) == case["calls"]
         assert text == case["text"]
     else:
-        # litellm raises its own exception; the gate's quarantine is its cause.
-        assert error is not None and not isinstance(error, ToolCallQuarantined)
-        quarantine = find_quarantine(error)
-        assert quarantine is not None, f"{name}: {error!r}"
-        assert quarantine.reason is R(case["reason"])
+        # The quarantine itself reaches the caller, in its family, through litellm.
+        assert isinstance(error, ToolCallQuarantined), f"{name}: {error!r}"
+        assert isinstance(error, R(case["reason"]).family)
+        assert error.reason is R(case["reason"])
+        assert find_quarantine(error) is error
         assert _calls(chunks) == [], "a tool-call fragment reached the caller"
         assert case["text"].startswith(text)
         _no_leak(error)
@@ -219,44 +246,25 @@ def test_acompletion_whole_response(
     assert gate.pending == 0
 
 
-@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
-def test_sync_completion_is_refused_before_it_is_sent(
-    upstream: FakeUpstream, gate: ToolGateGuardrail, stream: bool
-) -> None:
-    before = len(upstream.requests)
-    with pytest.raises(UngatedCallRefused) as caught:
-        result = litellm.completion(**_kwargs(upstream, "multiply_basic", stream=stream))
-        list(result) if stream else None
-    assert "acompletion" in str(caught.value)
-    assert len(upstream.requests) == before
-
-
-def test_tool_gate_completion_is_not_refused(
-    upstream: FakeUpstream, gate: ToolGateGuardrail
-) -> None:
-    from litellm_toolgate import ToolGate
-
-    kwargs = _kwargs(upstream, "multiply_basic", stream=True)
-    chunks = list(ToolGate(MANIFEST["tools"]).completion(**kwargs))
-    assert _calls(chunks) == CASES["multiply_basic"]["calls"]
-    with pytest.raises(UngatedCallRefused):  # while a plain sync call still is
-        litellm.completion(**kwargs)
-
-
+@pytest.mark.parametrize("mode", ["async", "sync"])
 def test_decisions_reach_litellm_standard_logging(
-    upstream: FakeUpstream, gate: ToolGateGuardrail
+    upstream: FakeUpstream, gate: ToolGateGuardrail, mode: str
 ) -> None:
     reader = Standard()
     litellm.callbacks = [gate, reader]
 
     async def both() -> None:
         for name in ("two_tools_interleaved", "args_invalid_json"):
-            await _stream(upstream, name)
+            if mode == "async":
+                await _stream(upstream, name)
         for _ in range(100):  # litellm logs from background tasks
             if len(reader.seen) >= 2:
                 break
             await asyncio.sleep(0.05)
 
+    if mode == "sync":
+        for name in ("two_tools_interleaved", "args_invalid_json"):
+            _sync_stream(upstream, name)
     asyncio.run(both())
     assert [kind for kind, _ in reader.seen] == ["success", "failure"]
     released, quarantined = (info[0] for _, info in reader.seen)
@@ -298,7 +306,11 @@ async def _proxy_stream(
     assert gate.pending == 1
     litellm.callbacks = []  # the hook already ran; litellm must not run it again
     response = await litellm.acompletion(**kwargs)
-    request_data: dict[str, Any] = {"litellm_call_id": kwargs["litellm_call_id"], "metadata": {}}
+    # The proxy hands its later hooks the request's own metadata, where the gate left its key.
+    request_data: dict[str, Any] = {
+        "litellm_call_id": kwargs["litellm_call_id"],
+        "metadata": kwargs["metadata"],
+    }
     hook = gate.async_post_call_streaming_iterator_hook(None, response, request_data)
     chunks: list[Any] = []
     try:
@@ -354,7 +366,7 @@ def test_proxy_failure_hook_forgets_a_failed_request(upstream: FakeUpstream, str
             litellm.callbacks = saved
         # What the proxy calls for a request that failed before any later hook ran.
         await gate.async_post_call_failure_hook(
-            {"litellm_call_id": "call-fails"}, caught.value, None
+            {"litellm_call_id": "call-fails", "metadata": kwargs["metadata"]}, caught.value, None
         )
 
     asyncio.run(run())
@@ -369,16 +381,19 @@ def test_the_pending_table_is_bounded(
     monkeypatch.setattr(callback, "_MAX_PENDING", 3)
     gate = ToolGateGuardrail(MANIFEST["tools"])
 
+    requests: list[dict[str, Any]] = []
+
     async def fill() -> None:
         for i in range(5):
             kwargs = _kwargs(upstream, "multiply_basic", stream=True)
             kwargs.update(litellm_call_id=f"call-{i}", proxy_server_request={"body": {}})
             await gate.async_pre_call_deployment_hook(kwargs, "acompletion")
+            requests.append({"litellm_call_id": f"call-{i}", "metadata": kwargs["metadata"]})
 
     asyncio.run(fill())
     assert gate.pending == 3
-    assert gate._take({"litellm_call_id": "call-0"}) is None  # evicted: its stream is refused
-    assert gate._take({"litellm_call_id": "call-4"}) is not None
+    assert gate._take(requests[0]) is None  # evicted: its stream is refused
+    assert gate._take(requests[4]) is not None
 
 
 def test_proxy_hook_refuses_a_stream_it_did_not_observe(upstream: FakeUpstream) -> None:
@@ -475,3 +490,103 @@ def test_the_examples_share_the_fixture_tools() -> None:
     config = yaml.safe_load((EXAMPLES / "proxy_guardrails.yaml").read_text())
     params = config["guardrails"][0]["litellm_params"]
     assert GateSettings.from_guardrail_kwargs(params).tools == MANIFEST["tools"]
+
+
+# ---- the proxy's per-request table: keyed by the gate, counted, emptied ------------------------
+async def _proxy_flow(
+    gate: ToolGateGuardrail, upstream: FakeUpstream, name: str, call_id: str, *, take: int | None
+) -> tuple[str, list[Any], BaseException | None]:
+    """One proxied stream through the gate's hooks, as the proxy drives them."""
+    kwargs = _kwargs(upstream, name, stream=True)
+    kwargs.update(litellm_call_id=call_id, proxy_server_request={"body": {}})
+    kwargs = await gate.async_pre_call_deployment_hook(kwargs, "acompletion") or kwargs
+    request_data = {"litellm_call_id": call_id, "metadata": kwargs["metadata"]}
+    try:
+        response = await litellm.acompletion(**kwargs)
+    except Exception as exc:
+        # What the proxy runs for a request that failed before any later hook.
+        await gate.async_post_call_failure_hook(request_data, exc, None)
+        raise
+    hook = gate.async_post_call_streaming_iterator_hook(None, response, request_data)
+    chunks: list[Any] = []
+    try:
+        async for chunk in hook:
+            chunks.append(chunk)
+            if take is not None and len(chunks) >= take:
+                await hook.aclose()
+                break
+    except ToolCallQuarantined as exc:
+        return name, chunks, exc
+    return name, chunks, None
+
+
+def test_requests_sharing_a_call_id_keep_their_own_wire(upstream: FakeUpstream) -> None:
+    """``litellm_call_id`` is the client's (``x-litellm-call-id``): it must not pick the tap."""
+    gate = ToolGateGuardrail(MANIFEST["tools"])
+    litellm.callbacks = []
+    names = ["multiply_basic", "args_invalid_json", "disconnect_mid_arguments"] * 10
+
+    async def run() -> list[tuple[str, list[Any], BaseException | None]]:
+        flows = [_proxy_flow(gate, upstream, n, "same-id", take=None) for n in names]
+        return await asyncio.gather(*flows)
+
+    for name, chunks, error in asyncio.run(run()):
+        if CASES[name]["expect"] == "release":
+            assert error is None, (name, error)
+            assert _calls(chunks) == CASES[name]["calls"]
+        else:
+            assert isinstance(error, ToolCallQuarantined), name
+            assert error.reason is R(CASES[name]["reason"])
+            assert _calls(chunks) == []
+    assert gate.in_flight == 0
+
+
+def test_a_request_whose_key_is_ambiguous_is_refused(upstream: FakeUpstream) -> None:
+    gate = ToolGateGuardrail(MANIFEST["tools"])
+
+    async def run() -> None:
+        kwargs = _kwargs(upstream, "multiply_basic", stream=True)
+        kwargs.update(litellm_call_id="x", proxy_server_request={"body": {}})
+        kwargs["metadata"], kwargs["litellm_metadata"] = {}, {}
+        kwargs = await gate.async_pre_call_deployment_hook(kwargs, "acompletion") or kwargs
+        # A client-made value in one of the two places: two different keys, never merged.
+        request = {"metadata": kwargs["metadata"], "litellm_metadata": {"toolgate_request": "x"}}
+        litellm.callbacks = []
+        response = await litellm.acompletion(**kwargs)
+        async for _ in gate.async_post_call_streaming_iterator_hook(None, response, request):
+            raise AssertionError("nothing may pass")
+
+    with pytest.raises(ToolCallQuarantined) as caught:
+        asyncio.run(run())
+    assert caught.value.reason is R.WIRE_NOT_OBSERVED
+    assert gate.in_flight == 0
+
+
+def test_in_flight_returns_to_zero_under_load(upstream: FakeUpstream) -> None:
+    gate = ToolGateGuardrail(MANIFEST["tools"], limits=Limits(idle_timeout=1))
+    litellm.callbacks = []
+    peak: list[int] = []
+
+    async def watch(done: asyncio.Event) -> None:
+        while not done.is_set():
+            peak.append(gate.in_flight)
+            await asyncio.sleep(0.005)
+
+    async def run() -> None:
+        done = asyncio.Event()
+        watcher = asyncio.create_task(watch(done))
+        names = ["multiply_basic", "args_invalid_json", "two_tools_interleaved", "http-500"]
+        flows = []
+        for i in range(100):
+            name = names[i % len(names)]
+            flows.append(_proxy_flow(gate, upstream, name, f"c{i}", take=2 if i % 7 == 0 else None))
+        results = await asyncio.gather(*flows, return_exceptions=True)
+        done.set()
+        await watcher
+        failed = [r for r in results if isinstance(r, BaseException)]
+        assert len(failed) == 25 and all(isinstance(r, litellm.InternalServerError) for r in failed)
+
+    asyncio.run(run())
+    # Released, quarantined, abandoned by the client, failed upstream: none is left behind.
+    assert max(peak) > 0
+    assert gate.in_flight == 0

@@ -238,11 +238,16 @@ GOOD = ["multiply_basic", "two_tools_interleaved", "text_only", "two_calls_inter
 BAD = ["args_invalid_json", "done_without_finish", "disconnect_mid_arguments", "schema_wrong_type"]
 
 
-async def _one(client: openai.AsyncOpenAI, name: str) -> tuple[str, list[Any], str | None]:
+async def _one(
+    client: openai.AsyncOpenAI, name: str, headers: dict[str, str] | None = None
+) -> tuple[str, list[Any], str | None]:
     chunks: list[Any] = []
     try:
         stream = await client.chat.completions.create(
-            model=MODEL, messages=[{"role": "user", "content": name}], stream=True
+            extra_headers=headers,
+            model=MODEL,
+            messages=[{"role": "user", "content": name}],
+            stream=True,
         )
         async for chunk in stream:
             chunks.append(chunk)
@@ -289,6 +294,27 @@ def test_two_hundred_concurrent_streams(proxy: Proxy) -> None:
     assert second < 2 * 1024**3
     chunks, error = _stream(proxy, "multiply_basic")
     assert error is None and _calls(chunks) == CASES["multiply_basic"]["calls"]
+
+
+def test_requests_sharing_a_call_id_are_judged_on_their_own_wire(proxy: Proxy) -> None:
+    """``x-litellm-call-id`` is the client's: equal values must not swap the gate's taps."""
+    names = [GOOD[i % 2] if i % 2 else BAD[i % 3] for i in range(24)]
+    same = {"x-litellm-call-id": "same-for-all"}
+
+    async def run() -> list[tuple[str, list[Any], str | None]]:
+        async with httpx.AsyncClient(timeout=120) as http:
+            client = openai.AsyncOpenAI(
+                base_url=proxy.base_url, api_key=proxy.key, max_retries=0, http_client=http
+            )
+            return await asyncio.gather(*(_one(client, n, same) for n in names))
+
+    for name, chunks, error in asyncio.run(run()):
+        if name in GOOD:
+            assert error is None, f"{name}: {error}"
+            assert _calls(chunks) == CASES[name]["calls"]
+        else:
+            assert error is not None and CASES[name]["reason"] in error, (name, error)
+            assert _calls(chunks) == []
 
 
 def test_a_bad_setting_stops_the_proxy_at_start_up() -> None:

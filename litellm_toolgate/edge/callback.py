@@ -8,8 +8,8 @@ client of its own, so it reads the raw wire of that request. What happens next d
 who hands the result to the caller.
 
 * **Proxy, streaming.** The proxy passes its stream through the guardrail's iterator hook.
-  The client injected for the request only observes; the hook looks its tap up by
-  ``litellm_call_id`` and runs the stream through :class:`AsyncGatedStream`, exactly as
+  The client injected for the request only observes; the hook looks its tap up (see below)
+  and runs the stream through :class:`AsyncGatedStream`, exactly as
   :class:`ToolGate` does: text passes live, tool calls are withheld, litellm's chunks are
   cross-checked against the wire, the policy runs, and the calls go out or a
   :class:`ToolCallQuarantined` is raised. The proxy turns a raise before its first chunk
@@ -18,29 +18,38 @@ who hands the result to the caller.
 * **Proxy, not streaming.** The injected client holds the body until it ended; the proxy's
   success hook checks litellm's response against the wire and raises the same way.
 * **SDK, ``litellm.acompletion``.** No hook sees the stream before the caller does, so the
-  injected client withholds on the wire itself (:mod:`withhold`); a quarantine reaches the
-  caller as litellm's exception with the gate's as its cause (:func:`find_quarantine`).
-  Non-streamed responses are checked in the deployment success hook, which may raise.
-* **SDK, sync ``litellm.completion``.** litellm runs no hook there that can change the
-  request or stop the response, and it swallows every ``Exception`` a logging hook raises.
-  The gate refuses the call before it is sent by raising :class:`UngatedCallRefused`, a
-  ``BaseException``, from the one sync hook litellm runs first (``log_pre_api_call``),
-  unless :meth:`ToolGate.completion` is making the call (it gates the call itself).
+  injected client withholds on the wire itself (:mod:`withhold`). A quarantine travels
+  through litellm as its litellm-flavoured twin (:mod:`intervention`: also a guardrail
+  intervention), which litellm hands to the caller unchanged and never retries.
+  Non-streamed responses are judged while held and checked again in the deployment success
+  hook, which may raise.
+* **SDK, sync ``litellm.completion`` / ``litellm.responses``.** litellm runs no sync hook
+  that can change the request, so the gate arms the call in ``log_pre_api_call`` and a
+  transport installed as ``litellm.sync_transport`` claims exactly that request and
+  withholds like the async client (:mod:`synccall`). What it cannot claim is refused before
+  it is sent (:class:`UngatedCallRefused`, a ``BaseException``: litellm swallows anything
+  narrower from a logging hook). A :class:`ToolGate`'s own calls are vouched for by that
+  gate (call id and thread) and left alone.
+* **Other call types** are classified once in :mod:`calltypes`: a model turn the gate does
+  not read yet is refused before sending, everything else passes untouched.
 
 The Responses API goes the same ways: ``litellm.aresponses`` and the proxy's
-``/v1/responses`` run the same pre-call hook (through litellm's bridge, once more for the chat
-call it makes, whose client then wraps the first one's), and the withholding client reads
-either wire (:mod:`withhold`). The proxy hands the iterator hook a wrapper of its own around
-litellm's stream, so the tap carries whether the caller gets Responses events
-(``responses_api``, set from the call type and inherited by the bridge's chat call), and
-the hook runs :class:`CarrierEvents` for them, as :meth:`ToolGate.aresponses` does. Whole
-results are checked against the wire as a ``ResponsesAPIResponse``. A sync
-``litellm.responses`` is refused like a sync ``litellm.completion``.
+``/v1/responses`` run the same pre-call hook, and the withholding client reads either wire
+(:mod:`withhold`). Through litellm's bridge the hook runs once more for the chat call
+litellm makes with the outer call's client: the gate recognises its own client and leaves
+it, so one attempt reads the wire and the policy runs once. The proxy hands the iterator
+hook a wrapper of its own around litellm's stream, so the tap carries whether the caller
+gets Responses events (``responses_api``, set from the call type), and the hook runs
+:class:`CarrierEvents` for them, as :meth:`ToolGate.aresponses` does. Whole results are
+checked against the wire as a ``ResponsesAPIResponse``.
 
 Outside the proxy the tap travels with the request itself (the injected client is in the
 kwargs litellm hands the later hooks). Inside the proxy those hooks get the proxy's own
-request, so the tap waits in ``_pending``, keyed by ``litellm_call_id``, between the pre-call
-hook and the hook that consumes it, which removes it first thing. The proxy's failure hook
+request, so the tap waits in ``_pending`` between the pre-call hook and the hook that
+consumes it, which removes it first thing. Its key is a random token the gate writes into
+the request's metadata (which the proxy hands its later hooks), never ``litellm_call_id``,
+which a client can set (``x-litellm-call-id``); a missing or ambiguous key is refused,
+never merged. ``in_flight`` counts the waiting requests. The proxy's failure hook
 removes it when the request failed before that, and the table is bounded, so a path that
 skips both can never grow it without end (an evicted request is refused, never passed).
 
@@ -56,7 +65,9 @@ into every subclass and refuses a subclass that replaces them, so a subclass sta
 from __future__ import annotations
 
 import contextlib
+import secrets
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from pathlib import Path
@@ -70,12 +81,24 @@ from ..core.attempt import ChatAttempt
 from ..core.errors import GateConfigError, ToolCallQuarantined, ToolGateError
 from ..core.limits import Limits
 from ..core.policy import Policy
+from ..core.state import StreamState
+from .calltypes import CallRefused, Handling, handling, sync_route_refused
 from .config import GateSettings
 from .events import CarrierEvents, carrier_events, carrier_of_result
-from .gate import SYNC_CALL_GATED, ToolGate
+from .gate import ToolGate
+from .intervention import as_intervention
 from .logs import emit_records
 from .policy import ajudge
+from .preflight import chat_chunk_check
 from .stream import AsyncGatedStream
+from .synccall import (
+    UngatedCallRefused,
+    arm,
+    check_claimed,
+    is_vouched,
+    is_vouched_client,
+    vouch_client,
+)
 from .transport import AsyncTapTransport, WireTap
 from .withhold import Withholding, WithholdingTransport
 
@@ -83,9 +106,13 @@ _CHAT_CALLS = frozenset({"acompletion", "completion"})
 # The calls the gate gates here: chat completions and the async Responses API.
 _RESPONSES_CALLS = frozenset({"aresponses"})
 _GATED_CALLS = _CHAT_CALLS | _RESPONSES_CALLS
-# Sync calls a callback cannot gate: refused before they are sent.
-_REFUSED_SYNC = frozenset({"completion", "responses"})
+# Sync calls: gated on the wire through the sync transport (synccall).
+_SYNC_RESPONSES = frozenset({"responses"})
+_SYNC_CALLS = frozenset({"completion"}) | _SYNC_RESPONSES
 _MAX_PENDING = 10_000
+# Where the proxy keeps a request's metadata (chat; Responses and other routes).
+_METADATA = ("metadata", "litellm_metadata")
+_TOKEN = "toolgate_request"
 
 
 class GuardrailConfigError(ToolGateError, RuntimeError):
@@ -97,15 +124,6 @@ class GuardrailConfigError(ToolGateError, RuntimeError):
     """
 
 
-class UngatedCallRefused(BaseException):
-    """A sync ``litellm.completion`` or ``litellm.responses`` reached the gate as a callback.
-
-    litellm gives a callback no way to gate a sync call and swallows every ``Exception`` its
-    hooks raise, so this derives from ``BaseException``: it is the only way the refusal
-    reaches the caller. It is raised before the request is sent.
-    """
-
-
 _SEALED = (
     "async_pre_call_deployment_hook",
     "async_post_call_streaming_iterator_hook",
@@ -114,6 +132,7 @@ _SEALED = (
     "async_post_call_failure_hook",
     "async_log_failure_event",
     "log_pre_api_call",
+    "log_post_api_call",
 )
 
 
@@ -169,6 +188,7 @@ class ToolGateGuardrail(CustomGuardrail):
         tools_file: str | Path | None = None,
         hmac_key_env: str | None = None,
         base_dir: str | Path | None = None,
+        retry_stream_faults: bool = False,
         **kwargs: Any,
     ) -> None:
         yaml_form: dict[str, Any] = {
@@ -194,9 +214,14 @@ class ToolGateGuardrail(CustomGuardrail):
             self.gate = ToolGate(**arguments)
         except GateConfigError as exc:
             raise GuardrailConfigError(str(exc)) from exc
+        if not isinstance(retry_stream_faults, bool):
+            raise GuardrailConfigError("retry_stream_faults must be true or false")
+        # Opt-in: a remote stream fault before the first chunk may be retried by litellm.
+        self.retry_stream_faults = retry_stream_faults
         kwargs.setdefault("guardrail_name", "toolgate")
         super().__init__(**kwargs)
         self._pending: OrderedDict[str, WireTap] = OrderedDict()
+        self._made: weakref.WeakSet[WireTap] = weakref.WeakSet()
 
     @classmethod
     def from_settings_file(cls, path: str | Path, **kwargs: Any) -> ToolGateGuardrail:
@@ -210,28 +235,32 @@ class ToolGateGuardrail(CustomGuardrail):
 
     @property
     def pending(self) -> int:
-        """Requests whose tap is waiting for the hook that consumes it."""
+        """Proxy requests in flight: taps waiting for the hook that consumes them."""
         return len(self._pending)
+
+    in_flight = pending
 
     # ---- before the request ----------------------------------------------------------------
     async def async_pre_call_deployment_hook(
         self, kwargs: dict[str, Any], call_type: Any
     ) -> dict[str, Any] | None:
-        if _call_type(call_type) not in _GATED_CALLS or not _selected(self, kwargs):
+        kind = _call_type(call_type)
+        if handling(kind) is Handling.REFUSED:
+            raise CallRefused(kind)
+        if kind not in _GATED_CALLS or not _selected(self, kwargs):
             return None  # not gated here: the request goes out untouched
-        call_id = str(kwargs.get("litellm_call_id") or "")
+        if is_vouched_client(kwargs.get("client")):
+            # A client a gate already withholds on: a ToolGate's own call, or litellm's
+            # Responses bridge making its chat call with this gate's client from the outer
+            # call. One attempt per wire, one policy run per call.
+            return None
         streamed = bool(kwargs.get("stream"))
         in_proxy = "proxy_server_request" in kwargs
         tap = WireTap(
             self.gate.new_attempt(tools=kwargs.get("tools"), model=str(kwargs.get("model", ""))),
             streamed=streamed,
         )
-        # Through litellm's bridge a Responses call makes a chat call of its own (same call
-        # id, this gate's client from the outer call): its tap keeps the Responses carrier.
-        outer = getattr(kwargs.get("client"), "tap", None)
-        tap.responses_api = _call_type(call_type) in _RESPONSES_CALLS or bool(
-            isinstance(outer, WireTap) and outer.responses_api
-        )
+        tap.responses_api = _call_type(call_type) in _RESPONSES_CALLS
         base = self.gate.async_transport(kwargs.get("client"))
         transport: Any
         if in_proxy and streamed:
@@ -242,30 +271,115 @@ class ToolGateGuardrail(CustomGuardrail):
             def report(attempt: ChatAttempt) -> None:
                 self._report(kwargs, attempt, started)
 
-            transport = WithholdingTransport(base, tap, Withholding(self.gate.policy, report))
+            holding = Withholding(
+                self.gate.policy,
+                report,
+                intervene=not in_proxy,
+                retry_stream_faults=self.retry_stream_faults,
+                chunk_check=chat_chunk_check(
+                    str(kwargs.get("model", "")), kwargs.get("custom_llm_provider")
+                ),
+            )
+            transport = WithholdingTransport(base, tap, holding)
         if in_proxy:
             # The proxy's later hooks get the proxy's request, not these kwargs: keep the tap.
-            self._remember(call_id, tap)
-        kwargs["client"] = ToolGate.tapped_async_handler(transport)
+            self._remember(kwargs, tap)
+        self._made.add(tap)
+        kwargs["client"] = vouch_client(ToolGate.tapped_async_handler(transport))
         return kwargs
 
+    # ---- sync calls: armed here, claimed by the sync transport (see synccall) -------------
     def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
-        if SYNC_CALL_GATED.get():
-            return  # ToolGate.completion's own call: gated by that gate
-        kind = _call_type(kwargs.get("call_type")) if isinstance(kwargs, Mapping) else ""
-        if kind in _REFUSED_SYNC:
+        if not isinstance(kwargs, Mapping):
+            return
+        kind = _call_type(kwargs.get("call_type"))
+        if handling(kind) in (Handling.REFUSED, None):
             raise UngatedCallRefused(
-                f"a sync litellm.{kind} cannot be gated by a callback and was not sent; "
-                f"use ToolGate.{kind}(...) or litellm.a{kind}(...)"
+                f"toolgate does not gate litellm call type {kind!r}; it was not sent"
             )
+        if kind not in _SYNC_CALLS:
+            return
+        call_id = str(kwargs.get("litellm_call_id") or "")
+        if is_vouched(call_id):
+            return  # a ToolGate's own call, with that gate's client: gated by that gate
+        route = str(kwargs.get("custom_llm_provider") or "")
+        if sync_route_refused(route, kind):
+            raise UngatedCallRefused(
+                f"a sync litellm.{kind} on the {route}/ route goes out through a client the "
+                f"gate cannot claim under litellm.callbacks; it was not sent. Use "
+                f"ToolGate.{kind}(...) or litellm.a{kind}(...)"
+            )
+        extra = kwargs.get("additional_args")
+        body = extra.get("complete_input_dict") if isinstance(extra, Mapping) else None
+        tools = body.get("tools") if isinstance(body, Mapping) else None
+        tap = WireTap(
+            self.gate.new_attempt(tools=tools, model=str(kwargs.get("model", ""))),
+            streamed=bool(kwargs.get("stream"))
+            or bool(isinstance(body, Mapping) and body.get("stream")),
+        )
+        tap.responses_api = kind in _SYNC_RESPONSES
+        started = time.time()
+        # litellm's standard logging of a sync call reads the metadata of its litellm_params.
+        params = kwargs.get("litellm_params")
+        request: dict[str, Any] = params if isinstance(params, dict) else {}
 
-    def _remember(self, call_id: str, tap: WireTap) -> None:
-        self._pending[call_id] = tap
+        def report(attempt: ChatAttempt) -> None:
+            self._report(request, attempt, started)
+
+        holding = Withholding(
+            self.gate.policy,
+            report,
+            whole_here=True,
+            retry_stream_faults=self.retry_stream_faults,
+            chunk_check=chat_chunk_check(
+                str(kwargs.get("model", "")), kwargs.get("custom_llm_provider") or None
+            ),
+        )
+        arm(kwargs, tap, holding)
+
+    def log_post_api_call(
+        self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        if isinstance(kwargs, Mapping) and _call_type(kwargs.get("call_type")) in _SYNC_CALLS:
+            check_claimed(kwargs)
+
+    def _remember(self, kwargs: dict[str, Any], tap: WireTap) -> None:
+        """Keep the tap for the proxy's later hooks, under a key only this gate makes.
+
+        The key is a fresh random token written into the request's metadata (the proxy hands
+        its later hooks the same metadata); whatever the client put there under that name is
+        overwritten. A request that already carries a token of this gate's is litellm retrying
+        it: the earlier attempt's tap is dropped, it never reaches a later hook.
+        """
+        token = secrets.token_hex(16)
+        holders = [kwargs[name] for name in _METADATA if isinstance(kwargs.get(name), dict)]
+        if not holders:
+            kwargs["metadata"] = {}
+            holders = [kwargs["metadata"]]
+        for holder in holders:
+            previous = holder.get(_TOKEN)
+            if isinstance(previous, str):
+                self._pending.pop(previous, None)
+            holder[_TOKEN] = token
+        self._pending[token] = tap
         while len(self._pending) > _MAX_PENDING:
             self._pending.popitem(last=False)
 
     def _take(self, request: Mapping[str, Any]) -> WireTap | None:
-        return self._pending.pop(str(request.get("litellm_call_id") or ""), None)
+        """The request's tap, forgotten; None when there is none or the request is ambiguous."""
+        tokens = {
+            holder.get(_TOKEN)
+            for holder in (request.get(name) for name in _METADATA)
+            if isinstance(holder, Mapping) and holder.get(_TOKEN) is not None
+        }
+        if len(tokens) != 1:
+            # None (never tapped, or evicted) or two different ones: refused, never merged.
+            for token in tokens:
+                if isinstance(token, str):
+                    self._pending.pop(token, None)
+            return None
+        (token,) = tokens
+        return self._pending.pop(token, None) if isinstance(token, str) else None
 
     # ---- proxy: the stream ---------------------------------------------------------------
     async def async_post_call_streaming_iterator_hook(
@@ -302,7 +416,7 @@ class ToolGateGuardrail(CustomGuardrail):
         tap = self._take(data)
         if tap is None and not _selected(self, data):
             return None
-        await self._check_response(data, response, tap)
+        await self._check_response(data, response, tap, in_proxy=True)
         return None
 
     async def async_post_call_success_deployment_hook(
@@ -315,34 +429,39 @@ class ToolGateGuardrail(CustomGuardrail):
             or request_data.get("stream")
         ):
             return None
-        # Outside the proxy the request is the kwargs the pre-call hook returned.
+        # Outside the proxy the request is the kwargs the pre-call hook returned. A tap this
+        # gate did not make belongs to a ToolGate's own call, which that gate decides.
         tap = getattr(request_data.get("client"), "tap", None)
         if tap is None and not _selected(self, request_data):
             return None
-        await self._check_response(request_data, response, tap)
+        if isinstance(tap, WireTap) and tap not in self._made:
+            return None
+        await self._check_response(request_data, response, tap, in_proxy=False)
         return None
 
     async def _check_response(
-        self, request: dict[str, Any], response: Any, tap: WireTap | None
+        self, request: dict[str, Any], response: Any, tap: WireTap | None, *, in_proxy: bool
     ) -> None:
         started = time.time()
         if not isinstance(tap, WireTap) or tap.streamed:
-            self._refuse_unobserved(request, started)
+            self._refuse_unobserved(request, started, in_proxy=in_proxy)
         attempt = tap.attempt
-        released = False
-        try:
-            calls = attempt.conclude(carrier_of_result(response))
-            if await ajudge(attempt, calls, self.gate.policy):
-                attempt.release()
-                released = True
-        except ToolCallQuarantined:
-            pass
-        emit_records(attempt)
-        self._report(request, attempt, started)
+        # Through litellm's Responses bridge two success hooks (the chat call's, then the
+        # Responses call's) see the one tap: the first decides, the second repeats it.
+        if attempt.state is StreamState.RELEASED:
+            return
+        if attempt.quarantined is None:
+            try:
+                calls = attempt.conclude(carrier_of_result(response))
+                if await ajudge(attempt, calls, self.gate.policy):
+                    attempt.release()
+            except ToolCallQuarantined:
+                pass
+            emit_records(attempt)
+            self._report(request, attempt, started)
         fault = attempt.quarantined
-        if not released:
-            assert fault is not None
-            raise fault
+        if fault is not None:
+            raise fault if in_proxy else as_intervention(fault)
 
     # ---- failures: forget the request ------------------------------------------------------
     async def async_post_call_failure_hook(
@@ -361,17 +480,17 @@ class ToolGateGuardrail(CustomGuardrail):
             self._take(kwargs)
 
     # ---- reporting -------------------------------------------------------------------------
-    def _refuse_unobserved(self, request: dict[str, Any], started: float) -> NoReturn:
+    def _refuse_unobserved(
+        self, request: dict[str, Any], started: float, *, in_proxy: bool = True
+    ) -> NoReturn:
         attempt = self.gate.new_attempt()
-        fault: ToolCallQuarantined | None = None
-        try:
+        with contextlib.suppress(ToolCallQuarantined):
             attempt.conclude()
-        except ToolCallQuarantined as exc:
-            fault = exc
         emit_records(attempt)
         self._report(request, attempt, started)
+        fault = attempt.quarantined
         assert fault is not None
-        raise fault
+        raise fault if in_proxy else as_intervention(fault)
 
     def _report(self, request: dict[str, Any], attempt: ChatAttempt, started: float) -> None:
         """The attempt's sanitized records into litellm's standard logging for this request."""

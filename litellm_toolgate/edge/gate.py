@@ -15,7 +15,7 @@ a closed gate refuses new calls. Clients the caller passed stay the caller's.
 from __future__ import annotations
 
 import asyncio
-import contextvars
+import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
@@ -38,6 +38,7 @@ from .logs import emit_records
 from .offload import decide_off_loop
 from .policy import ajudge, judge
 from .stream import AsyncGatedStream, GatedStream
+from .synccall import vouch_client, vouched
 from .transport import AsyncTapTransport, TapTransport, WireTap
 
 _HOW = (
@@ -46,13 +47,6 @@ _HOW = (
     "or pass client=gate.http_client() "
     "(async: gate.async_http_client()) to litellm and then gate.guard(stream, client)"
 )
-
-
-SYNC_CALL_GATED: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "toolgate_sync_call_gated", default=False
-)
-"""True while :meth:`ToolGate.completion` makes its litellm call: the gate as a callback
-(which cannot gate a sync call itself) lets such a call through, since this gate gates it."""
 
 
 class TappedHTTPHandler(HTTPHandler):
@@ -250,11 +244,14 @@ class ToolGate:
 
     def _client_for(self, kwargs: dict[str, Any], *, asynchronous: bool) -> Any:
         make = self.async_http_client if asynchronous else self.http_client
-        return make(
-            stream=bool(kwargs.get("stream")),
-            tools=kwargs.get("tools"),
-            model=str(kwargs.get("model", "")),
-            client=kwargs.get("client"),
+        # The gate gates this call itself: a gate in litellm.callbacks leaves it alone.
+        return vouch_client(
+            make(
+                stream=bool(kwargs.get("stream")),
+                tools=kwargs.get("tools"),
+                model=str(kwargs.get("model", "")),
+                client=kwargs.get("client"),
+            )
         )
 
     # ---- litellm's calls, gated ------------------------------------------------------------
@@ -266,16 +263,9 @@ class ToolGate:
     def completion(self, *, stream: bool, **kwargs: Any) -> GatedStream | ModelResponse: ...
     def completion(self, **kwargs: Any) -> Any:
         """``litellm.completion`` with every tool call gated."""
-        token = SYNC_CALL_GATED.set(True)
-        try:
-            return self._completion(kwargs)
-        finally:
-            SYNC_CALL_GATED.reset(token)
-
-    def _completion(self, kwargs: dict[str, Any]) -> Any:
         handler = self._client_for(kwargs, asynchronous=False)
         kwargs["client"] = handler
-        result = self._invoke(handler.tap, litellm.completion, kwargs)
+        result = self._invoke_sync(handler.tap, litellm.completion, kwargs)
         if kwargs.get("stream"):
             return GatedStream(result, handler.tap, self.policy)
         return self._decide_whole(handler.tap.attempt, response_carrier(result), result)
@@ -308,16 +298,9 @@ class ToolGate:
     def responses(self, *, stream: bool, **kwargs: Any) -> GatedStream | ResponsesAPIResponse: ...
     def responses(self, **kwargs: Any) -> Any:
         """``litellm.responses`` with every function call gated (bridged or native route)."""
-        token = SYNC_CALL_GATED.set(True)
-        try:
-            return self._responses(kwargs)
-        finally:
-            SYNC_CALL_GATED.reset(token)
-
-    def _responses(self, kwargs: dict[str, Any]) -> Any:
         handler = self._client_for(kwargs, asynchronous=False)
         kwargs["client"] = handler
-        result = self._invoke(handler.tap, litellm.responses, kwargs)
+        result = self._invoke_sync(handler.tap, litellm.responses, kwargs)
         if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
             return GatedStream(result, handler.tap, self.policy, CarrierEvents())
         # A whole response (asked for, or handed back instead of a stream) is checked whole.
@@ -363,6 +346,13 @@ class ToolGate:
     # ---- litellm's call, and whole (non-streamed) results -----------------------------------
     # litellm wraps whatever the transport raised; when the tap quarantined the attempt, the
     # quarantine is what the caller gets (raised here, outside litellm's exception).
+    def _invoke_sync(self, tap: WireTap, call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        # A gate in litellm.callbacks cannot see this call's client from its sync hook: this
+        # gate vouches for exactly this call (its id, on this thread, while litellm makes it).
+        call_id = str(kwargs.setdefault("litellm_call_id", str(uuid.uuid4())))
+        with vouched(call_id):
+            return self._invoke(tap, call, kwargs)
+
     def _invoke(self, tap: WireTap, call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         failed = False
         try:

@@ -33,18 +33,26 @@ event's ``type`` from its data.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import httpx
 
 from ..core.attempt import ChatAttempt
-from ..core.errors import QuarantineReason, ToolCallQuarantined
-from ..core.policy import Policy
+from ..core.errors import (
+    Interrupted,
+    Party,
+    QuarantineReason,
+    StreamFault,
+    ToolCallQuarantined,
+)
+from ..core.policy import Policy, ToolCall
 from ..core.sse import SSEDecoder, SSEMessage
 from ..core.state import Wire
+from .intervention import as_intervention
 from .logs import emit_records
-from .policy import ajudge
+from .policy import ajudge, judge
+from .preflight import ChunkCheck
 from .transport import AsyncTapTransport, WireTap
 
 R = QuarantineReason
@@ -116,14 +124,16 @@ def _encode(message: SSEMessage) -> bytes:
     return b"data: " + json.dumps(value, separators=(",", ":")).encode("ascii") + b"\n\n"
 
 
-class _WithholdingStream(httpx.AsyncByteStream):
-    def __init__(self, inner: httpx.AsyncByteStream, tap: WireTap, gate: Withholding) -> None:
-        self._inner = inner
+class _Held:
+    """What the sync and async faces share: the framing, the held messages, the decision."""
+
+    def __init__(self, tap: WireTap, gate: Withholding) -> None:
         self._tap = tap
         self._gate = gate
         self._framer = SSEDecoder(max_event_bytes=tap.attempt.limits.max_event_bytes)
         self._held: list[bytes] = []
         self._decided = False
+        self._passed_live = False  # whether any message went out before the decision
 
     def _hold(self, piece: bytes) -> list[bytes]:
         """What may go out now; the rest is held. A whole body is always held to its end."""
@@ -135,11 +145,80 @@ class _WithholdingStream(httpx.AsyncByteStream):
         for message in self._framer.feed(piece):
             if wire is Wire.CHAT and message.event not in ("", "message"):
                 continue
+            if not self._carried(message, wire):
+                # litellm could not parse it: nothing more goes out, the attempt is refused.
+                self._tap.attempt.interrupt(R.CARRIER_MISMATCH)
+                self._held = []
+                return live
             if not self._held and _passes_live(message, wire):
                 live.append(_encode(message))
+                self._passed_live = True
             else:
                 self._held.append(_encode(message))
         return live
+
+    def _carried(self, message: SSEMessage, wire: Wire) -> bool:
+        """Whether litellm's own parser for the route takes this chat message."""
+        check = self._gate.chunk_check
+        if check is None or wire is not Wire.CHAT or message.data == "[DONE]":
+            return True
+        try:
+            value = json.loads(message.data)
+        except ValueError:
+            return True  # the attempt itself judges malformed messages
+        return not isinstance(value, dict) or check(value)
+
+    def _calls(self) -> list[ToolCall] | None:
+        """The calls awaiting the policy; None when there is nothing to judge (a fault, or a
+        whole body the callback judges later against litellm's result)."""
+        self._decided = True
+        attempt = self._tap.attempt
+        if attempt.quarantined is not None:
+            return None
+        if not self._tap.streamed and not self._gate.whole_here:
+            return []
+        try:
+            return attempt.conclude()
+        except ToolCallQuarantined:
+            return None
+
+    def _finish(self, approved: bool) -> list[bytes]:
+        """The held messages if the gate released them (and tell the owner either way)."""
+        attempt = self._tap.attempt
+        if approved and attempt.quarantined is None:
+            if self._tap.streamed or self._gate.whole_here:
+                attempt.release()
+                self._gate.decided(attempt)
+            out = self._held
+        else:
+            self._gate.decided(attempt)
+            out = []
+        self._held = []
+        return out
+
+    def _raise_if_quarantined(self) -> None:
+        fault = self._tap.attempt.quarantined
+        if fault is not None:
+            # Raised outside every except block: litellm chains its own error to this one,
+            # never the other way round.
+            raise self._gate.typed(fault, before_first_chunk=not self._passed_live)
+
+    def _cancel(self) -> None:
+        if not self._decided:
+            # The reader stopped before the gate decided: nothing held goes out.
+            self._decided = True
+            self._held = []
+            if self._tap.attempt.interrupt(R.CANCELLED) is not None:
+                self._gate.decided(self._tap.attempt)
+
+
+class _WithholdingStream(_Held, httpx.AsyncByteStream):
+    def __init__(
+        self, inner: httpx.AsyncByteStream, tap: WireTap, gate: Withholding, *, defer: bool = False
+    ) -> None:
+        super().__init__(tap, gate)
+        self._inner = inner
+        self._defer = defer  # see SyncWithholdingStream
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         error: httpx.TransportError | None = None
@@ -155,54 +234,133 @@ class _WithholdingStream(httpx.AsyncByteStream):
             error = exc
         if error is not None:
             self._tap.fail(error)
-        if await self._decide():
-            for out in self._held:
-                yield out
-        self._held = []
-        fault = self._tap.attempt.quarantined
-        if fault is not None:
-            # Raised outside every except block: litellm chains its own error to this one,
-            # never the other way round.
-            raise fault
-
-    async def _decide(self) -> bool:
-        """Conclude a stream here; a whole body is concluded later, against litellm's result."""
-        self._decided = True
-        attempt = self._tap.attempt
-        if attempt.quarantined is not None:
-            self._gate.decided(attempt)
-            return False
-        if not self._tap.streamed:
-            return True
-        released = False
-        try:
-            calls = attempt.conclude()
-            if await ajudge(attempt, calls, self._gate.policy):
-                attempt.release()
-                released = True
-        except ToolCallQuarantined:
-            pass
-        self._gate.decided(attempt)
-        return released
+        calls = self._calls()
+        approved = calls is not None and await ajudge(self._tap.attempt, calls, self._gate.policy)
+        for out in self._finish(approved):
+            yield out
+        if not self._defer:
+            self._raise_if_quarantined()
 
     async def aclose(self) -> None:
-        if not self._decided:
-            # The reader stopped before the gate decided: nothing held goes out.
-            self._decided = True
-            self._held = []
-            if self._tap.attempt.interrupt(R.CANCELLED) is not None:
-                self._gate.decided(self._tap.attempt)
+        self._cancel()
         await self._inner.aclose()
+
+
+class SyncWithholdingStream(_Held, httpx.SyncByteStream):
+    """The sync face: the same rule, the policy run on the caller's thread."""
+
+    def __init__(
+        self, inner: httpx.SyncByteStream, tap: WireTap, gate: Withholding, *, defer: bool = False
+    ) -> None:
+        super().__init__(tap, gate)
+        self._inner = inner
+        # A whole body is read inside litellm's request call, which turns any exception into
+        # its own; there the quarantine is raised later, by the response (see synccall).
+        self._defer = defer
+
+    def __iter__(self) -> Iterator[bytes]:
+        error: httpx.TransportError | None = None
+        try:
+            for piece in self._inner:
+                if not self._tap.feed(piece):
+                    break
+                yield from self._hold(piece)
+            else:
+                self._tap.eof()
+        except httpx.TransportError as exc:
+            error = exc
+        if error is not None:
+            self._tap.fail(error)
+        calls = self._calls()
+        approved = calls is not None and judge(self._tap.attempt, calls, self._gate.policy)
+        yield from self._finish(approved)
+        if not self._defer:
+            self._raise_if_quarantined()
+
+    def close(self) -> None:
+        self._cancel()
+        self._inner.close()
+
+
+class HeldResponse(httpx.Response):
+    """A whole body, held and judged while litellm's request call reads it.
+
+    litellm turns anything raised inside its request call into an error of its own (its
+    message, not the gate's class), so a quarantined body reads as empty there, and the
+    quarantine is raised the first time litellm looks at the content: when it builds its
+    result, where a guardrail's exception reaches the caller as it is.
+    """
+
+    def __init__(
+        self,
+        response: httpx.Response,
+        stream: httpx.SyncByteStream | httpx.AsyncByteStream,
+        request: httpx.Request,
+        tap: WireTap,
+        gate: Withholding,
+    ) -> None:
+        super().__init__(
+            status_code=response.status_code,
+            headers=response.headers,
+            stream=stream,
+            extensions=response.extensions,
+            request=request,
+        )
+        self._tap = tap
+        self._gate = gate
+
+    @property
+    def content(self) -> bytes:
+        fault = self._tap.attempt.quarantined
+        if fault is not None:
+            raise self._gate.typed(fault)
+        return super().content
 
 
 class Withholding:
     """What a withholding transport needs from its owner: the policy, and whom to tell."""
 
     def __init__(
-        self, policy: Policy | None, on_decided: Callable[[ChatAttempt], None] | None = None
+        self,
+        policy: Policy | None,
+        on_decided: Callable[[ChatAttempt], None] | None = None,
+        *,
+        intervene: bool = True,
+        whole_here: bool = False,
+        retry_stream_faults: bool = False,
+        chunk_check: ChunkCheck | None = None,
     ) -> None:
         self.policy = policy
+        # litellm's parser for the route, asked before a chat message goes out (preflight).
+        self.chunk_check = chunk_check
+        # A whole body is judged here (on the wire alone) when no later hook can raise: the
+        # sync callback path. Otherwise it is only held, and the callback judges it against
+        # litellm's result.
+        self.whole_here = whole_here
         self._on_decided = on_decided
+        # Through litellm to the caller: as a guardrail intervention, which litellm passes on
+        # unchanged and never retries. The proxy keeps the core's classes (and statuses).
+        self._intervene = intervene
+        self._retry_stream_faults = retry_stream_faults
+
+    def typed(
+        self, fault: ToolCallQuarantined, *, before_first_chunk: bool = False
+    ) -> ToolCallQuarantined:
+        """The exception to raise for ``fault`` (a fresh one, chained to nothing).
+
+        With ``retry_stream_faults``, a remote fault of the stream itself (a broken protocol
+        or an interruption, never arguments, schema, policy or limits) found before anything
+        went out is raised as the core's class instead: litellm then treats it as a failed
+        stream it may retry, or send to a fallback, as a new request gated afresh.
+        """
+        if (
+            self._retry_stream_faults
+            and before_first_chunk
+            and isinstance(fault, (StreamFault, Interrupted))
+            and fault.party is Party.REMOTE
+        ):
+            return fault
+        return as_intervention(fault) if self._intervene else fault
 
     def decided(self, attempt: ChatAttempt) -> None:
         emit_records(attempt)
@@ -219,6 +377,17 @@ class WithholdingTransport(AsyncTapTransport):
     def __init__(self, inner: httpx.AsyncBaseTransport, tap: WireTap, gate: Withholding):
         super().__init__(inner, tap)
         self.gate = gate
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.tap.streamed:
+            return await super().handle_async_request(request)
+        self.tap.prepare(request)
+        response = await self.inner.handle_async_request(request)
+        if not self.tap.bind(response, request):
+            return response
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        held = _WithholdingStream(response.stream, self.tap, self.gate, defer=True)
+        return HeldResponse(response, held, request, self.tap, self.gate)
 
     def _body(self, stream: httpx.AsyncByteStream) -> httpx.AsyncByteStream:
         return _WithholdingStream(stream, self.tap, self.gate)

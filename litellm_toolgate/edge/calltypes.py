@@ -1,0 +1,175 @@
+"""Every litellm call type, classified once: gated, refused before sending, or not a model turn.
+
+A call type that hands back a model's turn (and so possibly its tool calls) is either gated
+by the callback or refused before anything is sent; it is never passed through. Everything
+else (embeddings, images, files, batches, stores, ...) carries no model-made tool call and
+passes untouched. ``tests/test_calltypes.py`` iterates litellm's own ``CallTypes``, so a call
+type a future litellm adds fails that test until it is classified here.
+
+Refusals are enforced twice: the async deployment hook raises :class:`CallRefused` (a
+guardrail intervention, so litellm hands it to the caller as it is), and ``log_pre_api_call``
+raises :class:`~.synccall.UngatedCallRefused` for any refused call that gets that far.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from litellm.exceptions import GuardrailRaisedException
+
+from ..core.errors import WireNotObservable
+
+
+class Handling(enum.Enum):
+    GATED = "gated"
+    REFUSED = "refused before sending"
+    NOT_A_MODEL_TURN = "not a model turn"
+
+
+# Gated by the callback (async: the injected withholding client; sync: the claiming transport).
+GATED = frozenset({"completion", "acompletion", "responses", "aresponses"})
+
+# The Anthropic Messages entry point (the proxy's /v1/messages). Refused until its wire is
+# gated: flip these two to GATED where that lands.
+ANTHROPIC_MESSAGES = frozenset({"anthropic_messages", "aanthropic_messages"})
+
+# Model turns the gate does not read yet: refused before they are sent.
+REFUSED = ANTHROPIC_MESSAGES | frozenset(
+    {
+        # Gemini's generateContent: a model turn with function calls on its own wire.
+        "generate_content",
+        "agenerate_content",
+        "generate_content_stream",
+        "agenerate_content_stream",
+        # Realtime and the Responses websocket: model turns over a socket, not HTTP bodies.
+        "_arealtime",
+        "_aresponses_websocket",
+        "arealtime_calls",
+        # Assistants runs end in required_action tool calls the gate never sees.
+        "arun_thread",
+        "run_thread",
+        "arun_thread_stream",
+        "run_thread_stream",
+        # Interactions (a model turn with function calls) and agent-to-agent messages.
+        "create_interaction",
+        "acreate_interaction",
+        "send_message",
+        "asend_message",
+        # Compaction writes new output items; pass-through routes carry any provider's wire.
+        "compact_responses",
+        "acompact_responses",
+        "pass_through_endpoint",
+        "llm_passthrough_route",
+        "allm_passthrough_route",
+    }
+)
+
+# Sync routes whose calls go out through an OpenAI SDK client, which ignores
+# litellm.sync_transport: the gate cannot claim them under litellm.callbacks (chat only;
+# their Responses calls use litellm's own client).
+_SDK_CLIENT_ROUTES = frozenset(
+    {"openai", "azure", "azure_ai", "custom_openai", "text-completion-openai"}
+)
+
+
+def handling(call_type: str) -> Handling | None:
+    """How the callback treats ``call_type``; None for one it has never heard of."""
+    if call_type in GATED:
+        return Handling.GATED
+    if call_type in REFUSED:
+        return Handling.REFUSED
+    if call_type in NOT_A_MODEL_TURN:
+        return Handling.NOT_A_MODEL_TURN
+    return None
+
+
+def sync_route_refused(route: str, call_type: str) -> bool:
+    """Whether a sync ``call_type`` on ``route`` goes out through a client the gate cannot see."""
+    return call_type == "completion" and route in _SDK_CLIENT_ROUTES
+
+
+class CallRefused(WireNotObservable, GuardrailRaisedException):
+    """A model-turn call the gate does not gate, refused before it was sent.
+
+    Also a litellm guardrail intervention, so litellm hands it to the caller unchanged.
+    """
+
+    status_code = 400
+
+    def __init__(self, call_type: str) -> None:
+        message = (
+            f"toolgate does not gate litellm call type {call_type!r} (a model turn that may "
+            "carry tool calls), so it was refused before sending"
+        )
+        WireNotObservable.__init__(self, message)
+        self.guardrail_name = "toolgate"
+        self.message = message
+        self.blocked_content = False
+        self.status_code = 400
+        self.args = (message,)
+
+
+NOT_A_MODEL_TURN = frozenset(
+    {
+        "embedding", "aembedding", "text_completion", "atext_completion",
+        "image_generation", "aimage_generation", "image_edit", "aimage_edit",
+        "moderation", "amoderation", "transcription", "atranscription", "speech", "aspeech",
+        "rerank", "arerank", "search", "asearch", "decisions", "adecisions",
+        "systemone", "asystemone", "extraction", "aextraction",
+        "acreate_realtime_client_secret", "acreate_realtime_transcription_session",
+        "acreate_realtime_translation_client_secret", "arealtime_translation_calls",
+        "create_batch", "acreate_batch", "retrieve_batch", "aretrieve_batch",
+        "cancel_batch", "acancel_batch",
+        "get_assistants", "aget_assistants", "create_assistants", "acreate_assistants",
+        "delete_assistant", "adelete_assistant", "create_thread", "acreate_thread",
+        "get_thread", "aget_thread", "add_message", "a_add_message",
+        "get_messages", "aget_messages",
+        "file_retrieve", "afile_retrieve", "file_delete", "afile_delete",
+        "file_list", "afile_list", "create_file", "acreate_file",
+        "file_content", "afile_content",
+        "create_fine_tuning_job", "acreate_fine_tuning_job", "cancel_fine_tuning_job",
+        "acancel_fine_tuning_job", "list_fine_tuning_jobs", "alist_fine_tuning_jobs",
+        "retrieve_fine_tuning_job", "aretrieve_fine_tuning_job",
+        "create_video", "acreate_video", "video_generation", "avideo_generation",
+        "video_retrieve", "avideo_retrieve", "video_content", "avideo_content",
+        "video_remix", "avideo_remix", "video_list", "avideo_list",
+        "video_retrieve_job", "avideo_retrieve_job", "video_delete", "avideo_delete",
+        "video_create_character", "avideo_create_character",
+        "video_get_character", "avideo_get_character", "video_edit", "avideo_edit",
+        "video_extension", "avideo_extension",
+        "vector_store_file_create", "avector_store_file_create",
+        "vector_store_file_list", "avector_store_file_list",
+        "vector_store_file_retrieve", "avector_store_file_retrieve",
+        "vector_store_file_content", "avector_store_file_content",
+        "vector_store_file_update", "avector_store_file_update",
+        "vector_store_file_delete", "avector_store_file_delete",
+        "vector_store_create", "avector_store_create",
+        "vector_store_search", "avector_store_search",
+        "ingest", "aingest", "query", "aquery",
+        "create_container", "acreate_container", "list_containers", "alist_containers",
+        "retrieve_container", "aretrieve_container", "delete_container", "adelete_container",
+        "list_container_files", "alist_container_files",
+        "upload_container_file", "aupload_container_file",
+        "create_sandbox", "acreate_sandbox", "delete_sandbox", "adelete_sandbox",
+        "run_code", "arun_code", "code_interpreter_tool", "acode_interpreter_tool",
+        # Stored Responses: handed back as stored (see docs/callbacks.md), not a new turn.
+        "get_responses", "aget_responses", "delete_responses", "adelete_responses",
+        "cancel_responses", "acancel_responses", "alist_input_items",
+        # Running a tool (MCP) or listing tools: the gate's caller, not a model turn.
+        "call_mcp_tool", "list_mcp_tools", "acreate_skill",
+        "ocr", "aocr",
+    }
+)  # fmt: skip
+
+assert not (GATED & REFUSED) and not ((GATED | REFUSED) & NOT_A_MODEL_TURN)
+
+__all__ = [
+    "ANTHROPIC_MESSAGES",
+    "CallRefused",
+    "GATED",
+    "Handling",
+    "NOT_A_MODEL_TURN",
+    "REFUSED",
+    "handling",
+    "sync_route_refused",
+]

@@ -1,0 +1,134 @@
+"""Release on the callback path is all or nothing, and a failure after the decision is typed.
+
+The gate accepts a wire whose messages carry a field litellm cannot parse, outside the tool
+call (``"created": "x"``). Released as is, litellm would hand the caller the first fragment
+of the call and then fail with an error of its own. litellm's own parser is asked first, so
+the attempt is refused as a carrier mismatch and no fragment goes out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import litellm
+import pytest
+from conftest import CANARY
+
+from litellm_toolgate import CarrierMismatch, ToolGateGuardrail
+from litellm_toolgate.demo.run import MULTIPLY
+from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+
+litellm.suppress_debug_info = True
+
+
+def event(delta: dict[str, Any], finish: str | None = None, **envelope: Any) -> bytes:
+    value = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **envelope,
+    }
+    return b"data: " + json.dumps(value).encode() + b"\n\n"
+
+
+def body(where: int, **bad: Any) -> bytes:
+    head = {"index": 0, "id": "call_1", "type": "function"}
+    parts = [
+        ({"role": "assistant", "content": "Let me "}, None),
+        ({"content": "work it out."}, None),
+        (
+            {"tool_calls": [{**head, "function": {"name": "multiply", "arguments": '{"a": 7, '}}]},
+            None,
+        ),
+        (
+            {
+                "tool_calls": [
+                    {"index": 0, "function": {"arguments": f'"b": 8, "c": "{CANARY}"' + "}"}}
+                ]
+            },
+            None,
+        ),
+        ({}, "tool_calls"),
+    ]
+    events = [event(d, f, **(bad if i == where else {})) for i, (d, f) in enumerate(parts)]
+    return b"".join(events) + b"data: [DONE]\n\n"
+
+
+@pytest.fixture(autouse=True)
+def gate() -> Iterator[None]:
+    saved = litellm.callbacks
+    tools = [{**MULTIPLY, "function": {**MULTIPLY["function"], "parameters": {"type": "object"}}}]
+    litellm.callbacks = [ToolGateGuardrail(tools)]
+    yield
+    litellm.callbacks = saved
+    for name in dir(litellm):
+        value = getattr(litellm, name, None)
+        if isinstance(value, list):
+            value[:] = [cb for cb in value if not isinstance(cb, ToolGateGuardrail)]
+
+
+def run(base: str, mode: str) -> tuple[list[str], str, BaseException | None]:
+    kwargs = {
+        "model": "cometapi/gpt-4o-mini",
+        "messages": [{"role": "user", "content": "7 times 8"}],
+        "stream": True,
+        "api_base": base,
+        "api_key": "sk",
+        "num_retries": 0,
+    }
+    chunks: list[Any] = []
+    error: BaseException | None = None
+    try:
+        if mode == "sync":
+            for chunk in litellm.completion(**kwargs):
+                chunks.append(chunk)
+        else:
+
+            async def go() -> None:
+                async for chunk in await litellm.acompletion(**kwargs):
+                    chunks.append(chunk)
+
+            asyncio.run(go())
+    except Exception as exc:
+        error = exc
+    fragments = [
+        tc.function.arguments or ""
+        for c in chunks
+        for choice in c.choices
+        for tc in choice.delta.tool_calls or []
+    ]
+    text = "".join(choice.delta.content or "" for c in chunks for choice in c.choices)
+    return fragments, text, error
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize(
+    ("where", "bad"),
+    [(2, {"created": "x"}), (3, {"id": 5}), (4, {"model": 5}), (1, {"created": "x"})],
+    ids=["first-fragment", "second-fragment", "finish", "live-text"],
+)
+def test_a_message_litellm_cannot_parse_releases_nothing(
+    mode: str, where: int, bad: dict[str, Any]
+) -> None:
+    with FakeUpstream(lambda request: Scripted(body(where, **bad))) as upstream:
+        fragments, text, error = run(upstream.base_url, mode)
+    assert isinstance(error, CarrierMismatch), repr(error)
+    assert fragments == [], "a fragment of the call went out"
+    assert "Let me work it out.".startswith(text), text  # live text only, up to the fault
+    seen: BaseException | None = error
+    while seen is not None:  # litellm's parse error (which quotes the input) is not chained
+        assert CANARY not in f"{seen} {seen!r}"
+        seen = seen.__cause__ or seen.__context__
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_same_wire_parsed_cleanly_is_released(mode: str) -> None:
+    with FakeUpstream(lambda request: Scripted(body(-1))) as upstream:
+        fragments, text, error = run(upstream.base_url, mode)
+    assert error is None and text == "Let me work it out."
+    assert json.loads("".join(fragments)) == {"a": 7, "b": 8, "c": CANARY}

@@ -1,0 +1,321 @@
+"""Sync calls under ``litellm.callbacks``: armed, claimed on the wire, or refused unsent.
+
+The fixtures themselves go through sync ``litellm.completion`` / ``litellm.responses`` in
+``test_callback.py`` and ``test_callback_responses.py``; here are the claim's own edges: the
+one-time marker never reaches the upstream, a user's ``litellm.sync_transport`` keeps working
+under the gate, a client litellm cached before the gate was installed cannot bypass it, a
+claim matches only the call that armed it, what cannot be claimed is refused before any byte
+of it is read, and a ``ToolGate``'s own call (or a call made inside its policy) is gated once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import litellm
+import pytest
+from conftest import CASES, MANIFEST, body_of
+from litellm.llms.custom_httpx.http_handler import HTTPHandler
+
+from litellm_toolgate import (
+    PolicyDecision,
+    QuarantineReason,
+    SchemaRejected,
+    ToolCallQuarantined,
+    ToolGate,
+    ToolGateGuardrail,
+    UngatedCallRefused,
+)
+from litellm_toolgate.demo.serve import as_requested
+from litellm_toolgate.edge import synccall
+
+litellm.suppress_debug_info = True
+R = QuarantineReason
+
+
+class Recorder:
+    """A loopback upstream that serves the chat fixtures and records every request's headers."""
+
+    def __init__(self) -> None:
+        self.headers: list[dict[str, str]] = []
+        self.bodies: list[dict[str, Any]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                payload = json.loads(self.rfile.read(length))
+                owner.headers.append({k.lower(): v for k, v in self.headers.items()})
+                owner.bodies.append(payload)
+                name = str(payload["messages"][-1]["content"])
+                scripted = as_requested(payload, body_of(CASES[name]))
+                self.send_response(200)
+                self.send_header("content-type", scripted.content_type)
+                self.send_header("content-length", str(len(scripted.body)))
+                self.end_headers()
+                self.wfile.write(scripted.body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[Recorder]:
+    recorder = Recorder()
+    recorder.thread.start()
+    try:
+        yield recorder
+    finally:
+        recorder.server.shutdown()
+        recorder.server.server_close()
+
+
+@pytest.fixture(autouse=True)
+def gate() -> Iterator[ToolGateGuardrail]:
+    gate = ToolGateGuardrail(MANIFEST["tools"])
+    saved = litellm.callbacks
+    litellm.callbacks = [gate]
+    try:
+        yield gate
+    finally:
+        litellm.callbacks = saved
+        for name in dir(litellm):
+            value = getattr(litellm, name, None)
+            if isinstance(value, list):
+                value[:] = [cb for cb in value if not isinstance(cb, ToolGateGuardrail)]
+        assert len(synccall.CLAIMS) == 0, "an armed claim was left behind"
+
+
+def kwargs(upstream: Recorder, name: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "model": "cometapi/gpt-4o-mini",
+        "messages": [{"role": "user", "content": name}],
+        "api_base": upstream.base_url,
+        "api_key": "sk-test",
+        "num_retries": 0,
+        **extra,
+    }
+
+
+def calls_of(chunks: list[Any]) -> list[str]:
+    return [
+        tc.function.arguments or ""
+        for chunk in chunks
+        for choice in chunk.choices
+        for tc in choice.delta.tool_calls or []
+    ]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+def test_the_marker_never_reaches_the_upstream(upstream: Recorder, stream: bool) -> None:
+    before = len(upstream.headers)
+    result = litellm.completion(**kwargs(upstream, "multiply_basic", stream=stream))
+    if stream:
+        assert "".join(calls_of(list(result))) == CASES["multiply_basic"]["calls"][0]["arguments"]
+    else:
+        assert result.choices[0].message.tool_calls[0].function.name == "multiply"
+    assert len(upstream.headers) == before + 1
+    assert synccall.MARKER not in upstream.headers[-1]
+    with pytest.raises(SchemaRejected):
+        result = litellm.completion(**kwargs(upstream, "unknown_tool", stream=stream))
+        list(result) if stream else None
+    assert all(synccall.MARKER not in h for h in upstream.headers)
+
+
+def test_a_users_sync_transport_is_composed(upstream: Recorder) -> None:
+    class Counting(httpx.HTTPTransport):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[httpx.Request] = []
+
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            self.seen.append(request)
+            return super().handle_request(request)
+
+    mine = Counting()
+    saved = getattr(litellm, "sync_transport", None)
+    litellm.sync_transport = mine  # type: ignore[attr-defined]
+    litellm.in_memory_llm_clients_cache.flush_cache()
+    try:
+        list(litellm.completion(**kwargs(upstream, "multiply_basic", stream=True)))
+        with pytest.raises(SchemaRejected):
+            list(litellm.completion(**kwargs(upstream, "unknown_tool", stream=True)))
+        assert len(mine.seen) == 2  # both went out through the user's transport
+        assert all(synccall.MARKER not in r.headers for r in mine.seen)
+        installed = litellm.sync_transport  # type: ignore[attr-defined]
+        assert isinstance(installed, synccall.ClaimingTransport) and installed.inner is mine
+    finally:
+        litellm.sync_transport = saved  # type: ignore[attr-defined]
+        litellm.in_memory_llm_clients_cache.flush_cache()
+
+
+def test_a_client_cached_before_the_gate_cannot_bypass_it(upstream: Recorder) -> None:
+    saved_callbacks = litellm.callbacks
+    saved = getattr(litellm, "sync_transport", None)
+    litellm.callbacks = []
+    litellm.sync_transport = None  # type: ignore[attr-defined]
+    litellm.in_memory_llm_clients_cache.flush_cache()
+    try:
+        # Without the gate litellm builds and caches a plain client...
+        litellm.completion(**kwargs(upstream, "multiply_basic"))
+        litellm.callbacks = saved_callbacks
+        # ...which the gate evicts before its first sync call, so that call is claimed.
+        with pytest.raises(SchemaRejected):
+            litellm.completion(**kwargs(upstream, "unknown_tool"))
+    finally:
+        litellm.callbacks = saved_callbacks
+        litellm.sync_transport = saved  # type: ignore[attr-defined]
+        litellm.in_memory_llm_clients_cache.flush_cache()
+
+
+def test_a_client_of_your_own_is_refused_before_its_body_is_read(upstream: Recorder) -> None:
+    own = HTTPHandler(client=httpx.Client())
+    with pytest.raises(UngatedCallRefused, match="cannot see"):
+        list(litellm.completion(client=own, **kwargs(upstream, "multiply_basic", stream=True)))
+
+
+def test_force_ipv4_is_refused_before_sending(
+    upstream: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(litellm, "force_ipv4", True)
+    before = len(upstream.bodies)
+    with pytest.raises(UngatedCallRefused, match="force_ipv4"):
+        litellm.completion(**kwargs(upstream, "multiply_basic", stream=True))
+    assert len(upstream.bodies) == before
+
+
+def test_an_openai_sdk_route_is_refused_before_sending(upstream: Recorder) -> None:
+    before = len(upstream.bodies)
+    with pytest.raises(UngatedCallRefused, match="openai/"):
+        litellm.completion(
+            **{**kwargs(upstream, "multiply_basic", stream=True), "model": "openai/gpt-4o-mini"}
+        )
+    assert len(upstream.bodies) == before
+
+
+def test_a_claim_matches_only_the_call_that_armed_it(upstream: Recorder) -> None:
+    """Wrong token, wrong thread, wrong URL, wrong body: refused, never sent."""
+    gate = ToolGate(MANIFEST["tools"])
+    transport = synccall.install()
+    url = upstream.base_url + "/chat/completions"
+    body = {"model": "m", "messages": [{"role": "user", "content": "multiply_basic"}]}
+
+    def armed(call_id: str) -> str:
+        headers: dict[str, Any] = {}
+        tap = synccall.WireTap(gate.new_attempt(), streamed=False)
+        extra = {"api_base": url, "complete_input_dict": body, "headers": headers}
+        details = {"litellm_call_id": call_id, "additional_args": extra}
+        synccall.arm(details, tap, synccall.Withholding(None))
+        return str(headers[synccall.MARKER])
+
+    def send(token: str, *, to: str = url, payload: Any = body) -> None:
+        request = httpx.Request(
+            "POST", to, json=payload, headers={synccall.MARKER: token, "content-type": "x"}
+        )
+        transport.handle_request(request)
+
+    before = len(upstream.bodies)
+    with pytest.raises(UngatedCallRefused):
+        send("forged")
+    token = armed("c1")
+    with pytest.raises(UngatedCallRefused):
+        send(token, payload={**body, "model": "other"})
+    with pytest.raises(UngatedCallRefused):  # the token is spent even by a refused try
+        send(token)
+    token = armed("c2")
+    with pytest.raises(UngatedCallRefused):
+        send(token, to=url + "?x=1")
+    token = armed("c3")
+    errors: list[BaseException] = []
+
+    def other_thread() -> None:
+        try:
+            send(token)
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    worker.join()
+    assert len(errors) == 1 and isinstance(errors[0], UngatedCallRefused)
+    assert len(upstream.bodies) == before  # none of them was sent
+    for call_id in ("c1", "c2", "c3"):
+        with pytest.raises(UngatedCallRefused):  # claimed by nobody: refused at the check
+            synccall.check_claimed({"litellm_call_id": call_id})
+
+
+def test_tool_gate_beside_the_callback_gates_once(
+    upstream: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    tool_gate = ToolGate(MANIFEST["tools"])
+    with caplog.at_level("INFO", logger="litellm_toolgate"):
+        chunks = list(tool_gate.completion(**kwargs(upstream, "multiply_basic", stream=True)))
+    assert "".join(calls_of(chunks)) == CASES["multiply_basic"]["calls"][0]["arguments"]
+    attempts = {getattr(r, "toolgate", {}).get("attempt_id") for r in caplog.records}
+    assert len(attempts) == 1, attempts  # one attempt: the callback left the call alone
+    assert synccall.MARKER not in upstream.headers[-1]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_call_made_inside_a_policy_is_gated(upstream: Recorder, mode: str) -> None:
+    """An LLM judge inside a ToolGate policy: its own sync call is gated, not waved through."""
+    seen: list[BaseException | None] = []
+
+    def judge(call: Any) -> PolicyDecision:
+        try:
+            litellm.completion(**kwargs(upstream, "unknown_tool"))
+            seen.append(None)
+        except ToolCallQuarantined as exc:
+            seen.append(exc)
+        return PolicyDecision.approve()
+
+    tool_gate = ToolGate(MANIFEST["tools"], policy=judge)
+    if mode == "sync":
+        tool_gate.completion(**kwargs(upstream, "multiply_basic"))
+    else:
+        asyncio.run(tool_gate.acompletion(**kwargs(upstream, "multiply_basic")))
+    assert len(seen) == 1 and isinstance(seen[0], SchemaRejected)
+
+
+def test_bridged_aresponses_runs_one_attempt_and_one_policy(
+    upstream: Recorder, caplog: pytest.LogCaptureFixture
+) -> None:
+    runs: list[str] = []
+
+    def policy(call: Any) -> bool:
+        runs.append(call.attempt_id)
+        return True
+
+    litellm.callbacks = [ToolGateGuardrail(MANIFEST["tools"], policy=policy)]
+
+    async def go() -> list[Any]:
+        stream = await litellm.aresponses(
+            model="cometapi/gpt-4o-mini",
+            input=[{"role": "user", "content": "multiply_basic"}],
+            tools=MANIFEST["tools"],
+            api_base=upstream.base_url,
+            api_key="sk-test",
+            stream=True,
+        )
+        return [event async for event in stream]
+
+    with caplog.at_level("INFO", logger="litellm_toolgate"):
+        asyncio.run(go())
+    assert len(runs) == 1, runs
+    attempts = {getattr(r, "toolgate", {}).get("attempt_id") for r in caplog.records}
+    assert attempts == set(runs)

@@ -1,0 +1,97 @@
+"""Every litellm call type is classified: gated, refused before sending, or not a model turn.
+
+Iterates litellm's own ``CallTypes``: a call type a future litellm adds fails here until
+``edge/calltypes.py`` classifies it. The refused model-turn entry points are then called
+for real against loopback with the gate installed: nothing reaches the upstream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import litellm
+import pytest
+from conftest import MANIFEST
+from litellm.types.utils import CallTypes
+
+from litellm_toolgate import ToolGateGuardrail, UngatedCallRefused, WireNotObservable
+from litellm_toolgate.demo.upstream import FakeUpstream
+from litellm_toolgate.edge import calltypes
+from litellm_toolgate.edge.calltypes import Handling, handling
+
+litellm.suppress_debug_info = True
+DOC = Path(__file__).resolve().parent.parent / "docs" / "callbacks.md"
+
+
+@pytest.mark.parametrize("call_type", [c.value for c in CallTypes])
+def test_every_call_type_is_classified(call_type: str) -> None:
+    assert handling(call_type) is not None, (
+        f"litellm call type {call_type!r} is not classified in edge/calltypes.py: is it a "
+        "model turn (gate it or refuse it) or not?"
+    )
+
+
+def test_the_model_turns_that_are_gated() -> None:
+    gated = {c.value for c in CallTypes if handling(c.value) is Handling.GATED}
+    assert gated == {"completion", "acompletion", "responses", "aresponses"}
+    assert calltypes.ANTHROPIC_MESSAGES <= calltypes.REFUSED | calltypes.GATED
+
+
+def test_the_docs_table_lists_every_model_turn() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    for name in sorted(calltypes.GATED | calltypes.REFUSED):
+        assert f"`{name}`" in text, f"docs/callbacks.md does not list {name}"
+
+
+@pytest.fixture
+def upstream() -> Iterator[FakeUpstream]:
+    with FakeUpstream() as server:
+        yield server
+
+
+@pytest.fixture
+def gate() -> Iterator[ToolGateGuardrail]:
+    gate = ToolGateGuardrail(MANIFEST["tools"])
+    saved = litellm.callbacks
+    litellm.callbacks = [gate]
+    try:
+        yield gate
+    finally:
+        litellm.callbacks = saved
+        for name in dir(litellm):
+            value = getattr(litellm, name, None)
+            if isinstance(value, list):
+                value[:] = [cb for cb in value if not isinstance(cb, ToolGateGuardrail)]
+
+
+@pytest.mark.parametrize("call_type", sorted(calltypes.REFUSED))
+def test_each_refused_call_type_is_refused_by_both_hooks(
+    gate: ToolGateGuardrail, call_type: str
+) -> None:
+    with pytest.raises(calltypes.CallRefused):
+        asyncio.run(gate.async_pre_call_deployment_hook({}, call_type))
+    with pytest.raises(UngatedCallRefused):
+        gate.log_pre_api_call(None, None, {"call_type": call_type})
+
+
+def test_anthropic_messages_is_refused_before_sending(
+    upstream: FakeUpstream, gate: ToolGateGuardrail
+) -> None:
+    from litellm.anthropic_interface import messages
+
+    kwargs: dict[str, Any] = {
+        "model": "anthropic/claude-3-5-haiku-latest",
+        "messages": [{"role": "user", "content": "multiply_basic"}],
+        "max_tokens": 64,
+        "api_base": upstream.base_url.removesuffix("/v1"),
+        "api_key": "sk-test",
+        "tools": [],
+        "stream": True,
+    }
+    # litellm runs no sync Anthropic Messages call; the async one is refused unsent.
+    with pytest.raises(WireNotObservable):
+        asyncio.run(messages.acreate(**kwargs))
+    assert upstream.requests == []
