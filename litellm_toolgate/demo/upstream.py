@@ -1,7 +1,9 @@
 """A fake CometAPI chat-completions server on loopback, for tests and the demo.
 
 It answers ``POST /v1/chat/completions`` (and ``/chat/completions``) with scripted bodies,
-and ``POST /v1/responses`` (and ``/responses``) the same way, for the native Responses route.
+and ``POST /v1/responses`` (and ``/responses``) the same way, for the native Responses route,
+and ``POST /v1/messages`` for the Anthropic route (point litellm's ``anthropic/`` models at
+``upstream.root_url``: litellm appends ``/v1/messages`` itself).
 A request that asks for ``"stream": true`` gets its body in HTTP/1.1 chunked transfer
 encoding, one chunk per write, so a client can tell a clean end (the zero-length terminating
 chunk) from a connection that was dropped part way (no terminating chunk: httpx raises
@@ -36,7 +38,7 @@ from urllib.parse import urlsplit
 __all__ = ["FakeUpstream", "Scripted", "answer_stream", "recording"]
 
 _CHAT_PATHS = frozenset(
-    {"/v1/chat/completions", "/chat/completions", "/v1/responses", "/responses"}
+    {"/v1/chat/completions", "/chat/completions", "/v1/responses", "/responses", "/v1/messages"}
 )
 _JOIN_TIMEOUT = 2.0
 _STALL_POLL = 0.02
@@ -271,6 +273,11 @@ class FakeUpstream:
         if self._server is None:
             raise RuntimeError("FakeUpstream is not started")
         return int(self._server.server_address[1])
+
+    @property
+    def root_url(self) -> str:
+        """The server's root, ``http://127.0.0.1:<port>`` (the Anthropic route's api_base)."""
+        return f"http://127.0.0.1:{self.port}"
 
     @property
     def base_url(self) -> str:
