@@ -324,3 +324,37 @@ def _error_type(obj: Mapping[str, Any]) -> str:
     error = obj.get("error")
     kind = error.get("type") if isinstance(error, dict) else None
     return kind[:64] if isinstance(kind, str) and kind else "error"
+
+
+class EventClassifier:
+    """Which events of an Anthropic stream a withholding carrier must hold.
+
+    One answer for every carrier that hands Anthropic events to a caller (litellm's
+    ``/v1/messages`` streams, the proxy's): ``"lifecycle"`` (``message_start``, ``ping``)
+    and ``"text"`` (every event of a text, thinking or redacted-thinking block) may pass;
+    ``"call"`` (every event of any other block: ``tool_use``, server tools, unknown types,
+    or a block this classifier never saw start), ``"terminal"`` (``message_delta``,
+    ``message_stop``, ``error``) and ``"unknown"`` events are held. Stateful: a block's
+    type is learnt from its ``content_block_start``.
+    """
+
+    def __init__(self) -> None:
+        self._text_blocks: set[int] = set()
+
+    def classify(self, obj: Mapping[str, Any]) -> str:
+        kind = obj.get("type")
+        if kind in ("message_start", "ping"):
+            return "lifecycle"
+        if kind in ("message_delta", "message_stop", "error"):
+            return "terminal"
+        index = obj.get("index")
+        if kind == "content_block_start":
+            block = obj.get("content_block")
+            block_type = block.get("type") if isinstance(block, dict) else None
+            if block_type in _PASSING_BLOCKS and isinstance(index, int):
+                self._text_blocks.add(index)
+                return "text"
+            return "call"
+        if kind in ("content_block_delta", "content_block_stop"):
+            return "text" if index in self._text_blocks else "call"
+        return "unknown"

@@ -203,6 +203,8 @@ class Ledger:
         """Why the carrier disagrees with the wire, or None when it matches exactly."""
         if self.wire is Wire.ANTHROPIC:
             return None if self._anthropic_carrier_matches(carrier) else R.CARRIER_MISMATCH
+        if carrier.kind == "anthropic":
+            return None if self._bridged_anthropic_matches(carrier) else R.CARRIER_MISMATCH
         if carrier.kind == "chat":
             return None if self._chat_carrier_matches(carrier) else R.CARRIER_MISMATCH
         if self.wire is Wire.CHAT and self.finish_reason not in ("stop", "tool_calls"):
@@ -267,11 +269,30 @@ class Ledger:
             text = ours.join()
             if their.arguments == text:
                 continue
+            shown_none = their.arguments == "" and carrier.kind == "chat"
             if ours.index not in self.from_start or not (
-                their.arguments == "" or _same_json(their.arguments, text)
+                shown_none or _same_json(their.arguments, text)
             ):
                 return False
         return True
+
+    def _bridged_anthropic_matches(self, carrier: Carrier) -> bool:
+        """Anthropic events litellm made from a chat wire (``/v1/messages`` in front of a
+        chat-completions model): litellm numbers the blocks itself, so calls match by id;
+        ``tool_use`` is said exactly when the wire streamed calls."""
+        if self.wire is not Wire.CHAT or carrier.foreign:
+            return False
+        calls = self.ordered()
+        if (carrier.finish_reason == "tool_use") != bool(calls):
+            return False
+        mine = {c.call_id: (c.name, c.join()) for c in calls}
+        theirs = {c.call_id: (c.name, c.arguments) for c in carrier.calls.values()}
+        if len(theirs) != len(carrier.calls) or set(mine) != set(theirs):
+            return False
+        return all(
+            theirs[k][0] == name and (theirs[k][1] == text or _same_json(theirs[k][1], text))
+            for k, (name, text) in mine.items()
+        )
 
     def terminal(self) -> None:
         """Move every call that is not terminal yet (chat: all of them) to ITEM_TERMINAL."""
