@@ -299,3 +299,20 @@ def test_anthropic_carrier_keeps_block_indices_and_the_stop_reason() -> None:
     ):
         fault = replay([body("multiply_basic")], carrier=bad)[2]
         assert fault is not None and fault.reason is R.CARRIER_MISMATCH
+
+
+def test_whole_body_refuses_a_duplicate_key_the_json_parser_would_merge() -> None:
+    body = (
+        b'{"id":"msg_1","type":"message","content":[{"type":"tool_use","id":"toolu_1",'
+        b'"name":"multiply","input":{"a":7,"a":9,"b":8}}],"stop_reason":"tool_use"}'
+    )
+    fault = replay(whole=body)[2]
+    assert fault is not None and fault.reason is R.DUPLICATE_KEY
+
+
+def test_a_streamed_start_input_is_refused_even_without_deltas() -> None:
+    parts = stages()
+    parts["block"] = parts["block"].replace(b'"input": {}', b'"input": {"a": 7, "b": 8}')
+    del parts["delta"]
+    fault = run(list(parts.values()))
+    assert fault is not None and fault.reason is R.ITEM_MISMATCH

@@ -26,10 +26,11 @@ at its ``content_block_start``. It checks what the *shape* of the protocol guara
   unknown delta on a text or thinking block is counted and passes.
 * A tool block's arguments are the concatenation of its ``partial_json`` strings when any
   of them carried text. When none did (the API streams a tool with no arguments as one
-  empty ``partial_json``, or none at all), they are the start block's ``input`` (``{}``),
-  serialized. A start ``input`` that is not empty AND deltas that carry text are two
-  sources for one input; the API documents neither the pair nor which wins, so it is
-  refused (``item_mismatch``).
+  empty ``partial_json``, or none at all), they are the start block's ``input``: ``{}``.
+  A streamed start ``input`` that is not empty is refused (``item_mismatch``), with or
+  without deltas: the API documents neither it nor, with deltas, which source wins, and
+  litellm's chat translation drops it, so its caller would run a call other than the one
+  checked. In a whole (``stream=False``) body the ``input`` object is the arguments.
 * ``message_delta`` may carry the ``stop_reason`` (the wire's own finish); it must find
   every block stopped (``incomplete_item``). ``message_stop`` is the end marker.
 
@@ -93,9 +94,9 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def load_strict(data: str) -> dict[str, Any]:
     """A data line as a JSON object, refusing a duplicate key anywhere in it.
 
-    Used where an input object arrives parsed (a whole body, a start block's non-empty
-    ``input``): its text is re-serialized for the strict parser, and a duplicate key would
-    already have been silently merged by then.
+    Used for a whole body, whose ``input`` objects arrive parsed: their text is
+    re-serialized for the strict parser, and a duplicate key would already have been
+    silently merged by then.
     """
     reason: QuarantineReason | None = None
     value: Any = None
@@ -173,11 +174,7 @@ class AnthropicNormalizer:
         if kind == "content_block_delta":
             return self._delta(_index(obj), _block(obj, "delta"))
         if kind == "content_block_start":
-            block = _block(obj, "content_block")
-            if block["type"] == TOOL_USE and block.get("input"):
-                # A non-empty input arrives parsed: reload it refusing duplicate keys.
-                block = _block(load_strict(message.data), "content_block")
-            return self._start(_index(obj), block, streamed=True)
+            return self._start(_index(obj), _block(obj, "content_block"), streamed=True)
         if kind == "content_block_stop":
             return self._stop(_index(obj))
         if kind == "message_delta":
@@ -274,6 +271,11 @@ class AnthropicNormalizer:
             raise WireFault(R.IDENTITY_CONFLICT, index)
         if not isinstance(value, dict):
             raise WireFault(R.MALFORMED_EVENT, index)
+        if value and streamed:
+            # The API streams a tool's input as deltas and starts it as {}. A start input
+            # is a second source the API does not document, and litellm's chat translation
+            # drops it (its caller would run a call other than the one checked): refused.
+            raise WireFault(R.ITEM_MISMATCH, index)
         self._ids.add(call_id)
         self._start_input[index] = _serialize(value) if value else "{}"
         return [CallStarted(0, index, call_id, name)]
@@ -297,8 +299,6 @@ class AnthropicNormalizer:
                 raise WireFault(R.MALFORMED_EVENT, index)
             if not fragment:
                 return [Metadata()]
-            if self._start_input[index] != "{}":
-                raise WireFault(R.ITEM_MISMATCH, index)
             self._streamed.add(index)
             return [ArgumentDelta(0, index, fragment)]
         if delta_kind == "text_delta":

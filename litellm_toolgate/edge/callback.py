@@ -74,6 +74,7 @@ from .config import GateSettings
 from .events import CarrierEvents, carrier_events, carrier_of_result
 from .gate import SYNC_CALL_GATED, ToolGate
 from .logs import emit_records
+from .messages import AnthropicEvents, message_carrier
 from .policy import ajudge
 from .stream import AsyncGatedStream
 from .transport import AsyncTapTransport, WireTap
@@ -82,7 +83,9 @@ from .withhold import Withholding, WithholdingTransport
 _CHAT_CALLS = frozenset({"acompletion", "completion"})
 # The calls the gate gates here: chat completions and the async Responses API.
 _RESPONSES_CALLS = frozenset({"aresponses"})
-_GATED_CALLS = _CHAT_CALLS | _RESPONSES_CALLS
+# litellm.anthropic.messages.acreate and the proxy's /v1/messages.
+_MESSAGES_CALLS = frozenset({"anthropic_messages"})
+_GATED_CALLS = _CHAT_CALLS | _RESPONSES_CALLS | _MESSAGES_CALLS
 # Sync calls a callback cannot gate: refused before they are sent.
 _REFUSED_SYNC = frozenset({"completion", "responses"})
 _MAX_PENDING = 10_000
@@ -216,6 +219,9 @@ class ToolGateGuardrail(CustomGuardrail):
         tap.responses_api = _call_type(call_type) in _RESPONSES_CALLS or bool(
             isinstance(outer, WireTap) and outer.responses_api
         )
+        tap.messages_api = _call_type(call_type) in _MESSAGES_CALLS or bool(
+            isinstance(outer, WireTap) and outer.messages_api
+        )
         base = self.gate.async_transport(kwargs.get("client"))
         transport: Any
         if in_proxy and streamed:
@@ -261,7 +267,9 @@ class ToolGateGuardrail(CustomGuardrail):
             self._refuse_unobserved(request_data, started)
         # The proxy wraps litellm's stream, so the request (not the stream's type) says
         # whether it carries Responses events.
-        events = CarrierEvents() if tap.responses_api else carrier_events(response)
+        events: Any = CarrierEvents() if tap.responses_api else carrier_events(response)
+        if tap.messages_api:
+            events = AnthropicEvents()  # /v1/messages: Anthropic SSE bytes
         stream = AsyncGatedStream(response, tap, self.gate.policy, events)
         try:
             async for chunk in stream:
@@ -276,7 +284,9 @@ class ToolGateGuardrail(CustomGuardrail):
         self, data: dict[str, Any], user_api_key_dict: Any, response: Any
     ) -> Any:
         if data.get("stream") or not (
-            hasattr(response, "choices") or isinstance(response, ResponsesAPIResponse)
+            hasattr(response, "choices")
+            or isinstance(response, ResponsesAPIResponse)
+            or (isinstance(response, dict) and response.get("type") == "message")
         ):
             return None
         await self._check_response(data, response, self._take(data))
@@ -306,7 +316,8 @@ class ToolGateGuardrail(CustomGuardrail):
         attempt = tap.attempt
         released = False
         try:
-            calls = attempt.conclude(carrier_of_result(response))
+            carrier = message_carrier(response) if tap.messages_api else None
+            calls = attempt.conclude(carrier or carrier_of_result(response))
             if await ajudge(attempt, calls, self.gate.policy):
                 attempt.release()
                 released = True
