@@ -35,12 +35,20 @@ from types import TracebackType
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-__all__ = ["FakeUpstream", "Scripted", "answer_stream", "recording"]
+__all__ = ["FakeUpstream", "Scripted", "answer_stream", "recording", "request_path"]
 
 _CHAT_PATHS = frozenset(
     {"/v1/chat/completions", "/chat/completions", "/v1/responses", "/responses", "/v1/messages"}
 )
 _JOIN_TIMEOUT = 2.0
+_local = threading.local()  # each request is served on a thread of its own
+
+
+def request_path() -> str:
+    """The URL path of the request being answered (for a handler serving several routes)."""
+    return str(getattr(_local, "path", ""))
+
+
 _STALL_POLL = 0.02
 
 
@@ -145,6 +153,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, _error_body("bad Content-Length", "invalid_request_error"))
             return
         raw = self.rfile.read(length) if length else b""
+        _local.path = urlsplit(self.path).path
         if urlsplit(self.path).path not in _CHAT_PATHS:
             self._send_json(404, _error_body("not found", "invalid_request_error"))
             return
