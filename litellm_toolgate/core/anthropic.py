@@ -75,9 +75,8 @@ _DELTAS = {
     "signature_delta": "thinking",
     "input_json_delta": TOOL_USE,
 }
-_CONTENT_EVENTS = frozenset(
-    {"content_block_start", "content_block_delta", "content_block_stop", "message_delta"}
-)
+_BLOCK_EVENTS = frozenset({"content_block_start", "content_block_delta", "content_block_stop"})
+_CONTENT_EVENTS = _BLOCK_EVENTS | {"message_delta"}
 
 
 class _Duplicate(Exception):
@@ -156,6 +155,7 @@ class AnthropicNormalizer:
         self._start_input: dict[int, str] = {}
         self._streamed: set[int] = set()
         self._response_id: str | None = None
+        self._stopped = False  # a stop_reason was seen: no block may start or change
 
     @property
     def response_id(self) -> str | None:
@@ -171,6 +171,8 @@ class AnthropicNormalizer:
             raise WireFault(R.MALFORMED_EVENT)
         if kind in _CONTENT_EVENTS and self._response_id is None:
             raise WireFault(R.MALFORMED_EVENT)  # content before message_start
+        if kind in _BLOCK_EVENTS and self._stopped:
+            raise WireFault(R.EVENT_AFTER_TERMINAL)  # a block after the stop_reason
         if kind == "content_block_delta":
             return self._delta(_index(obj), _block(obj, "delta"))
         if kind == "content_block_start":
@@ -237,6 +239,7 @@ class AnthropicNormalizer:
         stop_reason = delta.get("stop_reason")
         if stop_reason is None:
             return [Metadata()]  # usage only
+        self._stopped = True
         return [self._finish(stop_reason)]
 
     @staticmethod
