@@ -27,7 +27,7 @@ from conftest import CANARY, expected
 from conftest import CASES as CHAT_CASES
 from proxyproc import EXAMPLES, IDLE_TIMEOUT, Proxy, proxy_missing, running_proxy
 
-from litellm_toolgate.demo.serve import json_body_of
+from litellm_toolgate.demo.serve import demo_answer, json_body_of
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 
 pytestmark = pytest.mark.proxy
@@ -81,6 +81,8 @@ def _last_text(request: dict[str, Any]) -> str:
 
 
 def _scripted(request: dict[str, Any]) -> Scripted:
+    if ":" not in _last_text(request):
+        return demo_answer(request)  # what ``toolgate fake-upstream`` answers
     route, name = _last_text(request).split(":", 1)
     stream = request.get("stream") is True
     if route == "anthropic":
@@ -226,3 +228,57 @@ def test_chat_deployment_behind_messages_create(proxy: Proxy, name: str) -> None
     else:
         with pytest.raises(anthropic.APIStatusError):
             client.messages.create(**kwargs)
+
+
+def test_the_example_against_toolgate_fake_upstream(proxy: Proxy) -> None:
+    """The demo's own answers (no fixture named): the tool loop runs through /v1/messages."""
+    client = _client(proxy)
+    question = [{"role": "user", "content": "What is 7 times 8? Use multiply."}]
+    first = client.messages.create(
+        model="claude-sonnet-4-5", max_tokens=256, messages=question, tools=TOOLS[:1]
+    )
+    use = next(b for b in first.content if b.type == "tool_use")
+    assert (use.name, use.input) == ("multiply", {"a": 7, "b": 8})
+    result = {"type": "tool_result", "tool_use_id": use.id, "content": '{"value": 56}'}
+    with (
+        client.messages.stream(
+            model="claude-sonnet-4-5",
+            max_tokens=256,
+            messages=[
+                *question,
+                {"role": "assistant", "content": first.content},
+                {"role": "user", "content": [result]},
+            ],  # type: ignore[list-item]
+            tools=TOOLS[:1],  # type: ignore[list-item]
+        ) as stream
+    ):
+        assert "".join(stream.text_stream) == "7 times 8 is 56."
+
+
+@pytest.mark.parametrize("name", ["multiply_basic", "stop_max_tokens", "server_tool_use"])
+def test_anthropic_deployment_behind_chat_completions(proxy: Proxy, name: str) -> None:
+    """/v1/chat/completions in front of the anthropic/ deployment: chat chunks carry it."""
+    import openai
+
+    case = CASES[name]
+    client = openai.OpenAI(base_url=f"{proxy.base_url}/v1", api_key=proxy.key, max_retries=0)
+    calls: list[Any] = []
+    error: BaseException | None = None
+    try:
+        for chunk in client.chat.completions.create(
+            model="claude-sonnet-4-5",
+            messages=[{"role": "user", "content": f"anthropic:{name}"}],
+            stream=True,
+        ):
+            for choice in chunk.choices:
+                calls += choice.delta.tool_calls or []
+    except openai.APIError as exc:
+        error = exc
+    if case["expect"] == "release":
+        assert error is None, error
+        assert [(c.id, c.function.name, c.function.arguments) for c in calls] == [
+            (c["call_id"], c["name"], c["arguments"]) for c in case["calls"]
+        ]
+    else:
+        assert error is not None and calls == []
+        assert "quarantined" in str(error) and CANARY not in str(error)

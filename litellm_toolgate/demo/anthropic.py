@@ -20,10 +20,13 @@ import asyncio
 import importlib.util
 import json
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from .. import ToolCallQuarantined, ToolGate
+from ..core.errors import ToolCallQuarantined
 from .upstream import FakeUpstream, Scripted, recording
+
+if TYPE_CHECKING:
+    from ..edge.gate import ToolGate
 
 MODEL = "anthropic/claude-sonnet-4-5"
 MULTIPLY = {
@@ -63,7 +66,7 @@ def answer_events(text: str, message_id: str = "msg_demo_answer") -> bytes:
         parts.append(_event("content_block_delta", index=0, delta=delta))
     parts += [
         _event("content_block_stop", index=0),
-        _event("message_delta", delta={"stop_reason": "end_turn"}),
+        _event("message_delta", delta={"stop_reason": "end_turn"}, usage={"output_tokens": 9}),
         _event("message_stop"),
     ]
     return b"".join(parts)
@@ -185,6 +188,9 @@ def run_anthropic(out: TextIO, model: str | None, flush_logs: Callable[[], None]
 
 
 async def _demo(out: TextIO, model: str, flush_logs: Callable[[], None]) -> int:
+    # Imported here: the fake upstream's handler (fake_answer) must not wait for litellm.
+    from ..edge.gate import ToolGate
+
     stream = importlib.util.find_spec("fastapi") is not None
     with FakeUpstream(handler=fake_answer) as upstream:
         route = {"model": model, "api_base": upstream.root_url, "api_key": "sk-ant-demo"}
