@@ -15,6 +15,7 @@ Needs litellm's proxy extra (``.venv-litellm-1.108.7``), like ``test_proxy_e2e.p
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -282,3 +283,46 @@ def test_anthropic_deployment_behind_chat_completions(proxy: Proxy, name: str) -
     else:
         assert error is not None and calls == []
         assert "quarantined" in str(error) and CANARY not in str(error)
+
+
+@pytest.mark.parametrize(
+    ("model", "prompt"),
+    [
+        ("claude-sonnet-4-5", "anthropic:interleaved_blocks"),
+        ("claude-sonnet-4-5", "anthropic:stop_max_tokens"),
+        ("gpt-4o-mini", "chat:multiply_basic"),
+        ("gpt-4o-mini", "chat:args_invalid_json"),
+    ],
+)
+def test_the_async_client(proxy: Proxy, model: str, prompt: str) -> None:
+    """``anthropic.AsyncAnthropic``: the same outcomes, stream and create."""
+    route, name = prompt.split(":", 1)
+    case = CASES[name] if route == "anthropic" else CHAT_CASES[name]
+    client = anthropic.AsyncAnthropic(base_url=proxy.base_url, api_key=proxy.key, max_retries=0)
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "max_tokens": 1024,
+        "messages": [{"role": "user", "content": prompt}],
+        "tools": TOOLS,
+    }
+
+    async def go() -> tuple[list[Any], Any, BaseException | None]:
+        events: list[Any] = []
+        try:
+            async with client.messages.stream(**kwargs) as stream:
+                async for event in stream:
+                    events.append(event)
+                return events, await stream.get_final_message(), None
+        except anthropic.APIError as exc:
+            return events, None, exc
+
+    events, final, error = asyncio.run(go())
+    if case["expect"] == "release":
+        assert error is None, error
+        want = [
+            (c.get("call_id") or c.get("id"), c["name"], json.loads(c["arguments"]))
+            for c in case["calls"]
+        ]
+        assert [(c["call_id"], c["name"], c["arguments"]) for c in _released(final)] == want
+    else:
+        _check_refusal(events, error, prompt)
