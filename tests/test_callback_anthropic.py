@@ -219,3 +219,42 @@ def test_messages_acreate_native_whole(upstream: FakeUpstream) -> None:
             fault = find_quarantine(error)
             assert isinstance(fault, ToolCallQuarantined) and fault.reason is R(case["reason"])
             assert out == []
+
+
+@pytest.mark.usefixtures("gate")
+@pytest.mark.parametrize(
+    ("name", "stream"),
+    [
+        ("multiply_basic", True),
+        ("args_invalid_json", True),
+        ("multiply_basic", False),
+        ("args_invalid_json", False),
+    ],
+)
+def test_messages_acreate_bridged(upstream: FakeUpstream, name: str, stream: bool) -> None:
+    """A chat model behind litellm.anthropic.messages.acreate, under the callback."""
+    from conftest import CASES as CHAT_CASES
+    from conftest import body_of
+
+    from litellm_toolgate.demo.serve import as_requested
+
+    case = CHAT_CASES[name]
+    upstream.enqueue(as_requested({"stream": stream}, body_of(case)))
+    out, error = asyncio.run(_acreate(upstream, "cometapi/gpt-4o-mini", upstream.base_url, stream))
+    if case["expect"] == "release":
+        assert error is None, error
+        if stream:
+            assert _tool_starts(out) == 1
+        else:
+            assert [b["name"] for b in out[0]["content"] if b["type"] == "tool_use"] == ["multiply"]
+    elif stream:
+        # litellm's bridge turns the chat call's error into an ``event: error`` frame of the
+        # Anthropic stream it hands over (its caller's Anthropic SDK raises on it).
+        assert error is None
+        body = b"".join(out)
+        assert _tool_starts(out) == 0
+        assert b"event: error" in body and f"quarantined: {case['reason']}".encode() in body
+    else:
+        fault = find_quarantine(error)
+        assert isinstance(fault, ToolCallQuarantined) and fault.reason is R(case["reason"])
+        assert out == []

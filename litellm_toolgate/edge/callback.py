@@ -316,8 +316,11 @@ class ToolGateGuardrail(CustomGuardrail):
         attempt = tap.attempt
         released = False
         try:
-            carrier = message_carrier(response) if tap.messages_api else None
-            calls = attempt.conclude(carrier or carrier_of_result(response))
+            # An Anthropic message (/v1/messages) or litellm's chat / Responses result: the
+            # bridge's own chat call has a chat result even when its caller gets a message.
+            anthropic = isinstance(response, dict) and response.get("type") == "message"
+            carrier = message_carrier(response) if anthropic else carrier_of_result(response)
+            calls = attempt.conclude(carrier)
             if await ajudge(attempt, calls, self.gate.policy):
                 attempt.release()
                 released = True
