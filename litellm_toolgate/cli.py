@@ -20,9 +20,10 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--model", default=None, help="litellm model (default cometapi/gpt-4o-mini)")
     demo.add_argument(
         "--api",
-        choices=("chat", "responses"),
+        choices=("chat", "responses", "anthropic"),
         default="chat",
-        help="chat completions (default) or the Responses API (gate.responses)",
+        help="chat completions (default), the Responses API (gate.responses) or the "
+        "Anthropic Messages API (gate.amessages, /v1/messages)",
     )
     fake = commands.add_parser(
         "fake-upstream",

@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import litellm
 import pytest
 from conftest import MANIFEST
 from litellm.types.utils import CallTypes
 
-from litellm_toolgate import ToolGateGuardrail, UngatedCallRefused, WireNotObservable
+from litellm_toolgate import ToolGateGuardrail, UngatedCallRefused
 from litellm_toolgate.demo.upstream import FakeUpstream
 from litellm_toolgate.edge import calltypes
 from litellm_toolgate.edge.calltypes import Handling, handling
@@ -75,23 +74,3 @@ def test_each_refused_call_type_is_refused_by_both_hooks(
         asyncio.run(gate.async_pre_call_deployment_hook({}, call_type))
     with pytest.raises(UngatedCallRefused):
         gate.log_pre_api_call(None, None, {"call_type": call_type})
-
-
-def test_anthropic_messages_is_refused_before_sending(
-    upstream: FakeUpstream, gate: ToolGateGuardrail
-) -> None:
-    from litellm.anthropic_interface import messages
-
-    kwargs: dict[str, Any] = {
-        "model": "anthropic/claude-3-5-haiku-latest",
-        "messages": [{"role": "user", "content": "multiply_basic"}],
-        "max_tokens": 64,
-        "api_base": upstream.base_url.removesuffix("/v1"),
-        "api_key": "sk-test",
-        "tools": [],
-        "stream": True,
-    }
-    # litellm runs no sync Anthropic Messages call; the async one is refused unsent.
-    with pytest.raises(WireNotObservable):
-        asyncio.run(messages.acreate(**kwargs))
-    assert upstream.requests == []

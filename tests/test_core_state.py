@@ -248,6 +248,7 @@ def test_only_policy_approved_calls_reach_released(wire: Wire) -> None:
 STAGES = {
     Wire.CHAT: (CI.ARGUMENTS, CI.ARGUMENTS, CI.TERMINAL),
     Wire.RESPONSES: (CI.ARGUMENTS, CI.ARGUMENTS, CI.ARGUMENTS_DONE, CI.ITEM_DONE, CI.TERMINAL),
+    Wire.ANTHROPIC: (CI.ARGUMENTS, CI.ARGUMENTS, CI.ITEM_DONE, CI.TERMINAL),
 }
 
 

@@ -56,3 +56,27 @@ def test_the_fake_upstream_answers_only_a_result_with_the_matching_call_id() -> 
     tool = {"role": "tool", "tool_call_id": "call_1", "content": '{"value": 56}'}
     assert fake_answer({"messages": [asked, tool]}).status == 200
     assert fake_answer({"messages": [asked, {**tool, "tool_call_id": "x"}]}).status == 400
+
+
+def test_demo_on_the_anthropic_api_prints_56_and_quarantines_the_broken_message(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["demo", "--api", "anthropic"]) == 0
+    out = capsys.readouterr().out
+    assert "/v1/messages" in out
+    assert "released: multiply (tool_use toolu_" in out and "computed locally: 56" in out
+    # Round two's answer is built by the fake upstream from the tool_result sent.
+    assert "7 times 8 is 56." in out
+    assert "the gate: attempt" in out and '"execution_state": "quarantined"' in out
+    assert "quarantined: missing_finish" in out or "quarantined: finish_reason_mismatch" in out
+
+
+def test_the_anthropic_fake_answers_only_a_tool_result_with_the_matching_id() -> None:
+    from litellm_toolgate.demo.anthropic import fake_answer
+
+    use = {"type": "tool_use", "id": "toolu_1", "name": "multiply", "input": {"a": 7, "b": 8}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": '{"value": 56}'}
+    asked = {"role": "assistant", "content": [use]}
+    assert fake_answer({"messages": [asked, {"role": "user", "content": [result]}]}).status == 200
+    other = {**result, "tool_use_id": "toolu_2"}
+    assert fake_answer({"messages": [asked, {"role": "user", "content": [other]}]}).status == 400

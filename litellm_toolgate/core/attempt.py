@@ -1,26 +1,29 @@
 """One attempt: one HTTP response read from the wire, and the fate of every call it opens.
 
 Theory of operation. The edge binds the one HTTP response it saw (:meth:`Attempt.bind_response`:
-its request path picks the wire, ``/chat/completions`` or ``/responses``, and its content
-type must be the one that wire streams), then hands this machine the raw bytes
-(:meth:`Attempt.receive_bytes`, then :meth:`receive_eof`), or a whole body for a non-streamed
-call. Bytes go through the SSE decoder, then the wire's normalizer (``chat.py`` or
-``responses.py``); each event moves the stream's state (``state.STREAM_TABLES``) and feeds
-the ledger (``ledger.py``), where exactly one call's accumulator takes it. Argument text stays
-opaque until the stream is CLOSED. On a chat wire that means the upstream sent its own
-``finish_reason``, then ``[DONE]``, then the body ended cleanly (``[DONE]`` is required: every
-OpenAI-compatible server sends it, and a body that stops before it may have lost more than
-the usage chunk). On a Responses wire it means every function-call item passed its
-``arguments.done`` and ``output_item.done`` stages, then ``response.completed`` (status
-``completed``) listed exactly those calls, then the body ended cleanly.
+its request path picks the wire, ``/chat/completions``, ``/responses`` or ``/v1/messages``
+(Anthropic), and its content type must be the one that wire streams), then hands this machine
+the raw bytes (:meth:`Attempt.receive_bytes`, then :meth:`receive_eof`), or a whole body for
+a non-streamed call. Bytes go through the SSE decoder, then the wire's normalizer
+(``chat.py``, ``responses.py`` or ``anthropic.py``); each event moves the stream's state
+(``state.STREAM_TABLES``) and feeds the ledger (``ledger.py``), where exactly one call's
+accumulator takes it. Argument text stays opaque until the stream is CLOSED. On a chat
+wire that means the upstream sent its own ``finish_reason``, then ``[DONE]``, then the body
+ended cleanly (``[DONE]`` is required: every OpenAI-compatible server sends it, and a body
+that stops before it may have lost more than the usage chunk). On a Responses wire it means
+every function-call item passed its ``arguments.done`` and ``output_item.done`` stages, then
+``response.completed`` (status ``completed``) listed exactly those calls, then the body
+ended cleanly. On an Anthropic wire it means every ``tool_use`` block passed its
+``content_block_stop``, then ``message_delta`` said ``stop_reason: tool_use``, then
+``message_stop``, then the body ended cleanly.
 
-Then :meth:`conclude` checks a chat finish reason against the calls, cross-checks what the
-carrier (litellm) assembled, and takes every call through parse and schema;
-:meth:`decide` records the policy's answer; :meth:`release` hands back the calls, and only
-calls that reached POLICY_APPROVED can be handed back. The first fault anywhere quarantines
-the whole attempt: its buffers are dropped, later input is refused, and every later call
-raises the same :class:`ToolCallQuarantined`. A retry is a new attempt, never more bytes
-appended to this one.
+Then :meth:`conclude` checks a chat finish reason (or an Anthropic stop reason) against the
+calls, cross-checks what the carrier (litellm) assembled, and takes every call through
+parse and schema; :meth:`decide` records the policy's answer; :meth:`release` hands back
+the calls, and only calls that reached POLICY_APPROVED can be handed back. The first fault
+anywhere quarantines the whole attempt: its buffers are dropped, later input is refused,
+and every later call raises the same :class:`ToolCallQuarantined`. A retry is a new
+attempt, never more bytes appended to this one.
 
 The machine does no I/O and imports no litellm; time comes from an injected clock.
 """
@@ -32,6 +35,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
+from .anthropic import AnthropicNormalizer, stop_reason_fault
 from .call import CallAccumulator
 from .chat import ChatNormalizer
 from .errors import Fault, QuarantineReason, ToolCallQuarantined, quarantine
@@ -88,7 +92,9 @@ class Attempt:
         self._hmac_key = hmac_key
         self._clock = clock
         self._decoder = SSEDecoder(max_event_bytes=self.limits.max_event_bytes)
-        self._normalizer: ChatNormalizer | ResponsesNormalizer = ChatNormalizer()
+        self._normalizer: ChatNormalizer | ResponsesNormalizer | AnthropicNormalizer = (
+            ChatNormalizer()
+        )
         self._ledger = Ledger(self.limits, clock)
         self._calls: dict[int, CallAccumulator] = self._ledger.calls
         self._state = StreamState.RECEIVING
@@ -166,6 +172,9 @@ class Attempt:
             raise self._quarantine(R.UNSUPPORTED_WIRE)
         if wire is Wire.RESPONSES:
             self._normalizer = ResponsesNormalizer()
+            self._ledger.wire = wire
+        elif wire is Wire.ANTHROPIC:
+            self._normalizer = AnthropicNormalizer()
             self._ledger.wire = wire
 
     def receive_bytes(self, data: bytes) -> list[WireEvent]:
@@ -251,6 +260,10 @@ class Attempt:
             self.receive_eof()
         if self.wire is Wire.CHAT and bool(self._calls) != (self.finish_reason == "tool_calls"):
             raise self._quarantine(R.FINISH_REASON_MISMATCH)
+        if self.wire is Wire.ANTHROPIC:
+            stop = stop_reason_fault(self.finish_reason, bool(self._calls))
+            if stop is not None:
+                raise self._quarantine(stop)
         mismatch = None if carrier is None else self._ledger.carrier_fault(carrier)
         if mismatch is not None:
             raise self._quarantine(mismatch)

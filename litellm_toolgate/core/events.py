@@ -10,6 +10,11 @@ Chat streams use the first group only. A Responses stream adds the stages its pr
 declares for a function-call item (``ArgumentsDone``, ``ItemDone``) and its response-level
 terminals (``ResponseCompleted`` with the output's calls, ``ResponseIncomplete``); there a
 call's ``index`` is the item's ``output_index`` and ``item_id`` its output item id.
+
+An Anthropic Messages stream (``anthropic.py``) uses the first group with a call's ``index``
+the content block's ``index``, ``message_stop`` as the ``DoneMarker``, the ``stop_reason``
+as the ``Finish``, and one stage of its own: ``BlockStop``, a tool block's
+``content_block_stop``.
 """
 
 from __future__ import annotations
@@ -126,6 +131,18 @@ class ResponseIncomplete:
     status: str
 
 
+@dataclass(frozen=True, slots=True)
+class BlockStop:
+    """Anthropic ``content_block_stop`` for a ``tool_use`` block: its input is complete.
+
+    ``from_start``: no ``input_json_delta`` carried text, so the arguments are the start
+    block's ``input`` (litellm's chat chunks then show no argument text for the call).
+    """
+
+    index: int
+    from_start: bool = False
+
+
 WireEvent = (
     ResponseStarted
     | TextDelta
@@ -140,4 +157,5 @@ WireEvent = (
     | ItemDone
     | ResponseCompleted
     | ResponseIncomplete
+    | BlockStop
 )

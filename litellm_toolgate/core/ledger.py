@@ -18,13 +18,16 @@ each checked against what was accumulated (the transitions are
    exactly the streamed calls, in ``output_index`` order, with the same item id, call id,
    name and arguments: none lost, none added, none changed.
 
-Only then is a call ITEM_TERMINAL. A disagreement is ``item_mismatch``; a skipped stage
+Only then is a call ITEM_TERMINAL. On an Anthropic wire a ``tool_use`` block's
+``content_block_stop`` is its one stage (``state.ANTHROPIC_CALL_TABLE``); the stream's
+terminal then makes it ITEM_TERMINAL. A disagreement is ``item_mismatch``; a skipped stage
 ``incomplete_item``. The ledger also compares what the carrier (litellm's chunks or
 Responses events) assembled with the wire: :meth:`Ledger.carrier_fault`.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -35,6 +38,7 @@ from .errors import QuarantineReason
 from .events import (
     ArgumentDelta,
     ArgumentsDone,
+    BlockStop,
     CallStarted,
     Finish,
     ItemDone,
@@ -76,7 +80,18 @@ class Carrier:
     """The carrier handed over something the wire check cannot map (another choice, a
     legacy function call, a Responses carrier that contradicts itself): a mismatch
     whatever the calls say."""
-    kind: Literal["chat", "responses"] = "chat"
+    kind: Literal["chat", "responses", "anthropic"] = "chat"
+    """``kind="anthropic"``: the Anthropic events litellm handed over, calls keyed by content
+    block index, ``finish_reason`` the ``stop_reason`` they carried."""
+
+
+def _same_json(theirs: str, ours: str) -> bool:
+    """Whether two texts hold the same JSON value (one input object serialized twice)."""
+    try:
+        same: bool = json.loads(theirs) == json.loads(ours)
+    except (ValueError, RecursionError):
+        same = False
+    return same
 
 
 def _size(text: str) -> int:
@@ -95,6 +110,8 @@ class Ledger:
         self.text_bytes = 0
         self.argument_bytes = 0
         self.identity_bytes = 0
+        self.from_start: set[int] = set()
+        """Anthropic tool blocks whose arguments are their start block's ``input``."""
         self._clock = clock
 
     def ordered(self) -> list[CallAccumulator]:
@@ -130,6 +147,12 @@ class Ledger:
             self._stage(event.index, CallInput.ARGUMENTS_DONE, event.arguments)
         elif isinstance(event, ItemDone):
             self._stage(event.index, CallInput.ITEM_DONE, event.arguments)
+        elif isinstance(event, BlockStop):
+            call = self.calls[event.index]
+            call.move(CallInput.ITEM_DONE)
+            call.last_event = "content_block_stop"
+            if event.from_start:
+                self.from_start.add(event.index)
         elif isinstance(event, ResponseCompleted):
             self._completed(event)
         elif isinstance(event, Finish):
@@ -178,6 +201,10 @@ class Ledger:
     # ---- the carrier ---------------------------------------------------------------------
     def carrier_fault(self, carrier: Carrier) -> QuarantineReason | None:
         """Why the carrier disagrees with the wire, or None when it matches exactly."""
+        if self.wire is Wire.ANTHROPIC:
+            return None if self._anthropic_carrier_matches(carrier) else R.CARRIER_MISMATCH
+        if carrier.kind == "anthropic":
+            return None if self._bridged_anthropic_matches(carrier) else R.CARRIER_MISMATCH
         if carrier.kind == "chat":
             return None if self._chat_carrier_matches(carrier) else R.CARRIER_MISMATCH
         if self.wire is Wire.CHAT and self.finish_reason not in ("stop", "tool_calls"):
@@ -214,6 +241,58 @@ class Ledger:
             if theirs.arguments != ours.join():
                 return False
         return True
+
+    def _anthropic_carrier_matches(self, carrier: Carrier) -> bool:
+        """litellm's chat chunks (or its Anthropic events) against an Anthropic wire.
+
+        Chat chunks number the tool calls 0, 1, ... in block order and say ``tool_calls``;
+        Anthropic events keep the block indices and the ``stop_reason``. A call whose
+        arguments were its start block's ``input`` shows no argument text in litellm's
+        chunks (it drops the start input), or the same object re-serialized.
+        """
+        calls = self.ordered()
+        if carrier.kind == "chat":
+            if (carrier.finish_reason == "tool_calls") != bool(calls):
+                return False
+            theirs = [carrier.calls[i] for i in sorted(carrier.calls)]
+        elif carrier.kind == "anthropic":
+            if carrier.finish_reason != self.finish_reason or set(carrier.calls) != set(self.calls):
+                return False
+            theirs = [carrier.calls[i] for i in sorted(carrier.calls)]
+        else:
+            return False  # a Responses carrier over this wire is not a route the gate knows
+        if carrier.foreign or len(theirs) != len(calls):
+            return False
+        for ours, their in zip(calls, theirs, strict=True):
+            if (their.call_id, their.name) != (ours.call_id, ours.name):
+                return False
+            text = ours.join()
+            if their.arguments == text:
+                continue
+            shown_none = their.arguments == "" and carrier.kind == "chat"
+            if ours.index not in self.from_start or not (
+                shown_none or _same_json(their.arguments, text)
+            ):
+                return False
+        return True
+
+    def _bridged_anthropic_matches(self, carrier: Carrier) -> bool:
+        """Anthropic events litellm made from a chat wire (``/v1/messages`` in front of a
+        chat-completions model): litellm numbers the blocks itself, so calls match by id;
+        ``tool_use`` is said exactly when the wire streamed calls."""
+        if self.wire is not Wire.CHAT or carrier.foreign:
+            return False
+        calls = self.ordered()
+        if (carrier.finish_reason == "tool_use") != bool(calls):
+            return False
+        mine = {c.call_id: (c.name, c.join()) for c in calls}
+        theirs = {c.call_id: (c.name, c.arguments) for c in carrier.calls.values()}
+        if len(theirs) != len(carrier.calls) or set(mine) != set(theirs):
+            return False
+        return all(
+            theirs[k][0] == name and (theirs[k][1] == text or _same_json(theirs[k][1], text))
+            for k, (name, text) in mine.items()
+        )
 
     def terminal(self) -> None:
         """Move every call that is not terminal yet (chat: all of them) to ITEM_TERMINAL."""

@@ -146,7 +146,7 @@ class ToolRegistry:
 
     @classmethod
     def from_tools(cls, tools: Iterable[Mapping[str, Any]]) -> ToolRegistry:
-        """Build from a request's ``tools`` (chat-completions or Responses shape)."""
+        """Build from a request's ``tools`` (chat-completions, Responses or Anthropic shape)."""
         if not isinstance(tools, Iterable) or isinstance(tools, str | bytes | Mapping):
             raise GateConfigError("tools must be a list of tool definitions")
         return cls(_spec_of(index, tool) for index, tool in enumerate(tools))
@@ -177,14 +177,17 @@ def _spec_of(index: int, tool: object) -> ToolSpec:
     # Chat-completions nests the definition under "function"; Responses keeps it flat.
     body = tool.get("function", tool)
     label = _label(index, body)
-    if tool.get("type") != "function":
+    # Anthropic Messages keeps it flat too, its schema under "input_schema" and its type
+    # absent or "custom" (any other type is a server tool, which the caller never runs).
+    anthropic = "input_schema" in tool and "function" not in tool
+    if tool.get("type") != "function" and not (anthropic and tool.get("type") in (None, "custom")):
         raise GateConfigError(f"{label}: only tools of type 'function' can be gated")
     if not isinstance(body, Mapping):
         raise GateConfigError(f"{label}: 'function' must be a mapping")
     name = body.get("name")
     if not isinstance(name, str) or not name:
         raise GateConfigError(f"{label}: the function needs a non-empty string 'name'")
-    parameters = body.get("parameters", _OPEN_OBJECT)
+    parameters = body.get("input_schema" if anthropic else "parameters", _OPEN_OBJECT)
     if not isinstance(parameters, Mapping):
         raise GateConfigError(f"{label}: 'parameters' must be a JSON Schema object")
     return ToolSpec.build(name, parameters)

@@ -1,7 +1,8 @@
 """Every rule that changes a stream's or a call's state, as transition tables per wire.
 
-Two wires are read: chat-completions SSE (:attr:`Wire.CHAT`) and Responses SSE
-(:attr:`Wire.RESPONSES`). On a chat wire a stream (one HTTP response of one attempt) moves::
+Three wires are read: chat-completions SSE (:attr:`Wire.CHAT`), Responses SSE
+(:attr:`Wire.RESPONSES`) and Anthropic Messages SSE (:attr:`Wire.ANTHROPIC`). On a chat wire
+a stream (one HTTP response of one attempt) moves::
 
     RECEIVING --finish--> FINISHED --[DONE]--> DONE --eof--> CLOSED --> RELEASED
         any fault, interruption or denial -----------------------------> QUARANTINED
@@ -21,6 +22,15 @@ terminal may close it::
 
     ITEM_OPEN --arguments.done--> ARGUMENTS_DONE --output_item.done--> ITEM_DONE
         --response.completed--> ITEM_TERMINAL --> (as above)
+
+An Anthropic Messages stream moves like a chat stream, ``message_delta``'s ``stop_reason``
+being the finish and ``message_stop`` the end marker::
+
+    RECEIVING --stop_reason--> FINISHED --message_stop--> DONE --eof--> CLOSED --> RELEASED
+
+and its ``tool_use`` block passes one stage of its own, ``content_block_stop``::
+
+    ITEM_OPEN --content_block_stop--> ITEM_DONE --message_stop, eof--> ITEM_TERMINAL --> ...
 
 On the Responses call table a skipped stage (``incomplete_item``) or a stage repeated or
 followed by more arguments (``event_after_terminal``) is an entry whose value is the reason.
@@ -46,6 +56,7 @@ class Wire(enum.Enum):
 
     CHAT = "chat"
     RESPONSES = "responses"
+    ANTHROPIC = "anthropic"
 
 
 class StreamState(enum.Enum):
@@ -189,8 +200,32 @@ RESPONSES_CALL_TABLE: dict[tuple[CallState, CallInput], CallState | QuarantineRe
     (C.ITEM_DONE, CI.TERMINAL): C.ITEM_TERMINAL,
     **_VALIDATION,
 }
-STREAM_TABLES = {Wire.CHAT: STREAM_TABLE, Wire.RESPONSES: RESPONSES_STREAM_TABLE}
-CALL_TABLES = {Wire.CHAT: CALL_TABLE, Wire.RESPONSES: RESPONSES_CALL_TABLE}
+# Anthropic: the chat table, plus a tool block's stop, legal only before the stop_reason.
+ANTHROPIC_STREAM_TABLE: dict[tuple[StreamState, StreamInput], StreamState | QuarantineReason] = {
+    **STREAM_TABLE,
+    (S.RECEIVING, I.ITEM_DONE): S.RECEIVING,
+    (S.FINISHED, I.ITEM_DONE): R.EVENT_AFTER_TERMINAL,
+    (S.DONE, I.ITEM_DONE): R.EVENT_AFTER_TERMINAL,
+}
+ANTHROPIC_CALL_TABLE: dict[tuple[CallState, CallInput], CallState | QuarantineReason] = {
+    (C.ITEM_OPEN, CI.ARGUMENTS): C.ITEM_OPEN,
+    (C.ITEM_OPEN, CI.ITEM_DONE): C.ITEM_DONE,
+    (C.ITEM_OPEN, CI.TERMINAL): R.INCOMPLETE_ITEM,
+    (C.ITEM_DONE, CI.ARGUMENTS): R.EVENT_AFTER_TERMINAL,
+    (C.ITEM_DONE, CI.ITEM_DONE): R.EVENT_AFTER_TERMINAL,
+    (C.ITEM_DONE, CI.TERMINAL): C.ITEM_TERMINAL,
+    **_VALIDATION,
+}
+STREAM_TABLES = {
+    Wire.CHAT: STREAM_TABLE,
+    Wire.RESPONSES: RESPONSES_STREAM_TABLE,
+    Wire.ANTHROPIC: ANTHROPIC_STREAM_TABLE,
+}
+CALL_TABLES = {
+    Wire.CHAT: CALL_TABLE,
+    Wire.RESPONSES: RESPONSES_CALL_TABLE,
+    Wire.ANTHROPIC: ANTHROPIC_CALL_TABLE,
+}
 del S, I, R, C, CI
 
 
@@ -233,6 +268,7 @@ _INPUT: dict[type, StreamInput] = {
     ev.ItemDone: StreamInput.ITEM_DONE,
     ev.ResponseCompleted: StreamInput.COMPLETED,
     ev.ResponseIncomplete: StreamInput.INCOMPLETE,
+    ev.BlockStop: StreamInput.ITEM_DONE,
 }
 
 
@@ -244,6 +280,8 @@ def input_of(event: ev.WireEvent) -> StreamInput:
 def wire_of(path: str) -> Wire | None:
     """The wire a request's URL path speaks, or None for one this gate cannot read."""
     path = path.rstrip("/")
+    if path.endswith("/v1/messages"):
+        return Wire.ANTHROPIC
     if path.endswith("/chat/completions"):
         return Wire.CHAT
     if path.endswith("/responses"):

@@ -121,6 +121,10 @@ def run_demo(out: TextIO = sys.stdout, *, model: str | None = None, api: str = "
     gate_log.addHandler(handler)
     gate_log.setLevel(logging.INFO)
     try:
+        if api == "anthropic":
+            from .anthropic import run_anthropic
+
+            return run_anthropic(out, model, _flush_logs)
         if api == "responses":
             from .responses import run_responses
 

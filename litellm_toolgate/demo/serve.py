@@ -12,6 +12,9 @@ recorded ``multiply`` call as Responses SSE, or its ``response.completed`` respo
 JSON body when it does not stream; with "broken" in its input the stream stops right before
 the call's ``function_call_arguments.done`` (arguments cut short, no terminal events).
 
+A ``POST /v1/messages`` request (the Anthropic example's ``anthropic/`` model) is answered on
+the Anthropic wire, as ``toolgate demo --api anthropic`` is (:mod:`.anthropic`).
+
 Also home to :func:`workspace_policy`, the example policy the YAML examples name, and to
 :func:`json_body_of`, which tests use to serve recorded streams as non-streamed bodies.
 """
@@ -23,7 +26,7 @@ import time
 from typing import Any
 
 from ..core.policy import PolicyDecision, ToolCall
-from .upstream import FakeUpstream, Scripted, answer_stream, recording
+from .upstream import FakeUpstream, Scripted, answer_stream, recording, request_path
 
 _SYSTEM_DIRS = ("/etc/", "/usr/", "/bin/", "/sbin/", "/boot/", "/proc/", "/sys/", "/root/")
 
@@ -113,6 +116,10 @@ def _native_answer(request: dict[str, Any]) -> Scripted:
 
 def demo_answer(request: dict[str, Any]) -> Scripted:
     """The standalone fake upstream's answer to one request (see the module docstring)."""
+    if request_path().endswith("/v1/messages"):
+        from .anthropic import fake_answer
+
+        return fake_answer(request)
     if "input" in request:
         return _native_answer(request)
     messages = request.get("messages") or []

@@ -1,7 +1,9 @@
 """A fake CometAPI chat-completions server on loopback, for tests and the demo.
 
 It answers ``POST /v1/chat/completions`` (and ``/chat/completions``) with scripted bodies,
-and ``POST /v1/responses`` (and ``/responses``) the same way, for the native Responses route.
+and ``POST /v1/responses`` (and ``/responses``) the same way, for the native Responses route,
+and ``POST /v1/messages`` for the Anthropic route (point litellm's ``anthropic/`` models at
+``upstream.root_url``: litellm appends ``/v1/messages`` itself).
 A request that asks for ``"stream": true`` gets its body in HTTP/1.1 chunked transfer
 encoding, one chunk per write, so a client can tell a clean end (the zero-length terminating
 chunk) from a connection that was dropped part way (no terminating chunk: httpx raises
@@ -33,12 +35,20 @@ from types import TracebackType
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-__all__ = ["FakeUpstream", "Scripted", "answer_stream", "recording"]
+__all__ = ["FakeUpstream", "Scripted", "answer_stream", "recording", "request_path"]
 
 _CHAT_PATHS = frozenset(
-    {"/v1/chat/completions", "/chat/completions", "/v1/responses", "/responses"}
+    {"/v1/chat/completions", "/chat/completions", "/v1/responses", "/responses", "/v1/messages"}
 )
 _JOIN_TIMEOUT = 2.0
+_local = threading.local()  # each request is served on a thread of its own
+
+
+def request_path() -> str:
+    """The URL path of the request being answered (for a handler serving several routes)."""
+    return str(getattr(_local, "path", ""))
+
+
 _STALL_POLL = 0.02
 
 
@@ -143,6 +153,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, _error_body("bad Content-Length", "invalid_request_error"))
             return
         raw = self.rfile.read(length) if length else b""
+        _local.path = urlsplit(self.path).path
         if urlsplit(self.path).path not in _CHAT_PATHS:
             self._send_json(404, _error_body("not found", "invalid_request_error"))
             return
@@ -271,6 +282,11 @@ class FakeUpstream:
         if self._server is None:
             raise RuntimeError("FakeUpstream is not started")
         return int(self._server.server_address[1])
+
+    @property
+    def root_url(self) -> str:
+        """The server's root, ``http://127.0.0.1:<port>`` (the Anthropic route's api_base)."""
+        return f"http://127.0.0.1:{self.port}"
 
     @property
     def base_url(self) -> str:

@@ -88,6 +88,7 @@ from .events import CarrierEvents, carrier_events, carrier_of_result
 from .gate import ToolGate
 from .intervention import as_intervention
 from .logs import emit_records
+from .messages import AnthropicEvents, message_carrier
 from .policy import ajudge
 from .preflight import chat_chunk_check
 from .stream import AsyncGatedStream
@@ -105,7 +106,9 @@ from .withhold import Withholding, WithholdingTransport
 _CHAT_CALLS = frozenset({"acompletion", "completion"})
 # The calls the gate gates here: chat completions and the async Responses API.
 _RESPONSES_CALLS = frozenset({"aresponses"})
-_GATED_CALLS = _CHAT_CALLS | _RESPONSES_CALLS
+# litellm.anthropic.messages.acreate and the proxy's /v1/messages.
+_MESSAGES_CALLS = frozenset({"anthropic_messages"})
+_GATED_CALLS = _CHAT_CALLS | _RESPONSES_CALLS | _MESSAGES_CALLS
 # Sync calls: gated on the wire through the sync transport (synccall).
 _SYNC_RESPONSES = frozenset({"responses"})
 _SYNC_CALLS = frozenset({"completion"}) | _SYNC_RESPONSES
@@ -261,6 +264,7 @@ class ToolGateGuardrail(CustomGuardrail):
             streamed=streamed,
         )
         tap.responses_api = _call_type(call_type) in _RESPONSES_CALLS
+        tap.messages_api = _call_type(call_type) in _MESSAGES_CALLS
         base = self.gate.async_transport(kwargs.get("client"))
         transport: Any
         if in_proxy and streamed:
@@ -395,7 +399,9 @@ class ToolGateGuardrail(CustomGuardrail):
             self._refuse_unobserved(request_data, started)
         # The proxy wraps litellm's stream, so the request (not the stream's type) says
         # whether it carries Responses events.
-        events = CarrierEvents() if tap.responses_api else carrier_events(response)
+        events: Any = CarrierEvents() if tap.responses_api else carrier_events(response)
+        if tap.messages_api:
+            events = AnthropicEvents()  # /v1/messages: Anthropic SSE bytes
         stream = AsyncGatedStream(response, tap, self.gate.policy, events)
         try:
             async for chunk in stream:
@@ -410,7 +416,9 @@ class ToolGateGuardrail(CustomGuardrail):
         self, data: dict[str, Any], user_api_key_dict: Any, response: Any
     ) -> Any:
         if data.get("stream") or not (
-            hasattr(response, "choices") or isinstance(response, ResponsesAPIResponse)
+            hasattr(response, "choices")
+            or isinstance(response, ResponsesAPIResponse)
+            or (isinstance(response, dict) and response.get("type") == "message")
         ):
             return None
         tap = self._take(data)
@@ -452,7 +460,12 @@ class ToolGateGuardrail(CustomGuardrail):
             return
         if attempt.quarantined is None:
             try:
-                calls = attempt.conclude(carrier_of_result(response))
+                # An Anthropic message (/v1/messages) or litellm's chat / Responses result:
+                # the bridge's own chat call has a chat result even when its caller gets a
+                # message.
+                anthropic = isinstance(response, dict) and response.get("type") == "message"
+                carrier = message_carrier(response) if anthropic else carrier_of_result(response)
+                calls = attempt.conclude(carrier)
                 if await ajudge(attempt, calls, self.gate.policy):
                     attempt.release()
             except ToolCallQuarantined:

@@ -27,11 +27,12 @@ class Handling(enum.Enum):
 
 
 # Gated by the callback (async: the injected withholding client; sync: the claiming transport).
-GATED = frozenset({"completion", "acompletion", "responses", "aresponses"})
+# ``anthropic_messages`` is litellm.anthropic.messages.acreate and the proxy's /v1/messages.
+GATED = frozenset({"completion", "acompletion", "responses", "aresponses", "anthropic_messages"})
 
-# The Anthropic Messages entry point (the proxy's /v1/messages). Refused until its wire is
-# gated: flip these two to GATED where that lands.
-ANTHROPIC_MESSAGES = frozenset({"anthropic_messages", "aanthropic_messages"})
+# The sync twin of the Anthropic Messages entry point: litellm has no sync path that the gate
+# can claim there, so it is refused before it is sent.
+ANTHROPIC_MESSAGES = frozenset({"aanthropic_messages"})
 
 # Model turns the gate does not read yet: refused before they are sent.
 REFUSED = ANTHROPIC_MESSAGES | frozenset(

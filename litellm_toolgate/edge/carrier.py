@@ -171,6 +171,9 @@ class CarrierChunks:
         if not released:
             return list(self.held)
         template = self.held[0]
+        # Each call goes out under the tool index litellm gave it (on an Anthropic wire the
+        # core keys calls by content block index, litellm numbers them 0, 1, ...).
+        shown = {c.call_id: i for i, c in self.calls.items() if c.call_id}
         chunk = ModelResponseStream(
             id=template.id,
             created=template.created,
@@ -185,7 +188,7 @@ class CarrierChunks:
                             ChatCompletionDeltaToolCall(
                                 id=call.call_id,
                                 type="function",
-                                index=call.index,
+                                index=shown.get(call.call_id, call.index),
                                 function=Function(name=call.name, arguments=call.arguments),
                             )
                             for call in released

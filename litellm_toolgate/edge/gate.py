@@ -23,6 +23,7 @@ from typing import Any, Literal, NoReturn, overload
 
 import httpx
 import litellm
+from litellm import anthropic_interface
 from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, HTTPHandler
 from litellm.types.llms.openai import ResponsesAPIResponse
 from litellm.types.utils import ModelResponse
@@ -35,6 +36,7 @@ from ..core.registry import ToolRegistry
 from .carrier import response_carrier
 from .events import CarrierEvents, carrier_events, carrier_of_response
 from .logs import emit_records
+from .messages import AnthropicEvents, message_carrier
 from .offload import decide_off_loop
 from .policy import ajudge, judge
 from .stream import AsyncGatedStream, GatedStream
@@ -325,6 +327,31 @@ class ToolGate:
             return AsyncGatedStream(result, handler.tap, self.policy, CarrierEvents())
         attempt = handler.tap.attempt
         return await self._adecide_whole(attempt, lambda: carrier_of_response(result), result)
+
+    def messages(self, **kwargs: Any) -> Any:
+        """``litellm.anthropic.messages.create`` with every tool_use block gated.
+
+        The stream is handed back as Anthropic SSE bytes, tool blocks withheld and released
+        right before ``message_delta`` / ``message_stop`` (:mod:`.messages`). litellm has no
+        sync path for ``anthropic/`` models (it raises ``ValueError`` before sending); bridged
+        models (``openai/``, ``cometapi/``, ...) work sync too.
+        """
+        handler = self._client_for(kwargs, asynchronous=False)
+        kwargs["client"] = handler
+        result = self._invoke_sync(handler.tap, anthropic_interface.messages.create, kwargs)
+        if kwargs.get("stream"):
+            return GatedStream(result, handler.tap, self.policy, AnthropicEvents())
+        return self._decide_whole(handler.tap.attempt, message_carrier(result), result)
+
+    async def amessages(self, **kwargs: Any) -> Any:
+        """``litellm.anthropic.messages.acreate`` with every tool_use block gated."""
+        handler = self._client_for(kwargs, asynchronous=True)
+        kwargs["client"] = handler
+        result = await self._ainvoke(handler.tap, anthropic_interface.messages.acreate, kwargs)
+        if kwargs.get("stream"):
+            return AsyncGatedStream(result, handler.tap, self.policy, AnthropicEvents())
+        attempt = handler.tap.attempt
+        return await self._adecide_whole(attempt, lambda: message_carrier(result), result)
 
     def guard(self, stream: Any, client: Any = None) -> GatedStream | AsyncGatedStream:
         """Gate a stream made elsewhere, if this gate observed its wire; else refuse at once."""

@@ -56,6 +56,8 @@ class WireTap:
         self.streamed = streamed
         # Whether litellm hands the caller Responses events (either route) or chat chunks.
         self.responses_api = False
+        # Whether litellm hands the caller Anthropic Messages events (``/v1/messages``).
+        self.messages_api = False
         self.ended = False
         self._body = bytearray()
         self.close_sync: Callable[[], None] | None = None

@@ -38,6 +38,7 @@ from typing import Any
 
 import httpx
 
+from ..core.anthropic import EventClassifier
 from ..core.attempt import ChatAttempt
 from ..core.errors import (
     Interrupted,
@@ -124,6 +125,24 @@ def _encode(message: SSEMessage) -> bytes:
     return b"data: " + json.dumps(value, separators=(",", ":")).encode("ascii") + b"\n\n"
 
 
+def _anthropic_live(message: SSEMessage, classifier: EventClassifier) -> bool:
+    if message.event == "error":
+        return False
+    try:
+        event = json.loads(message.data)
+    except ValueError:
+        return False
+    return isinstance(event, dict) and classifier.classify(event) in ("lifecycle", "text")
+
+
+def _encode_named(message: SSEMessage) -> bytes:
+    """An Anthropic event, re-encoded like the others but keeping its ``event:`` name."""
+    value: Any = json.loads(message.data) if message.data else None
+    data = json.dumps(value, separators=(",", ":")).encode("ascii")
+    name = message.event.encode("ascii", "replace") if message.event else b""
+    return (b"event: " + name + b"\n" if name else b"") + b"data: " + data + b"\n\n"
+
+
 class _Held:
     """What the sync and async faces share: the framing, the held messages, the decision."""
 
@@ -134,6 +153,7 @@ class _Held:
         self._held: list[bytes] = []
         self._decided = False
         self._passed_live = False  # whether any message went out before the decision
+        self._classifier = EventClassifier()
 
     def _hold(self, piece: bytes) -> list[bytes]:
         """What may go out now; the rest is held. A whole body is always held to its end."""
@@ -143,6 +163,15 @@ class _Held:
         live: list[bytes] = []
         wire = self._tap.attempt.wire
         for message in self._framer.feed(piece):
+            if wire is Wire.ANTHROPIC:
+                # The core's classification: text and lifecycle pass, from the first tool
+                # block, terminal or unknown event on everything is held.
+                if not self._held and _anthropic_live(message, self._classifier):
+                    live.append(_encode_named(message))
+                    self._passed_live = True
+                else:
+                    self._held.append(_encode_named(message))
+                continue
             if wire is Wire.CHAT and message.event not in ("", "message"):
                 continue
             if not self._carried(message, wire):

@@ -16,6 +16,7 @@ TESTS = HERE.parent
 ROOT = TESTS.parent
 CHAT = ROOT / "fixtures" / "chat"
 RESPONSES = ROOT / "fixtures" / "responses"
+ANTHROPIC = ROOT / "fixtures" / "anthropic"
 sys.path[:0] = [str(TESTS), str(ROOT)]
 
 
@@ -27,6 +28,11 @@ def bodies() -> list[bytes]:
 def responses_bodies() -> list[bytes]:
     """Every recorded Responses stream."""
     return [path.read_bytes() for path in sorted(RESPONSES.glob("*.sse"))]
+
+
+def anthropic_bodies() -> list[bytes]:
+    """Every recorded Anthropic stream."""
+    return [path.read_bytes() for path in sorted(ANTHROPIC.glob("*.sse"))]
 
 
 def arguments() -> list[bytes]:

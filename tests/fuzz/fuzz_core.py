@@ -1,11 +1,12 @@
-"""Fuzz the whole core with raw bytes, on both wires: the same invariant as the property tests.
+"""Fuzz the whole core with raw bytes, on every wire: the same invariant as the property tests.
 
-Input: a byte whose lowest bit chooses the wire (0: chat completions, 1: Responses, by the
-request path the attempt is bound to) and whose other bits the size of the pieces the
-body is fed in (16 B to 4 KiB), then the body. An attempt fed the body whole and fed it in
-pieces must reach the same outcome, raise nothing but ToolCallQuarantined, and release
-exactly what the wire's reference releases (tests/oracle.py for chat,
-tests/oracle_responses.py for Responses), nothing where the reference says quarantine.
+Input: a byte whose value modulo 3 chooses the wire (0: chat completions, 1: Responses,
+2: Anthropic Messages, by the request path the attempt is bound to) and whose bits above the
+lowest the size of the pieces the body is fed in (16 B to 4 KiB), then the body. An attempt
+fed the body whole and fed it in pieces must reach the same outcome, raise nothing but
+ToolCallQuarantined, and release exactly what the wire's reference releases (tests/oracle.py
+for chat, tests/oracle_responses.py for Responses, tests/oracle_anthropic.py for Anthropic),
+nothing where the reference says quarantine.
 """
 
 from __future__ import annotations
@@ -19,16 +20,21 @@ with atheris.instrument_imports(include=["litellm_toolgate"]):
     import litellm_toolgate.core  # noqa: F401
 
 import oracle
+import oracle_anthropic
 import oracle_responses
 from chatgen import SCHEMAS, policy
 from drive import CHAT_PATH, RESPONSES_PATH, replay
 
-WIRES = ((CHAT_PATH, oracle.judge), (RESPONSES_PATH, oracle_responses.judge))
+WIRES = (
+    (CHAT_PATH, oracle.judge),
+    (RESPONSES_PATH, oracle_responses.judge),
+    ("/v1/messages", oracle_anthropic.judge),
+)
 
 
 def one_input(data: bytes) -> None:
     head = data[0] if data else 0
-    path, judge = WIRES[head & 1]
+    path, judge = WIRES[head % 3]
     step = 16 + (head >> 1) * 32  # 16 B to 4 KiB pieces
     body = data[1:]
     whole = replay([body], path)

@@ -24,9 +24,10 @@ import _common
 HARNESSES = {
     "fuzz_sse.py": [b"\x00" + body for body in _common.bodies()],
     "fuzz_json.py": _common.arguments(),
-    # The first byte's lowest bit picks the wire: 0 chat, 1 Responses (see fuzz_core.py).
+    # The first byte modulo 3 picks the wire: 0 chat, 1 Responses, 2 Anthropic (fuzz_core.py).
     "fuzz_core.py": [b"\x00" + body for body in _common.bodies()]
-    + [b"\x01" + body for body in _common.responses_bodies()],
+    + [b"\x01" + body for body in _common.responses_bodies()]
+    + [b"\x02" + body for body in _common.anthropic_bodies()],
 }
 
 

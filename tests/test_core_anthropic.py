@@ -1,0 +1,318 @@
+"""The Anthropic Messages wire through the sans-I/O core: every fixture, whole, byte by byte
+and at random splits; whole (``stream=False``) bodies; each stage of the terminal shown
+necessary; the carrier cross-check for chat and Anthropic carriers. No litellm."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import CANARY, split
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from litellm_toolgate.core import (
+    Carrier,
+    CarrierCall,
+    ChatAttempt,
+    PolicyDecision,
+    QuarantineReason,
+    ToolCallQuarantined,
+    ToolRegistry,
+)
+from litellm_toolgate.core.events import TextDelta
+from litellm_toolgate.core.state import StreamState, Wire, wire_of
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures" / "anthropic"
+MANIFEST = json.loads((FIXTURES / "manifest.json").read_text(encoding="utf-8"))
+CASES = {c["name"]: c for c in MANIFEST["cases"]}
+STREAMED = sorted(n for n, c in CASES.items() if c["streamed"])
+WHOLE = sorted(n for n, c in CASES.items() if not c["streamed"])
+REGISTRY = ToolRegistry.from_tools(MANIFEST["tools"])
+R = QuarantineReason
+PATH = "/v1/messages"
+
+
+def body(name: str) -> bytes:
+    return (FIXTURES / CASES[name]["body"]).read_bytes()
+
+
+def replay(
+    pieces: list[bytes] | None = None,
+    *,
+    whole: bytes | None = None,
+    carrier: Carrier | None = None,
+) -> tuple[list[dict[str, Any]], str, ToolCallQuarantined | None, ChatAttempt]:
+    attempt = ChatAttempt(REGISTRY, attempt_id="att-a", clock=lambda: 0.0)
+    text: list[str] = []
+    released: list[dict[str, Any]] = []
+    fault = None
+    try:
+        if whole is not None:
+            attempt.bind_response(content_type="application/json", streamed=False, path=PATH)
+            attempt.receive_body(whole)
+        else:
+            attempt.bind_response(content_type="text/event-stream", streamed=True, path=PATH)
+            for piece in pieces or []:
+                for event in attempt.receive_bytes(piece):
+                    if isinstance(event, TextDelta):
+                        text.append(event.text)
+            attempt.receive_eof()
+        for call in attempt.conclude(carrier):
+            attempt.decide(call.index, PolicyDecision.approve())
+        released = [
+            {"call_id": c.call_id, "name": c.name, "arguments": c.arguments}
+            for c in attempt.release()
+        ]
+    except ToolCallQuarantined as exc:
+        fault = exc
+    return released, "".join(text), fault, attempt
+
+
+def check(name: str, pieces: list[bytes] | None = None) -> None:
+    case = CASES[name]
+    if case["streamed"]:
+        released, text, fault, attempt = replay(pieces)
+        assert fault is not None or text == case["text"]
+    else:
+        released, text, fault, attempt = replay(whole=body(name))
+    assert attempt.wire is Wire.ANTHROPIC
+    if case["expect"] == "release":
+        assert fault is None, f"{name}: {fault!r}"
+        assert released == case["calls"]
+        assert attempt.state is StreamState.RELEASED
+    else:
+        assert fault is not None, f"{name}: released {released!r}"
+        assert fault.reason is R(case["reason"]), f"{name}: {fault.reason}"
+        assert released == []
+        for rendered in (str(fault), repr(fault), repr(fault.args)):
+            assert CANARY not in rendered
+        for record in fault.records:
+            assert CANARY not in record.model_dump_json()
+            assert record.execution_state == "quarantined"
+
+
+@pytest.mark.parametrize("name", STREAMED)
+def test_every_streamed_fixture_whole_and_at_random_splits(name: str) -> None:
+    data = body(name)
+    check(name, [data])
+    for seed in range(4):
+        check(name, split(data, "random", seed))
+
+
+@pytest.mark.parametrize(
+    "name", ["multiply_basic", "interleaved_blocks", "empty_input_tool", "overloaded_error"]
+)
+def test_fixtures_one_byte_at_a_time(name: str) -> None:
+    check(name, split(body(name), "bytewise"))
+
+
+@pytest.mark.parametrize("name", WHOLE)
+def test_every_whole_body(name: str) -> None:
+    check(name)
+
+
+def test_the_manifest_covers_the_issue() -> None:
+    reasons = {c.get("reason") for c in MANIFEST["cases"]}
+    assert {
+        "finish_reason_mismatch",
+        "refusal",
+        "missing_done",
+        "missing_finish",
+        "error_event",
+        "event_after_terminal",
+        "identity_conflict",
+        "unsupported_tool_type",
+        "item_mismatch",
+        "incomplete_item",
+    } <= reasons
+    assert {
+        "interleaved_blocks",
+        "empty_input_tool",
+        "write_file_canary",
+        "stop_max_tokens",
+        "stop_end_turn",
+        "stop_sequence",
+        "stop_refusal",
+        "stop_pause_turn",
+        "server_tool_use",
+    } <= set(CASES)
+    canary = [
+        c for c in MANIFEST["cases"] if any(CANARY in k["arguments"] for k in c.get("calls", []))
+    ]
+    assert canary
+
+
+def test_the_generator_reproduces_every_file(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    subprocess.run(
+        [
+            sys.executable,
+            str(FIXTURES / "generate.py"),
+            "--out",
+            str(tmp_path),
+            "--recordings",
+            str(tmp_path / "rec"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    names = {p.name for p in tmp_path.iterdir() if p.is_file()}
+    assert names == {p.name for p in FIXTURES.iterdir() if p.suffix in (".sse", ".json")}
+    for name in names:
+        assert (tmp_path / name).read_bytes() == (FIXTURES / name).read_bytes(), name
+    recorded = ROOT / "litellm_toolgate" / "demo" / "recordings" / "round1_multiply_anthropic.sse"
+    assert (tmp_path / "rec" / recorded.name).read_bytes() == recorded.read_bytes()
+
+
+# ---- the wire is picked from the path and the content type -------------------------------------
+def test_the_path_picks_the_anthropic_wire() -> None:
+    assert wire_of("/v1/messages") is Wire.ANTHROPIC
+    assert wire_of("//v1/messages/") is Wire.ANTHROPIC  # litellm 1.108.7 with api_base ".../"
+    assert wire_of("/anthropic/v1/messages") is Wire.ANTHROPIC
+    assert wire_of("/v1/messages/count_tokens") is None
+    attempt = ChatAttempt(REGISTRY)
+    with pytest.raises(ToolCallQuarantined) as info:
+        attempt.bind_response(content_type="application/json", streamed=True, path=PATH)
+    assert info.value.reason is R.UNSUPPORTED_WIRE
+
+
+# ---- every stage of the terminal is necessary ------------------------------------------------
+ARGS = '{"a": 7, "b": 8}'
+
+
+def ev(kind: str, **fields: Any) -> bytes:
+    return f"event: {kind}\ndata: {json.dumps({'type': kind, **fields})}\n\n".encode()
+
+
+def stages() -> dict[str, bytes]:
+    return {
+        "start": ev("message_start", message={"id": "msg_1", "content": []}),
+        "block": ev(
+            "content_block_start",
+            index=0,
+            content_block={"type": "tool_use", "id": "toolu_1", "name": "multiply", "input": {}},
+        ),
+        "delta": ev(
+            "content_block_delta", index=0, delta={"type": "input_json_delta", "partial_json": ARGS}
+        ),
+        "stop": ev("content_block_stop", index=0),
+        "message_delta": ev("message_delta", delta={"stop_reason": "tool_use"}),
+        "message_stop": ev("message_stop"),
+    }
+
+
+def run(parts: list[bytes]) -> ToolCallQuarantined | None:
+    return replay([b"".join(parts)])[2]
+
+
+def test_all_stages_release() -> None:
+    released, _, fault, _ = replay([b"".join(stages().values())])
+    assert fault is None and released == [
+        {"call_id": "toolu_1", "name": "multiply", "arguments": ARGS}
+    ]
+
+
+@pytest.mark.parametrize("dropped", ["start", "block", "stop", "message_delta", "message_stop"])
+def test_dropping_any_stage_quarantines(dropped: str) -> None:
+    parts = [v for k, v in stages().items() if k != dropped]
+    assert run(parts) is not None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.permutations(list(stages())))
+def test_only_the_protocol_order_releases(order: list[str]) -> None:
+    parts = stages()
+    fault = run([parts[k] for k in order])
+    assert (fault is None) == (order == list(parts))
+
+
+def test_an_error_event_whatever_its_data_is_an_error() -> None:
+    parts = list(stages().values())
+    fault = run([*parts[:4], b"event: error\ndata: [DONE]\n\n", *parts[4:]])
+    assert fault is not None and fault.reason is R.ERROR_EVENT
+
+
+# ---- the carrier cross-check -----------------------------------------------------------------
+def chat_carrier(calls: dict[int, tuple[str, str, str]], finish: str | None) -> Carrier:
+    return Carrier({i: CarrierCall(*c) for i, c in calls.items()}, finish)
+
+
+def test_chat_carrier_renumbers_the_tool_blocks() -> None:
+    case = CASES["interleaved_blocks"]
+    good = {i: (c["call_id"], c["name"], c["arguments"]) for i, c in enumerate(case["calls"])}
+    _, _, fault, _ = replay([body("interleaved_blocks")], carrier=chat_carrier(good, "tool_calls"))
+    assert fault is None
+    bad_variants = [
+        chat_carrier(good, "stop"),
+        chat_carrier({0: good[0]}, "tool_calls"),
+        chat_carrier({0: good[1], 1: good[0]}, "tool_calls"),
+        chat_carrier({**good, 1: (good[1][0], good[1][1], good[1][2][:-1])}, "tool_calls"),
+        chat_carrier({**good, 0: ("toolu_other", good[0][1], good[0][2])}, "tool_calls"),
+        Carrier({i: CarrierCall(*c) for i, c in good.items()}, "tool_calls", foreign=True),
+        Carrier({i: CarrierCall(*c) for i, c in good.items()}, "completed", kind="responses"),
+    ]
+    for carrier in bad_variants:
+        _, _, fault, _ = replay([body("interleaved_blocks")], carrier=carrier)
+        assert fault is not None and fault.reason is R.CARRIER_MISMATCH
+
+
+def test_chat_carrier_shows_no_text_for_an_empty_input() -> None:
+    call = CASES["empty_input_tool"]["calls"][0]
+    for shown in ("", "{}"):
+        carrier = chat_carrier({0: (call["call_id"], "get_time", shown)}, "tool_calls")
+        released, _, fault, _ = replay([body("empty_input_tool")], carrier=carrier)
+        assert fault is None and released[0]["arguments"] == "{}"
+    carrier = chat_carrier({0: (call["call_id"], "get_time", '{"x": 1}')}, "tool_calls")
+    assert replay([body("empty_input_tool")], carrier=carrier)[2] is not None
+
+
+def test_whole_body_carrier_may_serialize_the_input_its_own_way() -> None:
+    calls = CASES["whole_tool_use"]["calls"]
+    shown = {
+        i: (c["call_id"], c["name"], json.dumps(json.loads(c["arguments"])))  # ASCII escapes
+        for i, c in enumerate(calls)
+    }
+    released, _, fault, _ = replay(
+        whole=body("whole_tool_use"), carrier=chat_carrier(shown, "tool_calls")
+    )
+    assert fault is None and released == calls
+
+
+def test_anthropic_carrier_keeps_block_indices_and_the_stop_reason() -> None:
+    case = CASES["multiply_basic"]
+    call = case["calls"][0]
+    good = Carrier(
+        {1: CarrierCall(call["call_id"], call["name"], call["arguments"])},
+        "tool_use",
+        kind="anthropic",
+    )
+    assert replay([body("multiply_basic")], carrier=good)[2] is None
+    for bad in (
+        Carrier({0: good.calls[1]}, "tool_use", kind="anthropic"),
+        Carrier(good.calls, "end_turn", kind="anthropic"),
+    ):
+        fault = replay([body("multiply_basic")], carrier=bad)[2]
+        assert fault is not None and fault.reason is R.CARRIER_MISMATCH
+
+
+def test_whole_body_refuses_a_duplicate_key_the_json_parser_would_merge() -> None:
+    body = (
+        b'{"id":"msg_1","type":"message","content":[{"type":"tool_use","id":"toolu_1",'
+        b'"name":"multiply","input":{"a":7,"a":9,"b":8}}],"stop_reason":"tool_use"}'
+    )
+    fault = replay(whole=body)[2]
+    assert fault is not None and fault.reason is R.DUPLICATE_KEY
+
+
+def test_a_streamed_start_input_is_refused_even_without_deltas() -> None:
+    parts = stages()
+    parts["block"] = parts["block"].replace(b'"input": {}', b'"input": {"a": 7, "b": 8}')
+    del parts["delta"]
+    fault = run(list(parts.values()))
+    assert fault is not None and fault.reason is R.ITEM_MISMATCH

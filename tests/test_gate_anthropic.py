@@ -1,0 +1,167 @@
+"""``gate.completion`` / ``gate.acompletion`` with ``model="anthropic/..."`` through the real
+litellm over loopback HTTP.
+
+litellm calls ``POST {api_base}/v1/messages`` and translates the Anthropic wire
+(``fixtures/anthropic``) into chat chunks. The wire is the truth; litellm's chunks are the
+carrier, cross-checked. Each streamed fixture is served whole and in odd-sized chunks, read
+sync and async; each whole body with ``stream=False``. The gate must give the manifest's
+outcome: the exact calls released (in one chunk, after every text chunk, under litellm's tool
+indices), or ``ToolCallQuarantined`` with the manifest's reason and no tool call handed out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import litellm
+import pytest
+from conftest import CANARY
+
+from litellm_toolgate import QuarantineReason, ToolCallQuarantined, ToolGate
+from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+
+litellm.suppress_debug_info = True
+R = QuarantineReason
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "anthropic"
+MANIFEST = json.loads((FIXTURES / "manifest.json").read_text(encoding="utf-8"))
+CASES = {c["name"]: c for c in MANIFEST["cases"]}
+STREAMED = sorted(n for n, c in CASES.items() if c["streamed"])
+WHOLE = sorted(n for n, c in CASES.items() if not c["streamed"])
+SPLITS = {"whole": None, "split": [1, 7, 13, 2, 64]}
+# Where the outcome through litellm's chat carrier differs from the core's. Two tool blocks
+# open at once: litellm appends every input_json_delta to the tool call it opened last, so
+# its chunks mix the two calls' arguments; the cross-check refuses them.
+THROUGH_CHAT: dict[str, dict[str, str]] = {
+    "tool_deltas_overlap": {"expect": "quarantine", "reason": "carrier_mismatch"}
+}
+# Every fixture sync and whole, and async in odd pieces; both modes both ways for a few.
+MODES = [(False, "whole"), (True, "split")]
+BOTH = {"multiply_basic", "interleaved_blocks", "overloaded_error"}
+PARAMS = [
+    pytest.param(name, a, s, id=f"{name}-{'async' if a else 'sync'}-{s}")
+    for name in STREAMED
+    for a, s in ([*MODES, (True, "whole"), (False, "split")] if name in BOTH else MODES)
+]
+
+
+def kwargs(upstream: FakeUpstream, **extra: Any) -> dict[str, Any]:
+    return {
+        "model": "anthropic/claude-sonnet-4-5",
+        "messages": [{"role": "user", "content": "What is 7 times 8? Use multiply."}],
+        "tools": MANIFEST["tools"],
+        "api_base": upstream.root_url,
+        "api_key": "sk-ant-test",
+        "num_retries": 0,
+        **extra,
+    }
+
+
+def run(
+    gate: ToolGate, upstream: FakeUpstream, asynchronous: bool, *, stream: bool = True
+) -> tuple[list[Any], Any]:
+    """The chunks (or the whole response) and the quarantine, if any."""
+    args = kwargs(upstream, stream=stream)
+    out: list[Any] = []
+
+    async def go() -> None:
+        result = await gate.acompletion(**args)
+        if stream:
+            async for chunk in result:
+                out.append(chunk)
+        else:
+            out.append(result)
+
+    try:
+        if asynchronous:
+            asyncio.run(go())
+        elif stream:
+            out.extend(gate.completion(**args))
+        else:
+            out.append(gate.completion(**args))
+    except ToolCallQuarantined as exc:
+        return out, exc
+    return out, None
+
+
+def tool_calls(chunks: list[Any]) -> list[Any]:
+    return [tc for c in chunks for ch in c.choices for tc in (ch.delta.tool_calls or [])]
+
+
+def no_leak(exc: BaseException) -> None:
+    seen: BaseException | None = exc
+    while seen is not None:
+        for rendered in (str(seen), repr(seen), repr(seen.args)):
+            assert CANARY not in rendered
+        seen = seen.__cause__ or seen.__context__
+    for record in getattr(exc, "records", ()):
+        assert CANARY not in record.model_dump_json()
+
+
+@pytest.mark.parametrize(("name", "asynchronous", "split"), PARAMS)
+def test_every_streamed_fixture(
+    upstream: FakeUpstream, name: str, asynchronous: bool, split: str
+) -> None:
+    case = {**CASES[name], **THROUGH_CHAT.get(name, {})}
+    upstream.enqueue(Scripted((FIXTURES / case["body"]).read_bytes(), chunk_sizes=SPLITS[split]))
+    chunks, error = run(ToolGate(MANIFEST["tools"]), upstream, asynchronous)
+    assert upstream.requests[-1]["stream"] is True
+    released = tool_calls(chunks)
+    if case["expect"] == "release":
+        assert error is None, f"{name}: {error!r}"
+        got = [
+            {"call_id": tc.id, "name": tc.function.name, "arguments": tc.function.arguments}
+            for tc in released
+        ]
+        assert got == case["calls"]
+        # One release chunk, under litellm's own tool indices, after all the text.
+        assert [tc.index for tc in released] == list(range(len(case["calls"])))
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert text == case["text"]
+        if released:
+            assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    else:
+        assert isinstance(error, ToolCallQuarantined), f"{name}: {error!r}"
+        assert error.reason is R(case["reason"]), name
+        assert released == []
+        no_leak(error)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("name", WHOLE)
+def test_every_whole_body(upstream: FakeUpstream, name: str, asynchronous: bool) -> None:
+    case = CASES[name]
+    body = (FIXTURES / case["body"]).read_bytes()
+    upstream.enqueue(Scripted(body, content_type="application/json"))
+    out, error = run(ToolGate(MANIFEST["tools"]), upstream, asynchronous, stream=False)
+    if case["expect"] == "release":
+        assert error is None, f"{name}: {error!r}"
+        message = out[0].choices[0].message
+        got = [
+            {
+                "call_id": tc.id,
+                "name": tc.function.name,
+                "arguments": json.loads(tc.function.arguments),
+            }
+            for tc in message.tool_calls or []
+        ]
+        want = [{**c, "arguments": json.loads(c["arguments"])} for c in case["calls"]]
+        assert got == want
+    else:
+        assert isinstance(error, ToolCallQuarantined), f"{name}: {error!r}"
+        assert error.reason is R(case["reason"])
+        assert out == []
+        no_leak(error)
+
+
+def test_litellm_sends_the_anthropic_request(upstream: FakeUpstream) -> None:
+    """What litellm sends for ``anthropic/`` (so the fake and the gate read the right wire)."""
+    upstream.enqueue(Scripted((FIXTURES / "multiply_basic.sse").read_bytes()))
+    chunks, error = run(ToolGate(MANIFEST["tools"]), upstream, False)
+    assert error is None and tool_calls(chunks)
+    sent = upstream.requests[-1]
+    assert sent["stream"] is True and sent["max_tokens"] > 0
+    assert [t["name"] for t in sent["tools"]] == ["multiply", "write_file", "get_time"]
+    assert all("input_schema" in t for t in sent["tools"])

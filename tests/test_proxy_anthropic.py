@@ -1,0 +1,328 @@
+"""The proxy's ``/v1/messages`` gated, driven with the real ``anthropic`` client.
+
+One proxy from ``config_examples/proxy_anthropic.yaml`` runs for the module, in front of a
+FakeUpstream that serves the fixture the request names: ``claude-sonnet-4-5`` is an
+``anthropic/`` deployment (Anthropic SSE on the wire, ``fixtures/anthropic``),
+``gpt-4o-mini`` a ``cometapi/`` one (chat SSE on the wire, ``fixtures/chat``; the client sees
+Anthropic events litellm made). Both ``client.messages.stream(...)`` and
+``client.messages.create(...)``. A valid stream arrives with its tool_use blocks; a broken
+one is refused: before any event went out as an HTTP error (``anthropic.APIStatusError``,
+the quarantine's status), after text went out as the proxy's error frame, which the
+``anthropic`` client raises as ``anthropic.APIStatusError`` too; never a tool_use block.
+
+Needs litellm's proxy extra (``.venv-litellm-1.108.7``), like ``test_proxy_e2e.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import CANARY, expected
+from conftest import CASES as CHAT_CASES
+from proxyproc import EXAMPLES, IDLE_TIMEOUT, Proxy, proxy_missing, running_proxy
+
+from litellm_toolgate.demo.serve import demo_answer, json_body_of
+from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+
+pytestmark = pytest.mark.proxy
+
+_MISSING = proxy_missing()
+if _MISSING is not None:
+    if os.environ.get("TOOLGATE_REQUIRE_PROXY"):
+        raise RuntimeError(f"TOOLGATE_REQUIRE_PROXY is set but {_MISSING}")
+    pytest.skip(_MISSING, allow_module_level=True)
+
+import anthropic  # noqa: E402  (after the skip: the proxy environment has it)
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures" / "anthropic"
+CHAT = ROOT / "fixtures" / "chat"
+MANIFEST = json.loads((FIXTURES / "manifest.json").read_text(encoding="utf-8"))
+CASES = {c["name"]: c for c in MANIFEST["cases"]}
+STREAMED = sorted(n for n, c in CASES.items() if c["streamed"])
+TOOLS = [
+    {"name": t["function"]["name"], "input_schema": t["function"]["parameters"]}
+    for t in MANIFEST["tools"]
+]
+# As through gate.messages(): litellm's bridge mixes interleaved chat calls and splits a
+# call whose fragments repeat its name; the gate refuses what it made.
+BRIDGED_OVERRIDES = {
+    "two_tools_interleaved": ("quarantine", "carrier_mismatch"),
+    "two_calls_interleaved": ("quarantine", "carrier_mismatch"),
+    "name_repeated": ("quarantine", "carrier_mismatch"),
+}
+BRIDGED = [
+    "multiply_basic",
+    "text_only",
+    "two_tools_interleaved",
+    "write_file_unicode",
+    "args_invalid_json",
+    "args_duplicate_key",
+    "length_mid_arguments",
+    "done_without_finish",
+    "eof_without_finish_or_done",
+    "error_event_midstream",
+    "unknown_tool",
+    "schema_wrong_type",
+]
+
+
+def _last_text(request: dict[str, Any]) -> str:
+    content = request["messages"][-1]["content"]
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return str(content)
+
+
+def _scripted(request: dict[str, Any]) -> Scripted:
+    if ":" not in _last_text(request):
+        return demo_answer(request)  # what ``toolgate fake-upstream`` answers
+    route, name = _last_text(request).split(":", 1)
+    stream = request.get("stream") is True
+    if route == "anthropic":
+        body = (FIXTURES / CASES[name]["body"]).read_bytes()
+        if CASES[name]["streamed"]:
+            return Scripted(body, chunk_sizes=[5, 61])
+        return Scripted(body, content_type="application/json")
+    body = (CHAT / CHAT_CASES[name]["body"]).read_bytes()
+    if stream:
+        return Scripted(body, chunk_sizes=[7, 90])
+    return Scripted(json_body_of(body), content_type="application/json")
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
+    folder = tmp_path_factory.mktemp("proxy_anthropic")
+    config = folder / "proxy_anthropic.yaml"
+    shutil.copy(EXAMPLES / config.name, config)
+    text = config.read_text()
+    assert "idle_timeout: 30" in text
+    config.write_text(text.replace("idle_timeout: 30", f"idle_timeout: {IDLE_TIMEOUT}"))
+    with FakeUpstream(_scripted) as upstream:
+        saved = os.environ.get("TOOLGATE_ANTHROPIC_UPSTREAM")
+        os.environ["TOOLGATE_ANTHROPIC_UPSTREAM"] = upstream.root_url
+        try:
+            with running_proxy(config, upstream.base_url) as running:
+                yield running
+        finally:
+            if saved is None:
+                os.environ.pop("TOOLGATE_ANTHROPIC_UPSTREAM", None)
+            else:
+                os.environ["TOOLGATE_ANTHROPIC_UPSTREAM"] = saved
+
+
+def _client(proxy: Proxy) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=proxy.base_url, api_key=proxy.key, max_retries=0)
+
+
+def _stream(proxy: Proxy, model: str, prompt: str) -> tuple[list[Any], Any, BaseException | None]:
+    """Every event the client saw, the final message (if any) and the error it raised."""
+    events: list[Any] = []
+    try:
+        with _client(proxy).messages.stream(
+            model=model,
+            max_tokens=1024,
+            messages=[{"role": "user", "content": prompt}],
+            tools=TOOLS,  # type: ignore[arg-type]
+        ) as stream:
+            for event in stream:
+                events.append(event)
+            return events, stream.get_final_message(), None
+    except anthropic.APIError as exc:
+        return events, None, exc
+
+
+def _tool_events(events: list[Any]) -> list[Any]:
+    return [
+        e
+        for e in events
+        if getattr(getattr(e, "content_block", None), "type", None) == "tool_use"
+        or getattr(getattr(e, "delta", None), "type", None) == "input_json_delta"
+    ]
+
+
+def _released(message: Any) -> list[dict[str, Any]]:
+    return [
+        {"call_id": b.id, "name": b.name, "arguments": b.input}
+        for b in message.content
+        if b.type == "tool_use"
+    ]
+
+
+def _check_refusal(events: list[Any], error: BaseException | None, what: str) -> None:
+    # message_start always goes out first, so the proxy reports the refusal as its
+    # ``event: error`` frame, which the client raises as APIStatusError.
+    assert isinstance(error, anthropic.APIStatusError), f"{what}: {error!r}"
+    assert "quarantined" in str(error)
+    assert _tool_events(events) == [], f"{what}: a tool_use block reached the client"
+    assert CANARY not in str(error)
+
+
+@pytest.mark.parametrize("name", STREAMED)
+def test_anthropic_deployment_stream(proxy: Proxy, name: str) -> None:
+    case = CASES[name]
+    events, final, error = _stream(proxy, "claude-sonnet-4-5", f"anthropic:{name}")
+    if case["expect"] == "release":
+        assert error is None, f"{name}: {error!r}"
+        want = [{**c, "arguments": json.loads(c["arguments"])} for c in case["calls"]]
+        assert _released(final) == want
+    else:
+        _check_refusal(events, error, name)
+
+
+@pytest.mark.parametrize("name", ["whole_tool_use", "whole_max_tokens", "whole_schema_invalid"])
+def test_anthropic_deployment_create(proxy: Proxy, name: str) -> None:
+    case = CASES[name]
+    client = _client(proxy)
+    kwargs: dict[str, Any] = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1024,
+        "messages": [{"role": "user", "content": f"anthropic:{name}"}],
+        "tools": TOOLS,
+    }
+    if case["expect"] == "release":
+        message = client.messages.create(**kwargs)
+        want = [{**c, "arguments": json.loads(c["arguments"])} for c in case["calls"]]
+        assert _released(message) == want
+    else:
+        with pytest.raises(anthropic.APIStatusError) as info:
+            client.messages.create(**kwargs)
+        assert CANARY not in str(info.value)
+
+
+@pytest.mark.parametrize("name", BRIDGED)
+def test_chat_deployment_behind_messages(proxy: Proxy, name: str) -> None:
+    case = CHAT_CASES[name]
+    outcome, _ = BRIDGED_OVERRIDES.get(name) or expected(case)
+    events, final, error = _stream(proxy, "gpt-4o-mini", f"chat:{name}")
+    if outcome == "release":
+        assert error is None, f"{name}: {error!r}"
+        want = [
+            {"call_id": c["id"], "name": c["name"], "arguments": json.loads(c["arguments"])}
+            for c in case.get("calls", [])
+        ]
+        assert _released(final) == want
+    else:
+        _check_refusal(events, error, name)
+
+
+@pytest.mark.parametrize("name", ["multiply_basic", "args_invalid_json"])
+def test_chat_deployment_behind_messages_create(proxy: Proxy, name: str) -> None:
+    case = CHAT_CASES[name]
+    client = _client(proxy)
+    kwargs: dict[str, Any] = {
+        "model": "gpt-4o-mini",
+        "max_tokens": 1024,
+        "messages": [{"role": "user", "content": f"chat:{name}"}],
+        "tools": TOOLS,
+    }
+    if case["expect"] == "release":
+        message = client.messages.create(**kwargs)
+        assert [b.name for b in message.content if b.type == "tool_use"] == ["multiply"]
+    else:
+        with pytest.raises(anthropic.APIStatusError):
+            client.messages.create(**kwargs)
+
+
+def test_the_example_against_toolgate_fake_upstream(proxy: Proxy) -> None:
+    """The demo's own answers (no fixture named): the tool loop runs through /v1/messages."""
+    client = _client(proxy)
+    question = [{"role": "user", "content": "What is 7 times 8? Use multiply."}]
+    first = client.messages.create(
+        model="claude-sonnet-4-5", max_tokens=256, messages=question, tools=TOOLS[:1]
+    )
+    use = next(b for b in first.content if b.type == "tool_use")
+    assert (use.name, use.input) == ("multiply", {"a": 7, "b": 8})
+    result = {"type": "tool_result", "tool_use_id": use.id, "content": '{"value": 56}'}
+    with (
+        client.messages.stream(
+            model="claude-sonnet-4-5",
+            max_tokens=256,
+            messages=[
+                *question,
+                {"role": "assistant", "content": first.content},
+                {"role": "user", "content": [result]},
+            ],  # type: ignore[list-item]
+            tools=TOOLS[:1],  # type: ignore[list-item]
+        ) as stream
+    ):
+        assert "".join(stream.text_stream) == "7 times 8 is 56."
+
+
+@pytest.mark.parametrize("name", ["multiply_basic", "stop_max_tokens", "server_tool_use"])
+def test_anthropic_deployment_behind_chat_completions(proxy: Proxy, name: str) -> None:
+    """/v1/chat/completions in front of the anthropic/ deployment: chat chunks carry it."""
+    import openai
+
+    case = CASES[name]
+    client = openai.OpenAI(base_url=f"{proxy.base_url}/v1", api_key=proxy.key, max_retries=0)
+    calls: list[Any] = []
+    error: BaseException | None = None
+    try:
+        for chunk in client.chat.completions.create(
+            model="claude-sonnet-4-5",
+            messages=[{"role": "user", "content": f"anthropic:{name}"}],
+            stream=True,
+        ):
+            for choice in chunk.choices:
+                calls += choice.delta.tool_calls or []
+    except openai.APIError as exc:
+        error = exc
+    if case["expect"] == "release":
+        assert error is None, error
+        assert [(c.id, c.function.name, c.function.arguments) for c in calls] == [
+            (c["call_id"], c["name"], c["arguments"]) for c in case["calls"]
+        ]
+    else:
+        assert error is not None and calls == []
+        assert "quarantined" in str(error) and CANARY not in str(error)
+
+
+@pytest.mark.parametrize(
+    ("model", "prompt"),
+    [
+        ("claude-sonnet-4-5", "anthropic:interleaved_blocks"),
+        ("claude-sonnet-4-5", "anthropic:stop_max_tokens"),
+        ("gpt-4o-mini", "chat:multiply_basic"),
+        ("gpt-4o-mini", "chat:args_invalid_json"),
+    ],
+)
+def test_the_async_client(proxy: Proxy, model: str, prompt: str) -> None:
+    """``anthropic.AsyncAnthropic``: the same outcomes, stream and create."""
+    route, name = prompt.split(":", 1)
+    case = CASES[name] if route == "anthropic" else CHAT_CASES[name]
+    client = anthropic.AsyncAnthropic(base_url=proxy.base_url, api_key=proxy.key, max_retries=0)
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "max_tokens": 1024,
+        "messages": [{"role": "user", "content": prompt}],
+        "tools": TOOLS,
+    }
+
+    async def go() -> tuple[list[Any], Any, BaseException | None]:
+        events: list[Any] = []
+        try:
+            async with client.messages.stream(**kwargs) as stream:
+                async for event in stream:
+                    events.append(event)
+                return events, await stream.get_final_message(), None
+        except anthropic.APIError as exc:
+            return events, None, exc
+
+    events, final, error = asyncio.run(go())
+    if case["expect"] == "release":
+        assert error is None, error
+        want = [
+            (c.get("call_id") or c.get("id"), c["name"], json.loads(c["arguments"]))
+            for c in case["calls"]
+        ]
+        assert [(c["call_id"], c["name"], c["arguments"]) for c in _released(final)] == want
+    else:
+        _check_refusal(events, error, prompt)
