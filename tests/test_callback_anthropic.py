@@ -11,7 +11,6 @@ and bridged from a chat model.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,7 +35,6 @@ MANIFEST = json.loads((FIXTURES / "manifest.json").read_text(encoding="utf-8"))
 CASES = {c["name"]: c for c in MANIFEST["cases"]}
 STREAMED = sorted(n for n, c in CASES.items() if c["streamed"])
 WHOLE = sorted(n for n, c in CASES.items() if not c["streamed"])
-NATIVE_STREAMS = importlib.util.find_spec("fastapi") is not None
 # Withheld on the wire, litellm never sees two open tool blocks interleave... except here:
 # the released events still interleave, and litellm mixes them (see test_gate_anthropic).
 MIXED_BY_LITELLM = {"tool_deltas_overlap"}
@@ -187,7 +185,6 @@ def _tool_starts(pieces: list[Any]) -> int:
     )
 
 
-@pytest.mark.skipif(not NATIVE_STREAMS, reason="litellm's native stream needs fastapi here")
 @pytest.mark.usefixtures("gate")
 @pytest.mark.parametrize(
     "name", ["multiply_basic", "interleaved_blocks", "overloaded_error", "stop_max_tokens"]
