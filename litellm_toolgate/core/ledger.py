@@ -123,6 +123,7 @@ class Ledger:
                 self._clock(),
                 wire=self.wire,
                 item_id=event.item_id,
+                kind=event.kind,
             )
         elif isinstance(event, ArgumentDelta):
             self._fragment(event)
