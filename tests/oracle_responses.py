@@ -14,7 +14,13 @@ rules:
   message named ``error`` is an error, whatever its data;
 * ``error``, ``response.failed``, ``response.incomplete`` and refusal events quarantine;
   so does a message item carrying a refusal part, and any item type other than
-  ``message``, ``reasoning`` and ``function_call``;
+  ``function_call`` and the items that are no tool (``message``, ``reasoning``,
+  ``compaction``, ``program``, ``program_output``). (The other known tool items, custom,
+  shell, patch, computer calls and hosted-tool reports, are judged by their fixtures: this
+  reference's generator never builds a well-formed one, so it refuses them all);
+* a lifecycle event (created, in progress, queued) whose response lists anything but items
+  that are no tool, or an event it does not know that carries an ``item`` of another kind or
+  a ``response`` listing one, quarantines: a call may not hide there;
 * the response id, once named, never changes;
 * ``output_item.added`` opens an ``output_index`` (a non-negative integer) once; a function
   call needs a non-empty ``id``, ``call_id`` and ``name``, none of them taken by another
@@ -40,7 +46,28 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from oracle import Reject, Released, sse_messages, strict_object
 
-GATED = {"message", "reasoning", "function_call"}
+GATED = {"message", "reasoning", "function_call", "compaction", "program", "program_output"}
+NO_TOOL = GATED - {"function_call"}
+KNOWN = {
+    "response.output_text.delta", "response.output_text.done", "response.content_part.added",
+    "response.content_part.done", "response.output_text.annotation.added",
+    "response.reasoning_summary_part.added", "response.reasoning_summary_part.done",
+    "response.reasoning_summary_text.delta", "response.reasoning_summary_text.done",
+    "response.reasoning_text.delta", "response.reasoning_text.done",
+}  # fmt: skip
+
+
+def _hides(obj: dict[str, Any]) -> bool:
+    """Whether an event carries an item that is a tool outside the places items are read."""
+    places: list[Any] = []
+    if "item" in obj and obj["item"] is not None:
+        places.append(obj["item"])
+    resp = obj.get("response")
+    if isinstance(resp, dict) and isinstance(resp.get("output"), list):
+        places.extend(resp["output"])
+    return any(not (isinstance(i, dict) and i.get("type") in NO_TOOL) for i in places)
+
+
 MAX_CALLS = 64  # the README's default ``max_calls``: a fuzzer's 8 KiB input can open more
 FAILURES = {"error", "response.failed", "response.incomplete"}
 REFUSALS = {"response.refusal.delta", "response.refusal.done"}
@@ -161,6 +188,8 @@ class _Judge:
         if kind in FAILURES or kind in REFUSALS:
             raise Reject(kind)
         if kind in ("response.created", "response.in_progress", "response.queued"):
+            if _hides(obj):
+                raise Reject("a call hidden in a snapshot")
             self.response(obj.get("response"))
         elif kind == "response.output_item.added":
             self.added(_index(obj), obj.get("item"))
@@ -181,6 +210,12 @@ class _Judge:
         elif kind == "response.completed":
             self.completed(obj.get("response"))
             return True
+        elif (
+            kind not in KNOWN
+            and not kind.startswith("response.function_call_arguments")
+            and _hides(obj)
+        ):
+            raise Reject("a call hidden in an unknown event")
         return False
 
     def added(self, index: int, item: Any) -> None:
@@ -229,6 +264,8 @@ class _Judge:
         listed = []
         for item in resp["output"]:
             if _item_type(item) == "function_call":
+                if item.get("status") not in (None, "completed"):
+                    raise Reject("the completion lists a call that did not complete")
                 listed.append(
                     tuple(_string(item.get(k)) for k in ("id", "call_id", "name", "arguments"))
                 )
