@@ -45,6 +45,9 @@ from chatgen import (
 )
 
 RESPONSE_ID = "resp_prop"
+# Tool item types other than function calls. The generator only ever builds them broken
+# (no stages, an identity of another item, a listing that names an item never streamed), so
+# the oracle refuses them and so must the gate; well-formed ones are fixture cases.
 UNGATED_ITEMS = [
     "custom_tool_call",
     "computer_call",

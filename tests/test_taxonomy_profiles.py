@@ -303,3 +303,40 @@ def test_profile_fixtures_release_on_their_route_and_not_elsewhere(case: dict[st
     released = run_chat(body, case["route"], case.get("request"))
     assert isinstance(released, list), released
     assert run_chat(body, "cometapi/x", case.get("request")) is R(case["strict"])
+
+
+def completed_body(name: str) -> bytes:
+    """The whole-body form of a fixture: the response its ``response.completed`` carries."""
+    for line in (FIXTURES / CASES[name]["body"]).read_text(encoding="utf-8").splitlines():
+        if line.startswith("data:") and '"response.completed"' in line:
+            return json.dumps(json.loads(line[5:])["response"]).encode()
+    raise AssertionError(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["web_search_then_call", "custom_tool_call", "apply_patch_call", "shell_call",
+     "message_and_compaction", "program_items"],
+)  # fmt: skip
+def test_whole_bodies_follow_the_same_taxonomy(name: str) -> None:
+    attempt = ChatAttempt(REGISTRY)
+    attempt.bind_response(content_type="application/json", streamed=False, path="/responses")
+    attempt.receive_body(completed_body(name))
+    for call in attempt.conclude():
+        attempt.decide(call.index, PolicyDecision.approve())
+    released = [
+        {"call_id": c.call_id, "name": c.name, "arguments": c.arguments} for c in attempt.release()
+    ]
+    assert released == CASES[name].get("released", CASES[name]["calls"])
+
+
+def test_a_whole_body_listing_a_call_incomplete_is_refused() -> None:
+    body = json.loads(completed_body("multiply_basic"))
+    for item in body["output"]:
+        if item["type"] == "function_call":
+            item["status"] = "incomplete"
+    attempt = ChatAttempt(REGISTRY)
+    attempt.bind_response(content_type="application/json", streamed=False, path="/responses")
+    with pytest.raises(ToolCallQuarantined) as caught:
+        attempt.receive_body(json.dumps(body).encode())
+    assert caught.value.reason is R.INCOMPLETE_ITEM

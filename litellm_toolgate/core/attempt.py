@@ -363,7 +363,7 @@ class Attempt:
             c.record(
                 common,
                 item_id=f"{self.attempt_id}.0.{c.index}",
-                tool_name=self._categories.get(c.name, c.name) if c.name in self.registry else None,
+                tool_name=self._categories.get(c.name, c.name) if self._known(c) else None,
                 error=error,
             )
             for c in self._ordered()
@@ -381,6 +381,14 @@ class Attempt:
     def _calls_terminal(self) -> bool:
         """Whether the chat finish reason is the one that ends a response with calls."""
         return self.finish_reason == "tool_calls" or self._stop_with_calls()
+
+    def _known(self, call: CallAccumulator) -> bool:
+        """Whether a call's name is not the model's own text (a declared tool, a fixed name)."""
+        if call.kind == "function_call":
+            return call.name in self.registry
+        if call.kind == "custom_tool_call":
+            return f"custom:{call.name}" in self.registry.declared
+        return True  # shell, apply_patch, web_search...: names from the taxonomy
 
     def _ordered(self) -> list[CallAccumulator]:
         return self._ledger.ordered()
