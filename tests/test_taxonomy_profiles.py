@@ -340,3 +340,101 @@ def test_a_whole_body_listing_a_call_incomplete_is_refused() -> None:
     with pytest.raises(ToolCallQuarantined) as caught:
         attempt.receive_body(json.dumps(body).encode())
     assert caught.value.reason is R.INCOMPLETE_ITEM
+
+
+# ---- the profiles end to end: ToolGate over litellm, against a loopback upstream ---------------
+def _chat_through_gate(
+    gate: ToolGate, model: str, body: bytes, asynchronous: bool, **extra: Any
+) -> tuple[list[Any], ToolCallQuarantined | None]:
+    import asyncio
+
+    with FakeUpstream() as upstream:
+        upstream.enqueue(Scripted(body, chunk_sizes=[5, 64, 3]))
+        kwargs: dict[str, Any] = {
+            "model": model,
+            "messages": [{"role": "user", "content": "What is 7 times 8?"}],
+            "tools": [MULTIPLY],
+            "api_base": upstream.base_url,
+            "api_key": "sk-test",
+            "stream": True,
+            **extra,
+        }
+        chunks: list[Any] = []
+        try:
+            if asynchronous:
+
+                async def go() -> None:
+                    async for piece in await gate.acompletion(**kwargs):
+                        chunks.append(piece)
+
+                asyncio.run(go())
+            else:
+                chunks.extend(gate.completion(**kwargs))
+        except ToolCallQuarantined as exc:
+            return chunks, exc
+    return chunks, None
+
+
+def _calls(chunks: list[Any]) -> list[tuple[str | None, str | None]]:
+    found = []
+    for piece in chunks:
+        for call in piece.choices[0].delta.tool_calls or []:
+            found.append((call.id, call.function.name))
+    return [f for f in found if f[0]]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_forced_choice_stop_through_the_gate(asynchronous: bool) -> None:
+    case = next(c for c in PROFILE_CASES["cases"] if c["name"] == "forced_choice_stop_with_calls")
+    body = (PROFILE_FIXTURES / case["body"]).read_bytes()
+    gate = ToolGate([MULTIPLY])
+    forced = {"tool_choice": case["request"]["tool_choice"]}
+    chunks, error = _chat_through_gate(gate, "hosted_vllm/qwen3", body, asynchronous, **forced)
+    assert error is None and _calls(chunks) == [("call_forced", "multiply")]
+    chunks, error = _chat_through_gate(gate, "hosted_vllm/qwen3", body, asynchronous)
+    assert error is not None and error.reason is R.FINISH_REASON_MISMATCH
+    assert _calls(chunks) == []
+
+
+async def _drain(gate: ToolGate, kwargs: dict[str, Any], events: list[Any]) -> None:
+    async for event in await gate.aresponses(**kwargs):
+        events.append(event)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_lm_studio_behind_openai_through_the_gate(asynchronous: bool) -> None:
+    import asyncio
+
+    data = (FIXTURES / CASES["lm_studio_arguments_only_in_done"]["body"]).read_bytes()
+    named = ToolGate(MANIFEST["tools"], route_profiles={"openai/gpt-4o-mini": "lm_studio"})
+    outcomes = []
+    for gate in (named, ToolGate(MANIFEST["tools"])):
+        with FakeUpstream() as upstream:
+            upstream.enqueue(Scripted(data, chunk_sizes=[7, 64, 3]))
+            kwargs: dict[str, Any] = {
+                "model": "openai/gpt-4o-mini",
+                "input": "write the notes",
+                "tools": MANIFEST["tools"],
+                "api_base": upstream.base_url,
+                "api_key": "sk-test",
+                "stream": True,
+            }
+            events: list[Any] = []
+            try:
+                if asynchronous:
+                    asyncio.run(_drain(gate, kwargs, events))
+                else:
+                    events.extend(gate.responses(**kwargs))
+                outcomes.append(str(getattr(events[-1].type, "value", events[-1].type)))
+            except ToolCallQuarantined as exc:
+                outcomes.append(exc.reason.value)
+    assert outcomes == ["response.completed", "item_mismatch"]
+
+
+def test_route_profiles_are_checked_at_start_up() -> None:
+    from litellm_toolgate.core.errors import GateConfigError
+
+    with pytest.raises(GateConfigError):
+        ToolGate([MULTIPLY], route_profiles={"openai/x": "lmstudio"})
+    with pytest.raises(GateConfigError):
+        ToolGate([MULTIPLY], route_profiles=["lm_studio"])  # type: ignore[arg-type]

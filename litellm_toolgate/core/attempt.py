@@ -78,6 +78,7 @@ class Attempt:
         attempt_id: str | None = None,
         run_id: str | None = None,
         route: str = "",
+        route_profiles: Mapping[str, str] | None = None,
         tool_categories: Mapping[str, str] | None = None,
         hmac_key: bytes | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -87,7 +88,7 @@ class Attempt:
         self.attempt_id = attempt_id or f"att-{uuid.uuid4().hex}"
         self.run_id = run_id or self.attempt_id
         self.route = route
-        self.profile = profile_for(route)
+        self.profile = profile_for(route, route_profiles)
         self._tool_choice: object = None
         self._categories = dict(tool_categories or {})
         self._hmac_key = hmac_key

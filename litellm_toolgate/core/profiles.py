@@ -9,7 +9,9 @@ recorded in its shape (``fixtures/<wire>/manifest.json`` names the same behaviou
 A profile never relaxes JSON, schema, policy, identity of calls (``call_id``, item ids,
 names) or limits; it only says which terminal or which shape counts as the real one. A route
 is matched by the litellm provider prefix of the model (``mistral/...``); a model without a
-prefix, or with one not listed here, gets the strict profile.
+prefix, or with one not listed here, gets the strict profile. A deployment can name the
+profile of a route litellm reaches through another provider (``route_profiles``, e.g. an LM
+Studio server called as ``openai/<model>``): :func:`check_overrides`.
 
 The table is versioned (:data:`VERSION`): a change of what a route is accepted to send is a
 change of this file, reviewed with its citation.
@@ -21,6 +23,8 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from .errors import GateConfigError
 
 VERSION = "2026-11-30.1"
 
@@ -184,9 +188,37 @@ PROFILES: Mapping[str, Profile] = {
 }
 
 
-def profile_for(route: str) -> Profile:
-    """The profile of a litellm model string (``mistral/...``); strict when none matches."""
+def check_overrides(overrides: object) -> dict[str, str]:
+    """A deployment's route-to-profile table, checked; an unknown profile name stops start-up.
+
+    Keys are exact litellm model strings (``openai/qwen3-8b``) or provider prefixes ending in
+    ``/``; values name a profile of :data:`PROFILES` or ``strict``. This is how a route
+    litellm reaches through another provider gets its own profile, e.g. an LM Studio server
+    called as ``openai/<model>`` with its ``api_base``.
+    """
+    if overrides is None:
+        return {}
+    if not isinstance(overrides, Mapping) or not all(
+        isinstance(k, str) and k and isinstance(v, str) for k, v in overrides.items()
+    ):
+        raise GateConfigError("route_profiles must map model strings to profile names")
+    unknown = sorted(v for v in overrides.values() if v != "strict" and v not in PROFILES)
+    if unknown:
+        raise GateConfigError(f"route_profiles names unknown profiles: {unknown}")
+    return dict(overrides)
+
+
+def profile_for(route: str, overrides: Mapping[str, str] | None = None) -> Profile:
+    """The profile of a litellm model string (``mistral/...``); strict when none matches.
+
+    ``overrides`` (see :func:`check_overrides`) is consulted first: the exact model string,
+    then its prefix.
+    """
     prefix, slash, _ = route.partition("/")
+    if overrides:
+        named = overrides.get(route) or (overrides.get(prefix + "/") if slash else None)
+        if named is not None:
+            return PROFILES.get(named, STRICT)
     if not slash:
         return STRICT
     return PROFILES.get(prefix.strip().lower(), STRICT)

@@ -187,7 +187,11 @@ class CarrierEvents:
             call.fragments.append(_get(event, "delta") or "")
         else:
             done = _get(event, "input" if "custom_tool_call" in kind else "arguments") or ""
-            if done != call.arguments:
+            if not call.fragments and done:
+                # Nothing streamed before ``.done``: what litellm shows is that text. Whether
+                # the route may send that is the wire check's (and its profile's) answer.
+                call.fragments.append(done)
+            elif done != call.arguments:
                 self.foreign = True
 
     def _item_done(self, index: Any, item: Any) -> None:
