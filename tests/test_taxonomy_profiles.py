@@ -438,3 +438,23 @@ def test_route_profiles_are_checked_at_start_up() -> None:
         ToolGate([MULTIPLY], route_profiles={"openai/x": "lmstudio"})
     with pytest.raises(GateConfigError):
         ToolGate([MULTIPLY], route_profiles=["lm_studio"])  # type: ignore[arg-type]
+
+
+MISTRAL_CASES = [c for c in PROFILE_CASES["cases"] if c["route"].startswith("mistral/")]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("case", MISTRAL_CASES, ids=lambda c: c["name"])
+def test_mistral_shapes_through_the_gate(case: dict[str, Any], asynchronous: bool) -> None:
+    body = (PROFILE_FIXTURES / case["body"]).read_bytes()
+    gate = ToolGate([MULTIPLY])
+    chunks, error = _chat_through_gate(gate, case["route"], body, asynchronous)
+    assert error is None, error
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    if case["name"] == "mistral_content_parts":
+        assert text == "56." and _calls(chunks) == []
+    else:
+        assert _calls(chunks) == [("Dq1", "multiply")]
+    # The same bytes on a route without the profile: refused, no call handed out.
+    chunks, error = _chat_through_gate(gate, "hosted_vllm/x", body, asynchronous)
+    assert error is not None and error.reason is R(case["strict"]) and _calls(chunks) == []
