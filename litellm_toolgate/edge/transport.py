@@ -153,10 +153,16 @@ def _request_fields(request: httpx.Request) -> dict[str, object]:
 
 
 class RequestRefused(httpx.TransportError):
-    """What litellm gets in place of a response to a request the gate refused unsent."""
+    """What litellm gets in place of a response to a request the gate refused unsent.
 
-    def __init__(self) -> None:
+    Its cause is the attempt's quarantine (found behind litellm's error by
+    ``find_quarantine``); nothing else is chained to it.
+    """
+
+    def __init__(self, fault: ToolCallQuarantined | None) -> None:
         super().__init__("the gate refused this request before sending it")
+        self.__cause__ = fault
+        self.__suppress_context__ = True
 
 
 def _wrap(
@@ -293,7 +299,7 @@ class TapTransport(httpx.BaseTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         self.tap.prepare(request)
         if self.tap.refused:
-            raise RequestRefused
+            raise RequestRefused(self.tap.attempt.quarantined)
         response = self.inner.handle_request(request)
         if not self.tap.bind(response, request):
             return response
@@ -314,7 +320,7 @@ class AsyncTapTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self.tap.prepare(request)
         if self.tap.refused:
-            raise RequestRefused
+            raise RequestRefused(self.tap.attempt.quarantined)
         response = await self.inner.handle_async_request(request)
         if not self.tap.bind(response, request):
             return response
