@@ -458,3 +458,14 @@ def test_mistral_shapes_through_the_gate(case: dict[str, Any], asynchronous: boo
     # The same bytes on a route without the profile: refused, no call handed out.
     chunks, error = _chat_through_gate(gate, "hosted_vllm/x", body, asynchronous)
     assert error is not None and error.reason is R(case["strict"]) and _calls(chunks) == []
+
+
+def test_the_documentation_tables_name_every_item_type_and_every_citation() -> None:
+    doc = (ROOT / "docs" / "responses.md").read_text(encoding="utf-8")
+    for kind in ITEMS:
+        assert f"`{kind}`" in doc, kind
+    for profile in PROFILES.values():
+        assert f"`{profile.route}/`" in doc, profile.route
+        for entry in profile.entries:
+            for citation in entry.citations:
+                assert citation in doc, citation

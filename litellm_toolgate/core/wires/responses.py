@@ -72,7 +72,6 @@ class ItemRule:
 
 
 C, S, N = Executor.CLIENT, Executor.SERVER, Executor.NOBODY
-_GATED = "withheld; every stage must agree; input checked; policy; released on approval"
 _REPORT = "held with the calls; shown to the policy and the records; never released to run"
 
 ITEMS: Mapping[str, ItemRule] = {
