@@ -50,6 +50,7 @@ from .transport import AsyncTapTransport, WireTap
 
 R = QuarantineReason
 
+
 def find_quarantine(error: BaseException | None) -> ToolCallQuarantined | None:
     """The gate's quarantine behind an exception litellm raised, if there is one."""
     seen: set[int] = set()
