@@ -86,7 +86,12 @@ def test_a_server_report_is_never_released_as_a_call() -> None:
     for call in attempt.conclude():
         attempt.decide(call.index, PolicyDecision.approve())
     assert [c.name for c in attempt.release()] == ["multiply"]
-    assert [r.execution_state for r in attempt.records()] == ["released", "released"]
+    records = attempt.records()
+    assert [r.execution_state for r in records] == ["released", "released"]
+    assert [(r.item_type, r.executor, r.tool_name) for r in records] == [
+        ("web_search_call", "server", "web_search"),
+        ("function_call", "client", "multiply"),
+    ]
 
 
 def test_a_client_item_nobody_declared_is_an_unknown_tool() -> None:

@@ -200,4 +200,6 @@ class CallAccumulator:
             validation_ms=round(self.validation_ms, 3),
             policy_ms=round(self.policy_ms, 3),
             content_hmac=self.digest,
+            item_type=self.kind,
+            executor="server" if self.executor is Executor.SERVER else "client",
         )
