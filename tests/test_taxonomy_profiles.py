@@ -126,8 +126,12 @@ def test_the_patch_refusal_names_no_content() -> None:
         ("local_shell_call", {"type": "exec", "command": "ls -l"}, "/command"),
         ("local_shell_call", {"type": "exec", "command": []}, "/command"),
         ("shell_call", {"commands": ["ls"], "timeout_ms": -1}, "/timeout_ms"),
-        ("computer_call", {"type": "click", "x": 1, "y": 2}, None),
-        ("computer_call", {"type": "format_disk"}, "/type"),
+        ("computer_call", {"action": {"type": "click", "x": 1, "y": 2}}, None),
+        ("computer_call", {"action": {"type": "format_disk"}}, "/action"),
+        ("computer_call", {"actions": [{"type": "move"}, {"type": "screenshot"}]}, None),
+        ("computer_call", {"actions": [{"type": "move"}, {"type": "erase"}]}, "/actions"),
+        ("computer_call", {"actions": []}, "/"),
+        ("computer_call", {}, "/"),
     ],
 )
 def test_structured_inputs(kind: str, value: dict[str, Any], fault: str | None) -> None:

@@ -160,7 +160,7 @@ class CallAccumulator:
             fault = check_input(self.kind, value)
             if fault is not None:
                 self.schema_status, self.error = "invalid", R.SCHEMA_INVALID
-                self.keyword, self.path = rule.field, fault
+                self.keyword, self.path = rule.field or "input", fault
                 return
             self.schema_status = "valid"
         else:

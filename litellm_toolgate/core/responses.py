@@ -102,7 +102,9 @@ def _payload(kind: str, item: Mapping[str, Any]) -> str:
     rule = ITEMS[kind]
     if rule.executor is Executor.SERVER:
         return _canonical({k: v for k, v in item.items() if k != "status"})
-    return _canonical(item.get(rule.field or ""))
+    if rule.field is None:
+        return _canonical({k: item[k] for k in wire.INPUT_FIELDS[kind] if k in item})
+    return _canonical(item.get(rule.field))
 
 
 def _by_program(item: Mapping[str, Any]) -> bool:

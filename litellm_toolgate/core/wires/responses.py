@@ -60,7 +60,9 @@ class ItemRule:
     executor: Executor
     input: Input
     field: str | None = None
-    """The item field that holds the input (``arguments``, ``input``, ``action``...)."""
+    """The item field that holds the input (``arguments``, ``input``, ``action``...); None
+    when the input is several fields (a computer call's ``action`` or batched ``actions``),
+    then given to the check as an object of those fields (:data:`INPUT_FIELDS`)."""
     tool: str | None = None
     """The name the policy sees when the item carries none (``shell``, ``apply_patch``)."""
     declared_by: frozenset[str] = frozenset()
@@ -101,9 +103,9 @@ ITEMS: Mapping[str, ItemRule] = {
         "withheld; the operation checked, its diff must parse as that operation; policy",
     ),
     "computer_call": ItemRule(
-        C, Input.STRUCTURE, "action", "computer",
+        C, Input.STRUCTURE, None, "computer",
         frozenset({"computer", "computer_use", "computer_use_preview"}), (),
-        "withheld; the action's type must be a known one; policy; released on approval",
+        "withheld; one action or a batch of actions, each of a known type; policy",
     ),
     "web_search_call": ItemRule(
         S, Input.REPORT, None, "web_search", events=("response.web_search_call.",),
@@ -141,6 +143,9 @@ ITEMS: Mapping[str, ItemRule] = {
     },
 }  # fmt: skip
 del C, S, N
+
+INPUT_FIELDS: Mapping[str, tuple[str, ...]] = {"computer_call": ("action", "actions")}
+"""The fields that together are the input of an item whose rule names no single field."""
 
 CLIENT_ITEMS = frozenset(k for k, r in ITEMS.items() if r.executor is Executor.CLIENT)
 SERVER_ITEMS = frozenset(k for k, r in ITEMS.items() if r.executor is Executor.SERVER)
@@ -306,9 +311,10 @@ def check_input(item_kind: str, value: object) -> str | None:
     """Check a structured client item's input; the failing part's name, or None when sound.
 
     Shapes: ``local_shell_call.action`` is ``{"type": "exec", "command": [str, ...]}``;
-    ``shell_call.action`` holds ``commands: [str, ...]``; ``computer_call.action`` has a
-    known ``type``; ``apply_patch_call.operation`` is a create/update/delete of a ``path``
-    whose ``diff`` parses as that operation (:func:`diff_fault`).
+    ``shell_call.action`` holds ``commands: [str, ...]``; a computer call holds either one
+    ``action`` or a non-empty batch ``actions``, each with a known ``type``;
+    ``apply_patch_call.operation`` is a create/update/delete of a ``path`` whose ``diff``
+    parses as that operation (:func:`diff_fault`).
     """
     if not isinstance(value, Mapping):
         return "/"
@@ -333,7 +339,16 @@ def check_input(item_kind: str, value: object) -> str | None:
                 return f"/{key}"
         return None
     if item_kind == "computer_call":
-        return None if value.get("type") in _COMPUTER_ACTIONS else "/type"
+        if set(value) == {"action"}:
+            actions, where = [value["action"]], "/action"
+        elif set(value) == {"actions"} and isinstance(value["actions"], list) and value["actions"]:
+            actions, where = value["actions"], "/actions"
+        else:
+            return "/"
+        for action in actions:
+            if not isinstance(action, Mapping) or action.get("type") not in _COMPUTER_ACTIONS:
+                return where
+        return None
     if item_kind == "apply_patch_call":
         operation = value.get("type")
         path = value.get("path")
