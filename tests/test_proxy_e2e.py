@@ -499,3 +499,89 @@ def test_responses_whole_through_the_proxy(
     with pytest.raises(openai.APIStatusError) as caught:
         client.responses.create(model=model, input=name, tools=R_MANIFEST["tools"])
     _check_responses_refusal([], caught.value, reason)
+
+
+# ---- litellm's guardrail conventions: default_on: false, selected per request --------------
+OPT_IN = {"guardrails": ["toolgate"]}  # the request names the guardrail (its guardrail_name)
+# What plain litellm hands over as finished, and the gate refuses: faults of the arguments
+# (found at the end), and faults of the wire (found while streaming, where the gate cuts the
+# body short when it gates the request). The first two also as whole responses.
+WHOLE_UNGATED = ["args_trailing_value", "schema_wrong_type"]
+PASSED_UNGATED = [
+    *WHOLE_UNGATED,
+    "fragment_after_finish",
+    "data_after_done",
+    "identity_conflict_id",
+    "malformed_data_line",
+]
+
+
+@pytest.fixture(scope="module")
+def opt_in_proxy(
+    upstream: FakeUpstream, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Proxy]:
+    """The guardrails example with ``default_on: false``: only requests naming it are gated."""
+    config = prepare("guardrails", tmp_path_factory.mktemp("proxy-opt-in"))
+    text = config.read_text()
+    assert "default_on: true" in text
+    config.write_text(text.replace("default_on: true", "default_on: false"))
+    with running_proxy(config, upstream.base_url) as running:
+        yield running
+
+
+def _gate_lines(proxy: Proxy) -> list[str]:
+    """The gate's own log lines in the proxy's output (its WARNING records: quarantines)."""
+    text = proxy.log.read_text(errors="replace")
+    return [
+        line for line in text.splitlines() if "toolgate call" in line or "toolgate attempt" in line
+    ]
+
+
+def _opt_in_stream(proxy: Proxy, name: str, extra: dict[str, Any] | None) -> tuple[list[Any], Any]:
+    chunks: list[Any] = []
+    try:
+        for chunk in _client(proxy).chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": name}],
+            stream=True,
+            extra_body=extra,
+        ):
+            chunks.append(chunk)
+    except openai.APIError as exc:
+        return chunks, exc
+    return chunks, None
+
+
+@pytest.mark.parametrize("name", PASSED_UNGATED)
+def test_a_request_that_does_not_select_the_gate_passes_untouched(
+    opt_in_proxy: Proxy, name: str
+) -> None:
+    before = _gate_lines(opt_in_proxy)
+    chunks, error = _opt_in_stream(opt_in_proxy, name, None)
+    assert error is None, f"the gate ran on a request that did not select it: {error}"
+    assert _calls(chunks), "litellm's tool call did not reach the client"
+    if name in WHOLE_UNGATED:
+        whole = _client(opt_in_proxy).chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": name}]
+        )
+        assert whole.choices[0].message.tool_calls
+    assert _gate_lines(opt_in_proxy) == before, "the gate recorded a request it did not gate"
+
+
+@pytest.mark.parametrize("name", PASSED_UNGATED)
+def test_a_request_that_selects_the_gate_is_gated_as_always(opt_in_proxy: Proxy, name: str) -> None:
+    before = len(_gate_lines(opt_in_proxy))
+    chunks, error = _opt_in_stream(opt_in_proxy, name, OPT_IN)
+    _check_refusal(error, CASES[name]["reason"], streamed=True)
+    assert _calls(chunks) == []
+    # The refusal is in the gate's log (so the check that an unselected request left no
+    # line there can see a line when there is one).
+    assert len(_gate_lines(opt_in_proxy)) > before
+    if name in WHOLE_UNGATED:
+        with pytest.raises(openai.APIStatusError) as caught:
+            _client(opt_in_proxy).chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": name}], extra_body=OPT_IN
+            )
+        _check_refusal(caught.value, CASES[name]["reason"], streamed=False)
+    chunks, error = _opt_in_stream(opt_in_proxy, "multiply_basic", OPT_IN)
+    assert error is None and _calls(chunks) == CASES["multiply_basic"]["calls"]

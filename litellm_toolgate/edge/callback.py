@@ -121,6 +121,22 @@ def _call_type(value: Any) -> str:
     return str(getattr(value, "value", value) or "")
 
 
+def _selected(gate: CustomGuardrail, request: Any) -> bool:
+    """Whether the gate runs on this request, by litellm's guardrail conventions.
+
+    litellm's own answer (``should_run_guardrail``): ``default_on``, the guardrails a request
+    names (``"guardrails": [...]`` in its body or metadata), the admin opt-outs. A gate not
+    registered as a ``guardrails:`` entry (``event_hook`` None) runs on every request. When
+    litellm cannot answer, the gate runs: it fails closed.
+    """
+    if not isinstance(request, dict):
+        return True
+    try:
+        return gate.should_run_guardrail(request, GuardrailEventHooks.post_call) is not False
+    except Exception:
+        return True
+
+
 class ToolGateGuardrail(CustomGuardrail):
     """The gate as a litellm ``CustomLogger`` and ``CustomGuardrail``. See the module docstring.
 
@@ -201,8 +217,8 @@ class ToolGateGuardrail(CustomGuardrail):
     async def async_pre_call_deployment_hook(
         self, kwargs: dict[str, Any], call_type: Any
     ) -> dict[str, Any] | None:
-        if _call_type(call_type) not in _GATED_CALLS:
-            return None
+        if _call_type(call_type) not in _GATED_CALLS or not _selected(self, kwargs):
+            return None  # not gated here: the request goes out untouched
         call_id = str(kwargs.get("litellm_call_id") or "")
         streamed = bool(kwargs.get("stream"))
         in_proxy = "proxy_server_request" in kwargs
@@ -257,6 +273,10 @@ class ToolGateGuardrail(CustomGuardrail):
     ) -> AsyncGenerator[Any, None]:
         started = time.time()
         tap = self._take(request_data)
+        if tap is None and not _selected(self, request_data):
+            async for chunk in response:  # not selected: passed on untouched, unrecorded
+                yield chunk
+            return
         if tap is None or not tap.streamed:
             self._refuse_unobserved(request_data, started)
         # The proxy wraps litellm's stream, so the request (not the stream's type) says
@@ -279,7 +299,10 @@ class ToolGateGuardrail(CustomGuardrail):
             hasattr(response, "choices") or isinstance(response, ResponsesAPIResponse)
         ):
             return None
-        await self._check_response(data, response, self._take(data))
+        tap = self._take(data)
+        if tap is None and not _selected(self, data):
+            return None
+        await self._check_response(data, response, tap)
         return None
 
     async def async_post_call_success_deployment_hook(
@@ -294,6 +317,8 @@ class ToolGateGuardrail(CustomGuardrail):
             return None
         # Outside the proxy the request is the kwargs the pre-call hook returned.
         tap = getattr(request_data.get("client"), "tap", None)
+        if tap is None and not _selected(self, request_data):
+            return None
         await self._check_response(request_data, response, tap)
         return None
 

@@ -3,8 +3,13 @@
 ``gate.completion(**kwargs)`` and ``await gate.acompletion(**kwargs)`` take exactly litellm's
 arguments. The gate adds one thing, a ``client=`` whose transport shows it the raw wire
 (wrapping the transport of the client the caller passed, if any), and returns litellm's
-result gated: a :class:`GatedStream` for ``stream=True``, the checked response otherwise.
-Every call gets a fresh attempt; nothing carries over from one call to the next.
+result gated: a :class:`GatedStream` for ``stream=True``, the checked response otherwise
+(overloads on ``stream`` tell a type checker which). Every call gets a fresh attempt; nothing
+carries over from one call to the next.
+
+A gate owns the HTTP transports it creates when the caller passes no client (one sync, one
+per event loop): ``close()`` / ``await aclose()`` or ``with`` / ``async with`` close them, and
+a closed gate refuses new calls. Clients the caller passed stay the caller's.
 """
 
 from __future__ import annotations
@@ -13,12 +18,14 @@ import asyncio
 import contextvars
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, NoReturn
+from types import TracebackType
+from typing import Any, Literal, NoReturn, overload
 
 import httpx
 import litellm
 from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, HTTPHandler
 from litellm.types.llms.openai import ResponsesAPIResponse
+from litellm.types.utils import ModelResponse
 
 from ..core.attempt import Carrier, ChatAttempt
 from ..core.errors import GateConfigError, ToolCallQuarantined, WireNotObservable
@@ -105,10 +112,80 @@ class ToolGate:
         self._async_transports: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, httpx.AsyncHTTPTransport
         ] = weakref.WeakKeyDictionary()
+        self._closed = False
 
     def __repr__(self) -> str:
         tools = "request tools" if self.registry is None else f"{len(self.registry)} tools"
-        return f"ToolGate({tools}, policy={'yes' if self.policy else 'none'})"
+        closed = ", closed" if self._closed else ""
+        return f"ToolGate({tools}, policy={'yes' if self.policy else 'none'}{closed})"
+
+    # ---- lifecycle: the transports this gate created ---------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(
+                "this ToolGate was closed (close(), aclose() or the end of its with block); "
+                "make a new ToolGate to make more calls"
+            )
+
+    def close(self) -> None:
+        """Close the HTTP transports this gate created; later calls raise. Idempotent.
+
+        In async code prefer ``await gate.aclose()``: an async transport whose event loop is
+        running (or closed) cannot be awaited from here, so it is only dropped then.
+        """
+        self._closed = True
+        sync, self._sync_transport = self._sync_transport, None
+        if sync is not None:
+            sync.close()
+        for loop, transport in self._take_async_transports():
+            if not loop.is_closed() and not loop.is_running():
+                loop.run_until_complete(transport.aclose())
+
+    async def aclose(self) -> None:
+        """Close every transport this gate created, the async ones on their own loop."""
+        self._closed = True
+        sync, self._sync_transport = self._sync_transport, None
+        if sync is not None:
+            sync.close()
+        current = asyncio.get_running_loop()
+        for loop, transport in self._take_async_transports():
+            if loop is current:
+                await transport.aclose()
+            elif not loop.is_closed() and not loop.is_running():
+                loop.run_until_complete(transport.aclose())
+
+    def _take_async_transports(
+        self,
+    ) -> list[tuple[asyncio.AbstractEventLoop, httpx.AsyncHTTPTransport]]:
+        taken = list(self._async_transports.items())
+        self._async_transports.clear()
+        return taken
+
+    def __enter__(self) -> ToolGate:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> ToolGate:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
     # ---- attempts and clients --------------------------------------------------------------
     def new_attempt(self, *, tools: Any = None, model: str = "") -> ChatAttempt:
@@ -129,6 +206,7 @@ class ToolGate:
         self, *, stream: bool = True, tools: Any = None, model: str = "", client: Any = None
     ) -> TappedHTTPHandler:
         """A litellm sync client whose wire this gate observes (one call per client)."""
+        self._check_open()
         if client is None:
             if self._sync_transport is None:
                 self._sync_transport = httpx.HTTPTransport()
@@ -154,6 +232,7 @@ class ToolGate:
 
     def async_transport(self, client: Any = None) -> httpx.AsyncBaseTransport:
         """The transport a tap wraps: the caller's handler's, or the gate's own (per loop)."""
+        self._check_open()
         if client is None:
             loop = asyncio.get_running_loop()
             inner = self._async_transports.get(loop)
@@ -185,6 +264,12 @@ class ToolGate:
         )
 
     # ---- litellm's calls, gated ------------------------------------------------------------
+    @overload
+    def completion(self, *, stream: Literal[True], **kwargs: Any) -> GatedStream: ...
+    @overload
+    def completion(self, *, stream: Literal[False] = ..., **kwargs: Any) -> ModelResponse: ...
+    @overload
+    def completion(self, *, stream: bool, **kwargs: Any) -> GatedStream | ModelResponse: ...
     def completion(self, **kwargs: Any) -> Any:
         """``litellm.completion`` with every tool call gated."""
         token = SYNC_CALL_GATED.set(True)
@@ -201,6 +286,16 @@ class ToolGate:
             return GatedStream(result, handler.tap, self.policy)
         return self._decide_whole(handler.tap.attempt, response_carrier(result), result)
 
+    @overload
+    async def acompletion(self, *, stream: Literal[True], **kwargs: Any) -> AsyncGatedStream: ...
+    @overload
+    async def acompletion(
+        self, *, stream: Literal[False] = ..., **kwargs: Any
+    ) -> ModelResponse: ...
+    @overload
+    async def acompletion(
+        self, *, stream: bool, **kwargs: Any
+    ) -> AsyncGatedStream | ModelResponse: ...
     async def acompletion(self, **kwargs: Any) -> Any:
         """``litellm.acompletion`` with every tool call gated."""
         handler = self._client_for(kwargs, asynchronous=True)
@@ -211,6 +306,12 @@ class ToolGate:
         attempt = handler.tap.attempt
         return await self._adecide_whole(attempt, lambda: response_carrier(result), result)
 
+    @overload
+    def responses(self, *, stream: Literal[True], **kwargs: Any) -> GatedStream: ...
+    @overload
+    def responses(self, *, stream: Literal[False] = ..., **kwargs: Any) -> ResponsesAPIResponse: ...
+    @overload
+    def responses(self, *, stream: bool, **kwargs: Any) -> GatedStream | ResponsesAPIResponse: ...
     def responses(self, **kwargs: Any) -> Any:
         """``litellm.responses`` with every function call gated (bridged or native route)."""
         token = SYNC_CALL_GATED.set(True)
@@ -228,6 +329,16 @@ class ToolGate:
         # A whole response (asked for, or handed back instead of a stream) is checked whole.
         return self._decide_whole(handler.tap.attempt, carrier_of_response(result), result)
 
+    @overload
+    async def aresponses(self, *, stream: Literal[True], **kwargs: Any) -> AsyncGatedStream: ...
+    @overload
+    async def aresponses(
+        self, *, stream: Literal[False] = ..., **kwargs: Any
+    ) -> ResponsesAPIResponse: ...
+    @overload
+    async def aresponses(
+        self, *, stream: bool, **kwargs: Any
+    ) -> AsyncGatedStream | ResponsesAPIResponse: ...
     async def aresponses(self, **kwargs: Any) -> Any:
         """``litellm.aresponses`` with every function call gated (bridged or native route)."""
         handler = self._client_for(kwargs, asynchronous=True)

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The contributor's quick check: one litellm version (.venv, 1.110.2), no proxy environment,
+# no fuzzing. Lint, types, then the suite without the byte-by-byte replays (marker `slow`),
+# without the real-proxy tests, and with the generated attack streams cut to a tenth
+# (TOOLGATE_ATTACK_SCALE=0.1). A few minutes on two cores. CI runs scripts/test.sh, not this.
+# Extra arguments go to pytest (e.g. `bash scripts/quick.sh tests/test_docs.py`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export LITELLM_LOCAL_MODEL_COST_MAP=True
+export TOOLGATE_ATTACK_SCALE="${TOOLGATE_ATTACK_SCALE:-0.1}"
+.venv/bin/ruff check litellm_toolgate tests fixtures bench
+.venv/bin/mypy --strict litellm_toolgate bench
+.venv/bin/python -m pytest -p no:cacheprovider -W ignore::UserWarning -q -x -m "not slow" \
+    --ignore=tests/test_proxy_e2e.py "$@"
