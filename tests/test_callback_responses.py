@@ -13,6 +13,7 @@ deployment success hook. Sync ``litellm.responses`` is refused before anything i
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -371,7 +372,9 @@ def chat_kwargs(upstream: FakeUpstream, model: str, **extra: Any) -> dict[str, A
     return {
         "model": model,
         "messages": [{"role": "user", "content": "What is 7 times 8? Use multiply."}],
-        "tools": MULTIPLY_TOOL,
+        # A copy: litellm's mistral/ route edits the tools it is given (it drops
+        # additionalProperties), and these are the shared manifest's.
+        "tools": copy.deepcopy(MULTIPLY_TOOL),
         "api_base": upstream.base_url,
         "api_key": "sk-test",
         "num_retries": 0,

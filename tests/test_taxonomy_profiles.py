@@ -7,6 +7,7 @@ small chat bodies in the shapes the profiles name; the ``n > 1`` refusal runs th
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -362,7 +363,7 @@ def _chat_through_gate(
         kwargs: dict[str, Any] = {
             "model": model,
             "messages": [{"role": "user", "content": "What is 7 times 8?"}],
-            "tools": [MULTIPLY],
+            "tools": copy.deepcopy([MULTIPLY]),  # litellm's mistral/ route edits its tools
             "api_base": upstream.base_url,
             "api_key": "sk-test",
             "stream": True,
