@@ -14,7 +14,13 @@ rules:
   message named ``error`` is an error, whatever its data;
 * ``error``, ``response.failed``, ``response.incomplete`` and refusal events quarantine;
   so does a message item carrying a refusal part, and any item type other than
-  ``message``, ``reasoning`` and ``function_call``;
+  ``function_call`` and the items that are no tool (``message``, ``reasoning``,
+  ``compaction``, ``program``, ``program_output``). (The other known tool items, custom,
+  shell, patch, computer calls and hosted-tool reports, are judged by their fixtures: this
+  reference's generator never builds a well-formed one, so it refuses them all);
+* a lifecycle event (created, in progress, queued) whose response lists anything but items
+  that are no tool, or an event it does not know that carries an ``item`` of another kind or
+  a ``response`` listing one, quarantines: a call may not hide there;
 * the response id, once named, never changes;
 * ``output_item.added`` opens an ``output_index`` (a non-negative integer) once; a function
   call needs a non-empty ``id``, ``call_id`` and ``name``, none of them taken by another
@@ -27,6 +33,11 @@ rules:
   ``output_item.done`` and lists in ``output`` exactly those calls, in index order, with the
   same four fields; after it, at most one ``[DONE]``, then the end of the body;
 * at most 64 function calls (the default ``max_calls``);
+* a ``web_search_call`` is the server's report of a search it ran: opened once with a
+  non-empty ``id`` no other item holds (it counts towards the 64), done once with the same
+  ``id`` (any status), listed by the completion among the calls, in index order, with every
+  field but ``status`` as it was done; it is never released, but the policy sees it (name
+  ``web_search``, value: the done item without ``status``) and may refuse the response;
 * then each call's arguments are one strict JSON object, valid against its tool's schema,
   approved by the policy.
 """
@@ -40,7 +51,29 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from oracle import Reject, Released, sse_messages, strict_object
 
-GATED = {"message", "reasoning", "function_call"}
+GATED = {"message", "reasoning", "function_call", "compaction", "program", "program_output"}
+NO_TOOL = GATED - {"function_call"}
+GATED |= {"web_search_call"}  # a report of a search the server ran
+KNOWN = {
+    "response.output_text.delta", "response.output_text.done", "response.content_part.added",
+    "response.content_part.done", "response.output_text.annotation.added",
+    "response.reasoning_summary_part.added", "response.reasoning_summary_part.done",
+    "response.reasoning_summary_text.delta", "response.reasoning_summary_text.done",
+    "response.reasoning_text.delta", "response.reasoning_text.done",
+}  # fmt: skip
+
+
+def _hides(obj: dict[str, Any]) -> bool:
+    """Whether an event carries an item that is a tool outside the places items are read."""
+    places: list[Any] = []
+    if "item" in obj and obj["item"] is not None:
+        places.append(obj["item"])
+    resp = obj.get("response")
+    if isinstance(resp, dict) and isinstance(resp.get("output"), list):
+        places.extend(resp["output"])
+    return any(not (isinstance(i, dict) and i.get("type") in NO_TOOL) for i in places)
+
+
 MAX_CALLS = 64  # the README's default ``max_calls``: a fuzzer's 8 KiB input can open more
 FAILURES = {"error", "response.failed", "response.incomplete"}
 REFUSALS = {"response.refusal.delta", "response.refusal.done"}
@@ -99,6 +132,7 @@ class _Judge:
         self.response_id: str | None = None
         self.items: dict[int, str] = {}  # output_index -> item type
         self.calls: dict[int, _Call] = {}
+        self.reports: dict[int, dict[str, Any]] = {}  # output_index -> {"id", "done"}
         self.taken: set[str] = set()
 
     def run(
@@ -141,9 +175,18 @@ class _Judge:
                 raise Reject("unknown tool")
             if not Draft202012Validator(schemas[call.name]).is_valid(value):
                 raise Reject("schema")
-            if not policy(call.name, value):
+        # Every call's parse and schema come before any policy answer, reports included.
+        for index in sorted({*self.calls, *self.reports}):
+            if index in self.reports:
+                if not policy("web_search", dict(self.reports[index]["done"])):
+                    raise Reject("policy")
+                continue
+            call = self.calls[index]
+            if not policy(call.name, strict_object(call.arguments)):
                 raise Reject("policy")
-            out.append((index, call.call_id, call.name, call.arguments, value))
+            out.append(
+                (index, call.call_id, call.name, call.arguments, strict_object(call.arguments))
+            )
         return out
 
     def response(self, resp: Any) -> None:
@@ -161,6 +204,8 @@ class _Judge:
         if kind in FAILURES or kind in REFUSALS:
             raise Reject(kind)
         if kind in ("response.created", "response.in_progress", "response.queued"):
+            if _hides(obj):
+                raise Reject("a call hidden in a snapshot")
             self.response(obj.get("response"))
         elif kind == "response.output_item.added":
             self.added(_index(obj), obj.get("item"))
@@ -181,6 +226,12 @@ class _Judge:
         elif kind == "response.completed":
             self.completed(obj.get("response"))
             return True
+        elif (
+            kind not in KNOWN
+            and not kind.startswith("response.function_call_arguments")
+            and _hides(obj)
+        ):
+            raise Reject("a call hidden in an unknown event")
         return False
 
     def added(self, index: int, item: Any) -> None:
@@ -188,6 +239,15 @@ class _Judge:
         if index in self.items:
             raise Reject("index reused")
         self.items[index] = kind
+        if kind == "web_search_call":
+            report_id = _string(item.get("id"))
+            if not report_id or report_id in self.taken:
+                raise Reject("report identity")
+            if len(self.calls) + len(self.reports) >= MAX_CALLS:
+                raise Reject("too many calls")
+            self.taken.add(report_id)
+            self.reports[index] = {"id": report_id, "done": None}
+            return
         if kind != "function_call":
             return
         item_id, call_id, name = (_string(item.get(k)) for k in ("id", "call_id", "name"))
@@ -196,7 +256,7 @@ class _Judge:
             raise Reject("identity")
         if item_id in self.taken or call_id in self.taken:
             raise Reject("identity taken")
-        if len(self.calls) >= MAX_CALLS:
+        if len(self.calls) + len(self.reports) >= MAX_CALLS:
             raise Reject("too many calls")
         self.taken |= {item_id, call_id}
         self.calls[index] = _Call(item_id, call_id, name, arguments)
@@ -211,6 +271,12 @@ class _Judge:
         kind = _item_type(item)
         if self.items.get(index) != kind:
             raise Reject("item type changed or never opened")
+        if kind == "web_search_call":
+            report = self.reports[index]
+            if report["done"] is not None or _string(item.get("id")) != report["id"]:
+                raise Reject("report done out of turn or changed")
+            report["done"] = {k: v for k, v in item.items() if k != "status"}
+            return
         if kind != "function_call":
             return
         call = self.calls[index]
@@ -226,14 +292,27 @@ class _Judge:
         assert isinstance(resp, dict)
         if resp.get("status") != "completed" or not isinstance(resp.get("output"), list):
             raise Reject("not completed")
-        listed = []
+        listed: list[Any] = []
         for item in resp["output"]:
-            if _item_type(item) == "function_call":
+            kind = _item_type(item)
+            if kind == "function_call":
+                if item.get("status") not in (None, "completed"):
+                    raise Reject("the completion lists a call that did not complete")
                 listed.append(
                     tuple(_string(item.get(k)) for k in ("id", "call_id", "name", "arguments"))
                 )
-        streamed = []
-        for index in sorted(self.calls):
+            elif kind == "web_search_call":
+                _string(item.get("id"))
+                rest = {k: v for k, v in item.items() if k != "status"}
+                listed.append(json.dumps(rest, sort_keys=True))
+        streamed: list[Any] = []
+        for index in sorted({*self.calls, *self.reports}):
+            if index in self.reports:
+                done = self.reports[index]["done"]
+                if done is None:
+                    raise Reject("a report short of its stages")
+                streamed.append(json.dumps(done, sort_keys=True))
+                continue
             call = self.calls[index]
             if call.stage != "item_done":
                 raise Reject("a call short of its stages")

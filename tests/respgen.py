@@ -45,6 +45,9 @@ from chatgen import (
 )
 
 RESPONSE_ID = "resp_prop"
+# Tool item types other than function calls. The generator only ever builds them broken
+# (no stages, an identity of another item, a listing that names an item never streamed), so
+# the oracle refuses them and so must the gate; well-formed ones are fixture cases.
 UNGATED_ITEMS = [
     "custom_tool_call",
     "computer_call",
@@ -140,11 +143,38 @@ def _reasoning_events(rng: random.Random, index: int) -> tuple[list[Msg], dict[s
     return out, item
 
 
+def _search_events(
+    rng: random.Random, index: int, hostile: bool = False
+) -> tuple[list[Msg], dict[str, Any]]:
+    """A hosted web search the server ran: a report, seen by the policy, never released."""
+    item = {"id": f"ws_{index}", "type": "web_search_call"}
+    out = [
+        event(
+            "response.output_item.added", output_index=index, item={**item, "status": "in_progress"}
+        )
+    ]
+    if rng.random() < 0.5:
+        out.append(
+            event("response.web_search_call.searching", output_index=index, item_id=item["id"])
+        )
+    final: dict[str, Any] = {
+        **item,
+        "status": "completed",
+        "action": {"type": "search", "query": text(rng)},
+    }
+    if hostile and rng.random() < 0.2:
+        final["deny"] = True  # the tests' policy refuses a value with a top-level "deny"
+    out.append(event("response.output_item.done", output_index=index, item=final))
+    return out, final
+
+
 def stream(rng: random.Random, hostile: bool = True) -> Stream:
     """A well-formed Responses stream (its arguments hostile now and then when ``hostile``)."""
     kinds = ["call"] * rng.choice([0, 1, 1, 2, 2, 3, 4])
     if rng.random() < 0.3:
         kinds.append("reasoning")
+    if rng.random() < 0.2:
+        kinds.append("search")
     kinds += ["message"] * rng.choice([0, 1, 1, 2])
     rng.shuffle(kinds)  # output_index order
     # Hostile arguments in half the streams only, so that in the other half the event-level
@@ -161,6 +191,8 @@ def stream(rng: random.Random, hostile: bool = True) -> Stream:
             calls.append(call)
             sequences.append(_call_events(call, in_added=rng.random() < 0.5))
             final[index] = call_item(call, call.arguments, "completed")
+        elif kind == "search":
+            msgs, item = _search_events(rng, index, hostile)
         else:
             make = _message_events if kind == "message" else _reasoning_events
             msgs, item = make(rng, index)

@@ -13,6 +13,7 @@ deployment success hook. Sync ``litellm.responses`` is refused before anything i
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -158,8 +159,12 @@ def check(
     no_leak(error)
 
 
+# Cases recorded for another route's profile run in the core tests under that route.
+NATIVE = sorted(n for n, c in CASES.items() if c.get("route", "openai/").startswith("openai/"))
+
+
 @pytest.mark.parametrize("mode", ["async", "sync"])
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", NATIVE)
 def test_native_stream(upstream: FakeUpstream, name: str, mode: str) -> None:
     case = CASES[name]
     install(MANIFEST["tools"])
@@ -363,3 +368,66 @@ def test_the_fake_upstream_of_the_proxy_examples_answers_natively() -> None:
         events, error = asyncio.run(stream({**base, "input": "broken, please"}))
         assert find_quarantine(error) is not None
         assert not [e for e in events if is_call_event(e)]
+
+
+# ---- route profiles and chat n > 1 under the callback ------------------------------------------
+PROFILES_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "profiles"
+PROFILE_CASES = json.loads((PROFILES_DIR / "manifest.json").read_text(encoding="utf-8"))["cases"]
+MULTIPLY_TOOL = CHAT_MANIFEST["tools"][:1]
+
+
+async def chat_stream(kwargs: dict[str, Any]) -> tuple[list[Any], BaseException | None]:
+    chunks: list[Any] = []
+    try:
+        async for chunk in await litellm.acompletion(stream=True, **kwargs):
+            chunks.append(chunk)
+    except Exception as exc:
+        return chunks, exc
+    return chunks, None
+
+
+def chat_kwargs(upstream: FakeUpstream, model: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": "What is 7 times 8? Use multiply."}],
+        # A copy: litellm's mistral/ route edits the tools it is given (it drops
+        # additionalProperties), and these are the shared manifest's.
+        "tools": copy.deepcopy(MULTIPLY_TOOL),
+        "api_base": upstream.base_url,
+        "api_key": "sk-test",
+        "num_retries": 0,
+        **extra,
+    }
+
+
+def call_ids(chunks: list[Any]) -> list[str]:
+    return [c.id for chunk in chunks for c in (chunk.choices[0].delta.tool_calls or []) if c.id]
+
+
+@pytest.mark.parametrize("case", PROFILE_CASES, ids=lambda c: c["name"])
+def test_profile_shapes_under_the_callback(upstream: FakeUpstream, case: dict[str, Any]) -> None:
+    install(MULTIPLY_TOOL)
+    body = (PROFILES_DIR / case["body"]).read_bytes()
+    # The forced-choice shape is cited for hosted_vllm/ too, and that route's client is
+    # litellm's own HTTP handler on both versions.
+    route = "hosted_vllm/qwen3" if case["route"].startswith("openai/") else case["route"]
+    extra = case.get("request", {})
+    upstream.enqueue(Scripted(body, chunk_sizes=SPLIT))
+    chunks, error = asyncio.run(chat_stream(chat_kwargs(upstream, route, **extra)))
+    assert error is None, error
+    want = [] if case["name"] == "mistral_content_parts" else ["call_forced", "Dq1"]
+    assert [i for i in call_ids(chunks) if i in want] == [i for i in want if i in body.decode()]
+    upstream.enqueue(Scripted(body, chunk_sizes=SPLIT))
+    chunks, error = asyncio.run(chat_stream(chat_kwargs(upstream, "cometapi/gpt-4o", **extra)))
+    found = find_quarantine(error)
+    assert found is not None and found.reason is R(case["strict"])
+    assert call_ids(chunks) == []
+
+
+def test_n_greater_than_one_under_the_callback_is_refused_unsent(upstream: FakeUpstream) -> None:
+    install(MULTIPLY_TOOL)
+    before = len(upstream.requests)
+    chunks, error = asyncio.run(chat_stream(chat_kwargs(upstream, "cometapi/gpt-4o", n=2)))
+    found = find_quarantine(error)
+    assert found is not None and found.reason is R.UNSUPPORTED_REQUEST
+    assert chunks == [] and len(upstream.requests) == before

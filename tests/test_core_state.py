@@ -1181,6 +1181,7 @@ FAMILY: dict[str, tuple[type[ToolCallQuarantined], int, Party]] = {
     "spliced_response": (StreamFault, 502, REMOTE),
     "unsupported_wire": (StreamFault, 502, REMOTE),
     "wire_not_observed": (StreamFault, 502, LOCAL),
+    "unsupported_request": (StreamFault, 502, LOCAL),
     "incomplete_item": (StreamFault, 502, REMOTE),
     "item_mismatch": (StreamFault, 502, REMOTE),
     "response_incomplete": (StreamFault, 502, REMOTE),

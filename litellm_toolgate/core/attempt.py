@@ -43,6 +43,7 @@ from .events import WireEvent
 from .ledger import Carrier, CarrierCall, Ledger
 from .limits import Limits
 from .policy import PolicyDecision, ReleasedCall, ToolCall
+from .profiles import profile_for, stop_with_calls_accepted
 from .records import DecisionRecord, ExecutionState
 from .registry import ToolRegistry
 from .responses import ResponsesNormalizer
@@ -60,6 +61,8 @@ from .state import (
     next_stream_state,
     wire_of,
 )
+from .wires import chat as chat_wire
+from .wires.responses import Executor
 
 __all__ = ["Attempt", "Carrier", "CarrierCall", "ChatAttempt"]
 
@@ -79,6 +82,7 @@ class Attempt:
         attempt_id: str | None = None,
         run_id: str | None = None,
         route: str = "",
+        route_profiles: Mapping[str, str] | None = None,
         tool_categories: Mapping[str, str] | None = None,
         hmac_key: bytes | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -88,12 +92,14 @@ class Attempt:
         self.attempt_id = attempt_id or f"att-{uuid.uuid4().hex}"
         self.run_id = run_id or self.attempt_id
         self.route = route
+        self.profile = profile_for(route, route_profiles)
+        self._tool_choice: object = None
         self._categories = dict(tool_categories or {})
         self._hmac_key = hmac_key
         self._clock = clock
         self._decoder = SSEDecoder(max_event_bytes=self.limits.max_event_bytes)
         self._normalizer: ChatNormalizer | ResponsesNormalizer | AnthropicNormalizer = (
-            ChatNormalizer()
+            ChatNormalizer(self.profile)
         )
         self._ledger = Ledger(self.limits, clock)
         self._calls: dict[int, CallAccumulator] = self._ledger.calls
@@ -153,6 +159,20 @@ class Attempt:
         return len(self._calls)
 
     # ---- wire input ----------------------------------------------------------------------
+    def bind_request(self, path: str, fields: Mapping[str, object]) -> None:
+        """What the request asked for, before it is sent (the edge reads its body).
+
+        ``fields`` are the request body's top-level fields the gate needs: ``n`` (a chat
+        request for several choices is refused here, unsent) and ``tool_choice`` (a route
+        profile may accept ``finish_reason: "stop"`` with calls when a tool was forced).
+        """
+        self._raise_if_faulted()
+        self._tool_choice = fields.get("tool_choice")
+        if wire_of(path) is Wire.CHAT:
+            reason = chat_wire.request_fault(fields)
+            if reason is not None:
+                raise self._quarantine(reason)
+
     def bind_response(
         self, *, content_type: str, streamed: bool, path: str = "/chat/completions"
     ) -> None:
@@ -171,7 +191,7 @@ class Attempt:
         if wire is None or media != _MEDIA[streamed]:
             raise self._quarantine(R.UNSUPPORTED_WIRE)
         if wire is Wire.RESPONSES:
-            self._normalizer = ResponsesNormalizer()
+            self._normalizer = ResponsesNormalizer(self.profile)
             self._ledger.wire = wire
         elif wire is Wire.ANTHROPIC:
             self._normalizer = AnthropicNormalizer()
@@ -258,12 +278,20 @@ class Attempt:
         if self._state is not StreamState.CLOSED:
             # The edge reads every body to its end; where it could not, the end is here.
             self.receive_eof()
-        if self.wire is Wire.CHAT and bool(self._calls) != (self.finish_reason == "tool_calls"):
+        if self.wire is Wire.CHAT and bool(self._calls) != self._calls_terminal():
             raise self._quarantine(R.FINISH_REASON_MISMATCH)
         if self.wire is Wire.ANTHROPIC:
             stop = stop_reason_fault(self.finish_reason, bool(self._calls))
             if stop is not None:
                 raise self._quarantine(stop)
+        if (
+            carrier is not None
+            and carrier.kind == "chat"
+            and carrier.finish_reason == "tool_calls"
+            and self._stop_with_calls()
+        ):
+            # litellm 1.110 rewrites this route's ``stop`` to ``tool_calls``; 1.108 keeps it.
+            carrier = Carrier(carrier.calls, "stop", carrier.foreign, carrier.kind)
         mismatch = None if carrier is None else self._ledger.carrier_fault(carrier)
         if mismatch is not None:
             raise self._quarantine(mismatch)
@@ -276,7 +304,15 @@ class Attempt:
         if first is not None and first.error is not None:
             raise self._quarantine(first.error, first.index)
         return [
-            ToolCall(self.attempt_id, c.index, c.call_id, c.name, c.value or {})
+            ToolCall(
+                self.attempt_id,
+                c.index,
+                c.call_id,
+                c.name,
+                c.value or {},
+                c.kind,
+                c.executor.value,
+            )
             for c in self._ordered()
         ]
 
@@ -309,6 +345,8 @@ class Attempt:
             assert isinstance(state, CallState)
             call.state = state
             assert call.arguments is not None and call.value is not None
+            if call.executor is not Executor.CLIENT:
+                continue  # a server's report goes out with the response, never as a call
             released.append(
                 ReleasedCall(call.index, call.call_id, call.name, call.arguments, call.value)
             )
@@ -339,13 +377,33 @@ class Attempt:
             c.record(
                 common,
                 item_id=f"{self.attempt_id}.0.{c.index}",
-                tool_name=self._categories.get(c.name, c.name) if c.name in self.registry else None,
+                tool_name=self._categories.get(c.name, c.name) if self._known(c) else None,
                 error=error,
             )
             for c in self._ordered()
         ]
 
     # ---- internals -----------------------------------------------------------------------
+    def _stop_with_calls(self) -> bool:
+        """The route's profile takes ``stop`` with calls as the terminal for this request."""
+        return (
+            self.finish_reason == "stop"
+            and bool(self._calls)
+            and stop_with_calls_accepted(self.profile, self._tool_choice)
+        )
+
+    def _calls_terminal(self) -> bool:
+        """Whether the chat finish reason is the one that ends a response with calls."""
+        return self.finish_reason == "tool_calls" or self._stop_with_calls()
+
+    def _known(self, call: CallAccumulator) -> bool:
+        """Whether a call's name is not the model's own text (a declared tool, a fixed name)."""
+        if call.kind == "function_call":
+            return call.name in self.registry
+        if call.kind == "custom_tool_call":
+            return f"custom:{call.name}" in self.registry.declared
+        return True  # shell, apply_patch, web_search...: names from the taxonomy
+
     def _ordered(self) -> list[CallAccumulator]:
         return self._ledger.ordered()
 

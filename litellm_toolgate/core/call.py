@@ -28,6 +28,7 @@ from .records import DecisionRecord, JsonStatus, PolicyStatus, SchemaStatus
 from .registry import ToolRegistry
 from .state import CallInput, CallState, Wire, next_call_state
 from .strictjson import ArgumentsError, parse_arguments
+from .wires.responses import ITEMS, Executor, Input, check_input
 
 R = QuarantineReason
 
@@ -40,6 +41,8 @@ class CallAccumulator:
     opened_at: float
     wire: Wire = Wire.CHAT
     item_id: str | None = None
+    kind: str = "function_call"
+    """The item type (``wires/responses.ITEMS``): how the input is checked, who runs it."""
     state: CallState = CallState.ITEM_OPEN
     buffer: bytearray = field(default_factory=bytearray, repr=False)
     """The fragments so far, UTF-8 (``surrogatepass``); emptied once joined or dropped."""
@@ -74,6 +77,10 @@ class CallAccumulator:
             self.buffer = bytearray()
         return self.arguments
 
+    @property
+    def executor(self) -> Executor:
+        return ITEMS[self.kind].executor
+
     def validate(
         self,
         registry: ToolRegistry,
@@ -88,6 +95,31 @@ class CallAccumulator:
             self.digest = hmac.new(
                 hmac_key, text.encode("utf-8", "surrogatepass"), sha256
             ).hexdigest()
+        rule = ITEMS[self.kind]
+        if rule.input is Input.FREE_TEXT:
+            self._validate_free_text(registry, text)
+        else:
+            self._validate_json(registry, text, max_depth, rule.input)
+        self.validation_ms = (clock() - started) * 1000
+
+    def _validate_free_text(self, registry: ToolRegistry, text: str) -> None:
+        """A custom tool's input: the tool must be declared; its format is not checkable.
+
+        A ``text`` format accepts any string. A grammar (lark or regex) is not evaluated by
+        the gate: the policy alone decides on such an input.
+        """
+        self.json_status, self.trailing = "not_parsed", None
+        self.move(CallInput.PARSED)
+        if f"custom:{self.name}" not in registry.declared:
+            self.schema_status, self.error = "unknown_tool", R.UNKNOWN_TOOL
+            return
+        self.schema_status = "not_checked"
+        self.value = {"input": text}
+        self.move(CallInput.SCHEMA_VALID)
+
+    def _validate_json(
+        self, registry: ToolRegistry, text: str, max_depth: int, kind: Input
+    ) -> None:
         reason: QuarantineReason | None = None
         value: dict[str, Any] | None = None
         try:
@@ -98,7 +130,7 @@ class CallAccumulator:
             self.json_status = "invalid"
             self.trailing = reason is R.TRAILING_DATA
             self.error = reason
-        else:
+        elif kind is Input.JSON_ARGUMENTS:
             self.json_status, self.trailing = "valid", False
             self.move(CallInput.PARSED)
             spec = registry.get(self.name)
@@ -113,7 +145,28 @@ class CallAccumulator:
                 else:
                     self.schema_status, self.error = "invalid", R.SCHEMA_INVALID
                     self.keyword, self.path = verdict.keyword, verdict.path
-        self.validation_ms = (clock() - started) * 1000
+        else:
+            self.json_status, self.trailing = "valid", False
+            self.move(CallInput.PARSED)
+            self._validate_structure(registry, value)
+
+    def _validate_structure(self, registry: ToolRegistry, value: dict[str, Any]) -> None:
+        """A structured client item (its shape, and that it was declared), or a report."""
+        rule = ITEMS[self.kind]
+        if rule.executor is Executor.CLIENT:
+            if registry.declared.isdisjoint(rule.declared_by):
+                self.schema_status, self.error = "unknown_tool", R.UNKNOWN_TOOL
+                return
+            fault = check_input(self.kind, value)
+            if fault is not None:
+                self.schema_status, self.error = "invalid", R.SCHEMA_INVALID
+                self.keyword, self.path = rule.field or "input", fault
+                return
+            self.schema_status = "valid"
+        else:
+            self.schema_status = "not_checked"  # a report: nothing to run, nothing to check
+        self.value = value
+        self.move(CallInput.SCHEMA_VALID)
 
     def discard(self, now: float) -> None:
         """Quarantine: drop every buffer; the counts and statuses stay for the record."""
@@ -147,4 +200,6 @@ class CallAccumulator:
             validation_ms=round(self.validation_ms, 3),
             policy_ms=round(self.policy_ms, 3),
             content_hmac=self.digest,
+            item_type=self.kind,
+            executor="server" if self.executor is Executor.SERVER else "client",
         )

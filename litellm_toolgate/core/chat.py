@@ -6,7 +6,8 @@ guarantees and litellm does not:
 
 * ``data: [DONE]`` is the end-of-stream marker; any other data must be a JSON object.
 * An object with an ``error`` member, or an SSE ``event: error``, is an in-stream error.
-* Only choice 0 is served (``n > 1`` is refused): another index is a fault.
+* Only choice 0 is served: a request asking for ``n > 1`` is refused before it is sent (see
+  ``wires/chat.request_fault``), so another index on the wire is a fault.
 * ``delta.refusal`` with text and the legacy ``delta.function_call`` are faults: neither can
   be gated as a tool call, and passing them through would hand the caller an ungated action.
 * Tool-call fragments: ``index`` must be a non-negative integer; the first fragment of an
@@ -14,6 +15,9 @@ guarantees and litellm does not:
   fragment may repeat them identically, or leave them out (absent, null or ""); a different
   value, or an ``id`` already pinned to another index, is an identity conflict. Names are
   never concatenated. ``type``, when given, must be ``function``.
+
+Where a route really sends another shape, its profile (``profiles.py``) says so: Mistral's
+whole calls without ``index`` and its ``content`` as a list of typed parts.
 
 Faults are raised as :class:`WireFault`, which carries a reason and never the message text.
 """
@@ -38,6 +42,7 @@ from .events import (
     Unknown,
     WireEvent,
 )
+from .profiles import STRICT, Deviation, Profile
 from .sse import SSEMessage
 
 R = QuarantineReason
@@ -78,10 +83,12 @@ def load_object(data: str) -> dict[str, Any]:
 class ChatNormalizer:
     """Normalizes one chat-completions response; keeps the pinned call identities."""
 
-    def __init__(self) -> None:
+    def __init__(self, profile: Profile = STRICT) -> None:
         self._identity: dict[int, tuple[str, str]] = {}
         self._ids: dict[str, int] = {}
         self._response_id: str | None = None
+        self._parts = profile.accepts(Deviation.CONTENT_AS_PARTS)
+        self._whole = profile.accepts(Deviation.WHOLE_CALLS_WITHOUT_INDEX)
 
     @property
     def response_id(self) -> str | None:
@@ -138,7 +145,9 @@ class ChatNormalizer:
         if delta.get("function_call") is not None:
             raise WireFault(R.LEGACY_FUNCTION_CALL)
         content = delta.get("content")
-        if content is not None:
+        if isinstance(content, list) and self._parts:
+            self._content_parts(content, events)
+        elif content is not None:
             if not isinstance(content, str):
                 raise WireFault(R.MALFORMED_EVENT)
             if content:
@@ -155,9 +164,30 @@ class ChatNormalizer:
                 raise WireFault(R.MALFORMED_EVENT)
             events.append(Finish(0, finish_reason))
 
+    @staticmethod
+    def _content_parts(content: list[Any], events: list[WireEvent]) -> None:
+        """Typed content parts (profile): ``text`` is visible text, ``thinking`` reasoning."""
+        for part in content:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text":
+                text = part.get("text")
+                if not isinstance(text, str):
+                    raise WireFault(R.MALFORMED_EVENT)
+                if text:
+                    events.append(TextDelta(0, text))
+            elif kind != "thinking":
+                raise WireFault(R.MALFORMED_EVENT)
+
     def _fragment(self, fragment: object, position: int | None, events: list[WireEvent]) -> None:
         if not isinstance(fragment, dict):
             raise WireFault(R.MALFORMED_EVENT)
+        if position is None and "index" not in fragment and self._whole:
+            # Profile: a fragment without ``index`` is one whole call, opening the next index.
+            # It must carry its identity (checked below) and its arguments.
+            position = len(self._identity)
+            function = fragment.get("function")
+            if not isinstance(function, dict) or not isinstance(function.get("arguments"), str):
+                raise WireFault(R.MISSING_CALL_IDENTITY, position)
         # A whole body lists its calls without ``index``: the list position is the index.
         index = fragment.get("index", position)
         if not isinstance(index, int) or isinstance(index, bool) or index < 0:

@@ -62,6 +62,8 @@ class QuarantineReason(enum.Enum):
     SPLICED_RESPONSE = "spliced_response"
     UNSUPPORTED_WIRE = "unsupported_wire"
     WIRE_NOT_OBSERVED = "wire_not_observed"
+    UNSUPPORTED_REQUEST = "unsupported_request"
+    """The request asks for what the gate cannot gate (chat ``n > 1``): refused unsent."""
     # Responses stages: an item skipped one, a stage disagrees, the response did not complete.
     INCOMPLETE_ITEM = "incomplete_item"
     ITEM_MISMATCH = "item_mismatch"
@@ -261,6 +263,7 @@ _FAMILY: dict[QuarantineReason, type[ToolCallQuarantined]] = {
             R.SPLICED_RESPONSE,
             R.UNSUPPORTED_WIRE,
             R.WIRE_NOT_OBSERVED,
+            R.UNSUPPORTED_REQUEST,
             R.INCOMPLETE_ITEM,
             R.ITEM_MISMATCH,
             R.RESPONSE_INCOMPLETE,
@@ -298,6 +301,7 @@ _FAMILY: dict[QuarantineReason, type[ToolCallQuarantined]] = {
 }
 _LOCAL = frozenset(
     {R.CANCELLED, R.POLICY_DENIED, R.POLICY_ERROR, R.WIRE_NOT_OBSERVED}
+    | {R.UNSUPPORTED_REQUEST}
     | {r for r, fam in _FAMILY.items() if fam is LimitExceeded}
 )
 assert set(_FAMILY) == set(QuarantineReason), "every reason needs a family"

@@ -47,6 +47,8 @@ class CallStarted:
     name: str
     item_id: str | None = None
     """The Responses output item id (None on a chat wire)."""
+    kind: str = "function_call"
+    """The item type (``core/wires/responses.ITEMS``); a chat tool call is a function call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +117,7 @@ class CompletedCall:
     call_id: str | None
     name: str | None
     arguments: str | None = field(repr=False)
+    status: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

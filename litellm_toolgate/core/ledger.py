@@ -49,6 +49,9 @@ from .events import (
 )
 from .limits import Limits
 from .state import CallInput, CallState, Wire
+from .wires.responses import ITEMS, Input
+
+_TEXT_INPUTS = (Input.JSON_ARGUMENTS, Input.FREE_TEXT)
 
 R = QuarantineReason
 
@@ -92,6 +95,11 @@ def _same_json(theirs: str, ours: str) -> bool:
     except (ValueError, RecursionError):
         same = False
     return same
+
+
+def _carried(call: CallAccumulator) -> str:
+    """A call's input as a Responses carrier shows it (text inputs only)."""
+    return call.join() if ITEMS[call.kind].input in _TEXT_INPUTS else ""
 
 
 def _size(text: str) -> int:
@@ -140,6 +148,7 @@ class Ledger:
                 self._clock(),
                 wire=self.wire,
                 item_id=event.item_id,
+                kind=event.kind,
             )
         elif isinstance(event, ArgumentDelta):
             self._fragment(event)
@@ -215,7 +224,9 @@ class Ledger:
             return R.CARRIER_MISMATCH
         if self.wire is Wire.RESPONSES:
             # Same wire format: the same items, in output_index order, with the same ids.
-            ours = [(c.item_id, c.call_id, c.name, c.join()) for c in self.ordered()]
+            # Structured items and reports carry no text input a carrier can rebuild byte
+            # for byte: they are matched by their ids and name.
+            ours = [(c.item_id, c.call_id, c.name, _carried(c)) for c in self.ordered()]
             theirs = [
                 (c.item_id, c.call_id, c.name, c.arguments)
                 for _, c in sorted(carrier.calls.items())

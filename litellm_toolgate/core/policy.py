@@ -14,13 +14,24 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A call that passed terminal, parse and schema. ``arguments`` is kept out of ``repr``."""
+    """A call that passed terminal, parse and schema. ``arguments`` is kept out of ``repr``.
+
+    ``type`` is the Responses item type the call came as (``function_call`` for every chat
+    tool call and Responses function call; ``custom_tool_call``, ``shell_call``,
+    ``apply_patch_call``... or a hosted tool's report such as ``web_search_call``), and
+    ``executor`` who runs it: ``client`` (the caller, once released) or ``server`` (the
+    upstream already did; the item is a report, never released to run). A policy can
+    allow ``web_search_call`` and deny ``shell_call``. For a structured item
+    ``arguments`` is its action or operation; for a custom tool ``{"input": text}``.
+    """
 
     attempt_id: str
     index: int
     call_id: str
     name: str
     arguments: Mapping[str, Any] = field(repr=False)
+    type: str = "function_call"
+    executor: str = "client"
 
 
 @dataclass(frozen=True, slots=True)

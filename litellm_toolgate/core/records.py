@@ -53,3 +53,9 @@ class DecisionRecord(BaseModel):
     validation_ms: float
     policy_ms: float
     content_hmac: str | None = None
+    item_type: str = "function_call"
+    """The Responses item type the call came as (``web_search_call``, ``shell_call``...); a
+    chat tool call is a ``function_call``."""
+    executor: Literal["client", "server"] = "client"
+    """Who runs it: ``client`` (released to the caller) or ``server`` (a hosted tool's
+    report, never released as a call)."""

@@ -52,6 +52,7 @@ from jsonschema.validators import validator_for
 
 from .errors import GateConfigError
 from .fastschema import fast_validator
+from .wires.responses import DECLARED_TOOL_TYPES
 
 __all__ = ["UNEVALUABLE", "SchemaVerdict", "ToolRegistry", "ToolSpec"]
 
@@ -134,9 +135,12 @@ class ToolSpec:
 class ToolRegistry:
     """The request's tools by name. Immutable once built."""
 
-    __slots__ = ("_specs",)
+    __slots__ = ("_specs", "declared")
 
-    def __init__(self, specs: Iterable[ToolSpec] = ()) -> None:
+    def __init__(self, specs: Iterable[ToolSpec] = (), declared: Iterable[str] = ()) -> None:
+        # Non-function tools the request declares, by type (``shell``, ``web_search``) and,
+        # for custom tools, ``custom:<name>``: what a Responses item may be a call of.
+        self.declared = frozenset(declared)
         table: dict[str, ToolSpec] = {}
         for spec in specs:
             if spec.name in table:
@@ -149,7 +153,15 @@ class ToolRegistry:
         """Build from a request's ``tools`` (chat-completions, Responses or Anthropic shape)."""
         if not isinstance(tools, Iterable) or isinstance(tools, str | bytes | Mapping):
             raise GateConfigError("tools must be a list of tool definitions")
-        return cls(_spec_of(index, tool) for index, tool in enumerate(tools))
+        specs: list[ToolSpec] = []
+        declared: list[str] = []
+        for index, tool in enumerate(tools):
+            other = _declared_of(index, tool)
+            if other is None:
+                specs.append(_spec_of(index, tool))
+            else:
+                declared.append(other)
+        return cls(specs, declared)
 
     def get(self, name: str) -> ToolSpec | None:
         return self._specs.get(name)
@@ -191,6 +203,20 @@ def _spec_of(index: int, tool: object) -> ToolSpec:
     if not isinstance(parameters, Mapping):
         raise GateConfigError(f"{label}: 'parameters' must be a JSON Schema object")
     return ToolSpec.build(name, parameters)
+
+
+def _declared_of(index: int, tool: object) -> str | None:
+    """A non-function tool the Responses taxonomy knows, as a declaration; None otherwise."""
+    kind = tool.get("type") if isinstance(tool, Mapping) else None
+    if kind not in DECLARED_TOOL_TYPES:
+        return None  # a function tool, or a type nobody knows: _spec_of judges it
+    assert isinstance(tool, Mapping)
+    if kind != "custom":
+        return str(kind)
+    name = tool.get("name")
+    if not isinstance(name, str) or not name:
+        raise GateConfigError(f"tools[{index}]: a custom tool needs a non-empty string 'name'")
+    return f"custom:{name}"
 
 
 def _label(index: int, body: object) -> str:

@@ -9,15 +9,26 @@ the *shape* of the protocol guarantees:
 * Every data line is a JSON object whose ``type`` names the event (and equals the SSE
   ``event`` field when one is given). ``data: [DONE]`` is the optional end marker; an SSE
   ``event: error`` is an error whatever its data.
-* ``output_item.added`` opens an index once. A ``function_call`` item must carry a non-empty
-  ``id``, ``call_id`` and ``name`` (``missing_call_identity``); neither its id nor its call id
-  may already belong to another item. ``message`` and ``reasoning`` items pass (reasoning,
-  ``encrypted_content`` included, is never looked into); any other item type is a tool the
-  gate cannot gate (``unsupported_tool_type``).
-* ``function_call_arguments.delta`` / ``.done`` and ``output_item.done`` must name an index
-  this stream opened as a function call, with the same item id; ``output_item.done`` must
-  repeat the pinned ``id``, ``call_id`` and ``name``. Anything else is an unknown or changed
-  item (``identity_conflict``).
+* ``output_item.added`` opens an index once. What an item is comes from the one taxonomy
+  (``wires/responses.ITEMS``): a client item (``function_call``, ``custom_tool_call``, the
+  shell, patch and computer calls) must carry a non-empty ``id``, ``call_id`` and name
+  (``missing_call_identity``), a server report (a hosted tool the upstream ran) its ``id``;
+  no id may already belong to another item. Items that are no tool (``message``,
+  ``reasoning``, ``compaction``...) pass, never looked into; an item type the taxonomy does
+  not know is ``unsupported_tool_type``.
+* Argument (or custom input) deltas and ``.done`` and ``output_item.done`` must name an
+  index this stream opened as that kind of item, with the same item id;
+  ``output_item.done`` must repeat the pinned ids and name. Anything else is an unknown or
+  changed item (``identity_conflict``). A structured item (shell, patch, computer, or a
+  server report) has no deltas: its ``output_item.done`` carries its whole input, which the
+  completed listing must repeat exactly.
+* Every stage's own status must agree: a client item that is not ``completed`` at
+  ``output_item.done`` or in the completed listing is ``incomplete_item``.
+* Calls hide nowhere else: a tool item inside a lifecycle event's ``response`` snapshot or
+  inside an unknown event is ``item_mismatch`` (``wires/responses.hidden_items``).
+* What a route really sends, where it departs from the above, is its profile's business
+  (``profiles.py``): arguments only in ``.done``, a rotating response id, a program's call
+  still ``in_progress`` at ``output_item.done``.
 * ``error`` and ``response.failed`` are in-stream errors; ``response.incomplete``, or a
   final response whose status is not ``completed``, is an incomplete response; refusal
   events and refusal content parts are refusals. A later event naming another response id
@@ -30,6 +41,7 @@ accumulators. Faults are raised as :class:`WireFault`: a reason, never message t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,28 +63,18 @@ from .events import (
     Unknown,
     WireEvent,
 )
+from .profiles import STRICT, Deviation, Profile
 from .sse import SSEMessage
+from .wires import responses as wire
+from .wires.responses import ITEMS, Executor, Input, Kind
 
 R = QuarantineReason
-
-_PASSING_ITEMS = frozenset({"message", "reasoning"})
-_REFUSALS = frozenset({"response.refusal.delta", "response.refusal.done"})
-_ANNOUNCE = frozenset({"response.created", "response.in_progress", "response.queued"})
-# Events about text and reasoning that carry nothing the gate acts on.
-_QUIET = frozenset(
-    {
-        "response.content_part.added",
-        "response.content_part.done",
-        "response.output_text.done",
-        "response.output_text.annotation.added",
-        "response.reasoning_summary_part.added",
-        "response.reasoning_summary_part.done",
-        "response.reasoning_summary_text.delta",
-        "response.reasoning_summary_text.done",
-        "response.reasoning_text.delta",
-        "response.reasoning_text.done",
-    }
-)
+_TEXT_INPUTS = (Input.JSON_ARGUMENTS, Input.FREE_TEXT)
+# The delta/.done events of each text-input item type.
+_INPUT_EVENTS = {
+    "function_call": "response.function_call_arguments.",
+    "custom_tool_call": "response.custom_tool_call_input.",
+}
 
 
 def _text(value: object) -> str | None:
@@ -90,13 +92,35 @@ def _check_message(item: Mapping[str, Any]) -> None:
         raise WireFault(R.REFUSAL)
 
 
+def _canonical(value: object) -> str:
+    """One text for a structured input, so every stage can be compared byte for byte."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _payload(kind: str, item: Mapping[str, Any]) -> str:
+    """The input text of an item without deltas: its input field, or a report's own fields."""
+    rule = ITEMS[kind]
+    if rule.executor is Executor.SERVER:
+        return _canonical({k: v for k, v in item.items() if k != "status"})
+    if rule.field is None:
+        return _canonical({k: item[k] for k in wire.INPUT_FIELDS[kind] if k in item})
+    return _canonical(item.get(rule.field))
+
+
+def _by_program(item: Mapping[str, Any]) -> bool:
+    caller = item.get("caller")
+    return isinstance(caller, dict) and caller.get("type") == "program"
+
+
 class ResponsesNormalizer:
     """Normalizes one Responses response; keeps the pinned item identities."""
 
-    def __init__(self) -> None:
+    def __init__(self, profile: Profile = STRICT) -> None:
+        self._profile = profile
         self._kinds: dict[int, str] = {}
         self._identity: dict[int, tuple[str, str, str]] = {}
         self._taken: set[str] = set()
+        self._streamed: set[int] = set()
         self._response_id: str | None = None
 
     @property
@@ -128,42 +152,48 @@ class ResponsesNormalizer:
             raise WireFault(R.MALFORMED_EVENT)
         for index, item in enumerate(output):
             events.extend(self._added(index, item))
-            if self._kinds[index] == "function_call":
-                # A whole body has no deltas: its item's arguments are all there is.
-                arguments = item.get("arguments")
-                if not isinstance(arguments, str):
+            rule = ITEMS[self._kinds[index]]
+            if rule.input in _TEXT_INPUTS:
+                # A whole body has no deltas: its item's input is all there is.
+                text = item.get(rule.field)
+                if not isinstance(text, str):
                     raise WireFault(R.MALFORMED_EVENT, index)
-                events.append(ArgumentsDone(index, arguments))
+                events.append(ArgumentsDone(index, text))
             events.extend(self._item_done(index, item))
         return [*events, self._final(obj)]
 
     # ---- events ----------------------------------------------------------------------------
     def _event(self, kind: str, obj: Mapping[str, Any]) -> list[WireEvent]:
-        if kind in _ANNOUNCE:
+        what = wire.classify(kind)
+        if what not in (Kind.INCOMPLETE, Kind.ERROR) and wire.hides_a_call(obj):
+            # A tool item where the gate does not read items (a lifecycle snapshot, an
+            # unknown event): litellm would hand it to the caller, so it is a fault.
+            raise WireFault(R.ITEM_MISMATCH)
+        if what is Kind.LIFECYCLE:
             return self._response(obj.get("response"))
-        if kind == "response.output_item.added":
+        if what is Kind.ITEM_ADDED:
             return self._added(self._index(obj), obj.get("item"))
-        if kind == "response.function_call_arguments.delta":
-            index = self._call_index(obj)
+        if what is Kind.ARGUMENTS:
+            index = self._input_index(kind, obj)
+            self._streamed.add(index)
             return [ArgumentDelta(0, index, _text(obj.get("delta")) or "")]
-        if kind == "response.function_call_arguments.done":
-            index = self._call_index(obj)
-            return [ArgumentsDone(index, _text(obj.get("arguments")) or "")]
-        if kind == "response.output_item.done":
+        if what is Kind.ARGUMENTS_DONE:
+            return self._input_done(kind, obj)
+        if what is Kind.ITEM_DONE:
             return self._item_done(self._index(obj), obj.get("item"))
-        if kind == "response.output_text.delta":
+        if what is Kind.TEXT:
             text = _text(obj.get("delta"))
             return [TextDelta(0, text)] if text else [Metadata()]
-        if kind == "response.completed":
+        if what is Kind.COMPLETED:
             response = obj.get("response")
             return [*self._response(response), self._final(response)]
-        if kind == "response.incomplete":
+        if what is Kind.INCOMPLETE:
             return [*self._response(obj.get("response")), ResponseIncomplete("incomplete")]
-        if kind in ("error", "response.failed"):
+        if what is Kind.ERROR:
             return [StreamError(kind)]
-        if kind in _REFUSALS:
+        if what is Kind.REFUSAL:
             raise WireFault(R.REFUSAL)
-        if kind in _QUIET:
+        if what in (Kind.QUIET, Kind.PROGRESS):
             return [Metadata()]
         return [Unknown(kind[:64])]
 
@@ -176,7 +206,9 @@ class ResponsesNormalizer:
         if self._response_id is None:
             self._response_id = response_id
             return [ResponseStarted(response_id)]
-        if response_id != self._response_id:
+        if response_id != self._response_id and not self._profile.accepts(
+            Deviation.ROTATING_RESPONSE_ID
+        ):
             raise WireFault(R.SPLICED_RESPONSE)
         return [Metadata()]
 
@@ -191,15 +223,19 @@ class ResponsesNormalizer:
         calls: list[CompletedCall] = []
         for item in output:
             kind = self._item_kind(item)
-            if kind == "function_call":
-                calls.append(
-                    CompletedCall(
-                        _text(item.get("id")),
-                        _text(item.get("call_id")),
-                        _text(item.get("name")),
-                        _text(item.get("arguments")),
-                    )
-                )
+            rule = ITEMS[kind]
+            if rule.executor is Executor.NOBODY:
+                continue
+            item_status = item.get("status")
+            if rule.executor is Executor.CLIENT and item_status not in (None, "completed"):
+                # A completed response cannot list a call that did not complete.
+                raise WireFault(R.INCOMPLETE_ITEM)
+            if rule.input in _TEXT_INPUTS:
+                text = _text(item.get(rule.field))
+            else:
+                text = _payload(kind, item)
+            item_id, call_id, name = self._identity_of(kind, item)
+            calls.append(CompletedCall(item_id, call_id, name, text, item_status))
         return ResponseCompleted(tuple(calls))
 
     # ---- items -----------------------------------------------------------------------------
@@ -212,15 +248,24 @@ class ResponsesNormalizer:
 
     @staticmethod
     def _item_kind(item: object) -> str:
-        """The item's type; refusals and tools the gate cannot gate are faults."""
+        """The item's type; refusals and item types the taxonomy does not know are faults."""
         if not isinstance(item, dict) or not isinstance(item.get("type"), str):
             raise WireFault(R.MALFORMED_EVENT)
         kind: str = item["type"]
         if kind == "message":
             _check_message(item)
-        elif kind != "function_call" and kind not in _PASSING_ITEMS:
+        elif kind not in ITEMS:
             raise WireFault(R.UNSUPPORTED_TOOL_TYPE)
         return kind
+
+    @staticmethod
+    def _identity_of(kind: str, item: Mapping[str, Any]) -> tuple[str | None, ...]:
+        """(item id, call id, name) as this kind of item carries them."""
+        rule = ITEMS[kind]
+        item_id = _text(item.get("id"))
+        call_id = _text(item.get("call_id")) if rule.executor is Executor.CLIENT else item_id
+        name = _text(item.get("name")) if rule.input in _TEXT_INPUTS else rule.tool
+        return item_id, call_id, name
 
     def _added(self, index: int, item: object) -> list[WireEvent]:
         kind = self._item_kind(item)
@@ -228,39 +273,80 @@ class ResponsesNormalizer:
         if index in self._kinds:
             raise WireFault(R.IDENTITY_CONFLICT, index)
         self._kinds[index] = kind
-        if kind != "function_call":
+        rule = ITEMS[kind]
+        if rule.executor is Executor.NOBODY:
             return [Metadata()]
-        item_id, call_id, name = (_text(item.get(k)) for k in ("id", "call_id", "name"))
+        item_id, call_id, name = self._identity_of(kind, item)
         if not item_id or not call_id or not name:
             raise WireFault(R.MISSING_CALL_IDENTITY, index)
         if item_id in self._taken or call_id in self._taken:
             raise WireFault(R.IDENTITY_CONFLICT, index)
         self._taken.update((item_id, call_id))
         self._identity[index] = (item_id, call_id, name)
-        events: list[WireEvent] = [CallStarted(0, index, call_id, name, item_id)]
-        arguments = _text(item.get("arguments"))
-        if arguments:
-            events.append(ArgumentDelta(0, index, arguments))
+        events: list[WireEvent] = [CallStarted(0, index, call_id, name, item_id, kind)]
+        if rule.input in _TEXT_INPUTS:
+            initial = _text(item.get(rule.field))
+            if initial:
+                self._streamed.add(index)
+                events.append(ArgumentDelta(0, index, initial))
         return events
 
-    def _call_index(self, obj: Mapping[str, Any]) -> int:
-        """The index of the function-call item an arguments event names, checked."""
+    def _input_index(self, event_kind: str, obj: Mapping[str, Any]) -> int:
+        """The index of the item an input event names, checked against its pinned kind."""
         index = self._index(obj)
         pinned = self._identity.get(index)
-        if pinned is None or obj.get("item_id") != pinned[0]:
+        family = _INPUT_EVENTS.get(self._kinds.get(index, ""))
+        if (
+            pinned is None
+            or family is None
+            or not event_kind.startswith(family)
+            or obj.get("item_id") != pinned[0]
+        ):
             raise WireFault(R.IDENTITY_CONFLICT, index)
         return index
+
+    def _input_done(self, event_kind: str, obj: Mapping[str, Any]) -> list[WireEvent]:
+        index = self._input_index(event_kind, obj)
+        field = ITEMS[self._kinds[index]].field or ""
+        text = _text(obj.get(field)) or ""
+        events: list[WireEvent] = []
+        if (
+            index not in self._streamed
+            and text
+            and self._profile.accepts(Deviation.ARGUMENTS_ONLY_IN_DONE)
+        ):
+            # The route sends no deltas: ``.done`` is where the arguments first appear, and
+            # every later stage must still repeat them exactly.
+            self._streamed.add(index)
+            events.append(ArgumentDelta(0, index, text))
+        events.append(ArgumentsDone(index, text))
+        return events
 
     def _item_done(self, index: int, item: object) -> list[WireEvent]:
         kind = self._item_kind(item)
         assert isinstance(item, dict)
         if self._kinds.get(index) != kind:
             raise WireFault(R.IDENTITY_CONFLICT, index)
-        if kind != "function_call":
+        rule = ITEMS[kind]
+        if rule.executor is Executor.NOBODY:
             return [Metadata()]
-        if item.get("status") not in (None, "completed"):
-            raise WireFault(R.INCOMPLETE_ITEM, index)
-        identity = tuple(_text(item.get(k)) for k in ("id", "call_id", "name"))
-        if identity != self._identity[index]:
+        if rule.executor is Executor.CLIENT and item.get("status") not in (None, "completed"):
+            program = (
+                item.get("status") == "in_progress"
+                and self._profile.accepts(Deviation.PROGRAM_CALL_IN_PROGRESS)
+                and _by_program(item)
+            )
+            # A program's call is resolved by the completed listing, which must say completed.
+            if not program:
+                raise WireFault(R.INCOMPLETE_ITEM, index)
+        if self._identity_of(kind, item) != self._identity[index]:
             raise WireFault(R.ITEM_MISMATCH, index)
-        return [ItemDone(index, _text(item.get("arguments")))]
+        if rule.input in _TEXT_INPUTS:
+            return [ItemDone(index, _text(item.get(rule.field)))]
+        # No deltas: the done item holds the whole input, taken through the same stages.
+        payload = _payload(kind, item)
+        return [
+            ArgumentDelta(0, index, payload),
+            ArgumentsDone(index, payload),
+            ItemDone(index, payload),
+        ]

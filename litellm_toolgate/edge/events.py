@@ -1,10 +1,12 @@
 """What the caller of ``gate.responses()`` is handed: litellm's Responses events, calls withheld.
 
 litellm yields Responses event objects on both routes (bridged from a chat wire, or parsed
-from a native Responses wire). Here they are the carrier: text, reasoning (its
-``encrypted_content`` included) and lifecycle events pass through as litellm made them;
-every event of a function-call item (``output_item.added``, the argument deltas and
-``.done``, ``output_item.done``) is withheld, and the final response event
+from a native Responses wire). Here they are the carrier: what passes live and what is
+withheld is the core's one answer (``core/wires/responses.passes_live``): text, reasoning
+(its ``encrypted_content`` included), items that are no tool and lifecycle events with
+nothing hidden in them pass through as litellm made them; every event of a gated item (a
+client call of any type, a hosted tool's report), unknown events, and the final response
+event
 (``response.completed``, ``.incomplete``, ``.failed``, ``error``) and anything after it is
 held. While withholding, :class:`CarrierEvents` assembles each call as the carrier shows it,
 keyed by ``output_index``, and notes whether the carrier contradicts itself (deltas that do
@@ -27,19 +29,17 @@ from litellm.types.llms.openai import ResponsesAPIResponse
 
 from ..core.attempt import Carrier, CarrierCall
 from ..core.policy import ReleasedCall
+from ..core.wires import responses as wire
+from ..core.wires.responses import GATED_ITEMS, ITEMS, PASSING_ITEMS, Executor, Input, Kind
 from .carrier import response_carrier
 
-_CALL_EVENTS = frozenset(
-    {"response.function_call_arguments.delta", "response.function_call_arguments.done"}
-)
-_ITEM_EVENTS = frozenset({"response.output_item.added", "response.output_item.done"})
 _FINAL = {
     "response.completed": None,
     "response.incomplete": "incomplete",
     "response.failed": "failed",
     "error": "error",
 }
-_PASSING_ITEMS = frozenset({"message", "reasoning"})
+_TEXT_INPUTS = (Input.JSON_ARGUMENTS, Input.FREE_TEXT)
 
 
 def _get(obj: Any, name: str) -> Any:
@@ -54,6 +54,21 @@ def _kind(event: Any) -> str:
     return str(getattr(kind, "value", kind))
 
 
+def _identity(item: Any) -> tuple[Any, Any, Any]:
+    """(item id, call id, name) of a gated item, as the core derives them."""
+    rule = ITEMS[wire.item_type(item) or ""]
+    item_id = _get(item, "id")
+    call_id = _get(item, "call_id") if rule.executor is Executor.CLIENT else item_id
+    name = _get(item, "name") if rule.input in _TEXT_INPUTS else rule.tool
+    return item_id, call_id, name
+
+
+def _input_text(item: Any) -> str:
+    """A text-input item's input; structured items are compared by identity only."""
+    rule = ITEMS[wire.item_type(item) or ""]
+    return (_get(item, rule.field or "") or "") if rule.input in _TEXT_INPUTS else ""
+
+
 @dataclass
 class _Assembled:
     item_id: str | None
@@ -61,39 +76,32 @@ class _Assembled:
     name: str | None
     fragments: list[str] = field(default_factory=list)
     done: bool = False
+    text_input: bool = True
 
     @property
     def arguments(self) -> str:
         return "".join(self.fragments)
 
     def same(self, item: Any) -> bool:
-        return (
-            _get(item, "id"),
-            _get(item, "call_id"),
-            _get(item, "name"),
-            _get(item, "arguments"),
-        ) == (self.item_id, self.call_id, self.name, self.arguments)
+        mine = (self.item_id, self.call_id, self.name, self.arguments)
+        return (*_identity(item), _input_text(item)) == mine
 
 
 def call_of(item: Any) -> CarrierCall:
-    return CarrierCall(
-        _get(item, "call_id"),
-        _get(item, "name"),
-        _get(item, "arguments") or "",
-        item_id=_get(item, "id"),
-    )
+    call_id, name = _identity(item)[1:]
+    return CarrierCall(call_id, name, _input_text(item), item_id=_get(item, "id"))
 
 
 def carrier_of_response(response: Any) -> Carrier:
-    """The carrier of a non-streamed Responses result: its function calls and its status."""
+    """The carrier of a non-streamed Responses result: its gated items and its status."""
     output = _get(response, "output") or []
     calls: dict[int, CarrierCall] = {}
     foreign = False
     for position, item in enumerate(output):
-        kind = _get(item, "type")
-        if kind == "function_call":
+        kind = wire.item_type(item)
+        if kind in GATED_ITEMS:
             calls[position] = call_of(item)
-        elif kind not in _PASSING_ITEMS:
+        elif kind not in PASSING_ITEMS:
             foreign = True
     return Carrier(calls, _get(response, "status"), foreign=foreign, kind="responses")
 
@@ -119,22 +127,22 @@ class CarrierEvents:
         if self.held or kind in _FINAL:
             self._final(kind, event)
             return None
-        if kind in _CALL_EVENTS:
+        if wire.passes_live(event):
+            return event
+        what = wire.classify(kind)
+        if what in (Kind.ARGUMENTS, Kind.ARGUMENTS_DONE):
             self._arguments(kind, event)
-        elif kind in _ITEM_EVENTS:
+        elif what in (Kind.ITEM_ADDED, Kind.ITEM_DONE):
             item = _get(event, "item")
-            item_kind = _get(item, "type")
-            if item_kind in _PASSING_ITEMS:
-                return event
-            if item_kind != "function_call":
+            if wire.item_type(item) not in GATED_ITEMS:
                 # A tool the gate cannot gate (the wire check refuses it as well).
                 self.foreign = True
-            elif kind == "response.output_item.added":
+            elif what is Kind.ITEM_ADDED:
                 self._added(_get(event, "output_index"), item)
             else:
                 self._item_done(_get(event, "output_index"), item)
-        else:
-            return event
+        # Anything else not passed live (a hosted tool's progress, an unknown event, an
+        # event with an item hidden in it) is withheld: the wire check judges it.
         self.withheld.append(event)
         return None
 
@@ -150,7 +158,7 @@ class CarrierEvents:
             listed = [
                 item
                 for item in (_get(response, "output") or [])
-                if _get(item, "type") not in _PASSING_ITEMS
+                if wire.item_type(item) not in PASSING_ITEMS
             ]
             ordered = [self.calls[i] for i in sorted(self.calls)]
             if len(listed) != len(ordered) or not all(
@@ -163,9 +171,9 @@ class CarrierEvents:
         if not isinstance(index, int) or index in self.calls:
             self.foreign = True
             return
-        assembled = _Assembled(_get(item, "id"), _get(item, "call_id"), _get(item, "name"))
-        if _get(item, "arguments"):
-            assembled.fragments.append(_get(item, "arguments"))
+        assembled = _Assembled(*_identity(item))
+        if _input_text(item):
+            assembled.fragments.append(_input_text(item))
         self.calls[index] = assembled
 
     def _call(self, index: Any) -> _Assembled | None:
@@ -177,8 +185,14 @@ class CarrierEvents:
             self.foreign = True
         elif kind.endswith(".delta"):
             call.fragments.append(_get(event, "delta") or "")
-        elif _get(event, "arguments") != call.arguments:
-            self.foreign = True
+        else:
+            done = _get(event, "input" if "custom_tool_call" in kind else "arguments") or ""
+            if not call.fragments and done:
+                # Nothing streamed before ``.done``: what litellm shows is that text. Whether
+                # the route may send that is the wire check's (and its profile's) answer.
+                call.fragments.append(done)
+            elif done != call.arguments:
+                self.foreign = True
 
     def _item_done(self, index: Any, item: Any) -> None:
         call = self._call(index)

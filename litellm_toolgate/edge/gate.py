@@ -32,6 +32,7 @@ from ..core.attempt import Carrier, ChatAttempt
 from ..core.errors import GateConfigError, ToolCallQuarantined, WireNotObservable
 from ..core.limits import Limits
 from ..core.policy import Policy, ToolCall
+from ..core.profiles import check_overrides
 from ..core.registry import ToolRegistry
 from .carrier import response_carrier
 from .events import CarrierEvents, carrier_events, carrier_of_response
@@ -69,7 +70,9 @@ class ToolGate:
     ``tools``: the registry (chat or Responses tool shapes); when None, each request's own
     ``tools`` are the registry. ``policy``: sync or async callable run on every validated
     call. ``tool_categories`` maps sensitive tool names to the category logged instead.
-    ``hmac_key`` enables a keyed content digest in the records.
+    ``hmac_key`` enables a keyed content digest in the records. ``route_profiles`` names
+    the profile of a route litellm reaches through another provider (``{"openai/qwen3-8b":
+    "lm_studio"}``; see ``core/profiles.py``).
     """
 
     def __init__(
@@ -81,8 +84,10 @@ class ToolGate:
         tool_categories: Mapping[str, str] | None = None,
         hmac_key: bytes | None = None,
         run_id: str | None = None,
+        route_profiles: Mapping[str, str] | None = None,
     ) -> None:
         self.registry = None if tools is None else ToolRegistry.from_tools(tools)
+        self.route_profiles = check_overrides(route_profiles)
         if policy is not None and not callable(policy):
             raise GateConfigError("policy must be a callable (sync or async) or None")
         if limits is not None and not isinstance(limits, Limits):
@@ -188,6 +193,7 @@ class ToolGate:
             self.limits,
             run_id=self.run_id,
             route=model,
+            route_profiles=self.route_profiles,
             tool_categories=self.tool_categories,
             hmac_key=self.hmac_key,
         )

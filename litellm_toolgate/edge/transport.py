@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import httpx
@@ -68,11 +69,18 @@ class WireTap:
         return self.attempt.quarantined is not None
 
     def prepare(self, request: httpx.Request) -> None:
+        with contextlib.suppress(ToolCallQuarantined):  # kept on the attempt: see refused
+            self.attempt.bind_request(request.url.path, _request_fields(request))
         timeout = dict(request.extensions.get("timeout") or {})
         idle = self.attempt.limits.idle_timeout
         read = timeout.get("read")
         timeout["read"] = idle if read is None else min(read, idle)
         request.extensions["timeout"] = timeout
+
+    @property
+    def refused(self) -> bool:
+        """The request itself cannot be gated (chat ``n > 1``): it must not be sent."""
+        return self.faulted and not self.attempt.observed
 
     def bind(self, response: httpx.Response, request: httpx.Request | None = None) -> bool:
         """Attach a response; False when it is not the gate's to read (an HTTP error).
@@ -131,6 +139,32 @@ class WireTap:
         # The gate decides only on a body read to its end; a quarantined attempt needs no
         # more bytes (and a cancelled one must not wait for them).
         return not self.ended and not self.faulted
+
+
+def _request_fields(request: httpx.Request) -> dict[str, object]:
+    """The request body's fields the attempt needs (``n``, ``tool_choice``), or none."""
+    if not request.url.path.rstrip("/").endswith("/chat/completions"):
+        return {}  # only a chat request has fields the gate reads (Responses: none yet)
+    try:
+        body = json.loads(request.content) if request.content else None
+    except (ValueError, httpx.RequestNotRead):
+        return {}
+    if not isinstance(body, dict):
+        return {}
+    return {k: body[k] for k in ("n", "tool_choice") if k in body}
+
+
+class RequestRefused(httpx.TransportError):
+    """What litellm gets in place of a response to a request the gate refused unsent.
+
+    Its cause is the attempt's quarantine (found behind litellm's error by
+    ``find_quarantine``); nothing else is chained to it.
+    """
+
+    def __init__(self, fault: ToolCallQuarantined | None) -> None:
+        super().__init__("the gate refused this request before sending it")
+        self.__cause__ = fault
+        self.__suppress_context__ = True
 
 
 def _wrap(
@@ -266,6 +300,8 @@ class TapTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         self.tap.prepare(request)
+        if self.tap.refused:
+            raise RequestRefused(self.tap.attempt.quarantined)
         response = self.inner.handle_request(request)
         if not self.tap.bind(response, request):
             return response
@@ -285,6 +321,8 @@ class AsyncTapTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self.tap.prepare(request)
+        if self.tap.refused:
+            raise RequestRefused(self.tap.attempt.quarantined)
         response = await self.inner.handle_async_request(request)
         if not self.tap.bind(response, request):
             return response

@@ -6,12 +6,11 @@ between the upstream and the caller is the HTTP client it injects before the req
 client's transport does the withholding, on SSE messages rather than litellm chunks.
 
 Every piece of body goes to the attempt first (exactly as :mod:`transport` does), and through
-a second, framing-only :class:`SSEDecoder` that cuts it into messages. A message that carries
-only text, role or usage is passed on at once; from the first message that carries a tool
-call, a finish reason, ``[DONE]`` or anything not plainly text, every message is held. On a
-Responses wire (``litellm.aresponses`` on a native route) the same holds per event: text,
-reasoning and lifecycle events pass, and from the first event of a function-call item (or
-of any other tool item), the final event or anything unknown, every event is held. Through
+a second, framing-only :class:`SSEDecoder` that cuts it into messages. A message that the core's
+classification of its wire (``core/wires``) says may pass live (chat: text, role or usage
+only; Responses: text, reasoning, items that are no tool, lifecycle events with nothing
+hidden in them) is passed on at once; from the first message that may not, every message is
+held. Through
 litellm's bridge (``cometapi/...``) the wire is chat, so the chat rule applies. When
 the body has ended cleanly the attempt concludes, the policy runs (awaited right here, on the
 caller's loop), and only then are the held messages let through. A non-streamed body is
@@ -50,6 +49,8 @@ from ..core.errors import (
 from ..core.policy import Policy, ToolCall
 from ..core.sse import SSEDecoder, SSEMessage
 from ..core.state import Wire
+from ..core.wires import chat as chat_wire
+from ..core.wires import responses as responses_wire
 from .intervention import as_intervention
 from .logs import emit_records
 from .policy import ajudge, judge
@@ -57,19 +58,6 @@ from .preflight import ChunkCheck
 from .transport import AsyncTapTransport, WireTap
 
 R = QuarantineReason
-
-_TEXT_DELTA = frozenset({"role", "content", "refusal", "reasoning_content"})
-# Responses events that carry only text, reasoning or lifecycle (by type prefix).
-_LIVE_EVENTS = (
-    "response.created",
-    "response.in_progress",
-    "response.queued",
-    "response.output_text.",
-    "response.content_part.",
-    "response.reasoning",
-    "response.refusal.",
-)
-_LIVE_ITEMS = frozenset({"message", "reasoning"})
 
 
 def find_quarantine(error: BaseException | None) -> ToolCallQuarantined | None:
@@ -84,7 +72,7 @@ def find_quarantine(error: BaseException | None) -> ToolCallQuarantined | None:
 
 
 def _passes_live(message: SSEMessage, wire: Wire) -> bool:
-    """Whether a message holds nothing the gate withholds: text, role or usage only."""
+    """Whether a message may go out before the decision: the core's one answer per wire."""
     if message.data == "[DONE]":
         return False
     try:
@@ -94,28 +82,8 @@ def _passes_live(message: SSEMessage, wire: Wire) -> bool:
     if not isinstance(chunk, dict):
         return False
     if wire is Wire.RESPONSES:
-        return _event_passes_live(chunk)
-    for choice in chunk.get("choices") or []:
-        if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-            return False
-        if choice.get("finish_reason") is not None:
-            return False
-        delta = choice.get("delta") or {}
-        if not isinstance(delta, dict):
-            return False
-        if any(value is not None for key, value in delta.items() if key not in _TEXT_DELTA):
-            return False
-    return True
-
-
-def _event_passes_live(event: dict[str, Any]) -> bool:
-    kind = event.get("type")
-    if not isinstance(kind, str):
-        return False
-    if kind in ("response.output_item.added", "response.output_item.done"):
-        item = event.get("item")
-        return isinstance(item, dict) and item.get("type") in _LIVE_ITEMS
-    return kind.startswith(_LIVE_EVENTS)
+        return responses_wire.passes_live(chunk)
+    return chat_wire.passes_live(chunk)
 
 
 def _encode(message: SSEMessage) -> bytes:
