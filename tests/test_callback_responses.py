@@ -431,3 +431,28 @@ def test_n_greater_than_one_under_the_callback_is_refused_unsent(upstream: FakeU
     found = find_quarantine(error)
     assert found is not None and found.reason is R.UNSUPPORTED_REQUEST
     assert chunks == [] and len(upstream.requests) == before
+
+
+def test_a_gate_made_after_litellm_cached_a_client_gates_the_first_sync_call(
+    upstream: FakeUpstream,
+) -> None:
+    """litellm's sync Responses route takes its cached client before any hook runs and hands
+    the stream over with no later hook: the gate drops clients built without its transport
+    when it is made, so even the first sync call after that is claimed and gated."""
+    saved = getattr(litellm, "sync_transport", None)
+    litellm.callbacks = []
+    litellm.sync_transport = None  # type: ignore[attr-defined]
+    litellm.in_memory_llm_clients_cache.flush_cache()
+    try:
+        ok = CASES["multiply_basic"] if "multiply_basic" in CASES else CASES[NATIVE[0]]
+        upstream.enqueue(Scripted((FIXTURES / ok["body"]).read_bytes()))
+        sync_stream(kwargs_for(upstream, "openai/gpt-4o-mini", MANIFEST["tools"]))
+        install(MANIFEST["tools"])
+        case = CASES["apply_patch_bad_diff"]
+        upstream.enqueue(Scripted((FIXTURES / case["body"]).read_bytes()))
+        events, error = sync_stream(kwargs_for(upstream, "openai/gpt-4o-mini", MANIFEST["tools"]))
+        check(case["expect"], case.get("reason"), [], events, error)
+    finally:
+        litellm.callbacks = []
+        litellm.sync_transport = saved  # type: ignore[attr-defined]
+        litellm.in_memory_llm_clients_cache.flush_cache()

@@ -174,7 +174,13 @@ def test_a_client_cached_before_the_gate_cannot_bypass_it(upstream: Recorder) ->
         # Without the gate litellm builds and caches a plain client...
         litellm.completion(**kwargs(upstream, "multiply_basic"))
         litellm.callbacks = saved_callbacks
-        # ...which the gate evicts before its first sync call, so that call is claimed.
+        sent = len(upstream.bodies)
+        # ...which litellm may already hold when the gate's first hook runs: that call is
+        # refused unsent, and the client dropped...
+        with pytest.raises(UngatedCallRefused, match="built before"):
+            litellm.completion(**kwargs(upstream, "unknown_tool"))
+        assert len(upstream.bodies) == sent
+        # ...so the next call is claimed and gated.
         with pytest.raises(SchemaRejected):
             litellm.completion(**kwargs(upstream, "unknown_tool"))
     finally:

@@ -96,6 +96,8 @@ from .synccall import (
     UngatedCallRefused,
     arm,
     check_claimed,
+    evict_foreign_clients,
+    install,
     is_vouched,
     is_vouched_client,
     vouch_client,
@@ -224,6 +226,10 @@ class ToolGateGuardrail(CustomGuardrail):
         kwargs.setdefault("guardrail_name", "toolgate")
         super().__init__(**kwargs)
         self._pending: OrderedDict[str, WireTap] = OrderedDict()
+        # Sync calls are claimed by litellm.sync_transport, which litellm reads only when it
+        # builds a client: put it in place now, and drop the clients built without it, so
+        # that no sync call made after this gate exists can go out on an unclaimed client.
+        evict_foreign_clients(install())
         self._made: weakref.WeakSet[WireTap] = weakref.WeakSet()
 
     @classmethod
@@ -316,8 +322,13 @@ class ToolGateGuardrail(CustomGuardrail):
         extra = kwargs.get("additional_args")
         body = extra.get("complete_input_dict") if isinstance(extra, Mapping) else None
         tools = body.get("tools") if isinstance(body, Mapping) else None
+        # The logging kwargs name the model without its provider: the route (and so its
+        # profile) is the provider's.
+        model = str(kwargs.get("model") or "")
+        if route and not model.startswith(f"{route}/"):
+            model = f"{route}/{model}"
         tap = WireTap(
-            self.gate.new_attempt(tools=tools, model=str(kwargs.get("model", ""))),
+            self.gate.new_attempt(tools=tools, model=model),
             streamed=bool(kwargs.get("stream"))
             or bool(isinstance(body, Mapping) and body.get("stream")),
         )

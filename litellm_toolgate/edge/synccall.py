@@ -247,19 +247,22 @@ def install() -> ClaimingTransport:
     return claiming
 
 
-def _evict_foreign_clients(claiming: ClaimingTransport) -> None:
-    """Drop litellm's cached sync clients that were built on another transport."""
+def evict_foreign_clients(claiming: ClaimingTransport) -> int:
+    """Drop litellm's cached sync clients that were built on another transport; how many."""
     cache: Any = getattr(litellm, "in_memory_llm_clients_cache", None)
     table = getattr(cache, "cache_dict", None)
     if not isinstance(table, dict):
-        return
+        return 0
+    evicted = 0
     for key, value in list(table.items()):
         if not (isinstance(key, str) and key.startswith("httpx_client")):
             continue
         client = getattr(value, "client", None)
         if getattr(client, "_transport", None) is not claiming:
+            evicted += 1
             with contextlib.suppress(Exception):
                 cache.delete_cache(key)
+    return evicted
 
 
 def arm(kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding) -> None:
@@ -278,7 +281,15 @@ def arm(kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding) -> None:
             "this sync call's request is not visible to the gate; it was not sent"
         )
     claiming = install()
-    _evict_foreign_clients(claiming)
+    if evict_foreign_clients(claiming):
+        # litellm takes its cached client *before* this hook runs (the Responses route does,
+        # and its stream reaches the caller with no later hook): a client built on another
+        # transport may be the one this very request is about to go out on, unclaimed.
+        raise UngatedCallRefused(
+            "litellm held a sync HTTP client built before the gate's transport was installed, "
+            "and this call may be sent through it; it was not sent (the client is dropped: "
+            "the next call is gated)"
+        )
     token = secrets.token_urlsafe(18)
     params = kwargs.get("litellm_params")
     CLAIMS.add(
