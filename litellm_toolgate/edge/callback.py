@@ -60,7 +60,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 from litellm.integrations.custom_guardrail import CustomGuardrail
 from litellm.types.guardrails import GuardrailEventHooks
@@ -70,7 +70,7 @@ from ..core.attempt import ChatAttempt
 from ..core.errors import GateConfigError, ToolCallQuarantined, ToolGateError
 from ..core.limits import Limits
 from ..core.policy import Policy
-from .config import GateSettings
+from .config import SETTING_KEYS, GateSettings, unknown_guardrail_keys
 from .events import CarrierEvents, carrier_events, carrier_of_result
 from .gate import SYNC_CALL_GATED, ToolGate
 from .logs import emit_records
@@ -143,7 +143,7 @@ class ToolGateGuardrail(CustomGuardrail):
 
     def __init__(
         self,
-        tools: Iterable[Mapping[str, Any]] | None = None,
+        tools: Iterable[Mapping[str, Any]] | Literal["request"] | None = None,
         *,
         policy: Policy | str | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
@@ -155,8 +155,15 @@ class ToolGateGuardrail(CustomGuardrail):
         base_dir: str | Path | None = None,
         **kwargs: Any,
     ) -> None:
+        unknown = unknown_guardrail_keys(kwargs)
+        if unknown:
+            # A misspelt setting must stop the proxy, not run the gate without it.
+            raise GuardrailConfigError(
+                f"unknown toolgate settings {unknown}: the gate takes {sorted(SETTING_KEYS)} "
+                "besides litellm's own guardrail parameters"
+            )
         yaml_form: dict[str, Any] = {
-            "tools": None if tools is None else list(tools),
+            "tools": None if tools is None or isinstance(tools, str) else list(tools),
             "tools_file": tools_file,
             "policy": policy if isinstance(policy, str) else None,
             "limits": limits if isinstance(limits, Mapping) else None,
@@ -164,6 +171,8 @@ class ToolGateGuardrail(CustomGuardrail):
             "hmac_key_env": hmac_key_env,
             "run_id": run_id,
         }
+        if isinstance(tools, str):
+            yaml_form["tools"] = tools  # "request", or a wrong word pydantic names
         try:
             settings = GateSettings.from_mapping(
                 {k: v for k, v in yaml_form.items() if v is not None}
@@ -185,7 +194,10 @@ class ToolGateGuardrail(CustomGuardrail):
     @classmethod
     def from_settings_file(cls, path: str | Path, **kwargs: Any) -> ToolGateGuardrail:
         """A gate configured by a YAML file of its own (for ``litellm_settings.callbacks``)."""
-        settings, folder = GateSettings.from_file(path)
+        try:
+            settings, folder = GateSettings.from_file(path)
+        except GateConfigError as exc:
+            raise GuardrailConfigError(str(exc)) from exc
         values = settings.model_dump(exclude_none=True)
         return cls(base_dir=folder, **values, **kwargs)
 

@@ -13,7 +13,7 @@ import asyncio
 import contextvars
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 import httpx
 import litellm
@@ -26,6 +26,7 @@ from ..core.limits import Limits
 from ..core.policy import Policy, ToolCall
 from ..core.registry import ToolRegistry
 from .carrier import response_carrier
+from .config import REQUEST_TOOLS
 from .events import CarrierEvents, carrier_events, carrier_of_response
 from .logs import emit_records
 from .offload import decide_off_loop
@@ -63,15 +64,17 @@ class TappedAsyncHTTPHandler(AsyncHTTPHandler):
 class ToolGate:
     """Withholds tool calls until terminal, strict parse, schema and policy all pass.
 
-    ``tools``: the registry (chat or Responses tool shapes); when None, each request's own
-    ``tools`` are the registry. ``policy``: sync or async callable run on every validated
-    call. ``tool_categories`` maps sensitive tool names to the category logged instead.
-    ``hmac_key`` enables a keyed content digest in the records.
+    ``tools``: the registry (chat or Responses tool shapes), or ``"request"``
+    (:data:`REQUEST_TOOLS`) to take each request's own ``tools`` as the registry; required,
+    so that the request's tools are always a choice, never what a forgotten argument means.
+    ``policy``: sync or async callable run on every validated call. ``tool_categories`` maps
+    sensitive tool names to the category logged instead. ``hmac_key`` enables a keyed content
+    digest in the records.
     """
 
     def __init__(
         self,
-        tools: Iterable[Mapping[str, Any]] | None = None,
+        tools: Iterable[Mapping[str, Any]] | Literal["request"] | None = None,
         *,
         policy: Policy | None = None,
         limits: Limits | None = None,
@@ -79,7 +82,12 @@ class ToolGate:
         hmac_key: bytes | None = None,
         run_id: str | None = None,
     ) -> None:
-        self.registry = None if tools is None else ToolRegistry.from_tools(tools)
+        if tools is None or (isinstance(tools, str) and tools != REQUEST_TOOLS):
+            raise GateConfigError(
+                "ToolGate needs the tools to gate against: a list of tool definitions, or "
+                f"tools={REQUEST_TOOLS!r} to take each request's own tools"
+            )
+        self.registry = None if isinstance(tools, str) else ToolRegistry.from_tools(tools)
         if policy is not None and not callable(policy):
             raise GateConfigError("policy must be a callable (sync or async) or None")
         if limits is not None and not isinstance(limits, Limits):
