@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     from .records import DecisionRecord
@@ -238,6 +238,25 @@ def quarantine(
 ) -> ToolCallQuarantined:
     """Build the exception of the right family for ``reason``."""
     return reason.family(reason, attempt_id, records, call_index=call_index)
+
+
+def raise_clean(fault: ToolCallQuarantined) -> NoReturn:
+    """Raise ``fault`` (an attempt's quarantine) with no history: the one way the gate raises it.
+
+    An attempt keeps its one quarantine and raises it again on every later call. Raising an
+    exception object adds to its ``__traceback__``, whose frames keep their local variables
+    (wire bytes, argument text) alive for any error tracker that reads them, and a raise
+    made while another exception is handled (say, litellm's own, which quotes a raw chunk)
+    sets ``__context__`` to that exception. So every raise starts from a clean object:
+    no traceback, no cause, no context. Call it outside every ``except`` block, from a frame
+    that holds no wire bytes or argument text (this function's own frame holds ``fault``
+    only); the traceback then holds the frames it passes through from here, and nothing else.
+    """
+    fault.__traceback__ = None
+    fault.__cause__ = None
+    fault.__context__ = None
+    fault.__suppress_context__ = False
+    raise fault
 
 
 R = QuarantineReason

@@ -129,6 +129,16 @@ class SSEDecoder:
         """Bytes fed so far."""
         return self._bytes_seen
 
+    def discard(self) -> None:
+        """Drop what is held (the line and the message under assembly); the counts stay."""
+        self._partial = []
+        self._partial_bytes = 0
+        self._data = []
+        self._data_bytes = 0
+        self._event = ""
+        self._id = None
+        self._utf8.reset()
+
     def _fail(self, reason: QuarantineReason) -> NoReturn:
         self._error = reason
         raise SSEDecodeError(reason)

@@ -21,7 +21,7 @@ from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, HTTPHandler
 from litellm.types.llms.openai import ResponsesAPIResponse
 
 from ..core.attempt import Carrier, ChatAttempt
-from ..core.errors import GateConfigError, ToolCallQuarantined, WireNotObservable
+from ..core.errors import GateConfigError, ToolCallQuarantined, WireNotObservable, raise_clean
 from ..core.limits import Limits
 from ..core.policy import Policy, ToolCall
 from ..core.registry import ToolRegistry
@@ -201,7 +201,10 @@ class ToolGate:
         result = self._invoke(handler.tap, litellm.completion, kwargs)
         if kwargs.get("stream"):
             return GatedStream(result, handler.tap, self.policy)
-        return self._decide_whole(handler.tap.attempt, response_carrier(result), result)
+        if self._approve_whole(handler.tap.attempt, response_carrier(result)):
+            return self._release_response(handler.tap.attempt, result)
+        del result  # litellm's response holds the arguments: not in a frame of the raise
+        self._raise_quarantine(handler.tap.attempt)
 
     async def acompletion(self, **kwargs: Any) -> Any:
         """``litellm.acompletion`` with every tool call gated."""
@@ -210,8 +213,10 @@ class ToolGate:
         result = await self._ainvoke(handler.tap, litellm.acompletion, kwargs)
         if kwargs.get("stream"):
             return AsyncGatedStream(result, handler.tap, self.policy)
-        attempt = handler.tap.attempt
-        return await self._adecide_whole(attempt, lambda: response_carrier(result), result)
+        if await self._aapprove_whole(handler.tap.attempt, response_carrier, result):
+            return self._release_response(handler.tap.attempt, result)
+        del result
+        self._raise_quarantine(handler.tap.attempt)
 
     def responses(self, **kwargs: Any) -> Any:
         """``litellm.responses`` with every function call gated (bridged or native route)."""
@@ -228,7 +233,10 @@ class ToolGate:
         if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
             return GatedStream(result, handler.tap, self.policy, CarrierEvents())
         # A whole response (asked for, or handed back instead of a stream) is checked whole.
-        return self._decide_whole(handler.tap.attempt, carrier_of_response(result), result)
+        if self._approve_whole(handler.tap.attempt, carrier_of_response(result)):
+            return self._release_response(handler.tap.attempt, result)
+        del result
+        self._raise_quarantine(handler.tap.attempt)
 
     async def aresponses(self, **kwargs: Any) -> Any:
         """``litellm.aresponses`` with every function call gated (bridged or native route)."""
@@ -237,8 +245,10 @@ class ToolGate:
         result = await self._ainvoke(handler.tap, litellm.aresponses, kwargs)
         if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
             return AsyncGatedStream(result, handler.tap, self.policy, CarrierEvents())
-        attempt = handler.tap.attempt
-        return await self._adecide_whole(attempt, lambda: carrier_of_response(result), result)
+        if await self._aapprove_whole(handler.tap.attempt, carrier_of_response, result):
+            return self._release_response(handler.tap.attempt, result)
+        del result
+        self._raise_quarantine(handler.tap.attempt)
 
     def guard(self, stream: Any, client: Any = None) -> GatedStream | AsyncGatedStream:
         """Gate a stream made elsewhere, if this gate observed its wire; else refuse at once."""
@@ -284,34 +294,33 @@ class ToolGate:
         if failed:
             self._raise_quarantine(tap.attempt)
 
-    def _decide_whole(self, attempt: ChatAttempt, carrier: Carrier, result: Any) -> Any:
+    # A whole result is approved or not here; the caller raises the quarantine itself, from
+    # a frame that no longer holds litellm's result (it carries the arguments).
+    def _approve_whole(self, attempt: ChatAttempt, carrier: Carrier) -> bool:
         calls = self._conclude(attempt, carrier)
-        if not judge(attempt, calls, self.policy):
-            self._raise_quarantine(attempt)
-        return self._release_response(attempt, result)
+        return calls is not None and judge(attempt, calls, self.policy)
 
-    async def _adecide_whole(
-        self, attempt: ChatAttempt, carrier: Callable[[], Carrier], result: Any
-    ) -> Any:
+    async def _aapprove_whole(
+        self, attempt: ChatAttempt, carrier_of: Callable[[Any], Carrier], result: Any
+    ) -> bool:
         # Parse and schema may take milliseconds on large arguments: off the loop then.
-        calls = await decide_off_loop(attempt, lambda: self._conclude(attempt, carrier()))
-        if not await ajudge(attempt, calls, self.policy):
-            self._raise_quarantine(attempt)
-        return self._release_response(attempt, result)
+        calls = await decide_off_loop(attempt, lambda: self._conclude(attempt, carrier_of(result)))
+        return calls is not None and await ajudge(attempt, calls, self.policy)
 
     @staticmethod
     def _raise_quarantine(attempt: ChatAttempt) -> NoReturn:
+        """Log the attempt's records and raise its quarantine from a clean frame."""
         emit_records(attempt)
         fault = attempt.quarantined
         assert fault is not None
-        raise fault
+        raise_clean(fault)
 
-    def _conclude(self, attempt: ChatAttempt, carrier: Carrier) -> list[ToolCall]:
+    @staticmethod
+    def _conclude(attempt: ChatAttempt, carrier: Carrier) -> list[ToolCall] | None:
         try:
             return attempt.conclude(carrier)
         except ToolCallQuarantined:
-            pass
-        self._raise_quarantine(attempt)
+            return None
 
     @staticmethod
     def _release_response(attempt: ChatAttempt, response: Any) -> Any:

@@ -96,6 +96,7 @@ class WireTap:
             if self.streamed:
                 self.attempt.receive_bytes(data)
             elif len(self._body) + len(data) > self.attempt.limits.max_body_bytes:
+                self._body = bytearray()
                 self.attempt.interrupt(R.BODY_TOO_LARGE)
             else:
                 self._body += data
@@ -121,6 +122,7 @@ class WireTap:
 
     def fail(self, error: BaseException) -> None:
         self.ended = True
+        self._body = bytearray()
         reason = R.STALLED if isinstance(error, httpx.TimeoutException) else R.DISCONNECTED
         self.attempt.interrupt(reason)
 
