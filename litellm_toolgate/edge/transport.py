@@ -12,8 +12,9 @@ it ends in a read error instead: at a clean end litellm would take that line, up
 
 litellm stops reading at ``[DONE]`` and closes the response; closing drains what is left
 of the body (bounded by the attempt's limits) so the gate knows whether it ended cleanly.
-Read errors become interruptions: a read timeout is a stall (the read timeout is lowered to
-the gate's idle limit), any other transport error a disconnect.
+Read errors become interruptions: a read timeout is a stall (a stream's read timeout is
+lowered to the gate's idle limit; a whole response keeps the caller's), any other transport
+error a disconnect.
 """
 
 from __future__ import annotations
@@ -66,6 +67,14 @@ class WireTap:
         return self.attempt.quarantined is not None
 
     def prepare(self, request: httpx.Request) -> None:
+        """Lower a stream's read timeout to the idle limit; a whole response keeps its own.
+
+        A non-streamed call sends nothing until it is done (a long reasoning call may think
+        for minutes), so the idle limit, a bound on the silence *between* pieces of a
+        stream, does not apply to it.
+        """
+        if not self.streamed:
+            return
         timeout = dict(request.extensions.get("timeout") or {})
         idle = self.attempt.limits.idle_timeout
         read = timeout.get("read")
