@@ -74,6 +74,7 @@ from .config import SETTING_KEYS, GateSettings, unknown_guardrail_keys
 from .events import CarrierEvents, carrier_events, carrier_of_result
 from .gate import SYNC_CALL_GATED, ToolGate
 from .logs import emit_records
+from .offload import decide_off_loop
 from .policy import ajudge
 from .stream import AsyncGatedStream
 from .transport import AsyncTapTransport, WireTap
@@ -318,7 +319,9 @@ class ToolGateGuardrail(CustomGuardrail):
         attempt = tap.attempt
         released = False
         try:
-            calls = attempt.conclude(carrier_of_result(response))
+            calls = await decide_off_loop(
+                attempt, lambda: attempt.conclude(carrier_of_result(response))
+            )
             if await ajudge(attempt, calls, self.gate.policy):
                 attempt.release()
                 released = True

@@ -44,6 +44,7 @@ from ..core.policy import Policy
 from ..core.sse import SSEDecoder, SSEMessage
 from ..core.state import Wire
 from .logs import emit_records
+from .offload import decide_off_loop
 from .policy import ajudge
 from .transport import AsyncTapTransport, WireTap
 
@@ -176,7 +177,7 @@ class _WithholdingStream(httpx.AsyncByteStream):
             return True
         released = False
         try:
-            calls = attempt.conclude()
+            calls = await decide_off_loop(attempt, attempt.conclude)
             if await ajudge(attempt, calls, self._gate.policy):
                 attempt.release()
                 released = True
