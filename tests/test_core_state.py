@@ -14,6 +14,7 @@ import pickle
 import tracemalloc
 from collections.abc import Callable, Iterator
 from hashlib import sha256
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -100,6 +101,7 @@ REGISTRY = ToolRegistry.from_tools(
 )
 CANARY = "CANARY-7f3a9c"
 SSE = "text/event-stream"
+RESPONSES_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "responses"
 
 # ---- building streams ---------------------------------------------------------------------
 
@@ -343,7 +345,11 @@ def test_every_stream_table_entry_through_an_attempt(key: tuple[S, SI]) -> None:
         attempt.receive_bytes(ONE_CALL)
         attempt.receive_eof()
         assert attempt.state is S.CLOSED
-        for call in attempt.conclude():
+        calls = attempt.conclude()
+        if event is SI.CONCLUDE:
+            assert attempt.state is expected is S.CLOSED
+            return
+        for call in calls:
             attempt.decide(call.index, PolicyDecision.approve())
         assert len(attempt.release()) == 1
         assert attempt.state is expected is S.RELEASED
@@ -355,6 +361,8 @@ def test_every_stream_table_entry_through_an_attempt(key: tuple[S, SI]) -> None:
     def act() -> None:
         if event is SI.EOF:
             attempt.receive_eof()
+        elif event is SI.CONCLUDE:
+            attempt.conclude()
         else:
             attempt.receive_bytes(MESSAGE[event])
 
@@ -488,30 +496,44 @@ def test_introspection_of_a_good_attempt() -> None:
     assert {r.model_route for r in attempt.records()} == {"gpt-test"}
 
 
-def test_conclude_without_receive_eof_ends_the_stream_itself() -> None:
-    attempt = bound()
-    attempt.receive_bytes(ONE_CALL)
-    assert attempt.state is S.DONE
-    (call,) = attempt.conclude()
-    assert attempt.state is S.CLOSED
-    attempt.decide(call.index, PolicyDecision.approve())
-    assert len(attempt.release()) == 1
-    # ... and when the stream is not done, that end is the fault it would be at EOF.
-    early = bound()
-    early.receive_bytes(opens() + FINISH_CALLS)
-    assert fault_of(early.conclude).reason is R.MISSING_DONE
+# The end of the body is an input (receive_eof), never assumed by conclude(). Each row: the
+# wire, the body fed, whether its end was fed, and the outcome of conclude(). Formerly
+# conclude() made up a clean end itself, so a body the gate never saw end was released.
+_RESPONSES_GOOD = (RESPONSES_FIXTURES / "multiply_basic.sse").read_bytes()
+END_OF_BODY_CASES = [
+    ("chat", ONE_CALL, True, None),
+    ("chat", ONE_CALL, False, R.DISCONNECTED),
+    ("chat", opens() + FINISH_CALLS, False, R.DISCONNECTED),
+    ("chat", opens() + FINISH_CALLS, True, R.MISSING_DONE),
+    ("chat", opens(), False, R.DISCONNECTED),
+    ("chat", ONE_CALL + b"\xe2\x82", False, R.DISCONNECTED),
+    ("chat", ONE_CALL + b"\xe2\x82", True, R.INVALID_UTF8),
+    ("responses", _RESPONSES_GOOD, True, None),
+    ("responses", _RESPONSES_GOOD, False, R.DISCONNECTED),
+]
 
 
-def test_conclude_without_eof_checks_the_end_of_the_body_like_eof_does() -> None:
-    """Regression: conclude() used to end the stream without flushing the SSE decoder, so a
-    truncated UTF-8 sequence at the end of the body was released."""
-    body = ONE_CALL + b"\xe2\x82"  # the first two bytes of a three-byte character
-    with_eof = bound()
-    with_eof.receive_bytes(body)
-    assert fault_of(with_eof.receive_eof).reason is R.INVALID_UTF8
-    without = bound()
-    without.receive_bytes(body)
-    assert fault_of(without.conclude).reason is R.INVALID_UTF8
+@pytest.mark.parametrize(("wire", "body", "eof", "outcome"), END_OF_BODY_CASES)
+def test_conclude_takes_the_end_of_the_body_as_an_input(
+    wire: str, body: bytes, eof: bool, outcome: QuarantineReason | None
+) -> None:
+    attempt = ChatAttempt(REGISTRY, attempt_id="att-t")
+    path = "/v1/responses" if wire == "responses" else "/v1/chat/completions"
+    attempt.bind_response(content_type=SSE, streamed=True, path=path)
+    attempt.receive_bytes(body)
+
+    def decide() -> list[Any]:
+        if eof:
+            attempt.receive_eof()
+        return attempt.conclude()
+
+    if outcome is None:
+        for call in decide():
+            attempt.decide(call.index, PolicyDecision.approve())
+        assert len(attempt.release()) == 1
+    else:
+        assert fault_of(decide).reason is outcome
+        assert attempt.state is S.QUARANTINED
 
 
 def test_truncated_utf8_at_eof_is_invalid_utf8() -> None:

@@ -14,7 +14,8 @@ the usage chunk). On a Responses wire it means every function-call item passed i
 ``arguments.done`` and ``output_item.done`` stages, then ``response.completed`` (status
 ``completed``) listed exactly those calls, then the body ended cleanly.
 
-Then :meth:`conclude` checks a chat finish reason against the calls, cross-checks what the
+Then :meth:`conclude` (only once the body's end was fed: the tables refuse a decision in any
+earlier state as ``disconnected``) checks a chat finish reason against the calls, cross-checks what the
 carrier (litellm) assembled, and takes every call through parse and schema;
 :meth:`decide` records the policy's answer; :meth:`release` hands back the calls, and only
 calls that reached POLICY_APPROVED can be handed back. The first fault anywhere quarantines
@@ -283,12 +284,11 @@ class Attempt:
             return None
         if not self._bound:
             return R.WIRE_NOT_OBSERVED
-        if self._state is not StreamState.CLOSED:
-            # The edge reads every body to its end; where it could not, the end is here.
-            try:
-                self.receive_eof()
-            except ToolCallQuarantined:
-                return None  # the attempt holds it; the caller raises it cleanly
+        # The end of the body is an input the edge feeds (receive_eof); a decision asked
+        # for before it was seen is a move of the table like any other, never an end made up.
+        outcome = next_stream_state(self._state, StreamInput.CONCLUDE, self.wire)
+        if isinstance(outcome, QuarantineReason):
+            return outcome
         if self.wire is Wire.CHAT and bool(self._calls) != (self.finish_reason == "tool_calls"):
             return R.FINISH_REASON_MISMATCH
         return None if carrier is None else self._ledger.carrier_fault(carrier)

@@ -3,8 +3,9 @@
 Two wires are read: chat-completions SSE (:attr:`Wire.CHAT`) and Responses SSE
 (:attr:`Wire.RESPONSES`). On a chat wire a stream (one HTTP response of one attempt) moves::
 
-    RECEIVING --finish--> FINISHED --[DONE]--> DONE --eof--> CLOSED --> RELEASED
-        any fault, interruption or denial -----------------------------> QUARANTINED
+    RECEIVING --finish--> FINISHED --[DONE]--> DONE --eof--> CLOSED --conclude--> CLOSED
+        --release--> RELEASED
+    any fault, interruption or denial ---------------------------------------> QUARANTINED
 
 and on a Responses wire (``[DONE]`` after the completion is tolerated, never required)::
 
@@ -21,6 +22,11 @@ terminal may close it::
 
     ITEM_OPEN --arguments.done--> ARGUMENTS_DONE --output_item.done--> ITEM_DONE
         --response.completed--> ITEM_TERMINAL --> (as above)
+
+The end of the body is an input like any other (``eof``, fed by the edge when its transport
+saw the body end cleanly), and so is the request for a decision (``conclude``): only CLOSED
+takes it. A decision asked for in any earlier state means the body's end was never seen,
+which is ``disconnected`` (nothing is assumed about bytes the gate did not read).
 
 On the Responses call table a skipped stage (``incomplete_item``) or a stage repeated or
 followed by more arguments (``event_after_terminal``) is an entry whose value is the reason.
@@ -74,6 +80,7 @@ class StreamInput(enum.Enum):
     ITEM_DONE = "item_done"
     COMPLETED = "completed"
     INCOMPLETE = "incomplete"
+    CONCLUDE = "conclude"
 
 
 class CallState(enum.Enum):
@@ -134,6 +141,8 @@ STREAM_TABLE: dict[tuple[StreamState, StreamInput], StreamState | QuarantineReas
         for i in (*_CONTENT, I.FINISH, I.DONE, I.METADATA, I.UNKNOWN, I.ERROR)
     },
     (S.DONE, I.EOF): S.CLOSED,
+    **{(s, I.CONCLUDE): R.DISCONNECTED for s in (S.RECEIVING, S.FINISHED, S.DONE)},
+    (S.CLOSED, I.CONCLUDE): S.CLOSED,
     (S.CLOSED, I.RELEASE): S.RELEASED,
 }
 
@@ -158,6 +167,8 @@ RESPONSES_STREAM_TABLE: dict[tuple[StreamState, StreamInput], StreamState | Quar
     },
     (S.DONE, I.DONE): R.EVENT_AFTER_TERMINAL,
     (S.DONE, I.EOF): S.CLOSED,
+    **{(s, I.CONCLUDE): R.DISCONNECTED for s in (S.RECEIVING, S.COMPLETED, S.DONE)},
+    (S.CLOSED, I.CONCLUDE): S.CLOSED,
     (S.CLOSED, I.RELEASE): S.RELEASED,
 }
 
