@@ -15,8 +15,9 @@ the usage chunk). On a Responses wire it means every function-call item passed i
 ``completed``) listed exactly those calls, then the body ended cleanly.
 
 Then :meth:`conclude` (only once the body's end was fed: the tables refuse a decision in any
-earlier state as ``disconnected``) checks a chat finish reason against the calls, cross-checks what the
-carrier (litellm) assembled, and takes every call through parse and schema;
+earlier state as ``disconnected``) checks a chat finish reason against the calls,
+cross-checks what the carrier (litellm) assembled, and takes every call through parse and
+schema;
 :meth:`decide` records the policy's answer; :meth:`release` hands back the calls, and only
 calls that reached POLICY_APPROVED can be handed back. The first fault anywhere quarantines
 the whole attempt: its buffers are dropped, later input is refused, and every later call
