@@ -11,7 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from litellm_toolgate.core.errors import GateConfigError, QuarantineReason, ToolGateError
+from litellm_toolgate.core.errors import (
+    Fault,
+    GateConfigError,
+    QuarantineReason,
+    ToolGateError,
+)
 from litellm_toolgate.core.sse import SSEDecodeError, SSEDecoder, SSEMessage
 
 BIG = 1 << 20
@@ -355,7 +360,8 @@ def _assert_clean(err: SSEDecodeError, reason: QuarantineReason) -> None:
     assert err.args == (reason.value,)
     assert str(err) == reason.value
     assert repr(err) == f"SSEDecodeError({reason.value!r})"
-    assert isinstance(err, ToolGateError)
+    # Internal: the gate turns it into the attempt's quarantine; never the public error base.
+    assert isinstance(err, Fault) and not isinstance(err, ToolGateError)
 
 
 @pytest.mark.parametrize(
@@ -626,3 +632,11 @@ def test_merged_data_lines_dispatch_as_written(values: list[str]) -> None:
     stream = "".join(f"data:{v}\n" for v in values).encode() + b"\n"
     assert whole(stream) == [M("\n".join(values))]
     assert bytewise(stream) == [M("\n".join(values))]
+
+
+def test_internal_faults_are_not_public_errors() -> None:
+    from litellm_toolgate.core.chat import WireFault
+    from litellm_toolgate.core.strictjson import ArgumentsError
+
+    for internal in (Fault, SSEDecodeError, WireFault, ArgumentsError):
+        assert not issubclass(internal, ToolGateError), internal

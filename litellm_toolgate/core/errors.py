@@ -2,9 +2,7 @@
 
 The tree::
 
-    ToolGateError                       base of everything raised here
-    ├── Fault                           internal: a reason found by the decoder, normalizer
-    │                                   or parser, before it quarantines the attempt
+    ToolGateError                       base of everything raised to the caller
     ├── GateConfigError (ValueError)    the caller's set-up is wrong (tools, limits, options)
     ├── WireNotObservable               the gate cannot see the raw wire of this call
     └── ToolCallQuarantined             an attempt was quarantined; nothing was released
@@ -16,6 +14,11 @@ The tree::
         ├── PolicyDenied                the policy said no (or failed)
         ├── LimitExceeded               a configured limit was reached (local)
         └── CarrierMismatch             litellm's chunks disagree with the wire
+
+    Fault (an Exception, not a ToolGateError)
+                                        internal: a reason found by the decoder, normalizer
+                                        or parser; the attempt turns it into its quarantine,
+                                        and it never reaches the caller
 
 Each quarantine carries a :class:`QuarantineReason` that code can branch on, the opaque
 attempt id and the sanitized per-call decision records. None of them ever holds argument
@@ -110,8 +113,11 @@ class ToolGateError(Exception):
     """Base of every error this library raises."""
 
 
-class Fault(ToolGateError):
+class Fault(Exception):
     """A fault found inside the core, before it becomes the attempt's quarantine.
+
+    Internal, so deliberately not a :class:`ToolGateError`: code that catches the library's
+    public errors never sees one, and a ``Fault`` that escaped would be a bug, not a verdict.
 
     Carries a reason and, where one call is to blame, its tool index; its message, ``args``
     and ``repr`` are the reason alone, so it can never carry wire or argument text.
