@@ -15,6 +15,9 @@ of the body (bounded by the attempt's limits) so the gate knows whether it ended
 Read errors become interruptions: a read timeout is a stall (a stream's read timeout is
 lowered to the gate's idle limit; a whole response keeps the caller's), any other transport
 error a disconnect.
+
+The sync and async bodies are thin loops over :class:`_TapBody`, which owns what a piece
+and the end of reading mean.
 """
 
 from __future__ import annotations
@@ -156,13 +159,42 @@ def _wrap(
     )
 
 
-class _TapStream(httpx.SyncByteStream):
-    def __init__(self, inner: httpx.SyncByteStream, tap: WireTap) -> None:
-        self._inner = inner
+class _TapBody:
+    """What the sync and async bodies share: each is a thin loop over these steps."""
+
+    def __init__(self, tap: WireTap) -> None:
         self._tap = tap
-        self._it: Iterator[bytes] | None = None
         self._closed = False
         self._open_line = False  # litellm holds an unterminated line
+
+    def _passes(self, piece: bytes) -> bool:
+        """Feed one piece to the attempt; True when litellm may have it."""
+        if not self._tap.feed(piece):
+            return False
+        self._open_line = not piece.endswith((b"\n", b"\r"))
+        return True
+
+    def _ended(self) -> None:
+        """Reading stopped without a transport error: at the body's end, or at a fault."""
+        if self._tap.faulted:
+            if self._open_line:
+                raise StreamQuarantined
+            return
+        self._tap.eof()
+
+    def _start_close(self) -> bool:
+        """True on the first close, when the rest of the body should be drained."""
+        if self._closed:
+            return False
+        self._closed = True
+        return True
+
+
+class _TapStream(_TapBody, httpx.SyncByteStream):
+    def __init__(self, inner: httpx.SyncByteStream, tap: WireTap) -> None:
+        super().__init__(tap)
+        self._inner = inner
+        self._it: Iterator[bytes] | None = None
         tap.close_sync = self.close
 
     def _pieces(self) -> Iterator[bytes]:
@@ -175,25 +207,19 @@ class _TapStream(httpx.SyncByteStream):
         error: httpx.TransportError | None = None
         try:
             for piece in self._pieces():
-                if not self._tap.feed(piece):
+                if not self._passes(piece):
                     break
-                self._open_line = not piece.endswith((b"\n", b"\r"))
                 yield piece
         except httpx.TransportError as exc:
             error = exc
         if error is not None:
             self._tap.fail(error)
             raise error
-        if self._tap.faulted:
-            if self._open_line:
-                raise StreamQuarantined
-            return
-        self._tap.eof()
+        self._ended()
 
     def close(self) -> None:
-        if self._closed:
+        if not self._start_close():
             return
-        self._closed = True
         try:
             if self._tap.wants_drain:
                 for piece in self._pieces():
@@ -207,13 +233,11 @@ class _TapStream(httpx.SyncByteStream):
             self._inner.close()
 
 
-class _AsyncTapStream(httpx.AsyncByteStream):
+class _AsyncTapStream(_TapBody, httpx.AsyncByteStream):
     def __init__(self, inner: httpx.AsyncByteStream, tap: WireTap) -> None:
+        super().__init__(tap)
         self._inner = inner
-        self._tap = tap
         self._it: AsyncIterator[bytes] | None = None
-        self._closed = False
-        self._open_line = False  # litellm holds an unterminated line
         tap.close_async = self.aclose
 
     def _pieces(self) -> AsyncIterator[bytes]:
@@ -233,25 +257,19 @@ class _AsyncTapStream(httpx.AsyncByteStream):
         error: httpx.TransportError | None = None
         try:
             async for piece in self._pieces():
-                if not self._tap.feed(piece):
+                if not self._passes(piece):
                     break
-                self._open_line = not piece.endswith((b"\n", b"\r"))
                 yield piece
         except httpx.TransportError as exc:
             error = exc
         if error is not None:
             self._tap.fail(error)
             raise error
-        if self._tap.faulted:
-            if self._open_line:
-                raise StreamQuarantined
-            return
-        self._tap.eof()
+        self._ended()
 
     async def aclose(self) -> None:
-        if self._closed:
+        if not self._start_close():
             return
-        self._closed = True
         try:
             if self._tap.wants_drain:
                 async for piece in self._pieces():
