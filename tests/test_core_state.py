@@ -21,10 +21,10 @@ import pytest
 
 from litellm_toolgate.core import (
     ArgumentsRejected,
+    Attempt,
     Carrier,
     CarrierCall,
     CarrierMismatch,
-    ChatAttempt,
     GateConfigError,
     Interrupted,
     LimitExceeded,
@@ -151,20 +151,20 @@ ONE_CALL = stream((0, "call-a", "multiply", GOOD_ARGS))
 TWO_CALLS = stream((0, "call-a", "multiply", GOOD_ARGS), (1, "call-b", "multiply", '{"a":1,"b":2}'))
 
 
-def bound(limits: Limits | None = None, **kwargs: Any) -> ChatAttempt:
-    attempt = ChatAttempt(REGISTRY, limits, attempt_id=kwargs.pop("attempt_id", "att-t"), **kwargs)
+def bound(limits: Limits | None = None, **kwargs: Any) -> Attempt:
+    attempt = Attempt(REGISTRY, limits, attempt_id=kwargs.pop("attempt_id", "att-t"), **kwargs)
     attempt.bind_response(content_type=SSE, streamed=True)
     return attempt
 
 
-def finish_and_release(attempt: ChatAttempt, carrier: Carrier | None = None) -> list[Any]:
+def finish_and_release(attempt: Attempt, carrier: Carrier | None = None) -> list[Any]:
     attempt.receive_eof()
     for call in attempt.conclude(carrier):
         attempt.decide(call.index, PolicyDecision.approve())
     return attempt.release()
 
 
-def run(body: bytes, limits: Limits | None = None, **kwargs: Any) -> ChatAttempt:
+def run(body: bytes, limits: Limits | None = None, **kwargs: Any) -> Attempt:
     attempt = bound(limits, **kwargs)
     attempt.receive_bytes(body)
     finish_and_release(attempt)
@@ -453,7 +453,7 @@ def test_a_second_response_is_a_spliced_retry() -> None:
     ],
 )
 def test_media_type_must_match_the_mode(content_type: str, streamed: bool, ok: bool) -> None:
-    attempt = ChatAttempt(REGISTRY)
+    attempt = Attempt(REGISTRY)
     if ok:
         attempt.bind_response(content_type=content_type, streamed=streamed)
         assert attempt.observed and attempt.quarantined is None
@@ -466,7 +466,7 @@ def test_media_type_must_match_the_mode(content_type: str, streamed: bool, ok: b
 
 
 def test_conclude_without_a_bound_response_is_wire_not_observed() -> None:
-    attempt = ChatAttempt(REGISTRY)
+    attempt = Attempt(REGISTRY)
     assert not attempt.observed
     fault = fault_of(attempt.conclude)
     assert fault.reason is R.WIRE_NOT_OBSERVED
@@ -517,7 +517,7 @@ END_OF_BODY_CASES = [
 def test_conclude_takes_the_end_of_the_body_as_an_input(
     wire: str, body: bytes, eof: bool, outcome: QuarantineReason | None
 ) -> None:
-    attempt = ChatAttempt(REGISTRY, attempt_id="att-t")
+    attempt = Attempt(REGISTRY, attempt_id="att-t")
     path = "/v1/responses" if wire == "responses" else "/v1/chat/completions"
     attempt.bind_response(content_type=SSE, streamed=True, path=path)
     attempt.receive_bytes(body)
@@ -841,8 +841,8 @@ def calls_message(*arguments: str, name: str = "multiply") -> dict[str, Any]:
     }
 
 
-def non_streamed(data: bytes, limits: Limits | None = None) -> ChatAttempt:
-    attempt = ChatAttempt(REGISTRY, limits, attempt_id="att-ns")
+def non_streamed(data: bytes, limits: Limits | None = None) -> Attempt:
+    attempt = Attempt(REGISTRY, limits, attempt_id="att-ns")
     attempt.bind_response(content_type="application/json", streamed=False)
     attempt.receive_body(data)
     return attempt
@@ -885,7 +885,7 @@ def test_non_streamed_text_answer() -> None:
     ],
 )  # fmt: skip
 def test_non_streamed_bad_bodies(data: bytes, reason: QuarantineReason) -> None:
-    attempt = ChatAttempt(REGISTRY)
+    attempt = Attempt(REGISTRY)
     attempt.bind_response(content_type="application/json", streamed=False)
     fault = fault_of(lambda: (attempt.receive_body(data), attempt.conclude()))
     assert fault.reason is reason
@@ -895,7 +895,7 @@ def test_non_streamed_bad_bodies(data: bytes, reason: QuarantineReason) -> None:
 def test_non_streamed_body_too_large() -> None:
     data = body(calls_message(GOOD_ARGS))
     non_streamed(data, Limits(max_body_bytes=len(data)))
-    attempt = ChatAttempt(REGISTRY, Limits(max_body_bytes=len(data) - 1))
+    attempt = Attempt(REGISTRY, Limits(max_body_bytes=len(data) - 1))
     attempt.bind_response(content_type="application/json", streamed=False)
     fault = fault_of(lambda: attempt.receive_body(data))
     assert fault.reason is R.BODY_TOO_LARGE
@@ -906,7 +906,7 @@ def test_non_streamed_body_too_large() -> None:
 # ---- policy ---------------------------------------------------------------------------------
 
 
-def concluded(data: bytes = ONE_CALL, **kwargs: Any) -> tuple[ChatAttempt, list[ToolCall]]:
+def concluded(data: bytes = ONE_CALL, **kwargs: Any) -> tuple[Attempt, list[ToolCall]]:
     attempt = bound(**kwargs)
     attempt.receive_bytes(data)
     attempt.receive_eof()
@@ -1277,7 +1277,7 @@ def test_message_without_tool_index() -> None:
 
 
 def test_attempt_ids_are_opaque_and_unique() -> None:
-    a, b = ChatAttempt(REGISTRY), ChatAttempt(REGISTRY)
+    a, b = Attempt(REGISTRY), Attempt(REGISTRY)
     assert a.attempt_id != b.attempt_id
     assert a.attempt_id.startswith("att-") and a.run_id == a.attempt_id
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import MANIFEST
 
 from litellm_toolgate import ToolGate
-from litellm_toolgate.core.attempt import ChatAttempt
+from litellm_toolgate.core.attempt import Attempt
 from litellm_toolgate.core.registry import ToolRegistry
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 from litellm_toolgate.edge.offload import OFF_LOOP_BYTES, decide_off_loop
@@ -49,13 +49,13 @@ def arguments_of(size: int) -> str:
 @pytest.mark.parametrize("size", [100, 4 * OFF_LOOP_BYTES], ids=["small", "large"])
 def test_where_the_async_decision_runs(monkeypatch: pytest.MonkeyPatch, size: int) -> None:
     threads: list[str] = []
-    conclude = ChatAttempt.conclude
+    conclude = Attempt.conclude
 
-    def recording(self: ChatAttempt, *args: Any, **kwargs: Any) -> Any:
+    def recording(self: Attempt, *args: Any, **kwargs: Any) -> Any:
         threads.append(threading.current_thread().name)
         return conclude(self, *args, **kwargs)
 
-    monkeypatch.setattr(ChatAttempt, "conclude", recording)
+    monkeypatch.setattr(Attempt, "conclude", recording)
     arguments = arguments_of(size)
 
     async def go(upstream: FakeUpstream) -> tuple[list[str], str]:
@@ -85,7 +85,7 @@ def test_where_the_async_decision_runs(monkeypatch: pytest.MonkeyPatch, size: in
 
 
 def test_a_cancelled_wait_lets_the_worker_finish_first() -> None:
-    attempt = ChatAttempt(ToolRegistry.from_tools(MANIFEST["tools"]))
+    attempt = Attempt(ToolRegistry.from_tools(MANIFEST["tools"]))
     attempt.bind_response(content_type="text/event-stream", streamed=True)
     attempt.receive_bytes(call_body(arguments_of(OFF_LOOP_BYTES)))
     assert attempt.argument_bytes > OFF_LOOP_BYTES
@@ -108,7 +108,7 @@ def test_a_cancelled_wait_lets_the_worker_finish_first() -> None:
 
 
 def test_a_cancelled_wait_does_not_block_the_loop() -> None:
-    attempt = ChatAttempt(ToolRegistry.from_tools(MANIFEST["tools"]))
+    attempt = Attempt(ToolRegistry.from_tools(MANIFEST["tools"]))
     attempt.bind_response(content_type="text/event-stream", streamed=True)
     attempt.receive_bytes(call_body(arguments_of(OFF_LOOP_BYTES)))
     finished = threading.Event()

@@ -6,7 +6,7 @@ wire events), ``state`` (the transition tables, per wire), ``strictjson`` and ``
 (one response's calls from first fragment to release or quarantine).
 """
 
-from .attempt import Attempt, Carrier, CarrierCall, ChatAttempt
+from .attempt import Attempt, Carrier, CarrierCall
 from .errors import (
     ArgumentsRejected,
     CarrierMismatch,
@@ -34,7 +34,6 @@ __all__ = [
     "Carrier",
     "CarrierCall",
     "CarrierMismatch",
-    "ChatAttempt",
     "DecisionRecord",
     "GateConfigError",
     "Interrupted",

@@ -61,7 +61,7 @@ from .state import (
     wire_of,
 )
 
-__all__ = ["Attempt", "Carrier", "CarrierCall", "ChatAttempt"]
+__all__ = ["Attempt", "Carrier", "CarrierCall"]
 
 R = QuarantineReason
 
@@ -423,6 +423,3 @@ class Attempt:
 def _short(reason: str | None) -> str | None:
     return None if reason is None else reason[:200]
 
-
-ChatAttempt = Attempt
-"""The name the chat gate was built with; one attempt class reads both wires."""

@@ -66,7 +66,7 @@ from litellm.integrations.custom_guardrail import CustomGuardrail
 from litellm.types.guardrails import GuardrailEventHooks
 from litellm.types.llms.openai import ResponsesAPIResponse
 
-from ..core.attempt import ChatAttempt
+from ..core.attempt import Attempt
 from ..core.errors import GateConfigError, ToolCallQuarantined, ToolGateError
 from ..core.limits import Limits
 from ..core.policy import Policy
@@ -236,7 +236,7 @@ class ToolGateGuardrail(CustomGuardrail):
         else:
             started = time.time()
 
-            def report(attempt: ChatAttempt) -> None:
+            def report(attempt: Attempt) -> None:
                 self._report(kwargs, attempt, started)
 
             transport = WithholdingTransport(base, tap, Withholding(self.gate.policy, report))
@@ -363,7 +363,7 @@ class ToolGateGuardrail(CustomGuardrail):
         assert fault is not None
         raise fault
 
-    def _report(self, request: dict[str, Any], attempt: ChatAttempt, started: float) -> None:
+    def _report(self, request: dict[str, Any], attempt: Attempt, started: float) -> None:
         """The attempt's sanitized records into litellm's standard logging for this request."""
         fault = attempt.quarantined
         records: list[dict[str, Any]] = [r.model_dump(mode="json") for r in attempt.records()]

@@ -20,7 +20,7 @@ import litellm
 from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, HTTPHandler
 from litellm.types.llms.openai import ResponsesAPIResponse
 
-from ..core.attempt import Carrier, ChatAttempt
+from ..core.attempt import Attempt, Carrier
 from ..core.errors import GateConfigError, ToolCallQuarantined, WireNotObservable, raise_clean
 from ..core.limits import Limits
 from ..core.policy import Policy, ToolCall
@@ -114,11 +114,11 @@ class ToolGate:
         return f"ToolGate({tools}, policy={'yes' if self.policy else 'none'})"
 
     # ---- attempts and clients --------------------------------------------------------------
-    def new_attempt(self, *, tools: Any = None, model: str = "") -> ChatAttempt:
+    def new_attempt(self, *, tools: Any = None, model: str = "") -> Attempt:
         registry = self.registry
         if registry is None:
             registry = ToolRegistry.from_tools(tools or [])
-        return ChatAttempt(
+        return Attempt(
             registry,
             self.limits,
             run_id=self.run_id,
@@ -296,19 +296,19 @@ class ToolGate:
 
     # A whole result is approved or not here; the caller raises the quarantine itself, from
     # a frame that no longer holds litellm's result (it carries the arguments).
-    def _approve_whole(self, attempt: ChatAttempt, carrier: Carrier) -> bool:
+    def _approve_whole(self, attempt: Attempt, carrier: Carrier) -> bool:
         calls = self._conclude(attempt, carrier)
         return calls is not None and judge(attempt, calls, self.policy)
 
     async def _aapprove_whole(
-        self, attempt: ChatAttempt, carrier_of: Callable[[Any], Carrier], result: Any
+        self, attempt: Attempt, carrier_of: Callable[[Any], Carrier], result: Any
     ) -> bool:
         # Parse and schema may take milliseconds on large arguments: off the loop then.
         calls = await decide_off_loop(attempt, lambda: self._conclude(attempt, carrier_of(result)))
         return calls is not None and await ajudge(attempt, calls, self.policy)
 
     @staticmethod
-    def _raise_quarantine(attempt: ChatAttempt) -> NoReturn:
+    def _raise_quarantine(attempt: Attempt) -> NoReturn:
         """Log the attempt's records and raise its quarantine from a clean frame."""
         emit_records(attempt)
         fault = attempt.quarantined
@@ -316,14 +316,14 @@ class ToolGate:
         raise_clean(fault)
 
     @staticmethod
-    def _conclude(attempt: ChatAttempt, carrier: Carrier) -> list[ToolCall] | None:
+    def _conclude(attempt: Attempt, carrier: Carrier) -> list[ToolCall] | None:
         try:
             return attempt.conclude(carrier)
         except ToolCallQuarantined:
             return None
 
     @staticmethod
-    def _release_response(attempt: ChatAttempt, response: Any) -> Any:
+    def _release_response(attempt: Attempt, response: Any) -> Any:
         attempt.release()
         emit_records(attempt)
         return response

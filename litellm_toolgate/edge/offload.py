@@ -22,7 +22,7 @@ import functools
 from collections.abc import Callable
 from typing import TypeVar
 
-from ..core.attempt import ChatAttempt
+from ..core.attempt import Attempt
 
 T = TypeVar("T")
 
@@ -38,7 +38,7 @@ def _executor() -> concurrent.futures.ThreadPoolExecutor:
     )
 
 
-async def decide_off_loop(attempt: ChatAttempt, decide: Callable[[], T]) -> T:
+async def decide_off_loop(attempt: Attempt, decide: Callable[[], T]) -> T:
     """``decide()``, on a worker thread when the attempt withholds enough to matter."""
     if attempt.argument_bytes <= OFF_LOOP_BYTES:
         return decide()

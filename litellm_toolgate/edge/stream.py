@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, NoReturn, Protocol
 
-from ..core.attempt import Carrier, ChatAttempt
+from ..core.attempt import Attempt, Carrier
 from ..core.errors import QuarantineReason, ToolCallQuarantined, raise_clean
 from ..core.policy import Policy, ReleasedCall, ToolCall
 from .carrier import CarrierChunks
@@ -68,7 +68,7 @@ class _Base:
         self, tap: WireTap, policy: Policy | None, carrier: CarrierAdapter | None = None
     ) -> None:
         self.tap = tap
-        self.attempt: ChatAttempt = tap.attempt
+        self.attempt: Attempt = tap.attempt
         self._policy = policy
         self._chunks: CarrierAdapter = carrier or CarrierChunks()
         self._out: deque[Any] = deque()

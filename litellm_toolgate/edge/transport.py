@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import httpx
 
-from ..core.attempt import ChatAttempt
+from ..core.attempt import Attempt
 from ..core.errors import QuarantineReason, ToolCallQuarantined
 
 R = QuarantineReason
@@ -55,7 +55,7 @@ class StreamQuarantined(httpx.ReadError):
 class WireTap:
     """Binds one attempt to the HTTP responses of one litellm call."""
 
-    def __init__(self, attempt: ChatAttempt, *, streamed: bool) -> None:
+    def __init__(self, attempt: Attempt, *, streamed: bool) -> None:
         self.attempt = attempt
         self.streamed = streamed
         # Whether litellm hands the caller Responses events (either route) or chat chunks.

@@ -38,7 +38,7 @@ from typing import Any
 
 import httpx
 
-from ..core.attempt import ChatAttempt
+from ..core.attempt import Attempt
 from ..core.errors import QuarantineReason, ToolCallQuarantined
 from ..core.policy import Policy
 from ..core.sse import SSEDecoder, SSEMessage
@@ -200,12 +200,12 @@ class Withholding:
     """What a withholding transport needs from its owner: the policy, and whom to tell."""
 
     def __init__(
-        self, policy: Policy | None, on_decided: Callable[[ChatAttempt], None] | None = None
+        self, policy: Policy | None, on_decided: Callable[[Attempt], None] | None = None
     ) -> None:
         self.policy = policy
         self._on_decided = on_decided
 
-    def decided(self, attempt: ChatAttempt) -> None:
+    def decided(self, attempt: Attempt) -> None:
         emit_records(attempt)
         if self._on_decided is not None:
             self._on_decided(attempt)
