@@ -23,7 +23,7 @@ from typing import Any
 import litellm
 
 from bench.bodies import TOOLS
-from litellm_toolgate.core.attempt import ChatAttempt
+from litellm_toolgate.core.attempt import Attempt
 from litellm_toolgate.edge import carrier as carrier_mod
 from litellm_toolgate.edge import transport as transport_mod
 
@@ -167,9 +167,9 @@ def gate_sections(
         (transport_mod.WireTap, "eof"),
         (carrier_mod.CarrierChunks, "admit"),
         (carrier_mod.CarrierChunks, "release"),
-        (ChatAttempt, "conclude"),
-        (ChatAttempt, "decide"),
-        (ChatAttempt, "release"),
+        (Attempt, "conclude"),
+        (Attempt, "decide"),
+        (Attempt, "release"),
     ]
     saved = [(owner, name, owner.__dict__[name]) for owner, name in targets]
 

@@ -21,7 +21,7 @@ from bench.bodies import TOOLS, count_events, file_arguments, rows_arguments, to
 from bench.common import Row, Timer, pair_rows, summary
 from bench.report import log
 from litellm_toolgate import PolicyDecision
-from litellm_toolgate.core.attempt import ChatAttempt
+from litellm_toolgate.core.attempt import Attempt
 from litellm_toolgate.core.registry import ToolRegistry
 
 PIECE = 65_536
@@ -45,8 +45,8 @@ def floor_decode(pieces: list[bytes]) -> int:
     return n
 
 
-def core_stream(registry: ToolRegistry, pieces: list[bytes]) -> ChatAttempt:
-    attempt = ChatAttempt(registry)
+def core_stream(registry: ToolRegistry, pieces: list[bytes]) -> Attempt:
+    attempt = Attempt(registry)
     attempt.bind_response(content_type="text/event-stream", streamed=True)
     for piece in pieces:
         attempt.receive_bytes(piece)
@@ -95,7 +95,7 @@ def core_section(shapes: list[tuple[str, bytes, int]]) -> list[Row]:
 
 
 # ---- decision latency -------------------------------------------------------------------------
-def prepared(registry: ToolRegistry, name: str, arguments: str) -> ChatAttempt:
+def prepared(registry: ToolRegistry, name: str, arguments: str) -> Attempt:
     fragments = max(1, len(arguments) // 64)
     body, _ = tool_body(fragments + 5, arguments=arguments, name=name)
     return core_stream(registry, split(body))

@@ -17,7 +17,7 @@ import tally
 from chatgen import TOOLS, policy
 
 from litellm_toolgate.core import (
-    ChatAttempt,
+    Attempt,
     PolicyDecision,
     QuarantineReason,
     ToolCallQuarantined,
@@ -43,7 +43,7 @@ def replay(pieces: list[bytes], path: str = CHAT_PATH) -> Result:
     ``path`` is the request path the attempt is bound to: it picks the wire (chat
     completions by default, :data:`RESPONSES_PATH` for the Responses wire).
     """
-    attempt = ChatAttempt(REGISTRY)
+    attempt = Attempt(REGISTRY)
     concluded = released_ok = False
     released: list[Any] = []
     try:

@@ -2,7 +2,12 @@
 
 ``assert_clean_exception`` walks a quarantine's message, repr, args, its traceback text and
 its whole ``__cause__``/``__context__`` chain (which the gate leaves empty), and its
-records. ``every_logger`` captures every log record of every logger at DEBUG (the root
+records. It also walks the local variables of every frame in the traceback of every
+exception in that chain (:func:`assert_clean_frames`), as an error tracker that ships frame
+locals (Sentry's ``include_local_variables``, rich's ``show_locals``) would: every value,
+into containers and objects' attributes, to :data:`FRAME_DEPTH` levels. Frames of the tests'
+own code, and objects of the tests' fake upstream, are the test's data and are left out.
+``every_logger`` captures every log record of every logger at DEBUG (the root
 logger and every logger that does not propagate to it) for ``assert_clean_logs``. litellm's
 own loggers (``LiteLLM``, ``LiteLLM Proxy``, ``LiteLLM Router``) print request and response
 bodies at DEBUG; the README says so and leaves them outside the gate's promise, so they are
@@ -15,12 +20,19 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import sys
 import traceback
 from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
 
 from conftest import CANARY
 
 LITELLM_OWN = frozenset({"LiteLLM", "LiteLLM Proxy", "LiteLLM Router"})
+TESTS = str(Path(__file__).resolve().parent)
+FRAME_DEPTH = 6
+"""How deep the frame walk follows containers and attributes from a frame's locals."""
 
 
 def chain(exc: BaseException) -> Iterator[BaseException]:
@@ -42,9 +54,76 @@ def assert_clean_exception(exc: BaseException, canary: str = CANARY) -> None:
         for text in (str(link), repr(link), repr(link.args)):
             assert canary not in text
     assert canary not in "".join(traceback.format_exception(exc))
+    assert_clean_frames(exc, canary)
     for record in getattr(exc, "records", ()):
         assert canary not in record.model_dump_json()
         assert canary not in repr(record)
+
+
+def _frames(tb: TracebackType | None) -> Iterator[FrameType]:
+    while tb is not None:
+        yield tb.tb_frame
+        tb = tb.tb_next
+
+
+def _tests_own(value: Any) -> bool:
+    module = sys.modules.get(getattr(type(value), "__module__", "") or "")
+    return str(getattr(module, "__file__", "") or "").startswith(TESTS)
+
+
+def find_in_frames(exc: BaseException, canary: str = CANARY) -> list[str]:
+    """Where the canary sits in the frame locals of ``exc``'s chain: ``frame:path`` each."""
+    needle = canary.encode()
+    found: list[str] = []
+    seen: set[int] = set()
+
+    def walk(value: Any, where: str, depth: int) -> None:
+        if isinstance(value, str):
+            if canary in value:
+                found.append(where)
+            return
+        if isinstance(value, bytes | bytearray | memoryview):
+            if needle in bytes(value):
+                found.append(where)
+            return
+        if value is None or isinstance(value, int | float | bool | type) or id(value) in seen:
+            return
+        seen.add(id(value))
+        if depth >= FRAME_DEPTH or _tests_own(value) or isinstance(value, FrameType):
+            return
+        if isinstance(value, dict):
+            for key, item in list(value.items()):
+                walk(key, f"{where}[key]", depth + 1)
+                walk(item, f"{where}[{key!r}]"[:200], depth + 1)
+            return
+        if isinstance(value, list | tuple | set | frozenset) or type(value).__name__ == "deque":
+            for i, item in enumerate(list(value)):
+                walk(item, f"{where}[{i}]", depth + 1)
+            return
+        attributes: dict[str, Any] = {}
+        with contextlib.suppress(TypeError):
+            attributes.update(vars(value))
+        for klass in type(value).__mro__:
+            for name in getattr(klass, "__slots__", ()) or ():
+                if isinstance(name, str) and name not in ("__dict__", "__weakref__"):
+                    with contextlib.suppress(AttributeError):
+                        attributes[name] = object.__getattribute__(value, name)
+        for name, item in attributes.items():
+            walk(item, f"{where}.{name}", depth + 1)
+
+    for link in chain(exc):
+        for frame in _frames(link.__traceback__):
+            if frame.f_code.co_filename.startswith(TESTS):
+                continue
+            label = f"{frame.f_code.co_name}@{Path(frame.f_code.co_filename).name}"
+            for name, value in frame.f_locals.items():
+                walk(value, f"{label}:{name}", 0)
+    return found
+
+
+def assert_clean_frames(exc: BaseException, canary: str = CANARY) -> None:
+    found = find_in_frames(exc, canary)
+    assert not found, f"argument text in traceback frame locals: {found[:5]}"
 
 
 class _Capture(logging.Handler):

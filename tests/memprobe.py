@@ -34,7 +34,7 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from litellm_toolgate import Limits, ToolCallQuarantined, ToolGate
-from litellm_toolgate.core import ChatAttempt, ToolRegistry
+from litellm_toolgate.core import Attempt, ToolRegistry
 
 KIB, MIB, GIB = 1024, 1024**2, 1024**3
 TOOLS = [{"type": "function", "function": {"name": "write_file"}}]
@@ -187,7 +187,7 @@ def through_litellm(server: LazyServer, limits: Limits) -> tuple[str | None, int
 def through_core(
     body: Callable[[], Iterator[bytes]], limits: Limits, server: LazyServer
 ) -> tuple[str | None, int]:
-    attempt = ChatAttempt(ToolRegistry.from_tools(TOOLS), limits)
+    attempt = Attempt(ToolRegistry.from_tools(TOOLS), limits)
     attempt.bind_response(content_type="text/event-stream", streamed=True)
     server.sent = 0
     try:

@@ -391,3 +391,205 @@ def test_every_reason_is_covered() -> None:
     # Refused before the request is sent (test_taxonomy_profiles): no wire, no argument text.
     covered |= {R.UNSUPPORTED_REQUEST}
     assert covered | CORE_ONLY == set(QuarantineReason)
+
+
+# ---- litellm's own error, and every later raise -----------------------------------------
+# A chunk the gate accepts but litellm cannot parse ("created" is not an integer): litellm
+# raises an error that quotes the chunk, arguments and all. The wire then faults while that
+# error is being handled (litellm closes the body, the gate drains it and finds a malformed
+# event). The quarantine must not have litellm's error (or anything else) in its chain.
+_UNPARSABLE = sse(
+    {
+        **HEAD,
+        "created": f"{C}",
+        "choices": [
+            {
+                "index": 0,
+                "delta": {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "write_file", "arguments": ARGS},
+                        }
+                    ]
+                },
+                "finish_reason": None,
+            }
+        ],
+    }
+)
+_AFTER = b"data: {broken\n\n" + END
+BRIDGED_BASE: dict[str, Any] = {**BASE, "input": "go"}
+del BRIDGED_BASE["messages"]
+
+
+def _gate_call(gate: ToolGate, api: str, asynchronous: bool, stream: bool) -> Any:
+    base = BRIDGED_BASE if api == "responses" else BASE
+    if not asynchronous:
+        call = gate.responses if api == "responses" else gate.completion
+        result = call(stream=stream, **base)
+        return list(result) if stream else result
+
+    async def go() -> Any:
+        call = gate.aresponses if api == "responses" else gate.acompletion
+        result = await call(stream=stream, **base)
+        return [c async for c in result] if stream else result
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_litellm_errors_stay_out_of_the_quarantine_chain(api: str, asynchronous: bool) -> None:
+    gate = ToolGate(MANIFEST["tools"])
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        stream = Pieces([_UNPARSABLE, _AFTER])
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=stream)
+
+    with every_logger() as logs, respx.mock as router:
+        router.post(URL).mock(side_effect=respond)
+        with pytest.raises(ToolCallQuarantined) as info:
+            _gate_call(gate, api, asynchronous, stream=True)
+    assert info.value.reason is R.MALFORMED_EVENT
+    assert_clean_exception(info.value)
+    assert_clean_logs(logs)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_a_whole_response_quarantine_has_a_clean_chain(api: str, asynchronous: bool) -> None:
+    gate = ToolGate(MANIFEST["tools"])
+    body = json.dumps(
+        {
+            "id": "chatcmpl-leak",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "tool_calls",
+                    "message": {
+                        "role": "assistant",
+                        "tool_calls": [
+                            {
+                                "id": "call_1",
+                                "type": "function",
+                                "function": {"name": "write_file", "arguments": ARGS},
+                            }
+                        ],
+                    },
+                }
+            ],
+        }
+    ).encode()
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        stream = Pieces([body], cut=len(body) - 20)
+        return httpx.Response(200, headers={"content-type": "application/json"}, stream=stream)
+
+    with every_logger() as logs, respx.mock as router:
+        router.post(URL).mock(side_effect=respond)
+        with pytest.raises(ToolCallQuarantined) as info:
+            _gate_call(gate, api, asynchronous, stream=False)
+    assert info.value.reason is R.DISCONNECTED
+    assert_clean_exception(info.value)
+    assert_clean_logs(logs)
+
+
+def test_whole_response_rejected_by_the_schema_keeps_no_arguments_in_frames() -> None:
+    gate = ToolGate(MANIFEST["tools"])
+    body = {
+        "id": "chatcmpl-leak",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {
+                                "name": "write_file",
+                                "arguments": json.dumps({"path": C}),
+                            },
+                        }
+                    ],
+                },
+            }
+        ],
+    }
+
+    async def go() -> Any:
+        return await gate.acompletion(**BASE)
+
+    for run_it in (lambda: gate.completion(**BASE), lambda: asyncio.run(go())):
+        with respx.mock as router:
+            router.post(URL).mock(return_value=httpx.Response(200, json=body))
+            with pytest.raises(ToolCallQuarantined) as info:
+                run_it()
+        assert info.value.reason is R.SCHEMA_INVALID
+        assert_clean_exception(info.value)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_every_later_raise_is_clean(asynchronous: bool) -> None:
+    """A second next(), and next() after close(): the same quarantine, raised fresh."""
+    gate = ToolGate(MANIFEST["tools"])
+    bad = opening(f'{{"path": "{C}", ') + END
+    good = delta({"content": "hi"}) + WRITE + END
+
+    def respond(body: bytes) -> httpx.Response:
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, stream=Pieces([body])
+        )
+
+    async def drive(body: bytes, close_first: bool) -> list[BaseException]:
+        raised: list[BaseException] = []
+        stream = await gate.acompletion(stream=True, **BASE)
+        if close_first:
+            await stream.__anext__()
+            await stream.aclose()
+        for _ in range(3):
+            try:
+                await stream.__anext__()
+            except ToolCallQuarantined as exc:
+                raised.append(exc)
+            except StopAsyncIteration:
+                pass
+        return raised
+
+    def drive_sync(body: bytes, close_first: bool) -> list[BaseException]:
+        raised: list[BaseException] = []
+        stream = gate.completion(stream=True, **BASE)
+        if close_first:
+            next(stream)
+            stream.close()
+        for _ in range(3):
+            try:
+                next(stream)
+            except ToolCallQuarantined as exc:
+                raised.append(exc)
+            except StopIteration:
+                pass
+        return raised
+
+    for body, close_first, reason in ((bad, False, R.INVALID_JSON), (good, True, R.CANCELLED)):
+        with respx.mock as router:
+            router.post(URL).mock(return_value=respond(body))
+            if asynchronous:
+                raised = asyncio.run(drive(body, close_first))
+            else:
+                raised = drive_sync(body, close_first)
+        assert raised and all(exc is raised[0] for exc in raised)
+        assert raised[0].reason is reason  # type: ignore[attr-defined]
+        for exc in raised:
+            assert_clean_exception(exc)

@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from litellm_toolgate.core import (
+    Attempt,
     Carrier,
     CarrierCall,
-    ChatAttempt,
     PolicyDecision,
     QuarantineReason,
     ToolCallQuarantined,
@@ -45,8 +45,8 @@ def replay(
     *,
     whole: bytes | None = None,
     carrier: Carrier | None = None,
-) -> tuple[list[dict[str, Any]], str, ToolCallQuarantined | None, ChatAttempt]:
-    attempt = ChatAttempt(REGISTRY, attempt_id="att-a", clock=lambda: 0.0)
+) -> tuple[list[dict[str, Any]], str, ToolCallQuarantined | None, Attempt]:
+    attempt = Attempt(REGISTRY, attempt_id="att-a", clock=lambda: 0.0)
     text: list[str] = []
     released: list[dict[str, Any]] = []
     fault = None
@@ -176,7 +176,7 @@ def test_the_path_picks_the_anthropic_wire() -> None:
     assert wire_of("//v1/messages/") is Wire.ANTHROPIC  # litellm 1.108.7 with api_base ".../"
     assert wire_of("/anthropic/v1/messages") is Wire.ANTHROPIC
     assert wire_of("/v1/messages/count_tokens") is None
-    attempt = ChatAttempt(REGISTRY)
+    attempt = Attempt(REGISTRY)
     with pytest.raises(ToolCallQuarantined) as info:
         attempt.bind_response(content_type="application/json", streamed=True, path=PATH)
     assert info.value.reason is R.UNSUPPORTED_WIRE

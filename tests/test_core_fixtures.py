@@ -1,4 +1,4 @@
-"""Every recorded chat fixture replayed through the sans-I/O core (``ChatAttempt``), no litellm.
+"""Every recorded chat fixture replayed through the sans-I/O core (``Attempt``), no litellm.
 
 The manifest states the wire's truth for each body: release (with the exact calls) or
 quarantine (with the reason). Each body is fed whole, one byte at a time and, for the small
@@ -16,7 +16,7 @@ import pytest
 from conftest import CASES, MANIFEST, body_of, split
 
 from litellm_toolgate.core import (
-    ChatAttempt,
+    Attempt,
     DecisionRecord,
     PolicyDecision,
     QuarantineReason,
@@ -67,7 +67,7 @@ def without_timing(records: Iterable[DecisionRecord]) -> tuple[dict[str, Any], .
     return tuple({k: v for k, v in vars(r).items() if k not in TIMING} for r in records)
 
 
-def sanitized(attempt: ChatAttempt) -> tuple[dict[str, Any], ...]:
+def sanitized(attempt: Attempt) -> tuple[dict[str, Any], ...]:
     return without_timing(attempt.records())
 
 
@@ -79,7 +79,7 @@ def replay(
     ``thorough`` also checks that a quarantined attempt refuses everything afterwards (the
     exhaustive split loops leave that to the whole-body replay, to save time).
     """
-    attempt = ChatAttempt(REGISTRY, attempt_id="att-fixture", clock=lambda: 0.0)
+    attempt = Attempt(REGISTRY, attempt_id="att-fixture", clock=lambda: 0.0)
     text: list[str] = []
     released: list[dict[str, Any]] = []
     fault: ToolCallQuarantined | None = None

@@ -14,9 +14,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from litellm_toolgate.core import (
+    Attempt,
     Carrier,
     CarrierCall,
-    ChatAttempt,
     PolicyDecision,
     QuarantineReason,
     ToolCallQuarantined,
@@ -41,8 +41,8 @@ def body(name: str) -> bytes:
 
 def replay(
     pieces: list[bytes], *, carrier: Carrier | None = None, route: str = ""
-) -> tuple[list[dict[str, Any]], str, ToolCallQuarantined | None, ChatAttempt]:
-    attempt = ChatAttempt(REGISTRY, attempt_id="att-r", clock=lambda: 0.0, route=route)
+) -> tuple[list[dict[str, Any]], str, ToolCallQuarantined | None, Attempt]:
+    attempt = Attempt(REGISTRY, attempt_id="att-r", clock=lambda: 0.0, route=route)
     text: list[str] = []
     released: list[dict[str, Any]] = []
     fault = None
@@ -408,7 +408,7 @@ def test_quiet_and_unknown_events_pass_and_text_counts() -> None:
 
 # ---- non-streamed Responses bodies ---------------------------------------------------------------
 def run_body(obj: Any, carrier: Carrier | None = None) -> tuple[Any, ToolCallQuarantined | None]:
-    attempt = ChatAttempt(REGISTRY, attempt_id="att-b", clock=lambda: 0.0)
+    attempt = Attempt(REGISTRY, attempt_id="att-b", clock=lambda: 0.0)
     try:
         attempt.bind_response(content_type="application/json", streamed=False, path=PATH)
         attempt.receive_body(json.dumps(obj).encode())
@@ -491,7 +491,7 @@ def test_native_carrier_must_equal_the_wire() -> None:
 
 
 def chat_attempt(data: bytes, carrier: Carrier) -> ToolCallQuarantined | None:
-    attempt = ChatAttempt(REGISTRY, attempt_id="att-c", clock=lambda: 0.0)
+    attempt = Attempt(REGISTRY, attempt_id="att-c", clock=lambda: 0.0)
     try:
         attempt.bind_response(content_type=SSE, streamed=True, path="/v1/chat/completions")
         attempt.receive_bytes(data)
@@ -538,7 +538,7 @@ def test_bridged_carrier_matches_by_call_id_and_truncation_is_incomplete() -> No
 
 
 def test_an_unknown_path_is_an_unsupported_wire() -> None:
-    attempt = ChatAttempt(REGISTRY)
+    attempt = Attempt(REGISTRY)
     with pytest.raises(ToolCallQuarantined) as info:
         attempt.bind_response(content_type=SSE, streamed=True, path="/v1/embeddings")
     assert info.value.reason is R.UNSUPPORTED_WIRE

@@ -14,16 +14,17 @@ import pickle
 import tracemalloc
 from collections.abc import Callable, Iterator
 from hashlib import sha256
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from litellm_toolgate.core import (
     ArgumentsRejected,
+    Attempt,
     Carrier,
     CarrierCall,
     CarrierMismatch,
-    ChatAttempt,
     GateConfigError,
     Interrupted,
     LimitExceeded,
@@ -100,6 +101,7 @@ REGISTRY = ToolRegistry.from_tools(
 )
 CANARY = "CANARY-7f3a9c"
 SSE = "text/event-stream"
+RESPONSES_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "responses"
 
 # ---- building streams ---------------------------------------------------------------------
 
@@ -149,20 +151,20 @@ ONE_CALL = stream((0, "call-a", "multiply", GOOD_ARGS))
 TWO_CALLS = stream((0, "call-a", "multiply", GOOD_ARGS), (1, "call-b", "multiply", '{"a":1,"b":2}'))
 
 
-def bound(limits: Limits | None = None, **kwargs: Any) -> ChatAttempt:
-    attempt = ChatAttempt(REGISTRY, limits, attempt_id=kwargs.pop("attempt_id", "att-t"), **kwargs)
+def bound(limits: Limits | None = None, **kwargs: Any) -> Attempt:
+    attempt = Attempt(REGISTRY, limits, attempt_id=kwargs.pop("attempt_id", "att-t"), **kwargs)
     attempt.bind_response(content_type=SSE, streamed=True)
     return attempt
 
 
-def finish_and_release(attempt: ChatAttempt, carrier: Carrier | None = None) -> list[Any]:
+def finish_and_release(attempt: Attempt, carrier: Carrier | None = None) -> list[Any]:
     attempt.receive_eof()
     for call in attempt.conclude(carrier):
         attempt.decide(call.index, PolicyDecision.approve())
     return attempt.release()
 
 
-def run(body: bytes, limits: Limits | None = None, **kwargs: Any) -> ChatAttempt:
+def run(body: bytes, limits: Limits | None = None, **kwargs: Any) -> Attempt:
     attempt = bound(limits, **kwargs)
     attempt.receive_bytes(body)
     finish_and_release(attempt)
@@ -344,7 +346,11 @@ def test_every_stream_table_entry_through_an_attempt(key: tuple[S, SI]) -> None:
         attempt.receive_bytes(ONE_CALL)
         attempt.receive_eof()
         assert attempt.state is S.CLOSED
-        for call in attempt.conclude():
+        calls = attempt.conclude()
+        if event is SI.CONCLUDE:
+            assert attempt.state is expected is S.CLOSED
+            return
+        for call in calls:
             attempt.decide(call.index, PolicyDecision.approve())
         assert len(attempt.release()) == 1
         assert attempt.state is expected is S.RELEASED
@@ -356,6 +362,8 @@ def test_every_stream_table_entry_through_an_attempt(key: tuple[S, SI]) -> None:
     def act() -> None:
         if event is SI.EOF:
             attempt.receive_eof()
+        elif event is SI.CONCLUDE:
+            attempt.conclude()
         else:
             attempt.receive_bytes(MESSAGE[event])
 
@@ -446,7 +454,7 @@ def test_a_second_response_is_a_spliced_retry() -> None:
     ],
 )
 def test_media_type_must_match_the_mode(content_type: str, streamed: bool, ok: bool) -> None:
-    attempt = ChatAttempt(REGISTRY)
+    attempt = Attempt(REGISTRY)
     if ok:
         attempt.bind_response(content_type=content_type, streamed=streamed)
         assert attempt.observed and attempt.quarantined is None
@@ -459,7 +467,7 @@ def test_media_type_must_match_the_mode(content_type: str, streamed: bool, ok: b
 
 
 def test_conclude_without_a_bound_response_is_wire_not_observed() -> None:
-    attempt = ChatAttempt(REGISTRY)
+    attempt = Attempt(REGISTRY)
     assert not attempt.observed
     fault = fault_of(attempt.conclude)
     assert fault.reason is R.WIRE_NOT_OBSERVED
@@ -489,30 +497,44 @@ def test_introspection_of_a_good_attempt() -> None:
     assert {r.model_route for r in attempt.records()} == {"gpt-test"}
 
 
-def test_conclude_without_receive_eof_ends_the_stream_itself() -> None:
-    attempt = bound()
-    attempt.receive_bytes(ONE_CALL)
-    assert attempt.state is S.DONE
-    (call,) = attempt.conclude()
-    assert attempt.state is S.CLOSED
-    attempt.decide(call.index, PolicyDecision.approve())
-    assert len(attempt.release()) == 1
-    # ... and when the stream is not done, that end is the fault it would be at EOF.
-    early = bound()
-    early.receive_bytes(opens() + FINISH_CALLS)
-    assert fault_of(early.conclude).reason is R.MISSING_DONE
+# The end of the body is an input (receive_eof), never assumed by conclude(). Each row: the
+# wire, the body fed, whether its end was fed, and the outcome of conclude(). Formerly
+# conclude() made up a clean end itself, so a body the gate never saw end was released.
+_RESPONSES_GOOD = (RESPONSES_FIXTURES / "multiply_basic.sse").read_bytes()
+END_OF_BODY_CASES = [
+    ("chat", ONE_CALL, True, None),
+    ("chat", ONE_CALL, False, R.DISCONNECTED),
+    ("chat", opens() + FINISH_CALLS, False, R.DISCONNECTED),
+    ("chat", opens() + FINISH_CALLS, True, R.MISSING_DONE),
+    ("chat", opens(), False, R.DISCONNECTED),
+    ("chat", ONE_CALL + b"\xe2\x82", False, R.DISCONNECTED),
+    ("chat", ONE_CALL + b"\xe2\x82", True, R.INVALID_UTF8),
+    ("responses", _RESPONSES_GOOD, True, None),
+    ("responses", _RESPONSES_GOOD, False, R.DISCONNECTED),
+]
 
 
-def test_conclude_without_eof_checks_the_end_of_the_body_like_eof_does() -> None:
-    """Regression: conclude() used to end the stream without flushing the SSE decoder, so a
-    truncated UTF-8 sequence at the end of the body was released."""
-    body = ONE_CALL + b"\xe2\x82"  # the first two bytes of a three-byte character
-    with_eof = bound()
-    with_eof.receive_bytes(body)
-    assert fault_of(with_eof.receive_eof).reason is R.INVALID_UTF8
-    without = bound()
-    without.receive_bytes(body)
-    assert fault_of(without.conclude).reason is R.INVALID_UTF8
+@pytest.mark.parametrize(("wire", "body", "eof", "outcome"), END_OF_BODY_CASES)
+def test_conclude_takes_the_end_of_the_body_as_an_input(
+    wire: str, body: bytes, eof: bool, outcome: QuarantineReason | None
+) -> None:
+    attempt = Attempt(REGISTRY, attempt_id="att-t")
+    path = "/v1/responses" if wire == "responses" else "/v1/chat/completions"
+    attempt.bind_response(content_type=SSE, streamed=True, path=path)
+    attempt.receive_bytes(body)
+
+    def decide() -> list[Any]:
+        if eof:
+            attempt.receive_eof()
+        return attempt.conclude()
+
+    if outcome is None:
+        for call in decide():
+            attempt.decide(call.index, PolicyDecision.approve())
+        assert len(attempt.release()) == 1
+    else:
+        assert fault_of(decide).reason is outcome
+        assert attempt.state is S.QUARANTINED
 
 
 def test_truncated_utf8_at_eof_is_invalid_utf8() -> None:
@@ -820,8 +842,8 @@ def calls_message(*arguments: str, name: str = "multiply") -> dict[str, Any]:
     }
 
 
-def non_streamed(data: bytes, limits: Limits | None = None) -> ChatAttempt:
-    attempt = ChatAttempt(REGISTRY, limits, attempt_id="att-ns")
+def non_streamed(data: bytes, limits: Limits | None = None) -> Attempt:
+    attempt = Attempt(REGISTRY, limits, attempt_id="att-ns")
     attempt.bind_response(content_type="application/json", streamed=False)
     attempt.receive_body(data)
     return attempt
@@ -864,7 +886,7 @@ def test_non_streamed_text_answer() -> None:
     ],
 )  # fmt: skip
 def test_non_streamed_bad_bodies(data: bytes, reason: QuarantineReason) -> None:
-    attempt = ChatAttempt(REGISTRY)
+    attempt = Attempt(REGISTRY)
     attempt.bind_response(content_type="application/json", streamed=False)
     fault = fault_of(lambda: (attempt.receive_body(data), attempt.conclude()))
     assert fault.reason is reason
@@ -874,7 +896,7 @@ def test_non_streamed_bad_bodies(data: bytes, reason: QuarantineReason) -> None:
 def test_non_streamed_body_too_large() -> None:
     data = body(calls_message(GOOD_ARGS))
     non_streamed(data, Limits(max_body_bytes=len(data)))
-    attempt = ChatAttempt(REGISTRY, Limits(max_body_bytes=len(data) - 1))
+    attempt = Attempt(REGISTRY, Limits(max_body_bytes=len(data) - 1))
     attempt.bind_response(content_type="application/json", streamed=False)
     fault = fault_of(lambda: attempt.receive_body(data))
     assert fault.reason is R.BODY_TOO_LARGE
@@ -885,7 +907,7 @@ def test_non_streamed_body_too_large() -> None:
 # ---- policy ---------------------------------------------------------------------------------
 
 
-def concluded(data: bytes = ONE_CALL, **kwargs: Any) -> tuple[ChatAttempt, list[ToolCall]]:
+def concluded(data: bytes = ONE_CALL, **kwargs: Any) -> tuple[Attempt, list[ToolCall]]:
     attempt = bound(**kwargs)
     attempt.receive_bytes(data)
     attempt.receive_eof()
@@ -1257,7 +1279,7 @@ def test_message_without_tool_index() -> None:
 
 
 def test_attempt_ids_are_opaque_and_unique() -> None:
-    a, b = ChatAttempt(REGISTRY), ChatAttempt(REGISTRY)
+    a, b = Attempt(REGISTRY), Attempt(REGISTRY)
     assert a.attempt_id != b.attempt_id
     assert a.attempt_id.startswith("att-") and a.run_id == a.attempt_id
 

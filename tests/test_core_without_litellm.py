@@ -38,7 +38,7 @@ SCRIPT = textwrap.dedent(
     import litellm_toolgate
 
     tools, body, expected = json.loads(sys.stdin.read())
-    attempt = core.ChatAttempt(core.ToolRegistry.from_tools(tools))
+    attempt = core.Attempt(core.ToolRegistry.from_tools(tools))
     attempt.bind_response(content_type="text/event-stream", streamed=True)
     attempt.receive_bytes(body.encode("utf-8"))
     attempt.receive_eof()

@@ -121,8 +121,8 @@ def test_async_policy_in_acompletion_approves_each_call() -> None:
 
 
 # ---- registry from the request -----------------------------------------------------------------
-def test_request_tools_are_the_registry_when_the_gate_has_none() -> None:
-    gate = ToolGate()
+def test_request_tools_are_the_registry_when_the_gate_says_so() -> None:
+    gate = ToolGate("request")
     with pytest.raises(ToolCallQuarantined) as info:
         stream_all(gate, "multiply_basic")  # the request names no tools: multiply is unknown
     assert info.value.reason is R.UNKNOWN_TOOL

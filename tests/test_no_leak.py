@@ -17,7 +17,7 @@ from conftest import CANARY, CASES, MANIFEST, body_of
 from leakcheck import assert_clean_exception
 
 from litellm_toolgate.core import (
-    ChatAttempt,
+    Attempt,
     Limits,
     PolicyDecision,
     QuarantineReason,
@@ -52,14 +52,14 @@ WITH_CANARY = sorted(name for name in CASES if CANARY.encode() in body_of(CASES[
 
 def replay_case(
     case: dict[str, Any], hmac_key: bytes | None = None, *, bytewise: bool = False
-) -> ChatAttempt:
+) -> Attempt:
     """Run one manifest case to its end (release or quarantine); return the attempt."""
     body = body_of(case)
     interruption = None
     for key, reason in TRANSPORT.items():
         if key in (case.get("transport") or {}):
             body, interruption = body[: case["transport"][key]], reason
-    attempt = ChatAttempt(REGISTRY, hmac_key=hmac_key)
+    attempt = Attempt(REGISTRY, hmac_key=hmac_key)
     try:
         attempt.bind_response(content_type="text/event-stream", streamed=True)
         for piece in [body[i : i + 1] for i in range(len(body))] if bytewise else [body]:
@@ -76,7 +76,7 @@ def replay_case(
     return attempt
 
 
-def assert_clean_logs(attempt: ChatAttempt, caplog: pytest.LogCaptureFixture) -> None:
+def assert_clean_logs(attempt: Attempt, caplog: pytest.LogCaptureFixture) -> None:
     caplog.clear()
     with caplog.at_level(logging.DEBUG):
         emit_records(attempt)
@@ -173,7 +173,7 @@ CRAFTED: dict[str, tuple[bytes, QuarantineReason]] = {
 @pytest.mark.parametrize("name", list(CRAFTED))
 def test_core_errors_leave_no_context(name: str, caplog: pytest.LogCaptureFixture) -> None:
     body, reason = CRAFTED[name]
-    attempt = ChatAttempt(REGISTRY, hmac_key=b"key")
+    attempt = Attempt(REGISTRY, hmac_key=b"key")
     attempt.bind_response(content_type="text/event-stream", streamed=True)
     with pytest.raises(ToolCallQuarantined) as info:
         attempt.receive_bytes(body + END)
@@ -196,7 +196,7 @@ def test_core_errors_leave_no_context(name: str, caplog: pytest.LogCaptureFixtur
 def test_non_streamed_errors_leave_no_context(
     data: bytes, reason: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    attempt = ChatAttempt(REGISTRY)
+    attempt = Attempt(REGISTRY)
     attempt.bind_response(content_type="application/json", streamed=False)
     with pytest.raises(ToolCallQuarantined) as info:
         attempt.receive_body(data)
@@ -206,7 +206,7 @@ def test_non_streamed_errors_leave_no_context(
 
 
 def test_limit_quarantines_leave_no_context(caplog: pytest.LogCaptureFixture) -> None:
-    attempt = ChatAttempt(REGISTRY, Limits(max_event_bytes=64))
+    attempt = Attempt(REGISTRY, Limits(max_event_bytes=64))
     attempt.bind_response(content_type="text/event-stream", streamed=True)
     with pytest.raises(ToolCallQuarantined) as info:
         attempt.receive_bytes(call("write_file", C * 10))
@@ -218,7 +218,7 @@ def test_limit_quarantines_leave_no_context(caplog: pytest.LogCaptureFixture) ->
 def test_policy_reason_is_the_policy_s_own_words(caplog: pytest.LogCaptureFixture) -> None:
     """The gate records the policy's reason as given; a policy that quotes nothing leaks
     nothing, even when the arguments carry the canary."""
-    attempt = ChatAttempt(REGISTRY)
+    attempt = Attempt(REGISTRY)
     attempt.bind_response(content_type="text/event-stream", streamed=True)
     attempt.receive_bytes(call("write_file", json.dumps({"path": C, "content": C})) + END)
     attempt.receive_eof()

@@ -13,7 +13,7 @@ import pytest
 from conftest import MANIFEST
 
 from litellm_toolgate import ToolGate
-from litellm_toolgate.core.attempt import ChatAttempt
+from litellm_toolgate.core.attempt import Attempt
 from litellm_toolgate.core.registry import ToolRegistry
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 from litellm_toolgate.edge.offload import OFF_LOOP_BYTES, decide_off_loop
@@ -49,13 +49,13 @@ def arguments_of(size: int) -> str:
 @pytest.mark.parametrize("size", [100, 4 * OFF_LOOP_BYTES], ids=["small", "large"])
 def test_where_the_async_decision_runs(monkeypatch: pytest.MonkeyPatch, size: int) -> None:
     threads: list[str] = []
-    conclude = ChatAttempt.conclude
+    conclude = Attempt.conclude
 
-    def recording(self: ChatAttempt, *args: Any, **kwargs: Any) -> Any:
+    def recording(self: Attempt, *args: Any, **kwargs: Any) -> Any:
         threads.append(threading.current_thread().name)
         return conclude(self, *args, **kwargs)
 
-    monkeypatch.setattr(ChatAttempt, "conclude", recording)
+    monkeypatch.setattr(Attempt, "conclude", recording)
     arguments = arguments_of(size)
 
     async def go(upstream: FakeUpstream) -> tuple[list[str], str]:
@@ -85,7 +85,7 @@ def test_where_the_async_decision_runs(monkeypatch: pytest.MonkeyPatch, size: in
 
 
 def test_a_cancelled_wait_lets_the_worker_finish_first() -> None:
-    attempt = ChatAttempt(ToolRegistry.from_tools(MANIFEST["tools"]))
+    attempt = Attempt(ToolRegistry.from_tools(MANIFEST["tools"]))
     attempt.bind_response(content_type="text/event-stream", streamed=True)
     attempt.receive_bytes(call_body(arguments_of(OFF_LOOP_BYTES)))
     assert attempt.argument_bytes > OFF_LOOP_BYTES
@@ -105,3 +105,128 @@ def test_a_cancelled_wait_lets_the_worker_finish_first() -> None:
         return finished.is_set()
 
     assert asyncio.run(go()) is True
+
+
+def test_a_cancelled_wait_does_not_block_the_loop() -> None:
+    attempt = Attempt(ToolRegistry.from_tools(MANIFEST["tools"]))
+    attempt.bind_response(content_type="text/event-stream", streamed=True)
+    attempt.receive_bytes(call_body(arguments_of(OFF_LOOP_BYTES)))
+    finished = threading.Event()
+
+    def decide() -> str:
+        time.sleep(0.4)
+        finished.set()
+        return "done"
+
+    async def go() -> tuple[bool, float]:
+        async def cancelled() -> None:
+            task = asyncio.create_task(decide_off_loop(attempt, decide))
+            await asyncio.sleep(0.05)
+            task.cancel()
+            await asyncio.sleep(0.05)
+            task.cancel()  # a second cancellation is the same one
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        _, lag = await _max_lag(cancelled())
+        return finished.is_set(), lag
+
+    done, lag = asyncio.run(go())
+    assert done
+    assert lag < 0.2, f"the loop was held for {lag:.3f} s while the worker finished"
+
+
+# ---- the loop stays free while a large call is rejected, on the callback's paths --------
+ROWS_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "store_rows",
+        "description": "Store integer rows.",
+        "parameters": {
+            "type": "object",
+            "properties": {"rows": {"type": "array", "items": {"type": "integer"}}},
+            "required": ["rows"],
+            "additionalProperties": False,
+        },
+    },
+}
+# About 1.5 MiB of integers whose very last element fails the schema.
+_ROWS = json.dumps({"rows": [*([123456] * 220_000), "not an integer"]})
+LAG_LIMIT = 0.4  # seconds; the decision alone takes longer than this on the loop
+
+
+def rows_body() -> bytes:
+    return call_body(_ROWS, fragment=8192).replace(b"write_file", b"store_rows")
+
+
+async def _max_lag(work: Any) -> tuple[Any, float]:
+    """Run ``work`` while a ticker measures the longest time the loop was not free."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    gaps: list[float] = []
+
+    async def tick() -> None:
+        last = loop.time()
+        while not stop.is_set():
+            await asyncio.sleep(0.005)
+            now = loop.time()
+            gaps.append(now - last)
+            last = now
+
+    ticker = asyncio.create_task(tick())
+    try:
+        result = await work
+    finally:
+        stop.set()
+        await ticker
+    return result, max(gaps)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+def test_a_large_rejection_does_not_hold_the_loop_under_the_callback(stream: bool) -> None:
+    from litellm_toolgate import ToolCallQuarantined, ToolGateGuardrail, find_quarantine
+    from litellm_toolgate.demo.serve import json_body_of
+
+    assert len(_ROWS) > 1_400_000
+    gate = ToolGateGuardrail([ROWS_TOOL])
+    body = rows_body()
+
+    async def call(upstream: FakeUpstream) -> BaseException | None:
+        try:
+            result = await litellm.acompletion(
+                model="cometapi/gpt-4o-mini",
+                messages=[{"role": "user", "content": "go"}],
+                api_base=upstream.base_url,
+                api_key="sk-test",
+                stream=stream,
+                num_retries=0,
+            )
+            if stream:
+                async for _ in result:
+                    pass
+        except Exception as exc:
+            return exc
+        return None
+
+    async def go(upstream: FakeUpstream) -> tuple[BaseException | None, float]:
+        return await _max_lag(call(upstream))
+
+    saved = litellm.callbacks
+    litellm.callbacks = [gate]
+    try:
+        with FakeUpstream() as upstream:
+            if stream:
+                upstream.enqueue(Scripted(body))
+            else:
+                upstream.enqueue(Scripted(json_body_of(body), content_type="application/json"))
+            error, lag = asyncio.run(go(upstream))
+    finally:
+        litellm.callbacks = saved
+        for name in dir(litellm):
+            value = getattr(litellm, name, None)
+            if isinstance(value, list):
+                value[:] = [cb for cb in value if not isinstance(cb, ToolGateGuardrail)]
+    quarantine = error if isinstance(error, ToolCallQuarantined) else find_quarantine(error)
+    assert quarantine is not None, repr(error)
+    assert quarantine.reason.value == "schema_invalid"
+    assert lag < LAG_LIMIT, f"the loop was held for {lag:.3f} s"

@@ -335,6 +335,20 @@ def test_a_bad_setting_stops_the_proxy_at_start_up() -> None:
         init_guardrails_v2([guardrail], config_file_path=str(EXAMPLES / "proxy_guardrails.yaml"))
 
 
+def test_a_misspelt_key_stops_a_real_proxy(tmp_path: Path) -> None:
+    """A real ``litellm --config`` start whose guardrail entry misspells ``policy``."""
+    config = prepare("guardrails", tmp_path)
+    text = config.read_text()
+    assert "      policy: " in text
+    config.write_text(text.replace("      policy: ", "      polcy: ", 1))
+    with (
+        pytest.raises(RuntimeError, match="exited at start-up") as caught,
+        running_proxy(config, "http://127.0.0.1:9/v1"),
+    ):
+        raise AssertionError("the proxy started with a misspelt setting")
+    assert "polcy" in str(caught.value)
+
+
 # ---- the Responses API: /v1/responses, bridged and native ------------------------------------
 NATIVE = "gpt-4o-mini-native"  # openai/ with the upstream as api_base: Responses SSE on the wire
 RESPONSES = Path(__file__).resolve().parent.parent / "fixtures" / "responses"

@@ -11,7 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from litellm_toolgate.core.errors import GateConfigError, QuarantineReason, ToolGateError
+from litellm_toolgate.core.errors import (
+    Fault,
+    GateConfigError,
+    QuarantineReason,
+    ToolGateError,
+)
 from litellm_toolgate.core.sse import SSEDecodeError, SSEDecoder, SSEMessage
 
 BIG = 1 << 20
@@ -355,7 +360,8 @@ def _assert_clean(err: SSEDecodeError, reason: QuarantineReason) -> None:
     assert err.args == (reason.value,)
     assert str(err) == reason.value
     assert repr(err) == f"SSEDecodeError({reason.value!r})"
-    assert isinstance(err, ToolGateError)
+    # Internal: the gate turns it into the attempt's quarantine; never the public error base.
+    assert isinstance(err, Fault) and not isinstance(err, ToolGateError)
 
 
 @pytest.mark.parametrize(
@@ -587,3 +593,50 @@ def test_messages_before_a_fault_are_returned_whatever_the_split(
         assert dec.error is reason
         with pytest.raises(SSEDecodeError):
             dec.feed(b"")
+
+
+# ---- memory: a message of many short data lines costs what it is charged -----------------
+@pytest.mark.parametrize(
+    "line",
+    [b"data:\n", b"data:x\n", b"data:xy\n", b"data: " + b"x" * 30 + b"\n"],
+    ids=["empty", "one-char", "two-chars", "thirty-chars"],
+)
+def test_many_data_lines_pin_no_more_than_the_event_limit(line: bytes) -> None:
+    """Each data line is charged its bytes and one LF; held one object per line, an empty
+    line cost a list slot (8 B) and a two-character one about 60 B, so a message of them
+    pinned 8 to 20 times its limit (33.7 MiB at 4 MiB)."""
+    import gc
+    import tracemalloc
+
+    limit = 1 << 18
+    dec = SSEDecoder(max_event_bytes=limit)
+    piece = line * (8192 // len(line))  # the transport feeds slices of 8 KiB
+    gc.collect()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        fed = 0
+        while dec.error is None and fed < 16 * limit:
+            dec.feed(piece)
+            fed += len(piece)
+        peak = tracemalloc.get_traced_memory()[1] - start
+    finally:
+        tracemalloc.stop()
+    assert dec.error is QuarantineReason.EVENT_TOO_LARGE
+    assert peak < 3 * limit, f"peak {peak:,} B for a {limit:,} B event limit"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(alphabet="ab\u00e9", max_size=9), min_size=1, max_size=40))
+def test_merged_data_lines_dispatch_as_written(values: list[str]) -> None:
+    stream = "".join(f"data:{v}\n" for v in values).encode() + b"\n"
+    assert whole(stream) == [M("\n".join(values))]
+    assert bytewise(stream) == [M("\n".join(values))]
+
+
+def test_internal_faults_are_not_public_errors() -> None:
+    from litellm_toolgate.core.chat import WireFault
+    from litellm_toolgate.core.strictjson import ArgumentsError
+
+    for internal in (Fault, SSEDecodeError, WireFault, ArgumentsError):
+        assert not issubclass(internal, ToolGateError), internal

@@ -16,7 +16,7 @@ import litellm
 import pytest
 
 from litellm_toolgate import QuarantineReason, ToolCallQuarantined, ToolGate
-from litellm_toolgate.core import ChatAttempt, PolicyDecision, ToolRegistry
+from litellm_toolgate.core import Attempt, PolicyDecision, ToolRegistry
 from litellm_toolgate.core.policy import ToolCall
 from litellm_toolgate.core.profiles import PROFILES, Deviation, profile_for
 from litellm_toolgate.core.wires.responses import ITEMS, Executor, check_input, passes_live
@@ -45,7 +45,7 @@ CHAT_REGISTRY = ToolRegistry.from_tools([MULTIPLY])
 
 def run_responses(name: str, policy: Any = None, route: str = "") -> tuple[list[ToolCall], Any]:
     """Replay a Responses fixture; the calls the policy saw, and the fault (or None)."""
-    attempt = ChatAttempt(REGISTRY, attempt_id="att-t", route=route)
+    attempt = Attempt(REGISTRY, attempt_id="att-t", route=route)
     seen: list[ToolCall] = []
     try:
         attempt.bind_response(content_type="text/event-stream", streamed=True, path="/responses")
@@ -80,7 +80,7 @@ def test_a_deployment_can_allow_web_search_and_deny_shell() -> None:
 
 
 def test_a_server_report_is_never_released_as_a_call() -> None:
-    attempt = ChatAttempt(REGISTRY)
+    attempt = Attempt(REGISTRY)
     attempt.bind_response(content_type="text/event-stream", streamed=True, path="/responses")
     attempt.receive_bytes((FIXTURES / CASES["web_search_then_call"]["body"]).read_bytes())
     attempt.receive_eof()
@@ -96,7 +96,7 @@ def test_a_server_report_is_never_released_as_a_call() -> None:
 
 
 def test_a_client_item_nobody_declared_is_an_unknown_tool() -> None:
-    attempt = ChatAttempt(ToolRegistry.from_tools([MULTIPLY]))
+    attempt = Attempt(ToolRegistry.from_tools([MULTIPLY]))
     attempt.bind_response(content_type="text/event-stream", streamed=True, path="/responses")
     attempt.receive_bytes((FIXTURES / CASES["shell_call"]["body"]).read_bytes())
     attempt.receive_eof()
@@ -201,7 +201,7 @@ STOP_WITH_CALL = (
 
 
 def run_chat(body: bytes, route: str, request: dict[str, Any] | None = None) -> Any:
-    attempt = ChatAttempt(CHAT_REGISTRY, route=route)
+    attempt = Attempt(CHAT_REGISTRY, route=route)
     try:
         attempt.bind_request("/v1/chat/completions", request or {})
         attempt.bind_response(content_type="text/event-stream", streamed=True)
@@ -329,7 +329,7 @@ def completed_body(name: str) -> bytes:
      "message_and_compaction", "program_items"],
 )  # fmt: skip
 def test_whole_bodies_follow_the_same_taxonomy(name: str) -> None:
-    attempt = ChatAttempt(REGISTRY)
+    attempt = Attempt(REGISTRY)
     attempt.bind_response(content_type="application/json", streamed=False, path="/responses")
     attempt.receive_body(completed_body(name))
     for call in attempt.conclude():
@@ -345,7 +345,7 @@ def test_a_whole_body_listing_a_call_incomplete_is_refused() -> None:
     for item in body["output"]:
         if item["type"] == "function_call":
             item["status"] = "incomplete"
-    attempt = ChatAttempt(REGISTRY)
+    attempt = Attempt(REGISTRY)
     attempt.bind_response(content_type="application/json", streamed=False, path="/responses")
     with pytest.raises(ToolCallQuarantined) as caught:
         attempt.receive_body(json.dumps(body).encode())

@@ -7,7 +7,7 @@ tables, per wire), ``strictjson`` and ``registry`` (parse and schema), ``call`` 
 first fragment to release or quarantine).
 """
 
-from .attempt import Attempt, Carrier, CarrierCall, ChatAttempt
+from .attempt import Attempt, Carrier, CarrierCall
 from .errors import (
     ArgumentsRejected,
     CarrierMismatch,
@@ -35,7 +35,6 @@ __all__ = [
     "Carrier",
     "CarrierCall",
     "CarrierMismatch",
-    "ChatAttempt",
     "DecisionRecord",
     "GateConfigError",
     "Interrupted",

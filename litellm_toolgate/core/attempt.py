@@ -17,13 +17,17 @@ ended cleanly. On an Anthropic wire it means every ``tool_use`` block passed its
 ``content_block_stop``, then ``message_delta`` said ``stop_reason: tool_use``, then
 ``message_stop``, then the body ended cleanly.
 
-Then :meth:`conclude` checks a chat finish reason (or an Anthropic stop reason) against the
-calls, cross-checks what the carrier (litellm) assembled, and takes every call through
-parse and schema; :meth:`decide` records the policy's answer; :meth:`release` hands back
-the calls, and only calls that reached POLICY_APPROVED can be handed back. The first fault
-anywhere quarantines the whole attempt: its buffers are dropped, later input is refused,
-and every later call raises the same :class:`ToolCallQuarantined`. A retry is a new
-attempt, never more bytes appended to this one.
+Then :meth:`conclude` (only once the body's end was fed: the tables refuse a decision in any
+earlier state as ``disconnected``) checks a chat finish reason (or an Anthropic stop reason)
+against the calls, cross-checks what the carrier (litellm) assembled, and takes every call
+through parse and schema; :meth:`decide` records the policy's answer; :meth:`release` hands
+back the calls, and only calls that reached POLICY_APPROVED can be handed back. The first
+fault anywhere quarantines the whole attempt: its buffers are dropped, later input is
+refused, and every later call raises the same :class:`ToolCallQuarantined`. A retry is a new
+attempt, never more bytes appended to this one. Every raise goes through
+:func:`~.errors.raise_clean` from a frame that no longer holds the bytes, body or carrier it
+was handed, so an error tracker that reads the frames of the traceback finds no argument
+text there.
 
 The machine does no I/O and imports no litellm; time comes from an injected clock.
 """
@@ -38,7 +42,7 @@ from datetime import UTC, datetime
 from .anthropic import AnthropicNormalizer, stop_reason_fault
 from .call import CallAccumulator
 from .chat import ChatNormalizer
-from .errors import Fault, QuarantineReason, ToolCallQuarantined, quarantine
+from .errors import Fault, QuarantineReason, ToolCallQuarantined, quarantine, raise_clean
 from .events import WireEvent
 from .ledger import Carrier, CarrierCall, Ledger
 from .limits import Limits
@@ -64,7 +68,7 @@ from .state import (
 from .wires import chat as chat_wire
 from .wires.responses import Executor
 
-__all__ = ["Attempt", "Carrier", "CarrierCall", "ChatAttempt"]
+__all__ = ["Attempt", "Carrier", "CarrierCall"]
 
 R = QuarantineReason
 
@@ -107,6 +111,7 @@ class Attempt:
         self._bound = False
         self._fault: ToolCallQuarantined | None = None
         self._reason: QuarantineReason | None = None
+        self._response_id: str | None = None  # kept when the normalizer is dropped
         self._terminal = False
         self.events = 0
 
@@ -148,7 +153,7 @@ class Attempt:
 
     @property
     def response_id(self) -> str | None:
-        return self._normalizer.response_id
+        return self._response_id or self._normalizer.response_id
 
     @property
     def bytes_seen(self) -> int:
@@ -184,12 +189,12 @@ class Attempt:
         """
         self._raise_if_faulted()
         if self._bound:
-            raise self._quarantine(R.SPLICED_RESPONSE)
+            raise_clean(self._quarantine(R.SPLICED_RESPONSE))
         self._bound = True
         wire = wire_of(path)
         media = content_type.split(";", 1)[0].strip().lower()
         if wire is None or media != _MEDIA[streamed]:
-            raise self._quarantine(R.UNSUPPORTED_WIRE)
+            raise_clean(self._quarantine(R.UNSUPPORTED_WIRE))
         if wire is Wire.RESPONSES:
             self._normalizer = ResponsesNormalizer(self.profile)
             self._ledger.wire = wire
@@ -199,12 +204,22 @@ class Attempt:
 
     def receive_bytes(self, data: bytes) -> list[WireEvent]:
         """Feed raw wire bytes; returns the events they completed."""
-        self._raise_if_faulted()
+        if self._fault is not None:
+            del data
+            raise_clean(self._fault)
         if self._state in (StreamState.CLOSED, StreamState.RELEASED):
             raise TransitionError(f"stream in state {self._state.value} cannot take bytes")
-        reason: QuarantineReason | None = None
-        index: int | None = None
         events: list[WireEvent] = []
+        reason, index = self._feed(data, events)
+        if reason is not None:
+            del data, events  # wire bytes and argument text: not in a frame of the raise
+            raise_clean(self._quarantine(reason, index))
+        return events
+
+    def _feed(
+        self, data: bytes, events: list[WireEvent]
+    ) -> tuple[QuarantineReason | None, int | None]:
+        """Decode, normalize and apply ``data``; the fault found, if any (never raised)."""
         try:
             for message in self._decoder.feed(data):
                 self.events += 1
@@ -213,12 +228,9 @@ class Attempt:
                 for event in self._normalizer.message(message):
                     self._apply(event)
                     events.append(event)
-            reason = self._decoder.error
         except Fault as fault:
-            reason, index = fault.reason, fault.index
-        if reason is not None:
-            raise self._quarantine(reason, index)
-        return events
+            return fault.reason, fault.index
+        return self._decoder.error, None
 
     def receive_eof(self) -> None:
         """The body ended cleanly (the transport saw its end, not an error)."""
@@ -229,14 +241,16 @@ class Attempt:
         except Fault as fault:
             reason = fault.reason
         if reason is not None:
-            raise self._quarantine(reason)
+            raise_clean(self._quarantine(reason))
         self._end_stream()
 
     def receive_body(self, body: bytes) -> None:
         """Feed a whole non-streamed response body; it is its own terminal."""
-        self._raise_if_faulted()
-        if len(body) > self.limits.max_body_bytes:
-            raise self._quarantine(R.BODY_TOO_LARGE)
+        if self._fault is None and len(body) > self.limits.max_body_bytes:
+            self._quarantine(R.BODY_TOO_LARGE)
+        if self._fault is not None:
+            del body
+            raise_clean(self._fault)
         reason: QuarantineReason | None = None
         index: int | None = None
         try:
@@ -249,8 +263,10 @@ class Attempt:
                     self._apply(event)
             except Fault as fault:
                 reason, index = fault.reason, fault.index
+        del body
+        text = ""  # neither the body nor its text stays in this frame
         if reason is not None:
-            raise self._quarantine(reason, index)
+            raise_clean(self._quarantine(reason, index))
         self._end_stream()
 
     def interrupt(self, reason: QuarantineReason) -> ToolCallQuarantined | None:
@@ -272,29 +288,12 @@ class Attempt:
         Returns the calls awaiting the policy (in index order), or raises the quarantine.
         ``carrier`` is what litellm assembled; it must equal the wire exactly.
         """
-        self._raise_if_faulted()
-        if not self._bound:
-            raise self._quarantine(R.WIRE_NOT_OBSERVED)
-        if self._state is not StreamState.CLOSED:
-            # The edge reads every body to its end; where it could not, the end is here.
-            self.receive_eof()
-        if self.wire is Wire.CHAT and bool(self._calls) != self._calls_terminal():
-            raise self._quarantine(R.FINISH_REASON_MISMATCH)
-        if self.wire is Wire.ANTHROPIC:
-            stop = stop_reason_fault(self.finish_reason, bool(self._calls))
-            if stop is not None:
-                raise self._quarantine(stop)
-        if (
-            carrier is not None
-            and carrier.kind == "chat"
-            and carrier.finish_reason == "tool_calls"
-            and self._stop_with_calls()
-        ):
-            # litellm 1.110 rewrites this route's ``stop`` to ``tool_calls``; 1.108 keeps it.
-            carrier = Carrier(carrier.calls, "stop", carrier.foreign, carrier.kind)
-        mismatch = None if carrier is None else self._ledger.carrier_fault(carrier)
+        mismatch = self._checked_terminal(carrier)
+        del carrier  # litellm's assembled arguments: not in this frame if it raises
         if mismatch is not None:
-            raise self._quarantine(mismatch)
+            self._quarantine(mismatch)
+        if self._fault is not None:
+            raise_clean(self._fault)
         self._ledger.terminal()
         first: CallAccumulator | None = None
         for call in self._ordered():
@@ -302,7 +301,8 @@ class Attempt:
             if call.error is not None and first is None:
                 first = call
         if first is not None and first.error is not None:
-            raise self._quarantine(first.error, first.index)
+            # Quarantine drops every call's buffers, these two locals' included.
+            raise_clean(self._quarantine(first.error, first.index))
         return [
             ToolCall(
                 self.attempt_id,
@@ -316,6 +316,33 @@ class Attempt:
             for c in self._ordered()
         ]
 
+    def _checked_terminal(self, carrier: Carrier | None) -> QuarantineReason | None:
+        """The first fault of the terminal and the carrier; faults of the body are kept."""
+        if self._fault is not None:
+            return None
+        if not self._bound:
+            return R.WIRE_NOT_OBSERVED
+        # The end of the body is an input the edge feeds (receive_eof); a decision asked
+        # for before it was seen is a move of the table like any other, never an end made up.
+        outcome = next_stream_state(self._state, StreamInput.CONCLUDE, self.wire)
+        if isinstance(outcome, QuarantineReason):
+            return outcome
+        if self.wire is Wire.CHAT and bool(self._calls) != self._calls_terminal():
+            return R.FINISH_REASON_MISMATCH
+        if self.wire is Wire.ANTHROPIC:
+            stop = stop_reason_fault(self.finish_reason, bool(self._calls))
+            if stop is not None:
+                return stop
+        if (
+            carrier is not None
+            and carrier.kind == "chat"
+            and carrier.finish_reason == "tool_calls"
+            and self._stop_with_calls()
+        ):
+            # litellm 1.110 rewrites this route's ``stop`` to ``tool_calls``; 1.108 keeps it.
+            carrier = Carrier(carrier.calls, "stop", carrier.foreign, carrier.kind)
+        return None if carrier is None else self._ledger.carrier_fault(carrier)
+
     def decide(self, index: int, decision: PolicyDecision | None, elapsed: float = 0.0) -> None:
         """Record the policy's answer for one call; None means the policy failed."""
         self._raise_if_faulted()
@@ -326,10 +353,10 @@ class Attempt:
         call.policy_reason = None if decision is None else _short(decision.reason)
         if decision is None:
             call.policy_status = "error"
-            raise self._quarantine(R.POLICY_ERROR, index)
+            raise_clean(self._quarantine(R.POLICY_ERROR, index))
         if not decision.approved:
             call.policy_status = "denied"
-            raise self._quarantine(R.POLICY_DENIED, index)
+            raise_clean(self._quarantine(R.POLICY_DENIED, index))
         call.policy_status = "approved"
         call.move(CallInput.APPROVED)
 
@@ -409,7 +436,7 @@ class Attempt:
 
     def _raise_if_faulted(self) -> None:
         if self._fault is not None:
-            raise self._fault
+            raise_clean(self._fault)
 
     def _stream_move(self, event: StreamInput) -> StreamState:
         outcome = next_stream_state(self._state, event, self.wire)
@@ -424,7 +451,7 @@ class Attempt:
         except Fault as fault:
             reason = fault.reason
         if reason is not None:
-            raise self._quarantine(reason)
+            raise_clean(self._quarantine(reason))
         self._terminal = True
         ended_at = self._clock()
         for call in self._calls.values():
@@ -448,6 +475,14 @@ class Attempt:
         now = self._clock()
         for call in self._calls.values():
             call.discard(now)
+        self._decoder.discard()  # the line and message under assembly
+        # A name the registry does not know is the model's text, never logged: let it go,
+        # with the normalizer's copy (the response id stays for the records).
+        for call in self._calls.values():
+            if call.name is not None and call.name not in self.registry:
+                call.name = ""
+        self._response_id = self._normalizer.response_id
+        self._normalizer = type(self._normalizer)()
         if index is not None and index in self._calls and self._calls[index].error is None:
             self._calls[index].error = reason
         self._state = StreamState.QUARANTINED
@@ -459,6 +494,3 @@ class Attempt:
 def _short(reason: str | None) -> str | None:
     return None if reason is None else reason[:200]
 
-
-ChatAttempt = Attempt
-"""The name the chat gate was built with; one attempt class reads both wires."""

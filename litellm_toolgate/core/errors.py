@@ -2,9 +2,7 @@
 
 The tree::
 
-    ToolGateError                       base of everything raised here
-    ├── Fault                           internal: a reason found by the decoder, normalizer
-    │                                   or parser, before it quarantines the attempt
+    ToolGateError                       base of everything raised to the caller
     ├── GateConfigError (ValueError)    the caller's set-up is wrong (tools, limits, options)
     ├── WireNotObservable               the gate cannot see the raw wire of this call
     └── ToolCallQuarantined             an attempt was quarantined; nothing was released
@@ -17,6 +15,11 @@ The tree::
         ├── LimitExceeded               a configured limit was reached (local)
         └── CarrierMismatch             litellm's chunks disagree with the wire
 
+    Fault (an Exception, not a ToolGateError)
+                                        internal: a reason found by the decoder, normalizer
+                                        or parser; the attempt turns it into its quarantine,
+                                        and it never reaches the caller
+
 Each quarantine carries a :class:`QuarantineReason` that code can branch on, the opaque
 attempt id and the sanitized per-call decision records. None of them ever holds argument
 text: messages are built from ids, counts and reason codes only, and the core raises them
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     from .records import DecisionRecord
@@ -112,8 +115,11 @@ class ToolGateError(Exception):
     """Base of every error this library raises."""
 
 
-class Fault(ToolGateError):
+class Fault(Exception):
     """A fault found inside the core, before it becomes the attempt's quarantine.
+
+    Internal, so deliberately not a :class:`ToolGateError`: code that catches the library's
+    public errors never sees one, and a ``Fault`` that escaped would be a bug, not a verdict.
 
     Carries a reason and, where one call is to blame, its tool index; its message, ``args``
     and ``repr`` are the reason alone, so it can never carry wire or argument text.
@@ -240,6 +246,25 @@ def quarantine(
 ) -> ToolCallQuarantined:
     """Build the exception of the right family for ``reason``."""
     return reason.family(reason, attempt_id, records, call_index=call_index)
+
+
+def raise_clean(fault: ToolCallQuarantined) -> NoReturn:
+    """Raise ``fault`` (an attempt's quarantine) with no history: the one way the gate raises it.
+
+    An attempt keeps its one quarantine and raises it again on every later call. Raising an
+    exception object adds to its ``__traceback__``, whose frames keep their local variables
+    (wire bytes, argument text) alive for any error tracker that reads them, and a raise
+    made while another exception is handled (say, litellm's own, which quotes a raw chunk)
+    sets ``__context__`` to that exception. So every raise starts from a clean object:
+    no traceback, no cause, no context. Call it outside every ``except`` block, from a frame
+    that holds no wire bytes or argument text (this function's own frame holds ``fault``
+    only); the traceback then holds the frames it passes through from here, and nothing else.
+    """
+    fault.__traceback__ = None
+    fault.__cause__ = None
+    fault.__context__ = None
+    fault.__suppress_context__ = False
+    raise fault
 
 
 R = QuarantineReason

@@ -74,7 +74,8 @@ class SSEDecoder:
 
     ``max_event_bytes`` bounds the memory one message can pin: the UTF-8 bytes of the line
     under assembly plus the data already collected for the current message (one LF counted
-    per data line). Exceeding it raises ``SSEDecodeError(EVENT_TOO_LARGE)``. The check is
+    per data line, which is what a line costs: data lines are held merged, never one object
+    each). Exceeding it raises ``SSEDecodeError(EVENT_TOO_LARGE)``. The check is
     made on every line, complete or not, so the outcome does not depend on how the stream
     was split.
     """
@@ -128,6 +129,16 @@ class SSEDecoder:
     def bytes_seen(self) -> int:
         """Bytes fed so far."""
         return self._bytes_seen
+
+    def discard(self) -> None:
+        """Drop what is held (the line and the message under assembly); the counts stay."""
+        self._partial = []
+        self._partial_bytes = 0
+        self._data = []
+        self._data_bytes = 0
+        self._event = ""
+        self._id = None
+        self._utf8.reset()
 
     def _fail(self, reason: QuarantineReason) -> NoReturn:
         self._error = reason
@@ -229,6 +240,15 @@ class SSEDecoder:
                     value = value[1:]
                 if name == "data":
                     data.append(value)
+                    # Each line charged only its bytes and one LF must cost no more than
+                    # that: a list slot and a str header per line would cost tens of
+                    # bytes for an empty or one-character line (a message of empty data
+                    # lines pinned eight times its limit). So lines are merged, LF-joined,
+                    # keeping piece lengths strictly decreasing: O(log n) pieces, each byte
+                    # copied O(log n) times. One-line messages never enter the loop.
+                    while len(data) > 1 and len(data[-1]) >= len(data[-2]):
+                        last = data.pop()
+                        data[-1] = data[-1] + "\n" + last
                     # The prefix cut off ("data:" and maybe a space) is ASCII, so the
                     # value's UTF-8 size follows from the line's without re-encoding.
                     data_bytes += size - len(line) + len(value) + 1

@@ -4,8 +4,9 @@ Three wires are read: chat-completions SSE (:attr:`Wire.CHAT`), Responses SSE
 (:attr:`Wire.RESPONSES`) and Anthropic Messages SSE (:attr:`Wire.ANTHROPIC`). On a chat wire
 a stream (one HTTP response of one attempt) moves::
 
-    RECEIVING --finish--> FINISHED --[DONE]--> DONE --eof--> CLOSED --> RELEASED
-        any fault, interruption or denial -----------------------------> QUARANTINED
+    RECEIVING --finish--> FINISHED --[DONE]--> DONE --eof--> CLOSED --conclude--> CLOSED
+        --release--> RELEASED
+    any fault, interruption or denial ---------------------------------------> QUARANTINED
 
 and on a Responses wire (``[DONE]`` after the completion is tolerated, never required)::
 
@@ -31,6 +32,11 @@ being the finish and ``message_stop`` the end marker::
 and its ``tool_use`` block passes one stage of its own, ``content_block_stop``::
 
     ITEM_OPEN --content_block_stop--> ITEM_DONE --message_stop, eof--> ITEM_TERMINAL --> ...
+
+The end of the body is an input like any other (``eof``, fed by the edge when its transport
+saw the body end cleanly), and so is the request for a decision (``conclude``): only CLOSED
+takes it. A decision asked for in any earlier state means the body's end was never seen,
+which is ``disconnected`` (nothing is assumed about bytes the gate did not read).
 
 On the Responses call table a skipped stage (``incomplete_item``) or a stage repeated or
 followed by more arguments (``event_after_terminal``) is an entry whose value is the reason.
@@ -85,6 +91,7 @@ class StreamInput(enum.Enum):
     ITEM_DONE = "item_done"
     COMPLETED = "completed"
     INCOMPLETE = "incomplete"
+    CONCLUDE = "conclude"
 
 
 class CallState(enum.Enum):
@@ -145,6 +152,8 @@ STREAM_TABLE: dict[tuple[StreamState, StreamInput], StreamState | QuarantineReas
         for i in (*_CONTENT, I.FINISH, I.DONE, I.METADATA, I.UNKNOWN, I.ERROR)
     },
     (S.DONE, I.EOF): S.CLOSED,
+    **{(s, I.CONCLUDE): R.DISCONNECTED for s in (S.RECEIVING, S.FINISHED, S.DONE)},
+    (S.CLOSED, I.CONCLUDE): S.CLOSED,
     (S.CLOSED, I.RELEASE): S.RELEASED,
 }
 
@@ -169,6 +178,8 @@ RESPONSES_STREAM_TABLE: dict[tuple[StreamState, StreamInput], StreamState | Quar
     },
     (S.DONE, I.DONE): R.EVENT_AFTER_TERMINAL,
     (S.DONE, I.EOF): S.CLOSED,
+    **{(s, I.CONCLUDE): R.DISCONNECTED for s in (S.RECEIVING, S.COMPLETED, S.DONE)},
+    (S.CLOSED, I.CONCLUDE): S.CLOSED,
     (S.CLOSED, I.RELEASE): S.RELEASED,
 }
 

@@ -71,24 +71,25 @@ import weakref
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 from litellm.integrations.custom_guardrail import CustomGuardrail
 from litellm.types.guardrails import GuardrailEventHooks
 from litellm.types.llms.openai import ResponsesAPIResponse
 
-from ..core.attempt import ChatAttempt
-from ..core.errors import GateConfigError, ToolCallQuarantined, ToolGateError
+from ..core.attempt import Attempt, Carrier
+from ..core.errors import GateConfigError, ToolCallQuarantined, ToolGateError, raise_clean
 from ..core.limits import Limits
 from ..core.policy import Policy
 from ..core.state import StreamState
 from .calltypes import CallRefused, Handling, handling, sync_route_refused
-from .config import GateSettings
+from .config import SETTING_KEYS, GateSettings, unknown_guardrail_keys
 from .events import CarrierEvents, carrier_events, carrier_of_result
 from .gate import ToolGate
 from .intervention import as_intervention
 from .logs import emit_records
 from .messages import AnthropicEvents, message_carrier
+from .offload import decide_off_loop
 from .policy import ajudge
 from .preflight import chat_chunk_check
 from .stream import AsyncGatedStream
@@ -161,6 +162,15 @@ def _selected(gate: CustomGuardrail, request: Any) -> bool:
         return True
 
 
+def _carrier_of_whole(response: Any) -> Carrier:
+    """What litellm assembled of a whole result: an Anthropic message (``/v1/messages``) or a
+    chat / Responses result (the bridge's own chat call has a chat result even when its
+    caller gets a message)."""
+    if isinstance(response, dict) and response.get("type") == "message":
+        return message_carrier(response)
+    return carrier_of_result(response)
+
+
 class ToolGateGuardrail(CustomGuardrail):
     """The gate as a litellm ``CustomLogger`` and ``CustomGuardrail``. See the module docstring.
 
@@ -183,7 +193,7 @@ class ToolGateGuardrail(CustomGuardrail):
 
     def __init__(
         self,
-        tools: Iterable[Mapping[str, Any]] | None = None,
+        tools: Iterable[Mapping[str, Any]] | Literal["request"] | None = None,
         *,
         policy: Policy | str | None = None,
         limits: Limits | Mapping[str, Any] | None = None,
@@ -196,8 +206,15 @@ class ToolGateGuardrail(CustomGuardrail):
         retry_stream_faults: bool = False,
         **kwargs: Any,
     ) -> None:
+        unknown = unknown_guardrail_keys(kwargs)
+        if unknown:
+            # A misspelt setting must stop the proxy, not run the gate without it.
+            raise GuardrailConfigError(
+                f"unknown toolgate settings {unknown}: the gate takes {sorted(SETTING_KEYS)} "
+                "besides litellm's own guardrail parameters"
+            )
         yaml_form: dict[str, Any] = {
-            "tools": None if tools is None else list(tools),
+            "tools": None if tools is None or isinstance(tools, str) else list(tools),
             "tools_file": tools_file,
             "policy": policy if isinstance(policy, str) else None,
             "limits": limits if isinstance(limits, Mapping) else None,
@@ -205,6 +222,8 @@ class ToolGateGuardrail(CustomGuardrail):
             "hmac_key_env": hmac_key_env,
             "run_id": run_id,
         }
+        if isinstance(tools, str):
+            yaml_form["tools"] = tools  # "request", or a wrong word pydantic names
         try:
             settings = GateSettings.from_mapping(
                 {k: v for k, v in yaml_form.items() if v is not None}
@@ -235,7 +254,10 @@ class ToolGateGuardrail(CustomGuardrail):
     @classmethod
     def from_settings_file(cls, path: str | Path, **kwargs: Any) -> ToolGateGuardrail:
         """A gate configured by a YAML file of its own (for ``litellm_settings.callbacks``)."""
-        settings, folder = GateSettings.from_file(path)
+        try:
+            settings, folder = GateSettings.from_file(path)
+        except GateConfigError as exc:
+            raise GuardrailConfigError(str(exc)) from exc
         values = settings.model_dump(exclude_none=True)
         return cls(base_dir=folder, **values, **kwargs)
 
@@ -278,7 +300,7 @@ class ToolGateGuardrail(CustomGuardrail):
         else:
             started = time.time()
 
-            def report(attempt: ChatAttempt) -> None:
+            def report(attempt: Attempt) -> None:
                 self._report(kwargs, attempt, started)
 
             holding = Withholding(
@@ -338,7 +360,7 @@ class ToolGateGuardrail(CustomGuardrail):
         params = kwargs.get("litellm_params")
         request: dict[str, Any] = params if isinstance(params, dict) else {}
 
-        def report(attempt: ChatAttempt) -> None:
+        def report(attempt: Attempt) -> None:
             self._report(request, attempt, started)
 
         holding = Withholding(
@@ -470,22 +492,24 @@ class ToolGateGuardrail(CustomGuardrail):
         if attempt.state is StreamState.RELEASED:
             return
         if attempt.quarantined is None:
-            try:
-                # An Anthropic message (/v1/messages) or litellm's chat / Responses result:
-                # the bridge's own chat call has a chat result even when its caller gets a
-                # message.
-                anthropic = isinstance(response, dict) and response.get("type") == "message"
-                carrier = message_carrier(response) if anthropic else carrier_of_result(response)
-                calls = attempt.conclude(carrier)
-                if await ajudge(attempt, calls, self.gate.policy):
-                    attempt.release()
-            except ToolCallQuarantined:
-                pass
+            await self._decide_whole(attempt, response)
             emit_records(attempt)
             self._report(request, attempt, started)
         fault = attempt.quarantined
         if fault is not None:
-            raise fault if in_proxy else as_intervention(fault)
+            del response  # litellm's result holds argument text: not in this frame's locals
+            raise_clean(fault if in_proxy else as_intervention(fault))
+
+    async def _decide_whole(self, attempt: Attempt, response: Any) -> None:
+        """Conclude against litellm's whole result and run the policy; a quarantine stays on
+        the attempt (raised by the caller, from a frame that no longer holds the result)."""
+        try:
+            carrier = _carrier_of_whole(response)
+            calls = await decide_off_loop(attempt, lambda: attempt.conclude(carrier))
+            if await ajudge(attempt, calls, self.gate.policy):
+                attempt.release()
+        except ToolCallQuarantined:
+            pass
 
     # ---- failures: forget the request ------------------------------------------------------
     async def async_post_call_failure_hook(
@@ -516,7 +540,7 @@ class ToolGateGuardrail(CustomGuardrail):
         assert fault is not None
         raise fault if in_proxy else as_intervention(fault)
 
-    def _report(self, request: dict[str, Any], attempt: ChatAttempt, started: float) -> None:
+    def _report(self, request: dict[str, Any], attempt: Attempt, started: float) -> None:
         """The attempt's sanitized records into litellm's standard logging for this request."""
         fault = attempt.quarantined
         records: list[dict[str, Any]] = [r.model_dump(mode="json") for r in attempt.records()]

@@ -1,7 +1,11 @@
 """What the caller is handed: litellm's chunks with tool-call fragments taken out.
 
-Every tool-call fragment is removed from its chunk and kept only to cross-check litellm's
-own assembly against the wire; a chunk left with nothing visible is dropped. The chunk that
+Every tool-call fragment is kept only to cross-check litellm's own assembly against the
+wire, and never handed out; a chunk with nothing visible besides is dropped. litellm keeps
+the chunks it yielded and assembles them for its success callbacks (spend logs, tracing),
+so its objects are never changed: a chunk that must go out without its fragments goes out
+as a copy, and litellm's record of the stream ends up holding the released calls exactly as
+the caller received them. The chunk that
 carries the finish reason, and every chunk after it, is held. After the attempt released,
 one chunk holding every released call (arguments exactly as on the wire) goes out, then the
 held chunks. A chunk for any choice other than 0 is withheld whole and fails the check.
@@ -87,6 +91,28 @@ def _clear(obj: Any, name: str) -> None:
         setattr(obj, name, None)
 
 
+def _without_calls(chunk: Any) -> Any:
+    """A copy of ``chunk`` whose deltas carry no tool calls; ``chunk`` is left as it was.
+
+    Shallow copies down to each delta (the only objects changed); the rest is shared.
+    """
+    copied = chunk.model_copy()
+    choices = []
+    for original in _attr(chunk, "choices") or []:
+        choice = original.model_copy()
+        delta = _attr(choice, "delta")
+        if delta is not None:
+            delta = delta.model_copy()
+            if _attr(delta, "function_call") is not None:
+                delta.function_call = None
+            if _attr(delta, "tool_calls") is not None:
+                _clear(delta, "tool_calls")
+            choice.delta = delta
+        choices.append(choice)
+    copied.choices = choices
+    return copied
+
+
 def _defined_on_class(obj: Any, name: str) -> bool:
     key = (type(obj), name)
     on_class = _ON_CLASS.get(key)
@@ -115,28 +141,28 @@ class CarrierChunks:
         for choice in choices:
             delta = _attr(choice, "delta")
             if delta is not None:
-                withheld |= self._strip(delta)
+                withheld |= self._collect(delta)
             finish = _attr(choice, "finish_reason")
             if finish:
                 self.finish_reason = finish if self.finish_reason is None else "<repeated>"
-                self.held.append(chunk)
+                self.held.append(_without_calls(chunk) if withheld else chunk)
                 return None
         if self.held:
-            self.held.append(chunk)
+            self.held.append(_without_calls(chunk) if withheld else chunk)
             return None
-        if (
-            withheld
-            and not any(_attr(_attr(c, "delta"), f) for c in choices for f in _VISIBLE)
-            and not _attr(chunk, "usage")
+        if not withheld:
+            return chunk
+        if not any(_attr(_attr(c, "delta"), f) for c in choices for f in _VISIBLE) and not _attr(
+            chunk, "usage"
         ):
             return None
-        return chunk
+        return _without_calls(chunk)
 
-    def _strip(self, delta: Any) -> bool:
+    def _collect(self, delta: Any) -> bool:
+        """Note the delta's tool-call fragments; True when it has any (or a function call)."""
         stripped = False
         if _attr(delta, "function_call") is not None:
             self.foreign = True
-            delta.function_call = None
             stripped = True
         tool_calls = _attr(delta, "tool_calls")
         for fragment in tool_calls or []:
@@ -153,7 +179,6 @@ class CarrierChunks:
             if arguments:
                 call.fragments.append(arguments)
         if tool_calls is not None:
-            _clear(delta, "tool_calls")
             stripped = True
         return stripped
 

@@ -11,8 +11,15 @@ for the ``litellm_settings.callbacks`` style, where the proxy passes no argument
 
 ``tools`` holds tool definitions inline (chat or Responses shape); ``tools_file`` names a
 JSON file holding such a list, resolved against ``base_dir`` (the folder of the file the
-setting came from). ``policy`` is an import path, ``package.module:callable``. The HMAC key is
-never written in YAML: ``hmac_key_env`` names the environment variable that holds it.
+setting came from). One of them is required: ``tools: request`` (:data:`REQUEST_TOOLS`) says
+that each request's own tools are the registry, which is never what a missing key means.
+
+Every other keyword a guardrail's constructor is given must be one litellm itself gives a
+guardrail (:func:`litellm_guardrail_keys`); anything else is a misspelt setting, and a
+:class:`GateConfigError` names it.
+
+``policy`` is an import path, ``package.module:callable``. The HMAC key is never written in
+YAML: ``hmac_key_env`` names the environment variable that holds it.
 """
 
 from __future__ import annotations
@@ -22,8 +29,9 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import fields
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -35,6 +43,64 @@ from ..core.policy import Policy
 SETTING_KEYS = frozenset(
     {"tools", "tools_file", "policy", "limits", "tool_categories", "hmac_key_env", "run_id"}
 )
+
+REQUEST_TOOLS = "request"
+"""The ``tools`` value that makes each request's own tools the registry."""
+
+# What a LiteLLM proxy passes every custom guardrail besides the YAML's own keys: each
+# ``LitellmParams`` field that has a default (``model_dump(exclude_none=True)``), minus the
+# ones it passes under other names. Checked against 1.108.7 and 1.110.2; the installed
+# version's own list is added at run time, so a newer proxy's new default does not fail.
+_PROXY_KEYS = frozenset(
+    {
+        "action", "block_on_violation", "breakdown", "ccr_retrieval", "chunk_budget_chars",
+        "confidence_threshold", "content_filter_threshold",
+        "contextual_grounding_from_messages", "default_action", "detect_execution_intent",
+        "dev_info", "disable_exception_on_block",
+        "experimental_use_latest_role_message_only", "fail_on_error",
+        "forward_messages_as_sent", "include_evidence", "include_scanners",
+        "is_detector_server", "mask", "on_disallowed_action", "on_flagged",
+        "on_flagged_action", "only_scan_new_messages", "payload", "pii_confidence_threshold",
+        "presidio_language", "prompt_attack_threshold", "sanitize_error_detail",
+        "send_user_api_key_alias", "send_user_api_key_team_id", "send_user_api_key_user_id",
+        "skip_unscannable_attachments", "sticky_session_routing", "unreachable_fallback",
+        "use_v2", "verify_ssl", "version",
+    }
+)  # fmt: skip
+
+
+@cache
+def litellm_guardrail_keys() -> frozenset[str]:
+    """Keywords litellm gives a guardrail's constructor that are not the gate's settings.
+
+    The named parameters of litellm's ``CustomGuardrail`` and ``CustomLogger`` constructors,
+    and every key a proxy passes a custom guardrail on its own (see ``_PROXY_KEYS``).
+    """
+    import inspect
+
+    from litellm.integrations.custom_guardrail import CustomGuardrail
+    from litellm.integrations.custom_logger import CustomLogger
+
+    keys = set(_PROXY_KEYS)
+    for init in (CustomGuardrail.__init__, CustomLogger.__init__):
+        for name, parameter in inspect.signature(init).parameters.items():
+            if name != "self" and parameter.kind is not inspect.Parameter.VAR_KEYWORD:
+                keys.add(name)
+    try:
+        from litellm.types.guardrails import LitellmParams
+
+        defaults = LitellmParams(guardrail="", mode="post_call")
+        keys.update(defaults.model_dump(exclude_none=True))
+    except Exception:  # another version's model: the fixed list stands
+        pass
+    keys -= {"guardrail", "mode"}  # passed as guardrail_name and event_hook
+    return frozenset(keys - SETTING_KEYS)
+
+
+def unknown_guardrail_keys(kwargs: Mapping[str, Any]) -> list[str]:
+    """The keywords that are neither the gate's settings nor litellm's own, sorted."""
+    allowed = litellm_guardrail_keys()
+    return sorted(k for k in kwargs if k not in allowed and k not in SETTING_KEYS)
 
 
 class LimitSettings(BaseModel):
@@ -62,7 +128,7 @@ class GateSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    tools: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | Literal["request"] | None = None
     tools_file: Path | None = None
     policy: str | None = None
     limits: LimitSettings = LimitSettings()
@@ -110,10 +176,18 @@ class GateSettings(BaseModel):
 
     # ---- what the gate is built from -------------------------------------------------------
     def load_tools(self, base_dir: Path | None = None) -> list[dict[str, Any]] | None:
-        """The registry's tools; None (each request's own tools) when neither key is given."""
+        """The registry's tools; None for ``tools: request`` (each request's own tools)."""
         if self.tools is not None and self.tools_file is not None:
             raise GateConfigError("toolgate settings take one of 'tools' or 'tools_file', not both")
+        if self.tools is None and self.tools_file is None:
+            raise GateConfigError(
+                "toolgate settings need the tools to gate against: 'tools' (a list), "
+                "'tools_file', or 'tools: request' to take each request's own tools"
+            )
+        if self.tools == REQUEST_TOOLS:
+            return None
         if self.tools_file is None:
+            assert isinstance(self.tools, list)
             return self.tools
         path = self.tools_file
         if not path.is_absolute():
@@ -153,8 +227,9 @@ class GateSettings(BaseModel):
 
     def gate_arguments(self, base_dir: Path | None = None) -> dict[str, Any]:
         """Keyword arguments for :class:`ToolGate`, every one checked."""
+        tools = self.load_tools(base_dir)
         return {
-            "tools": self.load_tools(base_dir),
+            "tools": REQUEST_TOOLS if tools is None else tools,
             "policy": self.load_policy(),
             "limits": self.limits.build(),
             "tool_categories": self.tool_categories,

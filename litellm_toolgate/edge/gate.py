@@ -28,13 +28,14 @@ from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, HTTPHandler
 from litellm.types.llms.openai import ResponsesAPIResponse
 from litellm.types.utils import ModelResponse
 
-from ..core.attempt import Carrier, ChatAttempt
-from ..core.errors import GateConfigError, ToolCallQuarantined, WireNotObservable
+from ..core.attempt import Attempt, Carrier
+from ..core.errors import GateConfigError, ToolCallQuarantined, WireNotObservable, raise_clean
 from ..core.limits import Limits
 from ..core.policy import Policy, ToolCall
 from ..core.profiles import check_overrides
 from ..core.registry import ToolRegistry
 from .carrier import response_carrier
+from .config import REQUEST_TOOLS
 from .events import CarrierEvents, carrier_events, carrier_of_response
 from .logs import emit_records
 from .messages import AnthropicEvents, message_carrier
@@ -67,17 +68,19 @@ class TappedAsyncHTTPHandler(AsyncHTTPHandler):
 class ToolGate:
     """Withholds tool calls until terminal, strict parse, schema and policy all pass.
 
-    ``tools``: the registry (chat or Responses tool shapes); when None, each request's own
-    ``tools`` are the registry. ``policy``: sync or async callable run on every validated
-    call. ``tool_categories`` maps sensitive tool names to the category logged instead.
-    ``hmac_key`` enables a keyed content digest in the records. ``route_profiles`` names
-    the profile of a route litellm reaches through another provider (``{"openai/qwen3-8b":
-    "lm_studio"}``; see ``core/profiles.py``).
+    ``tools``: the registry (chat or Responses tool shapes), or ``"request"``
+    (:data:`REQUEST_TOOLS`) to take each request's own ``tools`` as the registry; required,
+    so that the request's tools are always a choice, never what a forgotten argument means.
+    ``policy``: sync or async callable run on every validated call. ``tool_categories`` maps
+    sensitive tool names to the category logged instead. ``hmac_key`` enables a keyed content
+    digest in the records. ``route_profiles`` names the profile of a route litellm reaches
+    through another provider (``{"openai/qwen3-8b": "lm_studio"}``; see
+    ``core/profiles.py``).
     """
 
     def __init__(
         self,
-        tools: Iterable[Mapping[str, Any]] | None = None,
+        tools: Iterable[Mapping[str, Any]] | Literal["request"] | None = None,
         *,
         policy: Policy | None = None,
         limits: Limits | None = None,
@@ -86,7 +89,12 @@ class ToolGate:
         run_id: str | None = None,
         route_profiles: Mapping[str, str] | None = None,
     ) -> None:
-        self.registry = None if tools is None else ToolRegistry.from_tools(tools)
+        if tools is None or (isinstance(tools, str) and tools != REQUEST_TOOLS):
+            raise GateConfigError(
+                "ToolGate needs the tools to gate against: a list of tool definitions, or "
+                f"tools={REQUEST_TOOLS!r} to take each request's own tools"
+            )
+        self.registry = None if isinstance(tools, str) else ToolRegistry.from_tools(tools)
         self.route_profiles = check_overrides(route_profiles)
         if policy is not None and not callable(policy):
             raise GateConfigError("policy must be a callable (sync or async) or None")
@@ -184,11 +192,11 @@ class ToolGate:
         await self.aclose()
 
     # ---- attempts and clients --------------------------------------------------------------
-    def new_attempt(self, *, tools: Any = None, model: str = "") -> ChatAttempt:
+    def new_attempt(self, *, tools: Any = None, model: str = "") -> Attempt:
         registry = self.registry
         if registry is None:
             registry = ToolRegistry.from_tools(tools or [])
-        return ChatAttempt(
+        return Attempt(
             registry,
             self.limits,
             run_id=self.run_id,
@@ -276,7 +284,10 @@ class ToolGate:
         result = self._invoke_sync(handler.tap, litellm.completion, kwargs)
         if kwargs.get("stream"):
             return GatedStream(result, handler.tap, self.policy)
-        return self._decide_whole(handler.tap.attempt, response_carrier(result), result)
+        if self._approve_whole(handler.tap.attempt, response_carrier(result)):
+            return self._release_response(handler.tap.attempt, result)
+        del result  # litellm's response holds the arguments: not in a frame of the raise
+        self._raise_quarantine(handler.tap.attempt)
 
     @overload
     async def acompletion(self, *, stream: Literal[True], **kwargs: Any) -> AsyncGatedStream: ...
@@ -295,8 +306,10 @@ class ToolGate:
         result = await self._ainvoke(handler.tap, litellm.acompletion, kwargs)
         if kwargs.get("stream"):
             return AsyncGatedStream(result, handler.tap, self.policy)
-        attempt = handler.tap.attempt
-        return await self._adecide_whole(attempt, lambda: response_carrier(result), result)
+        if await self._aapprove_whole(handler.tap.attempt, response_carrier, result):
+            return self._release_response(handler.tap.attempt, result)
+        del result
+        self._raise_quarantine(handler.tap.attempt)
 
     @overload
     def responses(self, *, stream: Literal[True], **kwargs: Any) -> GatedStream: ...
@@ -312,7 +325,10 @@ class ToolGate:
         if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
             return GatedStream(result, handler.tap, self.policy, CarrierEvents())
         # A whole response (asked for, or handed back instead of a stream) is checked whole.
-        return self._decide_whole(handler.tap.attempt, carrier_of_response(result), result)
+        if self._approve_whole(handler.tap.attempt, carrier_of_response(result)):
+            return self._release_response(handler.tap.attempt, result)
+        del result
+        self._raise_quarantine(handler.tap.attempt)
 
     @overload
     async def aresponses(self, *, stream: Literal[True], **kwargs: Any) -> AsyncGatedStream: ...
@@ -331,8 +347,10 @@ class ToolGate:
         result = await self._ainvoke(handler.tap, litellm.aresponses, kwargs)
         if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
             return AsyncGatedStream(result, handler.tap, self.policy, CarrierEvents())
-        attempt = handler.tap.attempt
-        return await self._adecide_whole(attempt, lambda: carrier_of_response(result), result)
+        if await self._aapprove_whole(handler.tap.attempt, carrier_of_response, result):
+            return self._release_response(handler.tap.attempt, result)
+        del result
+        self._raise_quarantine(handler.tap.attempt)
 
     def messages(self, **kwargs: Any) -> Any:
         """``litellm.anthropic.messages.create`` with every tool_use block gated.
@@ -347,7 +365,10 @@ class ToolGate:
         result = self._invoke_sync(handler.tap, anthropic_interface.messages.create, kwargs)
         if kwargs.get("stream"):
             return GatedStream(result, handler.tap, self.policy, AnthropicEvents())
-        return self._decide_whole(handler.tap.attempt, message_carrier(result), result)
+        if self._approve_whole(handler.tap.attempt, message_carrier(result)):
+            return self._release_response(handler.tap.attempt, result)
+        del result  # the message holds the arguments: not in this frame when it raises
+        self._raise_quarantine(handler.tap.attempt)
 
     async def amessages(self, **kwargs: Any) -> Any:
         """``litellm.anthropic.messages.acreate`` with every tool_use block gated."""
@@ -356,8 +377,10 @@ class ToolGate:
         result = await self._ainvoke(handler.tap, anthropic_interface.messages.acreate, kwargs)
         if kwargs.get("stream"):
             return AsyncGatedStream(result, handler.tap, self.policy, AnthropicEvents())
-        attempt = handler.tap.attempt
-        return await self._adecide_whole(attempt, lambda: message_carrier(result), result)
+        if await self._aapprove_whole(handler.tap.attempt, message_carrier, result):
+            return self._release_response(handler.tap.attempt, result)
+        del result  # the message holds the arguments: not in this frame when it raises
+        self._raise_quarantine(handler.tap.attempt)
 
     def guard(self, stream: Any, client: Any = None) -> GatedStream | AsyncGatedStream:
         """Gate a stream made elsewhere, if this gate observed its wire; else refuse at once."""
@@ -410,37 +433,36 @@ class ToolGate:
         if failed:
             self._raise_quarantine(tap.attempt)
 
-    def _decide_whole(self, attempt: ChatAttempt, carrier: Carrier, result: Any) -> Any:
+    # A whole result is approved or not here; the caller raises the quarantine itself, from
+    # a frame that no longer holds litellm's result (it carries the arguments).
+    def _approve_whole(self, attempt: Attempt, carrier: Carrier) -> bool:
         calls = self._conclude(attempt, carrier)
-        if not judge(attempt, calls, self.policy):
-            self._raise_quarantine(attempt)
-        return self._release_response(attempt, result)
+        return calls is not None and judge(attempt, calls, self.policy)
 
-    async def _adecide_whole(
-        self, attempt: ChatAttempt, carrier: Callable[[], Carrier], result: Any
-    ) -> Any:
+    async def _aapprove_whole(
+        self, attempt: Attempt, carrier_of: Callable[[Any], Carrier], result: Any
+    ) -> bool:
         # Parse and schema may take milliseconds on large arguments: off the loop then.
-        calls = await decide_off_loop(attempt, lambda: self._conclude(attempt, carrier()))
-        if not await ajudge(attempt, calls, self.policy):
-            self._raise_quarantine(attempt)
-        return self._release_response(attempt, result)
+        calls = await decide_off_loop(attempt, lambda: self._conclude(attempt, carrier_of(result)))
+        return calls is not None and await ajudge(attempt, calls, self.policy)
 
     @staticmethod
-    def _raise_quarantine(attempt: ChatAttempt) -> NoReturn:
+    def _raise_quarantine(attempt: Attempt) -> NoReturn:
+        """Log the attempt's records and raise its quarantine from a clean frame."""
         emit_records(attempt)
         fault = attempt.quarantined
         assert fault is not None
-        raise fault
+        raise_clean(fault)
 
-    def _conclude(self, attempt: ChatAttempt, carrier: Carrier) -> list[ToolCall]:
+    @staticmethod
+    def _conclude(attempt: Attempt, carrier: Carrier) -> list[ToolCall] | None:
         try:
             return attempt.conclude(carrier)
         except ToolCallQuarantined:
-            pass
-        self._raise_quarantine(attempt)
+            return None
 
     @staticmethod
-    def _release_response(attempt: ChatAttempt, response: Any) -> Any:
+    def _release_response(attempt: Attempt, response: Any) -> Any:
         attempt.release()
         emit_records(attempt)
         return response

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 
-from ..core.attempt import ChatAttempt
+from ..core.attempt import Attempt
 
 logger = logging.getLogger("litellm_toolgate")
 
 
-def emit_records(attempt: ChatAttempt) -> None:
+def emit_records(attempt: Attempt) -> None:
     fault = attempt.quarantined
     level = logging.INFO if fault is None else logging.WARNING
     if not logger.isEnabledFor(level):

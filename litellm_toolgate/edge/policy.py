@@ -13,12 +13,12 @@ import inspect
 import time
 from collections.abc import Awaitable
 
-from ..core.attempt import ChatAttempt
+from ..core.attempt import Attempt
 from ..core.errors import ToolCallQuarantined
 from ..core.policy import Policy, PolicyDecision, ToolCall, as_decision
 
 
-def judge(attempt: ChatAttempt, calls: list[ToolCall], policy: Policy | None) -> bool:
+def judge(attempt: Attempt, calls: list[ToolCall], policy: Policy | None) -> bool:
     """Record the policy's answer for every call; False once the attempt is quarantined."""
     for call in calls:
         started = time.monotonic()
@@ -28,7 +28,7 @@ def judge(attempt: ChatAttempt, calls: list[ToolCall], policy: Policy | None) ->
     return True
 
 
-async def ajudge(attempt: ChatAttempt, calls: list[ToolCall], policy: Policy | None) -> bool:
+async def ajudge(attempt: Attempt, calls: list[ToolCall], policy: Policy | None) -> bool:
     """Async twin of :func:`judge`: an async policy is awaited on the caller's loop."""
     for call in calls:
         started = time.monotonic()
@@ -39,7 +39,7 @@ async def ajudge(attempt: ChatAttempt, calls: list[ToolCall], policy: Policy | N
 
 
 def _record(
-    attempt: ChatAttempt, call: ToolCall, decision: PolicyDecision | None, started: float
+    attempt: Attempt, call: ToolCall, decision: PolicyDecision | None, started: float
 ) -> bool:
     try:
         attempt.decide(call.index, decision, time.monotonic() - started)

@@ -6,10 +6,14 @@ events, withheld per function-call item by :mod:`events`). When litellm's stream
 the gate reads the wire to its end, concludes the attempt, runs the policy, and only then
 yields one chunk holding every released call (arguments exactly as on the wire) followed by
 the held chunks. Any fault raises :class:`ToolCallQuarantined` instead; nothing withheld is
-ever yielded after that, and the raise happens outside every ``except`` block so litellm's
-own error (which may quote the body) is not chained to it.
+ever yielded after that. The quarantine is raised through :func:`raise_clean`, outside
+every ``except`` block and from a frame holding nothing but the stream, which by then has
+let go of litellm's stream and of every withheld chunk: litellm's own error (which may quote
+the body) is not chained to it, and no traceback frame holds argument text.
 
-:class:`GatedStream` and :class:`AsyncGatedStream` are twins around :class:`_Base`.
+:class:`GatedStream` and :class:`AsyncGatedStream` are thin loops around :class:`_Base`,
+which owns every decision: what is ready to hand out (:meth:`_Base._ready`), what a chunk
+from litellm becomes (:meth:`_Base._take`) and what an ended stream concludes.
 """
 
 from __future__ import annotations
@@ -17,10 +21,10 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
-from ..core.attempt import Carrier, ChatAttempt
-from ..core.errors import QuarantineReason, ToolCallQuarantined
+from ..core.attempt import Attempt, Carrier
+from ..core.errors import QuarantineReason, ToolCallQuarantined, raise_clean
 from ..core.policy import Policy, ReleasedCall, ToolCall
 from .carrier import CarrierChunks
 from .logs import emit_records
@@ -41,12 +45,30 @@ class CarrierAdapter(Protocol):
     def release(self, released: list[ReleasedCall]) -> list[Any]: ...
 
 
+class _Dropped:
+    """The carrier of a quarantined stream: it holds nothing and takes nothing."""
+
+    def admit(self, item: Any) -> Any | None:
+        return None
+
+    def carrier(self) -> Carrier:
+        return Carrier({}, None)
+
+    def release(self, released: list[ReleasedCall]) -> list[Any]:
+        return []
+
+
+_MORE = object()  # nothing is ready: read the next chunk from litellm
+_END = object()  # the stream is over
+_FAULT = object()  # the attempt is quarantined: raise it
+
+
 class _Base:
     def __init__(
         self, tap: WireTap, policy: Policy | None, carrier: CarrierAdapter | None = None
     ) -> None:
         self.tap = tap
-        self.attempt: ChatAttempt = tap.attempt
+        self.attempt: Attempt = tap.attempt
         self._policy = policy
         self._chunks: CarrierAdapter = carrier or CarrierChunks()
         self._out: deque[Any] = deque()
@@ -58,13 +80,43 @@ class _Base:
             self._logged = True
             emit_records(self.attempt)
 
-    def _fault(self) -> ToolCallQuarantined | None:
+    def _ready(self) -> Any:
+        """A chunk to hand out, or ``_FAULT``, ``_END`` or ``_MORE``."""
+        if self._out:
+            return self._out.popleft()
+        if self.attempt.quarantined is not None:
+            self._drop()
+            return _FAULT
+        return _END if self._done else _MORE
+
+    def _take(self, chunk: Any) -> Any:
+        """What one chunk from litellm becomes: a chunk to hand out, or ``_MORE``."""
+        admitted = self._chunks.admit(chunk)
+        if self.attempt.quarantined is not None:
+            return _FAULT
+        return _MORE if admitted is None else admitted
+
+    def _drop(self) -> None:
+        """Quarantined: nothing withheld is kept, and litellm's stream is let go."""
+        self._done = True
+        self._out.clear()
+        self._chunks = _Dropped()
+        self._forget_wrapper()
+        self._log()
+
+    def _forget_wrapper(self) -> None:
+        raise NotImplementedError
+
+    def _raise(self) -> NoReturn:
         fault = self.attempt.quarantined
-        if fault is not None:
-            self._done = True
-            self._out.clear()
-            self._log()
-        return fault
+        assert fault is not None
+        self._drop()
+        raise_clean(fault)
+
+    def _litellm_failed(self) -> None:
+        if self.attempt.quarantined is None:
+            # litellm gave up on a stream the wire did not fault: they disagree.
+            self.attempt.interrupt(R.CARRIER_MISMATCH)
 
     def _conclude(self) -> list[ToolCall] | None:
         """Conclude the attempt; None when it was quarantined."""
@@ -82,9 +134,7 @@ class _Base:
     def _cancel(self) -> None:
         if not self._done:
             self.attempt.interrupt(R.CANCELLED)
-            self._done = True
-            self._out.clear()
-            self._log()
+            self._drop()
 
     @property
     def attempt_id(self) -> str:
@@ -108,43 +158,45 @@ class GatedStream(_Base):
         return self
 
     def __next__(self) -> Any:
-        while True:
-            if self._out:
-                return self._out.popleft()
-            fault = self._fault()
-            if fault is not None:
-                raise fault
-            if self._done:
-                raise StopIteration
-            chunk, ended = self._pull()
-            if ended:
-                self._finish()
-            elif chunk is not None:
-                admitted = self._chunks.admit(chunk)
-                fault = self._fault()
-                if fault is not None:
-                    raise fault
-                if admitted is not None:
-                    return admitted
+        item = self._advance()
+        if item is _FAULT:
+            self._raise()
+        return item
 
-    def _pull(self) -> tuple[Any, bool]:
-        litellm_failed = False
+    def _advance(self) -> Any:
+        while True:
+            item = self._ready()
+            if item is _END:
+                raise StopIteration
+            if item is _MORE:
+                item = self._pull()
+            if item is not _MORE:
+                return item
+
+    def _pull(self) -> Any:
+        failed = False
         try:
-            return next(self._it), False
+            chunk = next(self._it)
         except StopIteration:
-            return None, True
+            self._finish()
+            return _MORE
         except Exception:
-            litellm_failed = True
-        if litellm_failed and self.attempt.quarantined is None:
-            # litellm gave up on a stream the wire did not fault: they disagree.
-            self.attempt.interrupt(R.CARRIER_MISMATCH)
-        return None, True
+            failed = True
+        if failed:
+            self._litellm_failed()
+            self._finish()
+            return _MORE
+        return self._take(chunk)
+
+    def _forget_wrapper(self) -> None:
+        self._it = iter(())
 
     def _finish(self) -> None:
         self._close_wire()
         calls = self._conclude()
         if calls is not None and judge(self.attempt, calls, self._policy):
             self._release()
+        self._done = True
 
     def _close_wire(self) -> None:
         if self.tap.close_sync is not None:
@@ -163,7 +215,7 @@ class GatedStream(_Base):
 
 
 class AsyncGatedStream(_Base):
-    """Async twin of :class:`GatedStream`."""
+    """Async twin of :class:`GatedStream`: the same loop, awaiting where it reads."""
 
     def __init__(
         self,
@@ -181,52 +233,52 @@ class AsyncGatedStream(_Base):
     async def __anext__(self) -> Any:
         cancelled = False
         try:
-            return await self._step()
+            item = await self._advance()
         except asyncio.CancelledError:
             cancelled = True
         # Cancelled while reading or while the policy ran: nothing withheld goes out.
         if cancelled:
             self._cancel()
             await self._aclose_wire()
-        raise asyncio.CancelledError
+            raise asyncio.CancelledError
+        if item is _FAULT:
+            self._raise()
+        return item
 
-    async def _step(self) -> Any:
+    async def _advance(self) -> Any:
         while True:
-            if self._out:
-                return self._out.popleft()
-            fault = self._fault()
-            if fault is not None:
-                raise fault
-            if self._done:
+            item = self._ready()
+            if item is _END:
                 raise StopAsyncIteration
-            chunk, ended = await self._pull()
-            if ended:
-                await self._finish()
-            elif chunk is not None:
-                admitted = self._chunks.admit(chunk)
-                fault = self._fault()
-                if fault is not None:
-                    raise fault
-                if admitted is not None:
-                    return admitted
+            if item is _MORE:
+                item = await self._pull()
+            if item is not _MORE:
+                return item
 
-    async def _pull(self) -> tuple[Any, bool]:
-        litellm_failed = False
+    async def _pull(self) -> Any:
+        failed = False
         try:
-            return await self._it.__anext__(), False
+            chunk = await self._it.__anext__()
         except StopAsyncIteration:
-            return None, True
+            await self._finish()
+            return _MORE
         except Exception:
-            litellm_failed = True
-        if litellm_failed and self.attempt.quarantined is None:
-            self.attempt.interrupt(R.CARRIER_MISMATCH)
-        return None, True
+            failed = True
+        if failed:
+            self._litellm_failed()
+            await self._finish()
+            return _MORE
+        return self._take(chunk)
+
+    def _forget_wrapper(self) -> None:
+        self._it = _EmptyAsync()
 
     async def _finish(self) -> None:
         await self._aclose_wire()
         calls = await decide_off_loop(self.attempt, self._conclude)
         if calls is not None and await ajudge(self.attempt, calls, self._policy):
             self._release()
+        self._done = True
 
     async def _aclose_wire(self) -> None:
         if self.tap.close_async is not None:
@@ -242,3 +294,11 @@ class AsyncGatedStream(_Base):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+class _EmptyAsync:
+    def __aiter__(self) -> _EmptyAsync:
+        return self
+
+    async def __anext__(self) -> Any:
+        raise StopAsyncIteration

@@ -12,8 +12,12 @@ it ends in a read error instead: at a clean end litellm would take that line, up
 
 litellm stops reading at ``[DONE]`` and closes the response; closing drains what is left
 of the body (bounded by the attempt's limits) so the gate knows whether it ended cleanly.
-Read errors become interruptions: a read timeout is a stall (the read timeout is lowered to
-the gate's idle limit), any other transport error a disconnect.
+Read errors become interruptions: a read timeout is a stall (a stream's read timeout is
+lowered to the gate's idle limit; a whole response keeps the caller's), any other transport
+error a disconnect.
+
+The sync and async bodies are thin loops over :class:`_TapBody`, which owns what a piece
+and the end of reading mean.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import httpx
 
-from ..core.attempt import ChatAttempt
+from ..core.attempt import Attempt
 from ..core.errors import QuarantineReason, ToolCallQuarantined
 
 R = QuarantineReason
@@ -52,7 +56,7 @@ class StreamQuarantined(httpx.ReadError):
 class WireTap:
     """Binds one attempt to the HTTP responses of one litellm call."""
 
-    def __init__(self, attempt: ChatAttempt, *, streamed: bool) -> None:
+    def __init__(self, attempt: Attempt, *, streamed: bool) -> None:
         self.attempt = attempt
         self.streamed = streamed
         # Whether litellm hands the caller Responses events (either route) or chat chunks.
@@ -69,8 +73,17 @@ class WireTap:
         return self.attempt.quarantined is not None
 
     def prepare(self, request: httpx.Request) -> None:
+        """Hand the attempt the request's fields; lower a stream's read timeout to the idle
+        limit (a whole response keeps its own).
+
+        A non-streamed call sends nothing until it is done (a long reasoning call may think
+        for minutes), so the idle limit, a bound on the silence *between* pieces of a
+        stream, does not apply to it.
+        """
         with contextlib.suppress(ToolCallQuarantined):  # kept on the attempt: see refused
             self.attempt.bind_request(request.url.path, _request_fields(request))
+        if not self.streamed:
+            return
         timeout = dict(request.extensions.get("timeout") or {})
         idle = self.attempt.limits.idle_timeout
         read = timeout.get("read")
@@ -106,6 +119,7 @@ class WireTap:
             if self.streamed:
                 self.attempt.receive_bytes(data)
             elif len(self._body) + len(data) > self.attempt.limits.max_body_bytes:
+                self._body = bytearray()
                 self.attempt.interrupt(R.BODY_TOO_LARGE)
             else:
                 self._body += data
@@ -131,6 +145,7 @@ class WireTap:
 
     def fail(self, error: BaseException) -> None:
         self.ended = True
+        self._body = bytearray()
         reason = R.STALLED if isinstance(error, httpx.TimeoutException) else R.DISCONNECTED
         self.attempt.interrupt(reason)
 
@@ -181,13 +196,42 @@ def _wrap(
     )
 
 
-class _TapStream(httpx.SyncByteStream):
-    def __init__(self, inner: httpx.SyncByteStream, tap: WireTap) -> None:
-        self._inner = inner
+class _TapBody:
+    """What the sync and async bodies share: each is a thin loop over these steps."""
+
+    def __init__(self, tap: WireTap) -> None:
         self._tap = tap
-        self._it: Iterator[bytes] | None = None
         self._closed = False
         self._open_line = False  # litellm holds an unterminated line
+
+    def _passes(self, piece: bytes) -> bool:
+        """Feed one piece to the attempt; True when litellm may have it."""
+        if not self._tap.feed(piece):
+            return False
+        self._open_line = not piece.endswith((b"\n", b"\r"))
+        return True
+
+    def _ended(self) -> None:
+        """Reading stopped without a transport error: at the body's end, or at a fault."""
+        if self._tap.faulted:
+            if self._open_line:
+                raise StreamQuarantined
+            return
+        self._tap.eof()
+
+    def _start_close(self) -> bool:
+        """True on the first close, when the rest of the body should be drained."""
+        if self._closed:
+            return False
+        self._closed = True
+        return True
+
+
+class _TapStream(_TapBody, httpx.SyncByteStream):
+    def __init__(self, inner: httpx.SyncByteStream, tap: WireTap) -> None:
+        super().__init__(tap)
+        self._inner = inner
+        self._it: Iterator[bytes] | None = None
         tap.close_sync = self.close
 
     def _pieces(self) -> Iterator[bytes]:
@@ -200,25 +244,19 @@ class _TapStream(httpx.SyncByteStream):
         error: httpx.TransportError | None = None
         try:
             for piece in self._pieces():
-                if not self._tap.feed(piece):
+                if not self._passes(piece):
                     break
-                self._open_line = not piece.endswith((b"\n", b"\r"))
                 yield piece
         except httpx.TransportError as exc:
             error = exc
         if error is not None:
             self._tap.fail(error)
             raise error
-        if self._tap.faulted:
-            if self._open_line:
-                raise StreamQuarantined
-            return
-        self._tap.eof()
+        self._ended()
 
     def close(self) -> None:
-        if self._closed:
+        if not self._start_close():
             return
-        self._closed = True
         try:
             if self._tap.wants_drain:
                 for piece in self._pieces():
@@ -232,13 +270,11 @@ class _TapStream(httpx.SyncByteStream):
             self._inner.close()
 
 
-class _AsyncTapStream(httpx.AsyncByteStream):
+class _AsyncTapStream(_TapBody, httpx.AsyncByteStream):
     def __init__(self, inner: httpx.AsyncByteStream, tap: WireTap) -> None:
+        super().__init__(tap)
         self._inner = inner
-        self._tap = tap
         self._it: AsyncIterator[bytes] | None = None
-        self._closed = False
-        self._open_line = False  # litellm holds an unterminated line
         tap.close_async = self.aclose
 
     def _pieces(self) -> AsyncIterator[bytes]:
@@ -258,25 +294,19 @@ class _AsyncTapStream(httpx.AsyncByteStream):
         error: httpx.TransportError | None = None
         try:
             async for piece in self._pieces():
-                if not self._tap.feed(piece):
+                if not self._passes(piece):
                     break
-                self._open_line = not piece.endswith((b"\n", b"\r"))
                 yield piece
         except httpx.TransportError as exc:
             error = exc
         if error is not None:
             self._tap.fail(error)
             raise error
-        if self._tap.faulted:
-            if self._open_line:
-                raise StreamQuarantined
-            return
-        self._tap.eof()
+        self._ended()
 
     async def aclose(self) -> None:
-        if self._closed:
+        if not self._start_close():
             return
-        self._closed = True
         try:
             if self._tap.wants_drain:
                 async for piece in self._pieces():

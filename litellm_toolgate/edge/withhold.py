@@ -38,13 +38,14 @@ from typing import Any
 import httpx
 
 from ..core.anthropic import EventClassifier
-from ..core.attempt import ChatAttempt
+from ..core.attempt import Attempt
 from ..core.errors import (
     Interrupted,
     Party,
     QuarantineReason,
     StreamFault,
     ToolCallQuarantined,
+    raise_clean,
 )
 from ..core.policy import Policy, ToolCall
 from ..core.sse import SSEDecoder, SSEMessage
@@ -53,6 +54,7 @@ from ..core.wires import chat as chat_wire
 from ..core.wires import responses as responses_wire
 from .intervention import as_intervention
 from .logs import emit_records
+from .offload import decide_off_loop
 from .policy import ajudge, judge
 from .preflight import ChunkCheck
 from .transport import AsyncTapTransport, WireTap
@@ -165,17 +167,32 @@ class _Held:
             return True  # the attempt itself judges malformed messages
         return not isinstance(value, dict) or check(value)
 
-    def _calls(self) -> list[ToolCall] | None:
-        """The calls awaiting the policy; None when there is nothing to judge (a fault, or a
-        whole body the callback judges later against litellm's result)."""
+    def _concludes_here(self) -> bool | None:
+        """Whether the attempt is concluded here: None after a fault, False for a whole body
+        the callback judges later against litellm's result."""
         self._decided = True
-        attempt = self._tap.attempt
-        if attempt.quarantined is not None:
+        if self._tap.attempt.quarantined is not None:
             return None
-        if not self._tap.streamed and not self._gate.whole_here:
-            return []
+        return self._tap.streamed or self._gate.whole_here
+
+    def _calls(self) -> list[ToolCall] | None:
+        """The calls awaiting the policy; None when there is nothing to judge."""
+        here = self._concludes_here()
+        if not here:
+            return None if here is None else []
         try:
-            return attempt.conclude()
+            return self._tap.attempt.conclude()
+        except ToolCallQuarantined:
+            return None
+
+    async def _acalls(self) -> list[ToolCall] | None:
+        """:meth:`_calls` with the parse and schema off the event loop (one offload rule)."""
+        here = self._concludes_here()
+        if not here:
+            return None if here is None else []
+        attempt = self._tap.attempt
+        try:
+            return await decide_off_loop(attempt, attempt.conclude)
         except ToolCallQuarantined:
             return None
 
@@ -198,7 +215,7 @@ class _Held:
         if fault is not None:
             # Raised outside every except block: litellm chains its own error to this one,
             # never the other way round.
-            raise self._gate.typed(fault, before_first_chunk=not self._passed_live)
+            raise_clean(self._gate.typed(fault, before_first_chunk=not self._passed_live))
 
     def _cancel(self) -> None:
         if not self._decided:
@@ -231,11 +248,13 @@ class _WithholdingStream(_Held, httpx.AsyncByteStream):
             error = exc
         if error is not None:
             self._tap.fail(error)
-        calls = self._calls()
+        calls = await self._acalls()
         approved = calls is not None and await ajudge(self._tap.attempt, calls, self._gate.policy)
+        calls = None
         for out in self._finish(approved):
             yield out
         if not self._defer:
+            piece = out = b""  # wire bytes: not in this frame's locals when the fault is raised
             self._raise_if_quarantined()
 
     async def aclose(self) -> None:
@@ -270,8 +289,10 @@ class SyncWithholdingStream(_Held, httpx.SyncByteStream):
             self._tap.fail(error)
         calls = self._calls()
         approved = calls is not None and judge(self._tap.attempt, calls, self._gate.policy)
+        calls = None
         yield from self._finish(approved)
         if not self._defer:
+            piece = b""  # wire bytes: not in this frame's locals when the fault is raised
             self._raise_if_quarantined()
 
     def close(self) -> None:
@@ -320,7 +341,7 @@ class Withholding:
     def __init__(
         self,
         policy: Policy | None,
-        on_decided: Callable[[ChatAttempt], None] | None = None,
+        on_decided: Callable[[Attempt], None] | None = None,
         *,
         intervene: bool = True,
         whole_here: bool = False,
@@ -359,7 +380,7 @@ class Withholding:
             return fault
         return as_intervention(fault) if self._intervene else fault
 
-    def decided(self, attempt: ChatAttempt) -> None:
+    def decided(self, attempt: Attempt) -> None:
         emit_records(attempt)
         if self._on_decided is not None:
             self._on_decided(attempt)
