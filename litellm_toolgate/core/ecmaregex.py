@@ -46,7 +46,7 @@ _MAX = 0x10FFFF
 _MAX_REPEAT = 65535
 # Compiled patterns kept. Patterns come from client-supplied schemas, so only short ones
 # are cached: memory stays bounded by count x length.
-_CACHE_SIZE = 512
+_CACHE_SIZE = 128
 _CACHED_LENGTH = 1024
 
 Ranges = tuple[tuple[int, int], ...]
