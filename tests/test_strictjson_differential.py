@@ -131,7 +131,8 @@ def test_long_texts_around_the_number_checks() -> None:
 
 JSON_PIECES = ['{', '}', '[', ']', ',', ':', '"k"', '"\\u00e9"', '"\\ud800"', '"\\ud83d\\ude00"',
                '1', '-0', '9007199254740993', '1e400', '0.5', 'true', 'null', 'NaN', ' ',
-               '"a"', '"a"', '\ufeff', '\ud800']  # fmt: skip
+               '"a"', '"a"', '\ufeff', '\ud800', '"\\\\"', '"\\"["', '"]}"',
+               '"\\\\\\"]"']  # fmt: skip
 
 
 @settings(max_examples=400, deadline=None)
@@ -180,3 +181,29 @@ def test_a_float_that_overflows_is_refused_on_both_paths() -> None:
     text = '{"s": "' + "x" * 20_000 + '", "n": 1e309}'
     assert outcome(parse_arguments, text, 64) == ("refused", strictjson.R.NUMBER_OUT_OF_RANGE)
     assert math.isinf(float("1e309"))
+
+
+def depth_of(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(depth_of, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(depth_of, value), default=0)
+    return 0
+
+
+tricky_values = st.recursive(
+    st.none() | st.integers(0, 9) | st.text('[]{}"\\ab', max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text('[]{}"\\k', max_size=3), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text('[]{}"\\k', max_size=3), tricky_values, max_size=3), st.booleans())
+def test_the_bracket_scan_measures_depth(value: dict[str, Any], indent: bool) -> None:
+    data = json.dumps(value, indent=1 if indent else None).encode()
+    for max_depth in range(1, 7):
+        assert strictjson._shallow(data, max_depth) == (depth_of(value) <= max_depth)

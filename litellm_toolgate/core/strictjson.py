@@ -93,6 +93,8 @@ _DIGITS_AS_ZERO = bytes.maketrans(b"123456789E", b"000000000e")
 _NUMBER_RISK = (b"0" * 16, b"e000", b"e+000", b"e-000")
 _WINDOW = 64 * 1024
 _SCAN_LIMIT = 16 * 1024
+_BRACKETS = bytes.maketrans(b"{[}]", b"(())")
+_NOT_STRUCTURE = bytes(set(range(256)) - set(b'"[]{}'))
 _CONTAINERS = frozenset({dict, list})
 _STRINGS = frozenset({str})
 
@@ -151,12 +153,33 @@ def _accept_fast(text: str, max_depth: int) -> dict[str, Any] | None:
     # A short text is cheaper to scan than its value is to walk: with no more openers than
     # max_depth and no number at risk (see _parse) there is nothing to walk for. A long one
     # is usually one long string, which the walk passes in a few steps.
-    scanned = len(text) <= _SCAN_LIMIT and (
-        text.count("[") + text.count("{") <= max_depth and not _numbers_at_risk(text)
+    scanned = (
+        len(text) <= _SCAN_LIMIT
+        and not _numbers_at_risk(text)
+        and (text.count("[") + text.count("{") <= max_depth or _shallow(data, max_depth))
     )
     if not scanned and not _within_limits(value, max_depth):
         return None
     return value
+
+
+def _shallow(data: bytes, max_depth: int) -> bool:
+    """Whether valid JSON text nests no deeper than ``max_depth``, by bytes operations only.
+
+    Escaped backslashes and quotes are removed, so every remaining quote opens or closes a
+    string; the text between quotes is dropped, leaving the brackets outside strings, and
+    each pass of removing ``()`` pairs takes one level off the deepest nesting.
+    """
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    brackets = data.translate(_BRACKETS, _NOT_STRUCTURE)
+    if b'"' in brackets:
+        brackets = b"".join(brackets.split(b'"')[::2])
+    for _ in range(max_depth):
+        if not brackets:
+            return True
+        brackets = brackets.replace(b"()", b"")
+    return not brackets
 
 
 def _within_limits(root: dict[str, Any], max_depth: int) -> bool:
