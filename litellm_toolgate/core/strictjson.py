@@ -89,8 +89,12 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 # What a number needs to be out of range (see parse_arguments), searched for in the text's
 # bytes with every digit mapped to "0" and "E" to "e": bytes.translate and `in` are C loops
 # over the buffer, about 1.5 ns a byte, where a regex for the same runs ~100x slower.
+# Signs are deleted, so "e+000" and "e-000" read "e000" (deleting can only join runs, so
+# the test can only say "at risk" more often, never less).
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789E", b"000000000e")
-_NUMBER_RISK = (b"0" * 16, b"e000", b"e+000", b"e-000")
+_SIGNS = b"+-"
+_SIXTEEN_DIGITS = b"0" * 16
+_EXPONENT = b"e000"
 _WINDOW = 64 * 1024
 _SCAN_LIMIT = 16 * 1024
 _BRACKETS = bytes.maketrans(b"{[}]", b"(())")
@@ -267,8 +271,8 @@ def _numbers_at_risk(text: str) -> bool:
     """
     for start in range(0, len(text), _WINDOW):
         window = text[start : start + _WINDOW + 15].encode("utf-8", "surrogatepass")
-        digits = window.translate(_DIGITS_AS_ZERO)
-        if any(pattern in digits for pattern in _NUMBER_RISK):
+        digits = window.translate(_DIGITS_AS_ZERO, _SIGNS)
+        if _SIXTEEN_DIGITS in digits or _EXPONENT in digits:
             return True
     return False
 
