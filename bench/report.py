@@ -99,7 +99,7 @@ def markdown(results: dict[str, Any], previous: dict[str, Any] | None = None) ->
         f"Measured {' and '.join(dates)} on {results['machine']}, litellm {results['litellm']}, "
         f"{'quick run' if results['quick'] else 'full run'}. "
         "Ratios: gated ÷ baseline, median (min–max) over interleaved pairs; "
-        "ratio budgets are judged on CPU time (decision rows: on paired wall time)."
+        "ratio budgets are judged on CPU time (decision rows: the thread's CPU time, in µs)."
         + (f' "before": the same row in the run of {was}.' if was else ""),
         "",
         "| section | row | figure | before | budget | met |",

@@ -123,6 +123,14 @@ def test_depth_around_the_limit(max_depth: int) -> None:
         assert_agree('{"rows": [' + ",".join(['{"t": [1, 2]}'] * rows) + "]}", max_depth)
 
 
+@pytest.mark.parametrize("last", ["1", "9007199254740992", "1e309", "[[[[[[1]]]]]]", '"\\"]"'])
+def test_long_dense_texts(last: str) -> None:
+    # Many small objects in a long text: the scans decide, or the walk when they cannot.
+    rows = ",".join(['{"t": [1, 2.5], "s": "a]"}'] * 4000)
+    for max_depth in (3, 6, 64):
+        assert_agree('{"rows": [' + rows + ', {"x": ' + last + "}]}", max_depth)
+
+
 def test_long_texts_around_the_number_checks() -> None:
     pad = '"' + "x" * 40_000 + '"'
     for edge in ("9007199254740991", "9007199254740992", "1e309", "-1e309", "1.5", '"\\ud800"'):

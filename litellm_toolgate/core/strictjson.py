@@ -97,6 +97,8 @@ _SIXTEEN_DIGITS = b"0" * 16
 _EXPONENT = b"e000"
 _WINDOW = 64 * 1024
 _SCAN_LIMIT = 16 * 1024
+# Scanning a byte costs about a twenty-fourth of walking a node (measured on CPython 3.11).
+_BYTES_PER_NODE = 24
 _BRACKETS = bytes.maketrans(b"{[}]", b"(())")
 _NOT_STRUCTURE = bytes(set(range(256)) - set(b'"[]{}'))
 _CONTAINERS = frozenset({dict, list})
@@ -154,17 +156,21 @@ def _accept_fast(text: str, max_depth: int) -> dict[str, Any] | None:
         value = None
     if type(value) is not dict:
         return None
-    # A short text is cheaper to scan than its value is to walk: with no more openers than
-    # max_depth and no number at risk (see _parse) there is nothing to walk for. A long one
-    # is usually one long string, which the walk passes in a few steps.
-    scanned = (
-        len(text) <= _SCAN_LIMIT
-        and not _numbers_at_risk(text)
-        and (text.count("[") + text.count("{") <= max_depth or _shallow(data, max_depth))
-    )
-    if not scanned and not _within_limits(value, max_depth):
-        return None
-    return value
+    # Two ways to check what jiter leaves, both exact: scans of the text (about 5 ns a byte)
+    # and a walk of the value (about 120 ns a node). A short text is scanned; a long one is
+    # walked unless it turns out dense in nodes (many small objects), then scanned. When a
+    # scan cannot rule the problem out, the walk decides.
+    if len(text) <= _SCAN_LIMIT:
+        settled: bool | None = None
+    else:
+        settled = _within_limits(value, max_depth, budget=len(data) // _BYTES_PER_NODE)
+    if settled is None:
+        scanned = not _numbers_at_risk(text) and (
+            (len(text) <= _SCAN_LIMIT and text.count("[") + text.count("{") <= max_depth)
+            or _shallow(data, max_depth)
+        )
+        settled = scanned or _within_limits(value, max_depth)
+    return value if settled else None
 
 
 def _shallow(data: bytes, max_depth: int) -> bool:
@@ -186,14 +192,19 @@ def _shallow(data: bytes, max_depth: int) -> bool:
     return not brackets
 
 
-def _within_limits(root: dict[str, Any], max_depth: int) -> bool:
+def _within_limits(root: dict[str, Any], max_depth: int, budget: int | None = None) -> bool | None:
     """Depth and number range of a decoded value, level by level, with no Python step per
-    node (as in :func:`_inspect`): only the kinds present on a level are looked at."""
+    node (as in :func:`_inspect`): only the kinds present on a level are looked at. None
+    when more than ``budget`` nodes would have to be looked at (then scanning is cheaper)."""
     level: list[Any] = [root]
     depth = 1
     while level:
         if depth > max_depth:
             return False
+        if budget is not None:
+            budget -= sum(map(len, level))  # this level's children, before building them
+            if budget < 0:
+                return None
         is_object = list(map(is_, map(type, level), repeat(dict)))
         objects = compress(level, is_object)
         arrays = compress(level, map(not_, is_object))
