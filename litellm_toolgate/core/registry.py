@@ -56,19 +56,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from jsonschema import (
-    Draft3Validator,
-    Draft4Validator,
-    Draft201909Validator,
-    Draft202012Validator,
-    FormatChecker,
-    ValidationError,
-)
+from jsonschema import Draft201909Validator, Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.protocols import Validator
-from jsonschema.validators import extend, validator_for
+from jsonschema.validators import validator_for
 
-from .ecmaregex import PatternError, compile_pattern, translate
+from .ecmaschema import ecma_dialect, pattern_problem, schema_formats
 from .errors import GateConfigError
 from .fastschema import fast_validator
 
@@ -294,130 +287,21 @@ def _compile_uncached(canonical: str) -> _Compiled:
     try:
         # (The protocol's stub lacks the format_checker parameter every dialect has.)
         check_schema: Callable[..., None] = dialect.check_schema
-        check_schema(schema, format_checker=_schema_formats(dialect))
+        check_schema(schema, format_checker=schema_formats(dialect))
     except SchemaError as err:
         problem = f"it fails the {dialect.__name__} metaschema at {err.json_path} ({err.validator})"
     except RecursionError:
         problem = "it is nested too deeply to check"
     if problem is None:
-        problem = _pattern_problem(schema, canonical, dialect)
+        problem = pattern_problem(schema, canonical, dialect)
     if problem is not None:
         return problem
     # The fast validator gets its own copy: nothing it does can reach the reference's schema.
     fast = fast_validator(json.loads(canonical), dialect)
     # Only a schema that may search with a pattern needs the ECMA-262 keywords.
     searches = '"pattern":' in canonical or '"patternProperties":' in canonical
-    validator = _ecma(dialect)(schema) if searches else dialect(schema)
+    validator = ecma_dialect(dialect)(schema) if searches else dialect(schema)
     return schema, validator, _declared_names(schema), fast
-
-
-# Patterns: ECMA-262, not Python's re (see ecmaregex). The metaschema's `format: regex` marks
-# every place a pattern stands (`pattern`, and `patternProperties` names from Draft 6 on), so
-# checking the schema with an ECMA-262 regex format refuses, at registration, any pattern
-# that cannot be run exactly; the keywords that search with a pattern are then replaced.
-
-
-def _is_ecma_pattern(instance: object) -> bool:
-    if isinstance(instance, str):
-        translate(instance)
-    return True
-
-
-@functools.cache
-def _schema_formats(dialect: type[Validator]) -> FormatChecker:
-    checker = FormatChecker(formats=())
-    checker.checkers = {
-        **dialect.FORMAT_CHECKER.checkers,
-        "regex": (_is_ecma_pattern, PatternError),
-    }
-    return checker
-
-
-def _pattern_problem(
-    schema: dict[str, Any], canonical: str, dialect: type[Validator]
-) -> str | None:
-    """What the metaschema check leaves to us: refuse what cannot be evaluated exactly."""
-    if '"unevaluatedProperties":' in canonical and '"patternProperties":' in canonical:
-        # jsonschema evaluates patternProperties inside unevaluatedProperties with Python's
-        # re, in code that cannot be replaced keyword by keyword.
-        return "unevaluatedProperties together with patternProperties is not supported"
-    if dialect in (Draft3Validator, Draft4Validator):
-        # Their metaschemas do not mark patternProperties names as regexes: check every
-        # mapping under that key (data that merely looks like one is checked too: fail closed).
-        pending: list[Any] = [schema]
-        while pending:
-            node = pending.pop()
-            if isinstance(node, dict):
-                names = node.get("patternProperties")
-                if isinstance(names, dict) and not all(map(_translatable, names)):
-                    return "a patternProperties name is not an ECMA-262 pattern it can run"
-                pending.extend(node.values())
-            elif isinstance(node, list):
-                pending.extend(node)
-    return None
-
-
-def _translatable(pattern: str) -> bool:
-    try:
-        translate(pattern)
-    except PatternError:
-        return False
-    return True
-
-
-def _search(pattern: str, text: str) -> bool:
-    return compile_pattern(pattern).search(text) is not None
-
-
-def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if validator.is_type(instance, "string") and not _search(pattern, instance):
-        yield ValidationError("the string does not match the pattern")
-
-
-def _pattern_properties(
-    validator: Any, patterns: dict[str, Any], instance: Any, schema: Any
-) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "object"):
-        return
-    for pattern, subschema in patterns.items():
-        for key, value in instance.items():
-            if _search(pattern, key):
-                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
-
-
-def _additional_properties(
-    validator: Any, additional: Any, instance: Any, schema: Any
-) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "object"):
-        return
-    properties = schema.get("properties", {})
-    patterns = list(schema.get("patternProperties", {}))
-    extras = {
-        key
-        for key in instance
-        if key not in properties and not any(_search(pattern, key) for pattern in patterns)
-    }
-    if validator.is_type(additional, "object"):
-        for extra in extras:
-            yield from validator.descend(instance[extra], additional, path=extra)
-    elif not additional and extras:
-        yield ValidationError("additional properties are not allowed")
-
-
-@functools.cache
-def _ecma(dialect: type[Validator]) -> type[Validator]:
-    """``dialect`` with ``pattern``, ``patternProperties`` and ``additionalProperties``
-    searching by ECMA-262 rules."""
-    extending: Callable[..., type[Validator]] = extend
-    extended = extending(
-        dialect,
-        {
-            "pattern": _pattern,
-            "patternProperties": _pattern_properties,
-            "additionalProperties": _additional_properties,
-        },
-    )
-    return extended
 
 
 _compile = _CompiledCache(_CACHE_SIZE, _CACHE_BYTES)
