@@ -38,7 +38,13 @@ def brief(row: Row) -> str:
             f"measured {row['measured_us_per_event']['median']:.1f} µs/event"
         )
     if section == "decision":
-        return f"{fmt_range(row['us'], 1)} µs ({row['bytes']} bytes)"
+        figure = f"{fmt_range(row['us'], 1)} µs ({row['bytes']} bytes)"
+        if "ratio" in row:
+            figure = (
+                f"×{fmt_range(row['ratio'], 2)} of jiter + jsonschema-rs "
+                f"({row['floor_us']['median']:.1f} µs); {figure}"
+            )
+        return figure
     if section == "ttft":
         return (
             f"plain {fmt_range(row['plain_ms'], 2)} ms, gated {fmt_range(row['gated_ms'], 2)} ms, "
@@ -60,20 +66,52 @@ def brief(row: Row) -> str:
     return ""
 
 
-def markdown(results: dict[str, Any]) -> str:
+def headline(row: Row) -> str:
+    """The row's judged figure in a few characters, to stand beside the next run's."""
+    if "error" in row:
+        return "failed"
+    section = row["section"]
+    if section == "e2e":
+        return f"×{row['attributed_ratio']['median']:.3f}"
+    if section in ("core", "reference"):
+        return f"×{row['ratio_cpu']['median']:.3f}"
+    if section == "decision":
+        if "ratio" in row:
+            return f"×{row['ratio']['median']:.2f} ({row['us']['median']:.0f} µs)"
+        return f"{row['us']['median']:.0f} µs"
+    if section == "memory":
+        return f"×{row['streaming_peak_ratio']:.2f} / ×{row['decision_peak_ratio']:.2f}"
+    if section == "ttft":
+        return f"{row['diff_ms']['median']:+.2f} ms"
+    if section == "loop":
+        return f"{row['gate_sections_over_5ms']} over 5 ms"
+    return ""
+
+
+def markdown(results: dict[str, Any], previous: dict[str, Any] | None = None) -> str:
+    """The table; with ``previous`` results, each row's earlier figure stands beside it."""
+    before = {
+        (row["section"], row["name"]): headline(row) for row in (previous or {}).get("rows", [])
+    }
     dates = sorted(set(results.get("sections_when", {}).values())) or [results["when"]]
+    was = (previous or {}).get("when")
     lines = [
         f"Measured {' and '.join(dates)} on {results['machine']}, litellm {results['litellm']}, "
         f"{'quick run' if results['quick'] else 'full run'}. "
         "Ratios: gated ÷ baseline, median (min–max) over interleaved pairs; "
-        "ratio budgets are judged on CPU time.",
+        "ratio budgets are judged on CPU time (decision rows: the thread's CPU time, in µs)."
+        + (f' "before": the same row in the run of {was}.' if was else ""),
         "",
-        "| section | row | figure | budget | met |",
-        "|---|---|---|---|---|",
+        "| section | row | figure | before | budget | met |",
+        "|---|---|---|---|---|---|",
     ]
     for row in results["rows"]:
         budget = ""
-        if row.get("budget_ratio") is not None:
+        if row["section"] == "memory":
+            budget = f"≤ ×{row['budget_ratio']} streaming"
+            if row.get("decision_budget_ratio") is not None:
+                budget += f", ≤ ×{row['decision_budget_ratio']} through the decision"
+        elif row.get("budget_ratio") is not None:
             budget = f"≤ ×{row['budget_ratio']}"
         elif row.get("budget_us") is not None:
             budget = f"≤ {row['budget_us']:g} µs"
@@ -82,5 +120,8 @@ def markdown(results: dict[str, Any]) -> str:
         elif row["section"] == "loop" and "met" in row:
             budget = "no gate section > 5 ms CPU"
         met = {True: "yes", False: "**no**"}.get(row.get("met"), "")
-        lines.append(f"| {row['section']} | {row['name']} | {brief(row)} | {budget} | {met} |")
+        earlier = before.get((row["section"], row["name"]), "")
+        lines.append(
+            f"| {row['section']} | {row['name']} | {brief(row)} | {earlier} | {budget} | {met} |"
+        )
     return "\n".join(lines) + "\n"

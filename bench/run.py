@@ -140,16 +140,13 @@ def main(argv: list[str] | None = None) -> int:
     now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     ran = {_SECTION_OF.get(row["section"], row["section"]) for row in rows}
     when = dict.fromkeys(ran, now)
-    if args.only and out.exists():
-        previous = json.loads(out.read_text())
-        if previous.get("quick") == args.quick:
-            kept = [
-                r
-                for r in previous["rows"]
-                if _SECTION_OF.get(r["section"], r["section"]) not in ran
-            ]
-            rows = kept + rows
-            when = {**previous.get("sections_when", {}), **when}
+    previous: dict[str, Any] | None = json.loads(out.read_text()) if out.exists() else None
+    if args.only and previous is not None and previous.get("quick") == args.quick:
+        kept = [
+            r for r in previous["rows"] if _SECTION_OF.get(r["section"], r["section"]) not in ran
+        ]
+        rows = kept + rows
+        when = {**previous.get("sections_when", {}), **when}
     order = ["core", "decision", "memory", "ttft", "loop", "e2e", "reference"]
     rows.sort(key=lambda r: order.index(r["section"]))
     results = {
@@ -165,8 +162,22 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
         "retried_runs": RETRIED,
     }
+    # The run this one is compared with: the previous output, or for a partial run the one
+    # the previous output was itself compared with (so its kept rows are not their own
+    # "before").
+    before = previous
+    if args.only and previous is not None and previous.get("before") is not None:
+        before = previous["before"]
+    if before is not None:
+        results["before"] = {
+            "when": before.get("when"),
+            "rows": [r for r in before.get("rows", []) if "error" not in r],
+        }
+        results["before"]["rows"] = [
+            {k: v for k, v in r.items() if k != "before"} for r in results["before"]["rows"]
+        ]
     out.write_text(json.dumps(results, indent=1) + "\n")
-    table = markdown(results)
+    table = markdown(results, results.get("before"))
     md.write_text(table)
     print(table)
     return 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 from typing import Any
 
 import jsonschema_rs
@@ -92,6 +93,21 @@ DRAFT7 = {
     },
 }
 
+PATTERNS = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,7}$"},
+        "digits": {"type": "string", "pattern": r"^\d+$"},
+        "word": {"type": "string", "pattern": r"^\w+\s?$"},
+        "line": {"type": "string", "pattern": "^a.c$|^x$"},
+        "env": {
+            "type": "object",
+            "patternProperties": {"^[A-Z_]+$": {"type": "string"}, r"^x\d$": {"type": "integer"}},
+            "additionalProperties": False,
+        },
+    },
+}
+
 SCHEMAS: dict[str, dict[str, Any]] = {
     **{
         f"fixture {tool['function']['name']}": tool["function"]["parameters"]
@@ -100,6 +116,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "rows": ROWS,
     "every keyword": KEYWORDS,
     "draft 7": DRAFT7,
+    "patterns": PATTERNS,
     "open object": {"type": "object"},
 }
 
@@ -151,10 +168,17 @@ def from_schema(schema: Any, root: dict[str, Any], depth: int = 0) -> st.SearchS
         props = schema.get("properties", {})
         required = [k for k in schema.get("required", []) if k in props]
         optional = [k for k in props if k not in required]
-        return st.fixed_dictionaries(
+        fixed = st.fixed_dictionaries(
             {k: from_schema(props[k], root, depth + 1) for k in required},
             optional={k: from_schema(props[k], root, depth + 1) for k in optional},
         )
+        patterned = schema.get("patternProperties", {})
+        if not patterned:
+            return fixed
+        # Keys that match a pattern (by its ECMA-262 translation) and near misses of them.
+        keys = st.one_of([near(pattern) for pattern in patterned])
+        extra = st.dictionaries(keys, json_values() | st.text(max_size=3), max_size=3)
+        return st.tuples(fixed, extra).map(lambda pair: {**pair[1], **pair[0]})
     if kind == "array":
         items = schema.get("items", {})
         if isinstance(items, list) or "prefixItems" in schema:
@@ -166,6 +190,8 @@ def from_schema(schema: Any, root: dict[str, Any], depth: int = 0) -> st.SearchS
             max_size=min(schema.get("maxItems", 3), 3),
         )
     if kind == "string":
+        if "pattern" in schema:
+            return near(schema["pattern"])
         return st.text(min_size=schema.get("minLength", 0), max_size=schema.get("maxLength", 8))
     if kind == "integer":
         low = schema.get("minimum", -20)
@@ -178,6 +204,22 @@ def from_schema(schema: Any, root: dict[str, Any], depth: int = 0) -> st.SearchS
     if kind == "null":
         return st.none()
     return json_values()
+
+
+TRICKY = "az09_-AZ \n\r\t.\u00e9\u0661\u00a0\ufeff\u0085\u2028"
+
+
+@functools.cache
+def near(pattern: str) -> st.SearchStrategy[str]:
+    """Strings that match the pattern read by Python's rules (so also the near misses where
+    Python and ECMA-262 differ: a final newline, Unicode digits), the same with a tricky
+    character added, and noise."""
+    matching = st.from_regex(pattern)
+    return st.one_of(
+        matching,
+        st.tuples(matching, st.sampled_from(TRICKY)).map("".join),
+        st.text(TRICKY, max_size=6),
+    )
 
 
 def mutate(doc: Any, data: st.DataObject) -> Any:
@@ -270,8 +312,8 @@ def test_both_validators_agree(name: str, data: st.DataObject) -> None:
 @pytest.mark.parametrize(
     "schema",
     [
-        {"type": "object", "properties": {"p": {"type": "string", "pattern": "^a$"}}},
-        {"type": "object", "patternProperties": {"^x": {"type": "string"}}},
+        {"type": "object", "properties": {"p": {"type": "string", "pattern": r"\ba"}}},
+        {"type": "object", "patternProperties": {r"^\p{L}": {"type": "string"}}},
         {"type": "object", "properties": {"n": {"multipleOf": 0.1}}},
         {"type": "object", "if": {"required": ["a"]}, "then": {"required": ["b"]}},
         {"$ref": "#"},

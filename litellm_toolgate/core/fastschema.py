@@ -1,4 +1,4 @@
-"""The fast path of schema validation: jsonschema-rs may say "valid", jsonschema says the rest.
+r"""The fast path of schema validation: jsonschema-rs may say "valid", jsonschema says the rest.
 
 Theory of operation
 -------------------
@@ -21,13 +21,16 @@ hypothesis-generated documents:
   chain of references that leads back to itself: the reference recurses on such a schema
   until it gives up (the verdict is then "unevaluable", a rejection) where jsonschema-rs
   settles it, so a recursive schema stays with the reference;
-* ``format`` as an annotation, as in the reference (``validate_formats=False``).
+* ``format`` as an annotation, as in the reference (``validate_formats=False``);
+* ``pattern`` and ``patternProperties`` whose patterns jsonschema-rs runs exactly as
+  ECMA-262 does (:func:`ecmaregex.rust_faithful`: no lookaround, ``\b``, ``\p{..}``, named
+  group or surrogate; its ``\d``, ``\w``, ``\s``, ``.`` and ``$`` are ECMA's, as
+  ``tests/test_ecmaregex.py`` checks against recorded JavaScript answers).
 
-Left to ``jsonschema`` alone, on purpose: ``pattern`` and ``patternProperties`` (Python's
-``re`` and Rust's regex disagree, e.g. on ``$`` before a final newline and on Unicode
-classes), ``multipleOf`` (float division against exact arithmetic), conditionals,
-``contains``, ``propertyNames``, ``dependent*``, ``unevaluated*``, ``$id``, anchors and
-dynamic references, any keyword not listed, and older drafts. The fast validator is built
+Left to ``jsonschema`` alone, on purpose: any other pattern, ``multipleOf`` (float division
+against exact arithmetic), conditionals, ``contains``, ``propertyNames``, ``dependent*``,
+``unevaluated*``, ``$id``, anchors and dynamic references, any keyword not listed, and older
+drafts. The fast validator is built
 ``offline``: it never fetches anything (no I/O in the core), and a schema it cannot build
 simply has no fast path.
 
@@ -43,6 +46,8 @@ from typing import Any
 import jsonschema_rs
 from jsonschema import Draft7Validator, Draft201909Validator, Draft202012Validator
 
+from .ecmaregex import rust_faithful
+
 __all__ = ["VETTED", "fast_validator"]
 
 _RUST: dict[type, Any] = {
@@ -53,7 +58,7 @@ _RUST: dict[type, Any] = {
 
 _SCHEMA = frozenset({"additionalProperties", "not", "items", "additionalItems"})
 _SCHEMA_LISTS = frozenset({"anyOf", "allOf", "oneOf", "prefixItems"})
-_SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions"})
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
 _VALUES = frozenset(
     {
         "type",
@@ -71,6 +76,7 @@ _VALUES = frozenset(
         "minProperties",
         "maxProperties",
         "uniqueItems",
+        "pattern",
         "format",
         "$ref",
         "$schema",
@@ -115,6 +121,13 @@ def _vetted(schema: Any) -> list[str] | None:
         if any(not isinstance(node[key], list) for key in _SCHEMA_LISTS.intersection(node)) or any(
             not isinstance(node[key], dict) for key in _SCHEMA_MAPS.intersection(node)
         ):
+            return None
+        # Patterns only where jsonschema-rs's regex answers exactly as ECMA-262 does.
+        if "pattern" in node and not (
+            isinstance(node["pattern"], str) and rust_faithful(node["pattern"])
+        ):
+            return None
+        if "patternProperties" in node and not all(map(rust_faithful, node["patternProperties"])):
             return None
         ref = node.get("$ref")
         if ref is not None:

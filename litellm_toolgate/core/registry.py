@@ -14,8 +14,14 @@ error rather than a silent fallback), else Draft 2020-12. ``format`` is *not* as
 format checker is passed, so it stays an annotation, as the drafts specify by default and as
 providers treat it; a gate stricter than the tool's own consumer would reject good calls.
 
+Patterns (``pattern``, ``patternProperties``, and through them ``additionalProperties`` and
+``propertyNames``) are ECMA-262 regular expressions, searched with ECMA-262 semantics (see
+:mod:`ecmaregex`), never with Python's ``re`` rules. A pattern that cannot be run exactly is
+a :class:`GateConfigError` at registration.
+
 Compiling is the costly part and callers rebuild a registry from the same ``tools`` on every
-request, so validators live in a module-level LRU keyed by the schema's canonical JSON
+request, so validators live in a module-level LRU, bounded in entries and in bytes, keyed by
+the schema's canonical JSON
 (``json.dumps(sort_keys=True)``). The validator is built from that canonical text, not from
 the caller's object: key order cannot change which error is reported, and later mutation of
 the caller's dicts cannot reach it. ``ToolSpec.schema`` is that shared copy: read-only.
@@ -28,18 +34,23 @@ why that cannot change an outcome).
 Verdicts never hold values. :meth:`ToolSpec.validate` returns the failing keyword and a JSON
 Pointer into the arguments, in which every object key that the schema does not itself name
 (in some ``properties`` or ``required``) is replaced by ``*``: keys the model made up are
-content. The error is chosen by :func:`jsonschema.exceptions.best_match`, which is
-deterministic for a given schema and value. Validation never raises: if evaluation itself
-fails (an unresolvable ``$ref``, a self-referential schema recursing without end), the
-verdict is :data:`UNEVALUABLE` (keyword ``"error"``, path ``""``) and the call fails closed.
-A ``false`` subschema has no keyword; its verdict uses ``"false"``.
+content. The error is the first one jsonschema's evaluation meets (so a rejection costs no
+more than evaluating up to it), descended into ``anyOf``/``oneOf`` by
+:func:`jsonschema.exceptions.best_match`; deterministic for a given schema and value.
+Validation never raises: if evaluation itself fails (an unresolvable ``$ref``, a
+self-referential schema recursing without end), the verdict is :data:`UNEVALUABLE` (keyword
+``"error"``, path ``""``) and the call fails closed. A ``false`` subschema has no keyword; its
+verdict uses ``"false"``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -50,6 +61,7 @@ from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
+from .ecmaschema import ecma_dialect, pattern_problem, schema_formats
 from .errors import GateConfigError
 from .fastschema import fast_validator
 from .wires.responses import DECLARED_TOOL_TYPES
@@ -57,10 +69,16 @@ from .wires.responses import DECLARED_TOOL_TYPES
 __all__ = ["UNEVALUABLE", "SchemaVerdict", "ToolRegistry", "ToolSpec"]
 
 # Distinct schemas kept compiled. A deployment sees a handful of tool sets, re-sent on every
-# request; 256 covers many agents at once while bounding memory against clients that send a
-# fresh schema each time. Validators are shared between registries and threads: jsonschema's
-# validator objects are not changed by validating.
+# request; 256 covers many agents at once. The schema text is the client's, so the cache is
+# bounded in bytes too: each entry is charged its text times _CHARGE_PER_BYTE plus a fixed
+# _CHARGE_PER_ENTRY (measured: a compiled entry holds 11-40 bytes of Python objects per byte
+# of canonical text, plus jsonschema-rs's own allocations), within _CACHE_BYTES; an entry
+# charged more than a quarter of that is compiled for its request and not kept.
+# Validators are shared between registries and threads: validating does not change them.
 _CACHE_SIZE = 256
+_CACHE_BYTES = 64 * 1024 * 1024
+_CHARGE_PER_BYTE = 48
+_CHARGE_PER_ENTRY = 32 * 1024
 _OPEN_OBJECT: Mapping[str, Any] = MappingProxyType({"type": "object"})
 
 
@@ -122,7 +140,10 @@ class ToolSpec:
             if accepted is True:
                 return None
         try:
-            error = best_match(self.validator.iter_errors(value))
+            # The first error jsonschema meets, not the best of all of them: a rejection
+            # stops there instead of evaluating (and keeping) every other error of a large
+            # document. best_match on that one error still descends into anyOf/oneOf.
+            error = best_match(itertools.islice(self.validator.iter_errors(value), 1))
         except Exception:  # fail closed; the exception may quote the value, so drop it here
             return UNEVALUABLE
         if error is None:
@@ -231,10 +252,61 @@ def _mapping_as_dict(obj: object) -> dict[Any, Any]:
     raise TypeError("not JSON data")
 
 
-@functools.lru_cache(maxsize=_CACHE_SIZE)
-def _compile(
-    canonical: str,
-) -> tuple[dict[str, Any], Validator, frozenset[str], Callable[[Any], bool] | None] | str:
+_Compiled = tuple[dict[str, Any], Validator, frozenset[str], Callable[[Any], bool] | None] | str
+
+
+class _CompiledCache:
+    """Least-recently-used cache of :func:`_compile_uncached`, bounded in entries and bytes.
+
+    ``cache_info()`` and ``cache_clear()`` as for :func:`functools.lru_cache`.
+    """
+
+    def __init__(self, entries: int, charge_limit: int) -> None:
+        self._entries = entries
+        self._limit = charge_limit
+        self._table: OrderedDict[str, tuple[_Compiled, int]] = OrderedDict()
+        self._charged = 0
+        self._hits = self._misses = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, canonical: str) -> _Compiled:
+        with self._lock:
+            found = self._table.get(canonical)
+            if found is not None:
+                self._table.move_to_end(canonical)
+                self._hits += 1
+                return found[0]
+            self._misses += 1
+        # Compiled outside the lock: two threads may both compile a new schema; one wins.
+        compiled = _compile_uncached(canonical)
+        charge = len(canonical) * _CHARGE_PER_BYTE + _CHARGE_PER_ENTRY
+        if charge > self._limit // 4:
+            return compiled
+        with self._lock:
+            if canonical not in self._table:
+                self._table[canonical] = (compiled, charge)
+                self._charged += charge
+            while len(self._table) > self._entries or self._charged > self._limit:
+                _, (_, freed) = self._table.popitem(last=False)
+                self._charged -= freed
+        return compiled
+
+    def cache_info(self) -> functools._CacheInfo:
+        with self._lock:
+            return functools._CacheInfo(self._hits, self._misses, self._entries, len(self._table))
+
+    @property
+    def charged(self) -> int:
+        """Bytes charged for the entries kept now."""
+        return self._charged
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._table.clear()
+            self._charged = self._hits = self._misses = 0
+
+
+def _compile_uncached(canonical: str) -> _Compiled:
     """Validator for one canonical schema text, or why there can be none (cached too)."""
     schema: dict[str, Any] = json.loads(canonical)
     dialect = _dialect_of(schema)
@@ -242,16 +314,26 @@ def _compile(
         return "its $schema names no dialect this jsonschema knows"
     problem: str | None = None
     try:
-        dialect.check_schema(schema)
+        # (The protocol's stub lacks the format_checker parameter every dialect has.)
+        check_schema: Callable[..., None] = dialect.check_schema
+        check_schema(schema, format_checker=schema_formats(dialect))
     except SchemaError as err:
         problem = f"it fails the {dialect.__name__} metaschema at {err.json_path} ({err.validator})"
     except RecursionError:
         problem = "it is nested too deeply to check"
+    if problem is None:
+        problem = pattern_problem(schema, canonical, dialect)
     if problem is not None:
         return problem
     # The fast validator gets its own copy: nothing it does can reach the reference's schema.
     fast = fast_validator(json.loads(canonical), dialect)
-    return schema, dialect(schema), _declared_names(schema), fast
+    # Only a schema that may search with a pattern needs the ECMA-262 keywords.
+    searches = '"pattern":' in canonical or '"patternProperties":' in canonical
+    validator = ecma_dialect(dialect)(schema) if searches else dialect(schema)
+    return schema, validator, _declared_names(schema), fast
+
+
+_compile = _CompiledCache(_CACHE_SIZE, _CACHE_BYTES)
 
 
 def _dialect_of(schema: dict[str, Any]) -> type[Validator] | None:
