@@ -58,7 +58,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -75,6 +75,7 @@ from .events import CarrierEvents, carrier_events, carrier_of_result
 from .gate import SYNC_CALL_GATED, ToolGate
 from .logs import emit_records
 from .policy import ajudge
+from .routes import Api
 from .stream import AsyncGatedStream
 from .transport import AsyncTapTransport, WireTap
 from .withhold import Withholding, WithholdingTransport
@@ -216,21 +217,26 @@ class ToolGateGuardrail(CustomGuardrail):
         tap.responses_api = _call_type(call_type) in _RESPONSES_CALLS or bool(
             isinstance(outer, WireTap) and outer.responses_api
         )
-        base = self.gate.async_transport(kwargs.get("client"))
-        transport: Any
+        wrap: Callable[[Any], Any]
         if in_proxy and streamed:
-            transport = AsyncTapTransport(base, tap)
+
+            def wrap(base: Any) -> Any:
+                return AsyncTapTransport(base, tap)
         else:
             started = time.time()
 
             def report(attempt: ChatAttempt) -> None:
                 self._report(kwargs, attempt, started)
 
-            transport = WithholdingTransport(base, tap, Withholding(self.gate.policy, report))
+            def wrap(base: Any) -> Any:
+                return WithholdingTransport(base, tap, Withholding(self.gate.policy, report))
+
+        # The client kind the route takes; a route the gate does not gate is refused here.
+        api = Api.RESPONSES if _call_type(call_type) in _RESPONSES_CALLS else Api.CHAT
+        kwargs["client"] = self.gate.tapped_client(kwargs, api, wrap, asynchronous=True)
         if in_proxy:
             # The proxy's later hooks get the proxy's request, not these kwargs: keep the tap.
             self._remember(call_id, tap)
-        kwargs["client"] = ToolGate.tapped_async_handler(transport)
         return kwargs
 
     def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:

@@ -9,15 +9,11 @@ Every call gets a fresh attempt; nothing carries over from one call to the next.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
-import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, NoReturn
 
-import httpx
 import litellm
-from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, HTTPHandler
 from litellm.types.llms.openai import ResponsesAPIResponse
 
 from ..core.attempt import Carrier, ChatAttempt
@@ -26,10 +22,19 @@ from ..core.limits import Limits
 from ..core.policy import Policy, ToolCall
 from ..core.registry import ToolRegistry
 from .carrier import response_carrier
+from .clients import (
+    ClientPool,
+    TappedAsyncHTTPHandler,
+    TappedHTTPHandler,
+    Wrap,
+    forget,
+    is_async_client,
+)
 from .events import CarrierEvents, carrier_events, carrier_of_response
 from .logs import emit_records
 from .offload import decide_off_loop
 from .policy import ajudge, judge
+from .routes import Api, ClientKind, route_for
 from .stream import AsyncGatedStream, GatedStream
 from .transport import AsyncTapTransport, TapTransport, WireTap
 
@@ -46,18 +51,6 @@ SYNC_CALL_GATED: contextvars.ContextVar[bool] = contextvars.ContextVar(
 )
 """True while :meth:`ToolGate.completion` makes its litellm call: the gate as a callback
 (which cannot gate a sync call itself) lets such a call through, since this gate gates it."""
-
-
-class TappedHTTPHandler(HTTPHandler):
-    """litellm's sync handler whose transport feeds one attempt."""
-
-    tap: WireTap
-
-
-class TappedAsyncHTTPHandler(AsyncHTTPHandler):
-    """litellm's async handler whose transport feeds one attempt."""
-
-    tap: WireTap
 
 
 class ToolGate:
@@ -96,10 +89,7 @@ class ToolGate:
         self.tool_categories = dict(tool_categories or {})
         self.hmac_key = hmac_key
         self.run_id = run_id
-        self._sync_transport: httpx.HTTPTransport | None = None
-        self._async_transports: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, httpx.AsyncHTTPTransport
-        ] = weakref.WeakKeyDictionary()
+        self.clients = ClientPool()
 
     def __repr__(self) -> str:
         tools = "request tools" if self.registry is None else f"{len(self.registry)} tools"
@@ -120,62 +110,83 @@ class ToolGate:
         )
 
     def http_client(
-        self, *, stream: bool = True, tools: Any = None, model: str = "", client: Any = None
-    ) -> TappedHTTPHandler:
-        """A litellm sync client whose wire this gate observes (one call per client)."""
-        if client is None:
-            if self._sync_transport is None:
-                self._sync_transport = httpx.HTTPTransport()
-            inner: httpx.BaseTransport = self._sync_transport
-        elif isinstance(client, HTTPHandler) and isinstance(client.client, httpx.Client):
-            inner = client.client._transport
-        else:
-            raise WireNotObservable(
-                f"cannot observe a client of type {type(client).__name__}; "
-                "pass a litellm HTTPHandler or no client"
-            )
-        tap = WireTap(self.new_attempt(tools=tools, model=model), streamed=stream)
-        handler = TappedHTTPHandler(client=httpx.Client(transport=TapTransport(inner, tap)))
-        handler.tap = tap
-        return handler
+        self,
+        *,
+        stream: bool = True,
+        tools: Any = None,
+        model: str = "",
+        client: Any = None,
+        **settings: Any,
+    ) -> Any:
+        """A litellm sync client whose wire this gate observes (one call per client).
+
+        With ``model`` (and the call's other litellm ``settings``: ``api_base``,
+        ``api_key``, ...) the client is of the kind that route takes, or the route is
+        refused (:class:`RouteNotGated`); without, a litellm ``HTTPHandler``.
+        """
+        return self._tapped(stream, tools, model, client, settings, asynchronous=False)
 
     def async_http_client(
-        self, *, stream: bool = True, tools: Any = None, model: str = "", client: Any = None
-    ) -> TappedAsyncHTTPHandler:
+        self,
+        *,
+        stream: bool = True,
+        tools: Any = None,
+        model: str = "",
+        client: Any = None,
+        **settings: Any,
+    ) -> Any:
         """A litellm async client whose wire this gate observes (one call per client)."""
-        tap = WireTap(self.new_attempt(tools=tools, model=model), streamed=stream)
-        return self.tapped_async_handler(AsyncTapTransport(self.async_transport(client), tap))
+        return self._tapped(stream, tools, model, client, settings, asynchronous=True)
 
-    def async_transport(self, client: Any = None) -> httpx.AsyncBaseTransport:
-        """The transport a tap wraps: the caller's handler's, or the gate's own (per loop)."""
-        if client is None:
-            loop = asyncio.get_running_loop()
-            inner = self._async_transports.get(loop)
-            if inner is None:
-                inner = self._async_transports[loop] = httpx.AsyncHTTPTransport()
-            return inner
-        if isinstance(client, AsyncHTTPHandler) and isinstance(client.client, httpx.AsyncClient):
-            base: httpx.AsyncBaseTransport = client.client._transport
-            return base
-        raise WireNotObservable(
-            f"cannot observe a client of type {type(client).__name__}; "
-            "pass a litellm AsyncHTTPHandler or no client"
+    def _tapped(
+        self,
+        stream: bool,
+        tools: Any,
+        model: str,
+        client: Any,
+        settings: dict[str, Any],
+        *,
+        asynchronous: bool,
+        api: Api = Api.CHAT,
+    ) -> Any:
+        tap = WireTap(self.new_attempt(tools=tools, model=model), streamed=stream)
+        tap_type = AsyncTapTransport if asynchronous else TapTransport
+
+        def wrap(inner: Any) -> Any:
+            return tap_type(inner, tap)
+
+        request = {**settings, "model": model, "client": client}
+        return self.tapped_client(request, api, wrap, asynchronous=asynchronous)
+
+    def tapped_client(
+        self, request: Mapping[str, Any], api: Api, wrap: Wrap, *, asynchronous: bool
+    ) -> Any:
+        """The ``client=`` for one litellm call (``request``: its arguments), of the kind its
+        route takes, every transport of it made by ``wrap``; :class:`RouteNotGated` (before
+        anything is sent) for a route the gate does not gate. Without a model: a litellm
+        handler."""
+        kind = ClientKind.HTTP_HANDLER
+        if request.get("model"):
+            kind = route_for(request, api).client
+        return self.clients.tapped_client(
+            kind,
+            wrap,
+            asynchronous=asynchronous,
+            user_client=request.get("client"),
+            request=request,
         )
 
-    @staticmethod
-    def tapped_async_handler(transport: Any) -> TappedAsyncHTTPHandler:
-        """A litellm async handler around a transport that carries a ``tap``."""
-        handler = TappedAsyncHTTPHandler(transport=transport)
-        handler.tap = transport.tap
-        return handler
-
-    def _client_for(self, kwargs: dict[str, Any], *, asynchronous: bool) -> Any:
-        make = self.async_http_client if asynchronous else self.http_client
-        return make(
-            stream=bool(kwargs.get("stream")),
-            tools=kwargs.get("tools"),
-            model=str(kwargs.get("model", "")),
-            client=kwargs.get("client"),
+    def _client_for(self, kwargs: dict[str, Any], *, asynchronous: bool, api: Api) -> Any:
+        settings = {k: v for k, v in kwargs.items() if k not in ("stream", "tools", "model")}
+        settings.pop("client", None)
+        return self._tapped(
+            bool(kwargs.get("stream")),
+            kwargs.get("tools"),
+            str(kwargs.get("model", "")),
+            kwargs.get("client"),
+            settings,
+            asynchronous=asynchronous,
+            api=api,
         )
 
     # ---- litellm's calls, gated ------------------------------------------------------------
@@ -188,18 +199,18 @@ class ToolGate:
             SYNC_CALL_GATED.reset(token)
 
     def _completion(self, kwargs: dict[str, Any]) -> Any:
-        handler = self._client_for(kwargs, asynchronous=False)
+        handler = self._client_for(kwargs, asynchronous=False, api=Api.CHAT)
         kwargs["client"] = handler
-        result = self._invoke(handler.tap, litellm.completion, kwargs)
+        result = self._invoke(handler, litellm.completion, kwargs)
         if kwargs.get("stream"):
             return GatedStream(result, handler.tap, self.policy)
         return self._decide_whole(handler.tap.attempt, response_carrier(result), result)
 
     async def acompletion(self, **kwargs: Any) -> Any:
         """``litellm.acompletion`` with every tool call gated."""
-        handler = self._client_for(kwargs, asynchronous=True)
+        handler = self._client_for(kwargs, asynchronous=True, api=Api.CHAT)
         kwargs["client"] = handler
-        result = await self._ainvoke(handler.tap, litellm.acompletion, kwargs)
+        result = await self._ainvoke(handler, litellm.acompletion, kwargs)
         if kwargs.get("stream"):
             return AsyncGatedStream(result, handler.tap, self.policy)
         attempt = handler.tap.attempt
@@ -214,9 +225,9 @@ class ToolGate:
             SYNC_CALL_GATED.reset(token)
 
     def _responses(self, kwargs: dict[str, Any]) -> Any:
-        handler = self._client_for(kwargs, asynchronous=False)
+        handler = self._client_for(kwargs, asynchronous=False, api=Api.RESPONSES)
         kwargs["client"] = handler
-        result = self._invoke(handler.tap, litellm.responses, kwargs)
+        result = self._invoke(handler, litellm.responses, kwargs)
         if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
             return GatedStream(result, handler.tap, self.policy, CarrierEvents())
         # A whole response (asked for, or handed back instead of a stream) is checked whole.
@@ -224,9 +235,9 @@ class ToolGate:
 
     async def aresponses(self, **kwargs: Any) -> Any:
         """``litellm.aresponses`` with every function call gated (bridged or native route)."""
-        handler = self._client_for(kwargs, asynchronous=True)
+        handler = self._client_for(kwargs, asynchronous=True, api=Api.RESPONSES)
         kwargs["client"] = handler
-        result = await self._ainvoke(handler.tap, litellm.aresponses, kwargs)
+        result = await self._ainvoke(handler, litellm.aresponses, kwargs)
         if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
             return AsyncGatedStream(result, handler.tap, self.policy, CarrierEvents())
         attempt = handler.tap.attempt
@@ -245,14 +256,15 @@ class ToolGate:
             raise WireNotObservable(_HOW)
         # litellm's Responses streams (native, bridged, cached) carry Responses events.
         events = carrier_events(stream)
-        if isinstance(client, TappedAsyncHTTPHandler):
+        if is_async_client(client):
             return AsyncGatedStream(stream, tap, self.policy, events)
         return GatedStream(stream, tap, self.policy, events)
 
     # ---- litellm's call, and whole (non-streamed) results -----------------------------------
     # litellm wraps whatever the transport raised; when the tap quarantined the attempt, the
     # quarantine is what the caller gets (raised here, outside litellm's exception).
-    def _invoke(self, tap: WireTap, call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    def _invoke(self, client: Any, call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        tap: WireTap = client.tap
         failed = False
         try:
             return call(**kwargs)
@@ -260,12 +272,15 @@ class ToolGate:
             if not tap.faulted:
                 raise
             failed = True
+        finally:
+            forget(client)
         if failed:
             self._raise_quarantine(tap.attempt)
 
     async def _ainvoke(
-        self, tap: WireTap, call: Callable[..., Awaitable[Any]], kwargs: dict[str, Any]
+        self, client: Any, call: Callable[..., Awaitable[Any]], kwargs: dict[str, Any]
     ) -> Any:
+        tap: WireTap = client.tap
         failed = False
         try:
             return await call(**kwargs)
@@ -273,6 +288,8 @@ class ToolGate:
             if not tap.faulted:
                 raise
             failed = True
+        finally:
+            forget(client)
         if failed:
             self._raise_quarantine(tap.attempt)
 
@@ -310,3 +327,6 @@ class ToolGate:
         attempt.release()
         emit_records(attempt)
         return response
+
+
+__all__ = ["SYNC_CALL_GATED", "TappedAsyncHTTPHandler", "TappedHTTPHandler", "ToolGate"]
