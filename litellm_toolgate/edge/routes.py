@@ -136,8 +136,8 @@ ROUTES: Mapping[str, Route] = {
 _UNKNOWN = Refused("not in the gate's route table")
 
 
-def provider_of(request: Mapping[str, Any]) -> str | None:
-    """litellm's provider for a call's arguments (None when litellm cannot tell)."""
+def provider_of(request: Mapping[str, Any], *, with_base: bool = True) -> tuple[str, str] | None:
+    """(model, provider) as litellm resolves a call's arguments; None when it cannot tell."""
     import litellm
 
     model = request.get("model")
@@ -146,29 +146,75 @@ def provider_of(request: Mapping[str, Any]) -> str | None:
     try:
         # litellm prints a provider list to stdout when it cannot tell: keep that quiet.
         with contextlib.redirect_stdout(io.StringIO()):
-            _, provider, _, _ = litellm.get_llm_provider(
+            bare, provider, _, _ = litellm.get_llm_provider(
                 model=model,
                 custom_llm_provider=request.get("custom_llm_provider"),
-                api_base=request.get("api_base"),
+                api_base=request.get("api_base") if with_base else None,
                 api_key=request.get("api_key"),
             )
     except Exception:
         return None
-    return str(provider) if provider else None
+    return (str(bare), str(provider)) if provider else None
 
 
 def route_for(request: Mapping[str, Any], api: Api) -> Gated:
-    """How the gate gates this call, or :class:`RouteNotGated` (nothing has been sent)."""
-    provider = provider_of(request)
-    if provider is None:
+    """How the gate gates this call, or :class:`RouteNotGated` (nothing has been sent).
+
+    On the Responses API the route is also checked against litellm itself: litellm resolves
+    a Responses call's provider without the ``api_base`` in some versions, and decides per
+    model whether it fakes the stream (a model missing from its model map, for one), so
+    every provider it may pick must be gated and litellm must serve it the way the table
+    says.
+    """
+    found = provider_of(request)
+    if found is None:
         model = request.get("model")
         name = model if isinstance(model, str) and model else "(no model)"
         raise RouteNotGated(name, api.value, "litellm cannot tell this model's provider")
+    candidates = [found]
+    if api is Api.RESPONSES:
+        other = provider_of(request, with_base=False)
+        if other is not None and other != found:
+            candidates.append(other)
+    decisions = [(model, provider, _decision(provider, api)) for model, provider in candidates]
+    for model, provider, decision in decisions:
+        if isinstance(decision, Refused):
+            raise RouteNotGated(provider, api.value, decision.reason)
+        if api is Api.RESPONSES:
+            _check_responses(model, provider, decision, bool(request.get("stream")))
+    gated = decisions[0][2]
+    assert isinstance(gated, Gated)
+    return gated
+
+
+def _decision(provider: str, api: Api) -> Decision:
     route = ROUTES.get(provider)
-    decision = _UNKNOWN if route is None else route.decision(api)
-    if isinstance(decision, Refused):
-        raise RouteNotGated(provider, api.value, decision.reason)
-    return decision
+    return _UNKNOWN if route is None else route.decision(api)
+
+
+def _check_responses(model: str, provider: str, gated: Gated, stream: bool) -> None:
+    """Refuse when litellm would serve this Responses call another way than the table says."""
+    try:
+        from litellm.types.utils import LlmProviders
+        from litellm.utils import ProviderConfigManager
+
+        config = ProviderConfigManager.get_provider_responses_api_config(
+            provider=LlmProviders(provider), model=model
+        )
+        fake = config is not None and bool(
+            config.should_fake_stream(model=model, stream=stream, custom_llm_provider=provider)
+        )
+    except Exception:
+        raise RouteNotGated(
+            provider, Api.RESPONSES.value, "cannot tell how litellm serves this model"
+        ) from None
+    if (config is None) != gated.bridged:
+        how = "bridges it to chat" if config is None else "serves it natively"
+        raise RouteNotGated(
+            provider, Api.RESPONSES.value, f"litellm {how} for this model, unlike the table"
+        )
+    if fake:
+        raise RouteNotGated(provider, Api.RESPONSES.value, _FAKE_STREAM.reason)
 
 
 def table() -> list[tuple[str, str, str]]:
