@@ -65,6 +65,8 @@ class TappedAsyncHTTPHandler(AsyncHTTPHandler):
     tap: WireTap
 
 
+# The HTTP clients the SDK makes for itself when given none (no settings of the caller's).
+_SDK_DEFAULT_HTTP = frozenset({"SyncHttpxClientWrapper", "AsyncHttpxClientWrapper"})
 _SDK_ASYNC = (openai.AsyncOpenAI,)
 _SDK_SYNC = (openai.OpenAI,)
 
@@ -200,7 +202,7 @@ class ClientPool:
         http_type = httpx.AsyncClient if asynchronous else httpx.Client
         if isinstance(inner, http_type):
             http_client = _tapped_copy(inner, wrap)
-        elif type(inner).__module__ == "openai._base_client":
+        elif type(inner).__name__ in _SDK_DEFAULT_HTTP:
             # The SDK's own default HTTP client (another HTTP library): the gate's instead.
             http_client = _tapped_copy(self.http_client(asynchronous), wrap)
         else:
