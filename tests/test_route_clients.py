@@ -200,9 +200,7 @@ def test_an_environment_proxy_is_still_used(
 
 
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
-def test_litellm_keeps_no_gate_client_in_its_cache(
-    server: RouteServer, asynchronous: bool
-) -> None:
+def test_litellm_keeps_no_gate_client_in_its_cache(server: RouteServer, asynchronous: bool) -> None:
     # litellm caches an Azure client it was handed, for later calls with the same settings;
     # the gate's client (one call's tap) must not be handed to a later, ungated call.
     kwargs = _cases(server.base_url)["azure"]
