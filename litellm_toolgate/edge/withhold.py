@@ -142,6 +142,9 @@ class _WithholdingStream(httpx.AsyncByteStream):
         return live
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._decided:
+            # Read once only: the OpenAI SDK reads a body again to drain it after [DONE].
+            return
         error: httpx.TransportError | None = None
         try:
             async for piece in self._inner:
