@@ -108,7 +108,11 @@ ROUTES: Mapping[str, Route] = {
         # The OpenAI SDK routes: litellm calls through an openai.OpenAI / AzureOpenAI client.
         Route("openai", _OPENAI_CHAT, _NATIVE_RESPONSES),
         Route("azure", _AZURE_CHAT, _NATIVE_RESPONSES),
-        Route("perplexity", _OPENAI_CHAT, _FAKE_STREAM),
+        Route(
+            "perplexity",
+            _OPENAI_CHAT,
+            Refused("litellm's Perplexity Responses route fails on a valid Responses stream"),
+        ),
         Route("cerebras", _OPENAI_CHAT, _BRIDGED_OPENAI),
         Route("litellm_proxy", _OPENAI_CHAT, _NATIVE_RESPONSES),
         # Chat SSE through litellm's own HTTP handler.
