@@ -272,3 +272,32 @@ def test_toolgate_routes_prints_the_table(capsys: pytest.CaptureFixture[str]) ->
     for name in ROUTES:
         assert name in out
     assert "openai" in out and "gated" in out and "refused" in out
+
+
+@pytest.mark.parametrize("model", ["bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0", "x/y"])
+def test_the_callback_refuses_before_sending(server: RouteServer, model: str) -> None:
+    from litellm_toolgate import ToolGateGuardrail
+
+    saved = litellm.callbacks
+    litellm.callbacks = [ToolGateGuardrail(CHAT_MANIFEST["tools"])]
+    server.requests.clear()
+    try:
+        with pytest.raises(RouteNotGated) as refused:
+            asyncio.run(
+                litellm.acompletion(
+                    model=model,
+                    messages=[{"role": "user", "content": "hi"}],
+                    api_base=server.base_url,
+                    stream=True,
+                    num_retries=0,
+                )
+            )
+    finally:
+        litellm.callbacks = saved
+        # litellm copies callbacks into lists of its own: take the gate out of all of them.
+        for name in dir(litellm):
+            value = getattr(litellm, name, None)
+            if isinstance(value, list):
+                value[:] = [cb for cb in value if not isinstance(cb, ToolGateGuardrail)]
+    assert server.requests == []
+    assert refused.value.party is Party.LOCAL
