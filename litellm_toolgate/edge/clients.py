@@ -152,6 +152,7 @@ class ClientPool:
         """
         if kind is ClientKind.HTTP_HANDLER:
             return self._handler(wrap, asynchronous, user_client)
+        forget()
         if user_client is not None:
             sdk = self._wrapped_sdk(kind, wrap, asynchronous, user_client)
         else:
@@ -162,6 +163,7 @@ class ClientPool:
             else:
                 sdk = _openai_client(settings, http_client, asynchronous)
         sdk.tap = _tap_of(sdk._client._transport)
+        _ISSUED.add(sdk)
         return sdk
 
     # ---- litellm's HTTPHandler ---------------------------------------------------------
@@ -326,14 +328,35 @@ def _close_quietly(client: Any) -> None:
         client.close()
 
 
-def forget(client: Any) -> None:
-    """Take ``client`` out of litellm's client cache, where litellm keeps a caller's Azure
-    client for later calls with the same settings (its tap belongs to one call only)."""
+# Every SDK client the gate made (while it lives): litellm may have cached any of them.
+_ISSUED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _issued(value: Any) -> bool:
+    try:
+        return value in _ISSUED
+    except TypeError:  # not an object a weak reference can point at: not the gate's
+        return False
+
+
+def forget(client: Any = None) -> None:
+    """Take the gate's SDK clients out of litellm's client cache, where litellm keeps a
+    caller's Azure client for later calls with the same settings (a tap belongs to one call
+    only): ``client``, or with None every one the gate made. :class:`ToolGate` forgets its
+    client once its call is made; under the callback (no hook runs after every call) each
+    new SDK client first forgets the earlier ones."""
+    if client is not None and not _issued(client):
+        return
     cache = getattr(litellm, "in_memory_llm_clients_cache", None)
     entries = getattr(cache, "cache_dict", None)
     if not isinstance(entries, dict) or cache is None:
         return
-    for key in [k for k, value in list(entries.items()) if value is client]:
+    stale = [
+        key
+        for key, value in list(entries.items())
+        if (value is client if client is not None else _issued(value))
+    ]
+    for key in stale:
         delete = getattr(cache, "delete_cache", None)
         if callable(delete):
             delete(key)
