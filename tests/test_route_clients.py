@@ -12,6 +12,7 @@ is still used.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -39,7 +40,7 @@ def server() -> Iterator[RouteServer]:
 
 def _call(kwargs: dict[str, Any], gate: ToolGate | None, asynchronous: bool) -> None:
     kwargs = {"messages": [{"role": "user", "content": "7 x 8?"}], "stream": True, **kwargs}
-    kwargs["tools"] = MANIFEST["tools"]
+    kwargs["tools"] = copy.deepcopy(MANIFEST["tools"])  # litellm may edit them in place
     if asynchronous:
 
         async def go() -> None:
@@ -142,8 +143,29 @@ def test_a_callers_sdk_client_is_wrapped_not_replaced(
         model = "azure/my-deployment"
     transport = http._transport
     kwargs = {"model": model, "client": client}
-    plain = _sent(server, kwargs, None, asynchronous)
-    gated = _sent(server, kwargs, ToolGate(MANIFEST["tools"]), asynchronous)
+    gate = ToolGate(MANIFEST["tools"])
+    if asynchronous:
+        # One event loop for both calls: the caller's AsyncClient belongs to one loop.
+        async def both() -> tuple[Seen, Seen]:
+            seen = []
+            for who in (None, gate):
+                server.requests.clear()
+                call = litellm.acompletion if who is None else who.acompletion
+                async for _ in await call(
+                    **kwargs,
+                    messages=[{"role": "user", "content": "7 x 8?"}],
+                    tools=copy.deepcopy(MANIFEST["tools"]),
+                    stream=True,
+                ):
+                    pass
+                assert len(server.requests) == 1
+                seen.append(server.requests[0])
+            return seen[0], seen[1]
+
+        plain, gated = asyncio.run(both())
+    else:
+        plain = _sent(server, kwargs, None, asynchronous)
+        gated = _sent(server, kwargs, gate, asynchronous)
     _same(plain, gated)
     headers = {k.lower(): v for k, v in gated.headers.items()}
     assert headers.get("x-http") == "mine" and headers.get("x-sdk") == "mine"

@@ -1,5 +1,8 @@
 """The route matrix: every litellm route either gated exactly or refused before sending.
 
+(Each call gets its own copy of the tools: litellm 1.108.7 edits a request's tool schemas in
+place on some routes.)
+
 For each provider prefix, sync and async, chat completions and the Responses API, a loopback
 upstream serves a good and a broken stream in that route's wire (chosen by the path litellm
 calls: chat SSE on ``/chat/completions``, Responses SSE on ``/responses``). Exactly one of
@@ -18,6 +21,7 @@ refused after sending) fails. The table's own properties (an unknown provider is
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import os
 from collections.abc import Iterator
@@ -108,11 +112,12 @@ def _call(row: str, api: Api, base: str, asynchronous: bool) -> list[Any]:
     }
     if api is Api.CHAT:
         kwargs.update(
-            messages=[{"role": "user", "content": "7 x 8?"}], tools=CHAT_MANIFEST["tools"]
+            messages=[{"role": "user", "content": "7 x 8?"}],
+            tools=copy.deepcopy(CHAT_MANIFEST["tools"]),
         )
         call, acall = GATE.completion, GATE.acompletion
     else:
-        kwargs.update(input="7 x 8?", tools=RESP_MANIFEST["tools"])
+        kwargs.update(input="7 x 8?", tools=copy.deepcopy(RESP_MANIFEST["tools"]))
         call, acall = GATE.responses, GATE.aresponses
     if not asynchronous:
         return list(call(**kwargs))
