@@ -306,3 +306,32 @@ def test_the_callback_refuses_before_sending(server: RouteServer, model: str) ->
                 value[:] = [cb for cb in value if not isinstance(cb, ToolGateGuardrail)]
     assert server.requests == []
     assert refused.value.party is Party.LOCAL
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_the_callers_tools_are_not_edited_by_litellm(
+    server: RouteServer, asynchronous: bool
+) -> None:
+    # litellm 1.108.7 drops additionalProperties from a request's tools in place on
+    # hosted_vllm/: a gate whose registry is each request's tools would then accept extra
+    # properties on the next call made with the same list.
+    server.answers = dict(GOOD)
+    gate = ToolGate()
+    tools = copy.deepcopy(CHAT_MANIFEST["tools"])
+    kwargs = {
+        "model": "hosted_vllm/my-model",
+        "messages": [{"role": "user", "content": "7 x 8?"}],
+        "tools": tools,
+        "api_base": server.base_url,
+        "stream": True,
+    }
+    if asynchronous:
+
+        async def go() -> None:
+            async for _ in await gate.acompletion(**kwargs):
+                pass
+
+        asyncio.run(go())
+    else:
+        list(gate.completion(**kwargs))
+    assert tools == CHAT_MANIFEST["tools"]

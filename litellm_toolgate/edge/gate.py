@@ -10,6 +10,7 @@ Every call gets a fresh attempt; nothing carries over from one call to the next.
 from __future__ import annotations
 
 import contextvars
+import copy
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, NoReturn
 
@@ -177,6 +178,10 @@ class ToolGate:
         )
 
     def _client_for(self, kwargs: dict[str, Any], *, asynchronous: bool, api: Api) -> Any:
+        if kwargs.get("tools") is not None:
+            # Some routes edit a request's tool schemas in place (litellm 1.108.7 drops
+            # additionalProperties on hosted_vllm/): litellm gets a copy, the caller's stay.
+            kwargs["tools"] = copy.deepcopy(kwargs["tools"])
         settings = {k: v for k, v in kwargs.items() if k not in ("stream", "tools", "model")}
         settings.pop("client", None)
         return self._tapped(
