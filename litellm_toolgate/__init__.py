@@ -22,12 +22,14 @@ from .core import (
     PolicyDecision,
     PolicyDenied,
     QuarantineReason,
+    RouteNotGated,
     SchemaRejected,
     StreamFault,
     ToolCall,
     ToolCallQuarantined,
     ToolGateError,
     WireNotObservable,
+    WireUnread,
 )
 
 if TYPE_CHECKING:
@@ -81,6 +83,8 @@ __all__ = [
     "ToolGateError",
     "ToolGateGuardrail",
     "UngatedCallRefused",
+    "RouteNotGated",
     "WireNotObservable",
+    "WireUnread",
     "find_quarantine",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TextIO
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +31,13 @@ def main(argv: list[str] | None = None) -> int:
         help="serve the demo's fake CometAPI on 127.0.0.1 (for the proxy examples)",
     )
     fake.add_argument("--port", type=int, default=4010, help="port on 127.0.0.1 (default 4010)")
+    commands.add_parser(
+        "routes",
+        help="print which litellm routes the gate gates (chat and Responses), and why not",
+    )
     args = parser.parse_args(argv)
+    if args.command == "routes":
+        return print_routes(sys.stdout)
     if args.command == "fake-upstream":
         from .demo.serve import serve
 
@@ -41,6 +48,21 @@ def main(argv: list[str] | None = None) -> int:
     from .demo.run import run_demo
 
     return run_demo(sys.stdout, model=args.model, api=args.api)
+
+
+def print_routes(out: TextIO) -> int:
+    """The route table (``edge/routes.py``) as text."""
+    from .edge.routes import table
+
+    rows = table()
+    width = max(len(row[0]) for row in rows)
+    for route, chat, responses in rows:
+        out.write(f"{route:<{width}}  chat: {chat}\n{'':<{width}}  Responses: {responses}\n")
+    out.write(
+        "\nAny other provider is refused. A refused route raises RouteNotGated before "
+        "anything is sent.\n"
+    )
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -119,21 +119,31 @@ def gate() -> Iterator[ToolGateGuardrail]:
         litellm.callbacks = saved
 
 
-def _kwargs(upstream: FakeUpstream, name: str, **extra: Any) -> dict[str, Any]:
+# The routes the SDK tests run on: litellm's own HTTP handler, and two OpenAI SDK routes.
+ROUTES = ["cometapi", "openai", "azure"]
+
+
+def _kwargs(
+    upstream: FakeUpstream, name: str, route: str = "cometapi", **extra: Any
+) -> dict[str, Any]:
+    where: dict[str, Any] = {"model": f"{route}/gpt-4o-mini", "api_base": upstream.base_url}
+    if route == "azure":
+        where.update(api_base=upstream.base_url.removesuffix("/v1"), api_version="2024-10-21")
     return {
-        "model": "cometapi/gpt-4o-mini",
+        **where,
         "messages": [{"role": "user", "content": name}],
-        "api_base": upstream.base_url,
         "api_key": "sk-test",
         "num_retries": 0,
         **extra,
     }
 
 
-async def _stream(upstream: FakeUpstream, name: str) -> tuple[list[Any], BaseException | None]:
+async def _stream(
+    upstream: FakeUpstream, name: str, route: str = "cometapi"
+) -> tuple[list[Any], BaseException | None]:
     chunks: list[Any] = []
     try:
-        async for chunk in await litellm.acompletion(**_kwargs(upstream, name, stream=True)):
+        async for chunk in await litellm.acompletion(**_kwargs(upstream, name, route, stream=True)):
             chunks.append(chunk)
     except Exception as exc:
         return chunks, exc
@@ -172,14 +182,18 @@ def _no_leak(error: BaseException) -> None:
         seen = seen.__cause__ or seen.__context__
 
 
-@pytest.mark.parametrize("mode", ["async", "sync"])
+# Sync calls on the OpenAI SDK routes are refused unsent under the callback (test_callback_sync).
+MODES = [("async", r) for r in ROUTES] + [("sync", "cometapi")]
+
+
+@pytest.mark.parametrize(("mode", "route"), MODES)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_completion_stream_gates_every_fixture(
-    upstream: FakeUpstream, gate: ToolGateGuardrail, name: str, mode: str
+    upstream: FakeUpstream, gate: ToolGateGuardrail, name: str, mode: str, route: str
 ) -> None:
     case = CASES[name]
     if mode == "async":
-        chunks, error = asyncio.run(_stream(upstream, name))
+        chunks, error = asyncio.run(_stream(upstream, name, route))
     else:
         chunks, error = _sync_stream(upstream, name)
     text = "".join(c.delta.content or "" for chunk in chunks for c in chunk.choices)
@@ -220,16 +234,17 @@ def test_acompletion_stream_closed_early_releases_nothing(
     assert outcomes and set(outcomes) == {"cancelled"}
 
 
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize(
     "name", ["multiply_basic", "two_tools_interleaved", "args_invalid_json", "unknown_tool"]
 )
 def test_acompletion_whole_response(
-    upstream: FakeUpstream, gate: ToolGateGuardrail, name: str
+    upstream: FakeUpstream, gate: ToolGateGuardrail, name: str, route: str
 ) -> None:
     case = CASES[name]
 
     async def call() -> Any:
-        return await litellm.acompletion(**_kwargs(upstream, name))
+        return await litellm.acompletion(**_kwargs(upstream, name, route))
 
     if case["expect"] == "release":
         message = asyncio.run(call()).choices[0].message

@@ -17,6 +17,7 @@ from litellm_toolgate.core import (
     Attempt,
     Carrier,
     CarrierCall,
+    Party,
     PolicyDecision,
     QuarantineReason,
     ToolCallQuarantined,
@@ -537,8 +538,10 @@ def test_bridged_carrier_matches_by_call_id_and_truncation_is_incomplete() -> No
     assert fault is not None and fault.reason is R.RESPONSE_INCOMPLETE
 
 
-def test_an_unknown_path_is_an_unsupported_wire() -> None:
+def test_an_unknown_path_is_a_route_not_gated() -> None:
     attempt = Attempt(REGISTRY)
     with pytest.raises(ToolCallQuarantined) as info:
         attempt.bind_response(content_type=SSE, streamed=True, path="/v1/embeddings")
-    assert info.value.reason is R.UNSUPPORTED_WIRE
+    # The gate's own limitation (local), not the upstream's fault.
+    assert info.value.reason is R.ROUTE_NOT_GATED
+    assert info.value.party is Party.LOCAL

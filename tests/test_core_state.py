@@ -38,6 +38,7 @@ from litellm_toolgate.core import (
     ToolCallQuarantined,
     ToolGateError,
     ToolRegistry,
+    WireUnread,
 )
 from litellm_toolgate.core.chat import ChatNormalizer
 from litellm_toolgate.core.errors import quarantine
@@ -471,7 +472,7 @@ def test_conclude_without_a_bound_response_is_wire_not_observed() -> None:
     assert not attempt.observed
     fault = fault_of(attempt.conclude)
     assert fault.reason is R.WIRE_NOT_OBSERVED
-    assert isinstance(fault, StreamFault)
+    assert isinstance(fault, WireUnread)
     assert fault.party is Party.LOCAL
 
 
@@ -1202,8 +1203,9 @@ FAMILY: dict[str, tuple[type[ToolCallQuarantined], int, Party]] = {
     "unsupported_tool_type": (StreamFault, 502, REMOTE),
     "spliced_response": (StreamFault, 502, REMOTE),
     "unsupported_wire": (StreamFault, 502, REMOTE),
-    "wire_not_observed": (StreamFault, 502, LOCAL),
-    "unsupported_request": (StreamFault, 502, LOCAL),
+    "route_not_gated": (WireUnread, 501, LOCAL),
+    "wire_not_observed": (WireUnread, 501, LOCAL),
+    "unsupported_request": (WireUnread, 501, LOCAL),
     "incomplete_item": (StreamFault, 502, REMOTE),
     "item_mismatch": (StreamFault, 502, REMOTE),
     "response_incomplete": (StreamFault, 502, REMOTE),

@@ -625,3 +625,51 @@ def test_a_request_that_selects_the_gate_is_gated_as_always(opt_in_proxy: Proxy,
         _check_refusal(caught.value, CASES[name]["reason"], streamed=False)
     chunks, error = _opt_in_stream(opt_in_proxy, "multiply_basic", OPT_IN)
     assert error is None and _calls(chunks) == CASES["multiply_basic"]["calls"]
+
+
+# ---- chat on an openai/ deployment: litellm calls through the OpenAI SDK ----------------------
+# The gate hands litellm an openai.AsyncOpenAI on a tapped transport there (a litellm handler
+# would fail inside litellm). The SDK parses the stream itself, so the outcome is the wire's.
+SDK_CASES = [
+    "multiply_basic",
+    "two_tools_interleaved",
+    "args_invalid_json",
+    "unknown_tool",
+    "done_without_finish",
+]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+@pytest.mark.parametrize("name", SDK_CASES)
+def test_chat_on_an_openai_deployment(proxy: Proxy, name: str, stream: bool) -> None:
+    case = CASES[name]
+    messages = [{"role": "user", "content": name}]
+    client = _client(proxy)
+    if stream:
+        chunks: list[Any] = []
+        error: BaseException | None = None
+        try:
+            for chunk in client.chat.completions.create(
+                model=NATIVE, messages=messages, stream=True
+            ):
+                chunks.append(chunk)
+        except openai.APIError as exc:
+            error = exc
+        if case["expect"] == "release":
+            assert error is None, f"{name}: refused: {error}"
+            assert _calls(chunks) == case["calls"]
+        else:
+            _check_refusal(error, case["reason"], streamed=True)
+            assert _calls(chunks) == []
+        return
+    if case["expect"] == "release":
+        message = client.chat.completions.create(model=NATIVE, messages=messages).choices[0].message
+        got = [
+            {"index": i, "id": tc.id, "name": tc.function.name, "arguments": tc.function.arguments}
+            for i, tc in enumerate(message.tool_calls or [])
+        ]
+        assert got == case["calls"]
+    else:
+        with pytest.raises(openai.APIStatusError) as caught:
+            client.chat.completions.create(model=NATIVE, messages=messages)
+        _check_refusal(caught.value, case["reason"], streamed=False)

@@ -17,11 +17,13 @@ from .errors import (
     Party,
     PolicyDenied,
     QuarantineReason,
+    RouteNotGated,
     SchemaRejected,
     StreamFault,
     ToolCallQuarantined,
     ToolGateError,
     WireNotObservable,
+    WireUnread,
 )
 from .limits import Limits
 from .policy import Policy, PolicyDecision, ReleasedCall, ToolCall
@@ -53,5 +55,7 @@ __all__ = [
     "ToolGateError",
     "ToolRegistry",
     "Wire",
+    "RouteNotGated",
     "WireNotObservable",
+    "WireUnread",
 ]

@@ -184,8 +184,9 @@ class Attempt:
         """Attach the one successful HTTP response this attempt reads.
 
         ``path`` is the request's URL path: it picks the wire (chat completions or
-        Responses). A second response is a retry spliced onto this attempt; another path, or
-        a body that is not the media type the wire uses, is a wire this gate cannot read.
+        Responses). A second response is a retry spliced onto this attempt; another path is a
+        wire this gate does not read (local), a body that is not the media type the wire
+        uses one the upstream should not have sent.
         """
         self._raise_if_faulted()
         if self._bound:
@@ -193,7 +194,10 @@ class Attempt:
         self._bound = True
         wire = wire_of(path)
         media = content_type.split(";", 1)[0].strip().lower()
-        if wire is None or media != _MEDIA[streamed]:
+        if wire is None:
+            # A path this gate does not read: its own limitation, not the upstream's fault.
+            raise_clean(self._quarantine(R.ROUTE_NOT_GATED))
+        if media != _MEDIA[streamed]:
             raise_clean(self._quarantine(R.UNSUPPORTED_WIRE))
         if wire is Wire.RESPONSES:
             self._normalizer = ResponsesNormalizer(self.profile)

@@ -4,7 +4,9 @@ The tree::
 
     ToolGateError                       base of everything raised to the caller
     ├── GateConfigError (ValueError)    the caller's set-up is wrong (tools, limits, options)
-    ├── WireNotObservable               the gate cannot see the raw wire of this call
+    ├── WireNotObservable               the gate cannot see the raw wire of this call (local)
+    │   └── RouteNotGated               a litellm route (provider, API) the gate does not
+    │                                   gate: refused before anything is sent
     └── ToolCallQuarantined             an attempt was quarantined; nothing was released
         ├── StreamFault                 the upstream broke the protocol (remote), including
         │                               a Responses item that skipped or contradicts a stage
@@ -63,7 +65,9 @@ class QuarantineReason(enum.Enum):
     IDENTITY_CONFLICT = "identity_conflict"
     UNSUPPORTED_TOOL_TYPE = "unsupported_tool_type"
     SPLICED_RESPONSE = "spliced_response"
-    UNSUPPORTED_WIRE = "unsupported_wire"
+    UNSUPPORTED_WIRE = "unsupported_wire"  # the body is not the wire's media type
+    # The gate's own limitation: a request path it does not read, a response it never saw.
+    ROUTE_NOT_GATED = "route_not_gated"
     WIRE_NOT_OBSERVED = "wire_not_observed"
     UNSUPPORTED_REQUEST = "unsupported_request"
     """The request asks for what the gate cannot gate (chat ``n > 1``): refused unsent."""
@@ -142,7 +146,38 @@ class GateConfigError(ToolGateError, ValueError):
 
 
 class WireNotObservable(ToolGateError):
-    """The gate cannot observe the raw wire of this call, so it refuses to gate it blind."""
+    """The gate cannot observe the raw wire of this call, so it refuses to gate it blind.
+
+    A limitation of this side (``party`` is local), never the upstream's fault; an HTTP layer
+    answers it with ``status_code`` 501.
+    """
+
+    status_code = 501
+
+    @property
+    def party(self) -> Party:
+        return Party.LOCAL
+
+
+class RouteNotGated(WireNotObservable):
+    """A litellm route the gate does not gate, refused before any request was sent.
+
+    ``route`` is litellm's provider prefix (``"bedrock"``, or the model string when litellm
+    could not tell its provider), ``api`` is ``"chat"`` or ``"responses"`` and ``reason``
+    says why, in words (see ``toolgate routes``).
+    """
+
+    def __init__(self, route: str, api: str, reason: str) -> None:
+        self.route = route
+        self.api = api
+        self.reason = reason
+        super().__init__(
+            f"route {route!r} ({api}) is not gated: {reason}; the request was not sent "
+            "(see `toolgate routes` for the routes the gate reads)"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.route, self.api, self.reason))
 
 
 class ToolCallQuarantined(ToolGateError):
@@ -237,6 +272,14 @@ class CarrierMismatch(ToolCallQuarantined):
     status_code = 502
 
 
+class WireUnread(ToolCallQuarantined):
+    """The gate did not read this attempt's wire: a request path it does not read, a request
+    it cannot gate (refused before it was sent), or no response seen at all. A limitation of
+    this side, not the upstream's fault."""
+
+    status_code = 501
+
+
 def quarantine(
     reason: QuarantineReason,
     attempt_id: str,
@@ -287,8 +330,6 @@ _FAMILY: dict[QuarantineReason, type[ToolCallQuarantined]] = {
             R.UNSUPPORTED_TOOL_TYPE,
             R.SPLICED_RESPONSE,
             R.UNSUPPORTED_WIRE,
-            R.WIRE_NOT_OBSERVED,
-            R.UNSUPPORTED_REQUEST,
             R.INCOMPLETE_ITEM,
             R.ITEM_MISMATCH,
             R.RESPONSE_INCOMPLETE,
@@ -323,9 +364,10 @@ _FAMILY: dict[QuarantineReason, type[ToolCallQuarantined]] = {
         LimitExceeded,
     ),
     R.CARRIER_MISMATCH: CarrierMismatch,
+    **dict.fromkeys((R.ROUTE_NOT_GATED, R.WIRE_NOT_OBSERVED, R.UNSUPPORTED_REQUEST), WireUnread),
 }
 _LOCAL = frozenset(
-    {R.CANCELLED, R.POLICY_DENIED, R.POLICY_ERROR, R.WIRE_NOT_OBSERVED}
+    {R.CANCELLED, R.POLICY_DENIED, R.POLICY_ERROR, R.ROUTE_NOT_GATED, R.WIRE_NOT_OBSERVED}
     | {R.UNSUPPORTED_REQUEST}
     | {r for r, fam in _FAMILY.items() if fam is LimitExceeded}
 )

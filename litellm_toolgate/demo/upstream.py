@@ -40,6 +40,7 @@ __all__ = ["FakeUpstream", "Scripted", "answer_stream", "recording", "request_pa
 _CHAT_PATHS = frozenset(
     {"/v1/chat/completions", "/chat/completions", "/v1/responses", "/responses", "/v1/messages"}
 )
+_CHAT_SUFFIXES = ("/chat/completions", "/responses")
 _JOIN_TIMEOUT = 2.0
 _local = threading.local()  # each request is served on a thread of its own
 
@@ -153,8 +154,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, _error_body("bad Content-Length", "invalid_request_error"))
             return
         raw = self.rfile.read(length) if length else b""
-        _local.path = urlsplit(self.path).path
-        if urlsplit(self.path).path not in _CHAT_PATHS:
+        path = _local.path = urlsplit(self.path).path
+        # Azure's deployment paths (/openai/deployments/<name>/chat/completions) too.
+        if path not in _CHAT_PATHS and not path.endswith(_CHAT_SUFFIXES):
             self._send_json(404, _error_body("not found", "invalid_request_error"))
             return
         try:

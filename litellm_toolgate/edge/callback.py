@@ -69,7 +69,7 @@ import secrets
 import time
 import weakref
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
@@ -92,6 +92,7 @@ from .messages import AnthropicEvents, message_carrier
 from .offload import decide_off_loop
 from .policy import ajudge
 from .preflight import chat_chunk_check
+from .routes import Api
 from .stream import AsyncGatedStream
 from .synccall import (
     UngatedCallRefused,
@@ -293,10 +294,11 @@ class ToolGateGuardrail(CustomGuardrail):
         )
         tap.responses_api = _call_type(call_type) in _RESPONSES_CALLS
         tap.messages_api = _call_type(call_type) in _MESSAGES_CALLS
-        base = self.gate.async_transport(kwargs.get("client"))
-        transport: Any
+        wrap: Callable[[Any], Any]
         if in_proxy and streamed:
-            transport = AsyncTapTransport(base, tap)
+
+            def wrap(base: Any) -> Any:
+                return AsyncTapTransport(base, tap)
         else:
             started = time.time()
 
@@ -312,12 +314,19 @@ class ToolGateGuardrail(CustomGuardrail):
                     str(kwargs.get("model", "")), kwargs.get("custom_llm_provider")
                 ),
             )
-            transport = WithholdingTransport(base, tap, holding)
+
+            def wrap(base: Any) -> Any:
+                return WithholdingTransport(base, tap, holding)
+
+        # The client kind the route takes; a route the gate does not gate is refused here.
+        api = Api.RESPONSES if _call_type(call_type) in _RESPONSES_CALLS else Api.CHAT
+        kwargs["client"] = vouch_client(
+            self.gate.tapped_client(kwargs, api, wrap, asynchronous=True)
+        )
         if in_proxy:
             # The proxy's later hooks get the proxy's request, not these kwargs: keep the tap.
             self._remember(kwargs, tap)
         self._made.add(tap)
-        kwargs["client"] = vouch_client(ToolGate.tapped_async_handler(transport))
         return kwargs
 
     # ---- sync calls: armed here, claimed by the sync transport (see synccall) -------------

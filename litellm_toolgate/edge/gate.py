@@ -14,17 +14,14 @@ a closed gate refuses new calls. Clients the caller passed stay the caller's.
 
 from __future__ import annotations
 
-import asyncio
+import copy
 import uuid
-import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Literal, NoReturn, overload
 
-import httpx
 import litellm
 from litellm import anthropic_interface
-from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, HTTPHandler
 from litellm.types.llms.openai import ResponsesAPIResponse
 from litellm.types.utils import ModelResponse
 
@@ -35,12 +32,21 @@ from ..core.policy import Policy, ToolCall
 from ..core.profiles import check_overrides
 from ..core.registry import ToolRegistry
 from .carrier import response_carrier
+from .clients import (
+    ClientPool,
+    TappedAsyncHTTPHandler,
+    TappedHTTPHandler,
+    Wrap,
+    forget,
+    is_async_client,
+)
 from .config import REQUEST_TOOLS
 from .events import CarrierEvents, carrier_events, carrier_of_response
 from .logs import emit_records
 from .messages import AnthropicEvents, message_carrier
 from .offload import decide_off_loop
 from .policy import ajudge, judge
+from .routes import Api, ClientKind, route_for
 from .stream import AsyncGatedStream, GatedStream
 from .synccall import vouch_client, vouched
 from .transport import AsyncTapTransport, TapTransport, WireTap
@@ -51,18 +57,6 @@ _HOW = (
     "or pass client=gate.http_client() "
     "(async: gate.async_http_client()) to litellm and then gate.guard(stream, client)"
 )
-
-
-class TappedHTTPHandler(HTTPHandler):
-    """litellm's sync handler whose transport feeds one attempt."""
-
-    tap: WireTap
-
-
-class TappedAsyncHTTPHandler(AsyncHTTPHandler):
-    """litellm's async handler whose transport feeds one attempt."""
-
-    tap: WireTap
 
 
 class ToolGate:
@@ -112,10 +106,7 @@ class ToolGate:
         self.tool_categories = dict(tool_categories or {})
         self.hmac_key = hmac_key
         self.run_id = run_id
-        self._sync_transport: httpx.HTTPTransport | None = None
-        self._async_transports: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, httpx.AsyncHTTPTransport
-        ] = weakref.WeakKeyDictionary()
+        self.clients = ClientPool()
         self._closed = False
 
     def __repr__(self) -> str:
@@ -136,38 +127,19 @@ class ToolGate:
             )
 
     def close(self) -> None:
-        """Close the HTTP transports this gate created; later calls raise. Idempotent.
+        """Close the HTTP transports and clients this gate created; later calls raise.
+        Idempotent.
 
         In async code prefer ``await gate.aclose()``: an async transport whose event loop is
         running (or closed) cannot be awaited from here, so it is only dropped then.
         """
         self._closed = True
-        sync, self._sync_transport = self._sync_transport, None
-        if sync is not None:
-            sync.close()
-        for loop, transport in self._take_async_transports():
-            if not loop.is_closed() and not loop.is_running():
-                loop.run_until_complete(transport.aclose())
+        self.clients.close()
 
     async def aclose(self) -> None:
-        """Close every transport this gate created, the async ones on their own loop."""
+        """Close every transport and client this gate created, the async ones on their loop."""
         self._closed = True
-        sync, self._sync_transport = self._sync_transport, None
-        if sync is not None:
-            sync.close()
-        current = asyncio.get_running_loop()
-        for loop, transport in self._take_async_transports():
-            if loop is current:
-                await transport.aclose()
-            elif not loop.is_closed() and not loop.is_running():
-                loop.run_until_complete(transport.aclose())
-
-    def _take_async_transports(
-        self,
-    ) -> list[tuple[asyncio.AbstractEventLoop, httpx.AsyncHTTPTransport]]:
-        taken = list(self._async_transports.items())
-        self._async_transports.clear()
-        return taken
+        await self.clients.aclose()
 
     def __enter__(self) -> ToolGate:
         return self
@@ -207,66 +179,91 @@ class ToolGate:
         )
 
     def http_client(
-        self, *, stream: bool = True, tools: Any = None, model: str = "", client: Any = None
-    ) -> TappedHTTPHandler:
-        """A litellm sync client whose wire this gate observes (one call per client)."""
-        self._check_open()
-        if client is None:
-            if self._sync_transport is None:
-                self._sync_transport = httpx.HTTPTransport()
-            inner: httpx.BaseTransport = self._sync_transport
-        elif isinstance(client, HTTPHandler) and isinstance(client.client, httpx.Client):
-            inner = client.client._transport
-        else:
-            raise WireNotObservable(
-                f"cannot observe a client of type {type(client).__name__}; "
-                "pass a litellm HTTPHandler or no client"
-            )
-        tap = WireTap(self.new_attempt(tools=tools, model=model), streamed=stream)
-        handler = TappedHTTPHandler(client=httpx.Client(transport=TapTransport(inner, tap)))
-        handler.tap = tap
-        return handler
+        self,
+        *,
+        stream: bool = True,
+        tools: Any = None,
+        model: str = "",
+        client: Any = None,
+        **settings: Any,
+    ) -> Any:
+        """A litellm sync client whose wire this gate observes (one call per client).
+
+        With ``model`` (and the call's other litellm ``settings``: ``api_base``,
+        ``api_key``, ...) the client is of the kind that route takes, or the route is
+        refused (:class:`RouteNotGated`); without, a litellm ``HTTPHandler``.
+        """
+        return self._tapped(stream, tools, model, client, settings, asynchronous=False)
 
     def async_http_client(
-        self, *, stream: bool = True, tools: Any = None, model: str = "", client: Any = None
-    ) -> TappedAsyncHTTPHandler:
+        self,
+        *,
+        stream: bool = True,
+        tools: Any = None,
+        model: str = "",
+        client: Any = None,
+        **settings: Any,
+    ) -> Any:
         """A litellm async client whose wire this gate observes (one call per client)."""
-        tap = WireTap(self.new_attempt(tools=tools, model=model), streamed=stream)
-        return self.tapped_async_handler(AsyncTapTransport(self.async_transport(client), tap))
+        return self._tapped(stream, tools, model, client, settings, asynchronous=True)
 
-    def async_transport(self, client: Any = None) -> httpx.AsyncBaseTransport:
-        """The transport a tap wraps: the caller's handler's, or the gate's own (per loop)."""
+    def _tapped(
+        self,
+        stream: bool,
+        tools: Any,
+        model: str,
+        client: Any,
+        settings: dict[str, Any],
+        *,
+        asynchronous: bool,
+        api: Api = Api.CHAT,
+    ) -> Any:
         self._check_open()
-        if client is None:
-            loop = asyncio.get_running_loop()
-            inner = self._async_transports.get(loop)
-            if inner is None:
-                inner = self._async_transports[loop] = httpx.AsyncHTTPTransport()
-            return inner
-        if isinstance(client, AsyncHTTPHandler) and isinstance(client.client, httpx.AsyncClient):
-            base: httpx.AsyncBaseTransport = client.client._transport
-            return base
-        raise WireNotObservable(
-            f"cannot observe a client of type {type(client).__name__}; "
-            "pass a litellm AsyncHTTPHandler or no client"
+        tap = WireTap(self.new_attempt(tools=tools, model=model), streamed=stream)
+        tap_type = AsyncTapTransport if asynchronous else TapTransport
+
+        def wrap(inner: Any) -> Any:
+            return tap_type(inner, tap)
+
+        request = {**settings, "model": model, "client": client}
+        return self.tapped_client(request, api, wrap, asynchronous=asynchronous)
+
+    def tapped_client(
+        self, request: Mapping[str, Any], api: Api, wrap: Wrap, *, asynchronous: bool
+    ) -> Any:
+        """The ``client=`` for one litellm call (``request``: its arguments), of the kind its
+        route takes, every transport of it made by ``wrap``; :class:`RouteNotGated` (before
+        anything is sent) for a route the gate does not gate. Without a model: a litellm
+        handler."""
+        self._check_open()
+        kind = ClientKind.HTTP_HANDLER
+        if request.get("model"):
+            kind = route_for(request, api).client
+        return self.clients.tapped_client(
+            kind,
+            wrap,
+            asynchronous=asynchronous,
+            user_client=request.get("client"),
+            request=request,
         )
 
-    @staticmethod
-    def tapped_async_handler(transport: Any) -> TappedAsyncHTTPHandler:
-        """A litellm async handler around a transport that carries a ``tap``."""
-        handler = TappedAsyncHTTPHandler(transport=transport)
-        handler.tap = transport.tap
-        return handler
-
-    def _client_for(self, kwargs: dict[str, Any], *, asynchronous: bool) -> Any:
-        make = self.async_http_client if asynchronous else self.http_client
+    def _client_for(self, kwargs: dict[str, Any], *, asynchronous: bool, api: Api) -> Any:
+        if kwargs.get("tools") is not None:
+            # Some routes edit a request's tool schemas in place (litellm 1.108.7 drops
+            # additionalProperties on hosted_vllm/): litellm gets a copy, the caller's stay.
+            kwargs["tools"] = copy.deepcopy(kwargs["tools"])
+        settings = {k: v for k, v in kwargs.items() if k not in ("stream", "tools", "model")}
+        settings.pop("client", None)
         # The gate gates this call itself: a gate in litellm.callbacks leaves it alone.
         return vouch_client(
-            make(
-                stream=bool(kwargs.get("stream")),
-                tools=kwargs.get("tools"),
-                model=str(kwargs.get("model", "")),
-                client=kwargs.get("client"),
+            self._tapped(
+                bool(kwargs.get("stream")),
+                kwargs.get("tools"),
+                str(kwargs.get("model", "")),
+                kwargs.get("client"),
+                settings,
+                asynchronous=asynchronous,
+                api=api,
             )
         )
 
@@ -279,9 +276,9 @@ class ToolGate:
     def completion(self, *, stream: bool, **kwargs: Any) -> GatedStream | ModelResponse: ...
     def completion(self, **kwargs: Any) -> Any:
         """``litellm.completion`` with every tool call gated."""
-        handler = self._client_for(kwargs, asynchronous=False)
+        handler = self._client_for(kwargs, asynchronous=False, api=Api.CHAT)
         kwargs["client"] = handler
-        result = self._invoke_sync(handler.tap, litellm.completion, kwargs)
+        result = self._invoke_sync(handler, litellm.completion, kwargs)
         if kwargs.get("stream"):
             return GatedStream(result, handler.tap, self.policy)
         if self._approve_whole(handler.tap.attempt, response_carrier(result)):
@@ -301,9 +298,9 @@ class ToolGate:
     ) -> AsyncGatedStream | ModelResponse: ...
     async def acompletion(self, **kwargs: Any) -> Any:
         """``litellm.acompletion`` with every tool call gated."""
-        handler = self._client_for(kwargs, asynchronous=True)
+        handler = self._client_for(kwargs, asynchronous=True, api=Api.CHAT)
         kwargs["client"] = handler
-        result = await self._ainvoke(handler.tap, litellm.acompletion, kwargs)
+        result = await self._ainvoke(handler, litellm.acompletion, kwargs)
         if kwargs.get("stream"):
             return AsyncGatedStream(result, handler.tap, self.policy)
         if await self._aapprove_whole(handler.tap.attempt, response_carrier, result):
@@ -319,9 +316,9 @@ class ToolGate:
     def responses(self, *, stream: bool, **kwargs: Any) -> GatedStream | ResponsesAPIResponse: ...
     def responses(self, **kwargs: Any) -> Any:
         """``litellm.responses`` with every function call gated (bridged or native route)."""
-        handler = self._client_for(kwargs, asynchronous=False)
+        handler = self._client_for(kwargs, asynchronous=False, api=Api.RESPONSES)
         kwargs["client"] = handler
-        result = self._invoke_sync(handler.tap, litellm.responses, kwargs)
+        result = self._invoke_sync(handler, litellm.responses, kwargs)
         if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
             return GatedStream(result, handler.tap, self.policy, CarrierEvents())
         # A whole response (asked for, or handed back instead of a stream) is checked whole.
@@ -342,9 +339,9 @@ class ToolGate:
     ) -> AsyncGatedStream | ResponsesAPIResponse: ...
     async def aresponses(self, **kwargs: Any) -> Any:
         """``litellm.aresponses`` with every function call gated (bridged or native route)."""
-        handler = self._client_for(kwargs, asynchronous=True)
+        handler = self._client_for(kwargs, asynchronous=True, api=Api.RESPONSES)
         kwargs["client"] = handler
-        result = await self._ainvoke(handler.tap, litellm.aresponses, kwargs)
+        result = await self._ainvoke(handler, litellm.aresponses, kwargs)
         if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
             return AsyncGatedStream(result, handler.tap, self.policy, CarrierEvents())
         if await self._aapprove_whole(handler.tap.attempt, carrier_of_response, result):
@@ -360,9 +357,9 @@ class ToolGate:
         sync path for ``anthropic/`` models (it raises ``ValueError`` before sending); bridged
         models (``openai/``, ``cometapi/``, ...) work sync too.
         """
-        handler = self._client_for(kwargs, asynchronous=False)
+        handler = self._client_for(kwargs, asynchronous=False, api=Api.CHAT)
         kwargs["client"] = handler
-        result = self._invoke_sync(handler.tap, anthropic_interface.messages.create, kwargs)
+        result = self._invoke_sync(handler, anthropic_interface.messages.create, kwargs)
         if kwargs.get("stream"):
             return GatedStream(result, handler.tap, self.policy, AnthropicEvents())
         if self._approve_whole(handler.tap.attempt, message_carrier(result)):
@@ -372,9 +369,9 @@ class ToolGate:
 
     async def amessages(self, **kwargs: Any) -> Any:
         """``litellm.anthropic.messages.acreate`` with every tool_use block gated."""
-        handler = self._client_for(kwargs, asynchronous=True)
+        handler = self._client_for(kwargs, asynchronous=True, api=Api.CHAT)
         kwargs["client"] = handler
-        result = await self._ainvoke(handler.tap, anthropic_interface.messages.acreate, kwargs)
+        result = await self._ainvoke(handler, anthropic_interface.messages.acreate, kwargs)
         if kwargs.get("stream"):
             return AsyncGatedStream(result, handler.tap, self.policy, AnthropicEvents())
         if await self._aapprove_whole(handler.tap.attempt, message_carrier, result):
@@ -395,21 +392,22 @@ class ToolGate:
             raise WireNotObservable(_HOW)
         # litellm's Responses streams (native, bridged, cached) carry Responses events.
         events = carrier_events(stream)
-        if isinstance(client, TappedAsyncHTTPHandler):
+        if is_async_client(client):
             return AsyncGatedStream(stream, tap, self.policy, events)
         return GatedStream(stream, tap, self.policy, events)
 
     # ---- litellm's call, and whole (non-streamed) results -----------------------------------
     # litellm wraps whatever the transport raised; when the tap quarantined the attempt, the
     # quarantine is what the caller gets (raised here, outside litellm's exception).
-    def _invoke_sync(self, tap: WireTap, call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    def _invoke_sync(self, client: Any, call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         # A gate in litellm.callbacks cannot see this call's client from its sync hook: this
         # gate vouches for exactly this call (its id, on this thread, while litellm makes it).
         call_id = str(kwargs.setdefault("litellm_call_id", str(uuid.uuid4())))
         with vouched(call_id):
-            return self._invoke(tap, call, kwargs)
+            return self._invoke(client, call, kwargs)
 
-    def _invoke(self, tap: WireTap, call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    def _invoke(self, client: Any, call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        tap: WireTap = client.tap
         failed = False
         try:
             return call(**kwargs)
@@ -417,12 +415,15 @@ class ToolGate:
             if not tap.faulted:
                 raise
             failed = True
+        finally:
+            forget(client)
         if failed:
             self._raise_quarantine(tap.attempt)
 
     async def _ainvoke(
-        self, tap: WireTap, call: Callable[..., Awaitable[Any]], kwargs: dict[str, Any]
+        self, client: Any, call: Callable[..., Awaitable[Any]], kwargs: dict[str, Any]
     ) -> Any:
+        tap: WireTap = client.tap
         failed = False
         try:
             return await call(**kwargs)
@@ -430,6 +431,8 @@ class ToolGate:
             if not tap.faulted:
                 raise
             failed = True
+        finally:
+            forget(client)
         if failed:
             self._raise_quarantine(tap.attempt)
 
@@ -466,3 +469,6 @@ class ToolGate:
         attempt.release()
         emit_records(attempt)
         return response
+
+
+__all__ = ["TappedAsyncHTTPHandler", "TappedHTTPHandler", "ToolGate"]

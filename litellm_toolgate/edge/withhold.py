@@ -235,6 +235,9 @@ class _WithholdingStream(_Held, httpx.AsyncByteStream):
         self._defer = defer  # see SyncWithholdingStream
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._decided:
+            # Read once only: the OpenAI SDK reads a body again to drain it after [DONE].
+            return
         error: httpx.TransportError | None = None
         try:
             async for piece in self._inner:

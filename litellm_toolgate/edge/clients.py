@@ -1,0 +1,405 @@
+"""The ``client=`` the gate hands litellm, of the kind each route expects, on a tapped wire.
+
+litellm takes a caller's client on every route it gates, but not the same kind everywhere
+(:mod:`.routes` says which): most routes take a litellm ``HTTPHandler``, while the OpenAI SDK
+routes (``openai/``, ``azure/``, ``perplexity/``, ...) take an ``openai.OpenAI`` /
+``AzureOpenAI`` (or their async twins) and fail inside litellm on anything else.
+:meth:`ClientPool.tapped_client` is the one place that builds either, around the transport
+the caller's ``wrap`` returns (a tap, or the callback's withholding transport), so the gate
+reads every byte litellm reads.
+
+Nothing litellm would have sent may be lost on the way:
+
+* a caller's client is **wrapped**, never replaced: a copy of its httpx client whose
+  transport and proxy mounts are tapped (headers, auth, base URL, timeouts and the
+  connection pool stay the caller's), and for an SDK client a copy
+  (``with_options(http_client=...)``) that keeps its key, base URL, organization, project,
+  API version, default headers and query. An SDK client on the SDK's own default HTTP client
+  gets the gate's httpx client instead (the SDK's default is a different HTTP library); an
+  SDK client on any other HTTP client is refused, since the gate could not read it;
+* with no caller's client the SDK client is built as litellm builds its own: the key, base
+  URL and organization resolved the way litellm resolves them for that route (litellm's
+  ``get_llm_provider``, then litellm's globals and environment variables), Azure's through
+  litellm's own Azure client settings (API version, AD token or token provider, Entra ID).
+  Per-request settings (timeout, retries, organization, extra headers) litellm sets on the
+  client or the request itself, as it does for any caller's client.
+
+The gate's own httpx clients trust the environment (proxies, as httpx reads them) and are
+shared across calls (one sync, one per event loop); each call gets a copy with its own tap.
+
+litellm keeps an Azure SDK client it was handed in its client cache, keyed by the call's
+settings, and would hand it to a later call with the same settings: :func:`forget` takes the
+gate's client out of that cache once the call is made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+import litellm
+import openai
+from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, HTTPHandler
+
+from ..core.errors import WireNotObservable
+from .routes import ClientKind
+from .transport import WireTap
+
+Wrap = Callable[[Any], Any]
+"""Given the transport a request would go through, the transport that taps it (has ``tap``)."""
+
+
+class TappedHTTPHandler(HTTPHandler):
+    """litellm's sync handler whose transport feeds one attempt."""
+
+    tap: WireTap
+
+
+class TappedAsyncHTTPHandler(AsyncHTTPHandler):
+    """litellm's async handler whose transport feeds one attempt."""
+
+    tap: WireTap
+
+
+# The HTTP clients the SDK makes for itself when given none (no settings of the caller's).
+_SDK_DEFAULT_HTTP = frozenset({"SyncHttpxClientWrapper", "AsyncHttpxClientWrapper"})
+_SDK_ASYNC = (openai.AsyncOpenAI,)
+_SDK_SYNC = (openai.OpenAI,)
+
+
+def is_async_client(client: Any) -> bool:
+    return isinstance(client, (AsyncHTTPHandler, openai.AsyncOpenAI))
+
+
+def _tap_of(transport: Any) -> WireTap:
+    tap = getattr(transport, "tap", None)
+    assert isinstance(tap, WireTap), "wrap must return a transport that carries its tap"
+    return tap
+
+
+def _tapped_copy(client: httpx.Client | httpx.AsyncClient, wrap: Wrap) -> Any:
+    """A copy of an httpx client whose transport and proxy mounts all go through ``wrap``.
+
+    The copy shares everything else (headers, auth, timeouts, cookies, the pools underneath):
+    the caller's client itself is left untouched, so its other calls stay untapped.
+    """
+    tapped = copy.copy(client)
+    tapped._transport = wrap(client._transport)
+    tapped._mounts = {
+        pattern: None if transport is None else wrap(transport)
+        for pattern, transport in client._mounts.items()
+    }
+    return tapped
+
+
+class ClientPool:
+    """The gate's shared transports and httpx clients, and :meth:`tapped_client`, the one
+    entry point. Sync ones are made once; async ones once per event loop."""
+
+    def __init__(self) -> None:
+        self._sync_transport: httpx.HTTPTransport | None = None
+        self._async_transports: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, httpx.AsyncHTTPTransport
+        ] = weakref.WeakKeyDictionary()
+        self._sync_client: httpx.Client | None = None
+        self._async_clients: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, httpx.AsyncClient
+        ] = weakref.WeakKeyDictionary()
+
+    def transport(self, asynchronous: bool) -> httpx.BaseTransport | httpx.AsyncBaseTransport:
+        """The transport under the gate's litellm handlers."""
+        if not asynchronous:
+            if self._sync_transport is None:
+                self._sync_transport = httpx.HTTPTransport()
+            return self._sync_transport
+        loop = asyncio.get_running_loop()
+        inner = self._async_transports.get(loop)
+        if inner is None:
+            inner = self._async_transports[loop] = httpx.AsyncHTTPTransport()
+        return inner
+
+    def http_client(self, asynchronous: bool) -> httpx.Client | httpx.AsyncClient:
+        """The httpx client under the gate's SDK clients (it honours proxy variables)."""
+        if not asynchronous:
+            if self._sync_client is None:
+                self._sync_client = httpx.Client(follow_redirects=True)
+            return self._sync_client
+        loop = asyncio.get_running_loop()
+        client = self._async_clients.get(loop)
+        if client is None:
+            client = self._async_clients[loop] = httpx.AsyncClient(follow_redirects=True)
+        return client
+
+    def _taken(self) -> tuple[list[Any], list[tuple[asyncio.AbstractEventLoop, Any]]]:
+        """Every transport and client made so far, forgotten here (the gate's to close)."""
+        sync = [c for c in (self._sync_transport, self._sync_client) if c is not None]
+        self._sync_transport = self._sync_client = None
+        owned = [*self._async_transports.items(), *self._async_clients.items()]
+        self._async_transports.clear()
+        self._async_clients.clear()
+        return sync, owned
+
+    def close(self) -> None:
+        """Close what this pool made; an async one whose loop is running or closed is only
+        dropped (``aclose`` closes it on its own loop)."""
+        sync, owned = self._taken()
+        for item in sync:
+            item.close()
+        for loop, item in owned:
+            if not loop.is_closed() and not loop.is_running():
+                loop.run_until_complete(item.aclose())
+
+    async def aclose(self) -> None:
+        """Close what this pool made, the async ones on their own loop."""
+        sync, owned = self._taken()
+        for item in sync:
+            item.close()
+        current = asyncio.get_running_loop()
+        for loop, item in owned:
+            if loop is current:
+                await item.aclose()
+            elif not loop.is_closed() and not loop.is_running():
+                loop.run_until_complete(item.aclose())
+
+    def tapped_client(
+        self,
+        kind: ClientKind,
+        wrap: Wrap,
+        *,
+        asynchronous: bool,
+        user_client: Any = None,
+        request: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """A client of ``kind`` for one litellm call, every byte of it through ``wrap``.
+
+        ``user_client`` is the caller's ``client=`` (wrapped, not replaced); ``request`` the
+        call's litellm arguments (for the SDK kinds: the settings litellm would build from).
+        The client carries the tap as ``client.tap``. A caller's client the gate cannot
+        read is a :class:`WireNotObservable`.
+        """
+        if kind is ClientKind.HTTP_HANDLER:
+            return self._handler(wrap, asynchronous, user_client)
+        forget()
+        if user_client is not None:
+            sdk = self._wrapped_sdk(kind, wrap, asynchronous, user_client)
+        else:
+            http_client = _tapped_copy(self.http_client(asynchronous), wrap)
+            settings = dict(request or {})
+            if kind is ClientKind.AZURE_SDK:
+                sdk = _azure_client(settings, http_client, asynchronous)
+            else:
+                sdk = _openai_client(settings, http_client, asynchronous)
+        sdk.tap = _tap_of(sdk._client._transport)
+        _ISSUED.add(sdk)
+        return sdk
+
+    # ---- litellm's HTTPHandler ---------------------------------------------------------
+    def _handler(self, wrap: Wrap, asynchronous: bool, user_client: Any) -> Any:
+        handler_type = AsyncHTTPHandler if asynchronous else HTTPHandler
+        http_type = httpx.AsyncClient if asynchronous else httpx.Client
+        if user_client is None:
+            inner: Any = self.transport(asynchronous)
+        elif isinstance(user_client, handler_type) and isinstance(user_client.client, http_type):
+            inner = user_client.client._transport
+        else:
+            raise WireNotObservable(
+                f"cannot observe a client of type {type(user_client).__name__} on this route; "
+                f"pass a litellm {handler_type.__name__} or no client"
+            )
+        tapped = wrap(inner)
+        handler: Any
+        if asynchronous:
+            handler = TappedAsyncHTTPHandler(transport=tapped)
+        else:
+            handler = TappedHTTPHandler(client=httpx.Client(transport=tapped))
+        handler.tap = _tap_of(tapped)
+        return handler
+
+    # ---- the OpenAI SDK ----------------------------------------------------------------
+    def _wrapped_sdk(self, kind: ClientKind, wrap: Wrap, asynchronous: bool, user: Any) -> Any:
+        expected = _SDK_ASYNC if asynchronous else _SDK_SYNC
+        if kind is ClientKind.AZURE_SDK:
+            names = "AsyncAzureOpenAI" if asynchronous else "AzureOpenAI"
+        else:
+            names = "AsyncOpenAI" if asynchronous else "OpenAI"
+        if not isinstance(user, expected):
+            raise WireNotObservable(
+                f"cannot observe a client of type {type(user).__name__} on this route; "
+                f"pass an openai.{names} or no client"
+            )
+        inner = user._client
+        http_type = httpx.AsyncClient if asynchronous else httpx.Client
+        if isinstance(inner, http_type):
+            http_client = _tapped_copy(inner, wrap)
+        elif type(inner).__name__ in _SDK_DEFAULT_HTTP:
+            # The SDK's own default HTTP client (another HTTP library): the gate's instead.
+            http_client = _tapped_copy(self.http_client(asynchronous), wrap)
+        else:
+            raise WireNotObservable(
+                f"cannot observe an openai.{names} on an HTTP client of type "
+                f"{type(inner).__name__}; give it http_client=httpx."
+                f"{http_type.__name__}(...) or pass no client"
+            )
+        return user.with_options(http_client=http_client)
+
+
+def _secret(name: str) -> str | None:
+    from litellm.secret_managers.main import get_secret_str
+
+    value = get_secret_str(name)
+    return value or None
+
+
+def _provider_settings(request: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(api_key, api_base) as litellm's ``get_llm_provider`` resolves them for this call."""
+    api_key = request.get("api_key")
+    api_base = request.get("api_base") or request.get("base_url")
+    try:
+        _, _, dynamic_key, dynamic_base = litellm.get_llm_provider(
+            model=str(request.get("model", "")),
+            custom_llm_provider=request.get("custom_llm_provider"),
+            api_base=api_base,
+            api_key=api_key,
+        )
+    except Exception:
+        return api_key, api_base
+    return (dynamic_key if dynamic_key is not None else api_key), (dynamic_base or api_base)
+
+
+def _openai_client(request: Mapping[str, Any], http_client: Any, asynchronous: bool) -> Any:
+    """The OpenAI client litellm builds for an OpenAI-compatible route, on ``http_client``."""
+    api_key, api_base = _provider_settings(request)
+    api_key = (
+        api_key
+        or litellm.api_key
+        or getattr(litellm, "openai_key", None)
+        or _secret("OPENAI_API_KEY")
+    )
+    api_base = (
+        api_base
+        or litellm.api_base
+        or _secret("OPENAI_BASE_URL")
+        or _secret("OPENAI_API_BASE")
+        or "https://api.openai.com/v1"
+    )
+    organization = (
+        request.get("organization") or litellm.organization or _secret("OPENAI_ORGANIZATION")
+    )
+    make = openai.AsyncOpenAI if asynchronous else openai.OpenAI
+    return make(
+        api_key=api_key,
+        base_url=api_base,
+        organization=organization,
+        http_client=http_client,
+    )
+
+
+_AZURE_PARAMS = (
+    "azure_ad_token",
+    "azure_ad_token_provider",
+    "tenant_id",
+    "client_id",
+    "client_secret",
+    "azure_username",
+    "azure_password",
+    "azure_scope",
+    "max_retries",
+    "timeout",
+)
+
+
+def _azure_client(request: Mapping[str, Any], http_client: Any, asynchronous: bool) -> Any:
+    """The Azure OpenAI client litellm builds for ``azure/``, on ``http_client``."""
+    from litellm.llms.azure.common_utils import BaseAzureLLM
+
+    api_key, api_base = _provider_settings(request)
+    api_base = api_base or litellm.api_base or _secret("AZURE_API_BASE")
+    api_version = (
+        request.get("api_version")
+        or litellm.api_version
+        or _secret("AZURE_API_VERSION")
+        or litellm.AZURE_DEFAULT_API_VERSION
+    )
+    api_key = (
+        api_key
+        or litellm.api_key
+        or getattr(litellm, "azure_key", None)
+        or _secret("AZURE_OPENAI_API_KEY")
+        or _secret("AZURE_API_KEY")
+    )
+    params: dict[str, Any] = {name: request.get(name) for name in _AZURE_PARAMS}
+    params["azure_ad_token"] = params["azure_ad_token"] or _secret("AZURE_AD_TOKEN")
+    settings = BaseAzureLLM().initialize_azure_sdk_client(
+        litellm_params=params,
+        api_key=api_key,
+        api_base=api_base,
+        model_name=str(request.get("model", "")),
+        api_version=api_version,
+        is_async=asynchronous,
+    )
+    old = settings.get("http_client")
+    settings["http_client"] = http_client
+    if old is not None and old is not http_client and old is not _shared_session(asynchronous):
+        _close_quietly(old)
+    make = openai.AsyncAzureOpenAI if asynchronous else openai.AzureOpenAI
+    return make(**settings)
+
+
+def _shared_session(asynchronous: bool) -> Any:
+    return litellm.aclient_session if asynchronous else litellm.client_session
+
+
+def _close_quietly(client: Any) -> None:
+    # litellm made an httpx client for the SDK client it would have built; unused here.
+    if isinstance(client, httpx.Client):
+        client.close()
+
+
+# Every SDK client the gate made (while it lives): litellm may have cached any of them.
+_ISSUED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _issued(value: Any) -> bool:
+    try:
+        return value in _ISSUED
+    except TypeError:  # not an object a weak reference can point at: not the gate's
+        return False
+
+
+def forget(client: Any = None) -> None:
+    """Take the gate's SDK clients out of litellm's client cache, where litellm keeps a
+    caller's Azure client for later calls with the same settings (a tap belongs to one call
+    only): ``client``, or with None every one the gate made. :class:`ToolGate` forgets its
+    client once its call is made; under the callback (no hook runs after every call) each
+    new SDK client first forgets the earlier ones."""
+    if client is not None and not _issued(client):
+        return
+    cache = getattr(litellm, "in_memory_llm_clients_cache", None)
+    entries = getattr(cache, "cache_dict", None)
+    if not isinstance(entries, dict) or cache is None:
+        return
+    stale = [
+        key
+        for key, value in list(entries.items())
+        if (value is client if client is not None else _issued(value))
+    ]
+    for key in stale:
+        delete = getattr(cache, "delete_cache", None)
+        if callable(delete):
+            delete(key)
+        else:  # pragma: no cover - older caches
+            entries.pop(key, None)
+
+
+__all__ = [
+    "ClientPool",
+    "TappedAsyncHTTPHandler",
+    "TappedHTTPHandler",
+    "Wrap",
+    "forget",
+    "is_async_client",
+]

@@ -1,0 +1,234 @@
+"""Which litellm routes the gate gates, as data: one table, one lookup.
+
+A route is litellm's provider prefix (``openai/``, ``bedrock/``, ...) and an API (chat
+completions or the Responses API). For each, the table says one of two things:
+
+* **gated**: the wire the upstream speaks on that route is one the core reads (chat SSE or
+  Responses SSE), litellm takes the caller's ``client=`` on it, and the table names the kind
+  of client litellm expects there (a litellm ``HTTPHandler``, or an OpenAI / Azure OpenAI
+  SDK client: :mod:`.clients` builds each kind around a tapped transport);
+* **refused**: the gate cannot read that route, and says why. :func:`route_for` raises
+  :class:`RouteNotGated` before anything is sent.
+
+Every entry was checked against litellm itself, on both supported versions, by the route
+matrix test (``tests/test_routes.py``): a gated route releases a good stream byte for byte
+and quarantines a broken one; a refused route sends nothing. A provider missing from the
+table is refused. The provider of a call is litellm's own answer
+(``litellm.get_llm_provider``), from the model string, ``custom_llm_provider`` and
+``api_base`` (``azure_ai/gpt-4o`` on an Azure OpenAI endpoint is the ``azure`` route).
+
+On the Responses API litellm serves a provider one of three ways: natively (the upstream
+speaks Responses SSE), bridged (litellm makes a chat call and converts it: the wire is that
+provider's chat wire, through its chat client) or natively but with a made-up stream (litellm
+asks for a whole response and replays it as events: there is no stream to gate, so those are
+refused). ``toolgate routes`` prints this table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import io
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.errors import RouteNotGated
+from ..core.state import Wire
+
+
+class Api(enum.Enum):
+    CHAT = "chat"
+    RESPONSES = "responses"
+
+
+class ClientKind(enum.Enum):
+    """The kind of ``client=`` litellm takes on a route."""
+
+    HTTP_HANDLER = "litellm HTTPHandler"
+    OPENAI_SDK = "openai.OpenAI"
+    AZURE_SDK = "openai.AzureOpenAI"
+
+
+@dataclass(frozen=True)
+class Gated:
+    wire: Wire
+    client: ClientKind
+    bridged: bool = False  # Responses made by litellm from a chat call
+
+    def describe(self) -> str:
+        how = "bridged to chat, " if self.bridged else ""
+        return f"gated ({how}{self.wire.value} SSE, {self.client.value})"
+
+
+@dataclass(frozen=True)
+class Refused:
+    reason: str
+
+    def describe(self) -> str:
+        return f"refused: {self.reason}"
+
+
+Decision = Gated | Refused
+
+
+@dataclass(frozen=True)
+class Route:
+    provider: str
+    chat: Decision
+    responses: Decision
+
+    def decision(self, api: Api) -> Decision:
+        return self.chat if api is Api.CHAT else self.responses
+
+
+# ---- the table -------------------------------------------------------------------------------
+_HTTP_CHAT = Gated(Wire.CHAT, ClientKind.HTTP_HANDLER)
+_OPENAI_CHAT = Gated(Wire.CHAT, ClientKind.OPENAI_SDK)
+_AZURE_CHAT = Gated(Wire.CHAT, ClientKind.AZURE_SDK)
+_NATIVE_RESPONSES = Gated(Wire.RESPONSES, ClientKind.HTTP_HANDLER)
+_BRIDGED_HTTP = Gated(Wire.CHAT, ClientKind.HTTP_HANDLER, bridged=True)
+_BRIDGED_OPENAI = Gated(Wire.CHAT, ClientKind.OPENAI_SDK, bridged=True)
+_FAKE_STREAM = Refused(
+    "litellm asks this provider for a whole Responses result and replays it as a stream; "
+    "there is no wire stream to gate"
+)
+
+
+def _wire(name: str) -> Refused:
+    return Refused(f"the upstream speaks {name}, a wire the gate does not read")
+
+
+_ANTHROPIC = _wire("the Anthropic Messages stream")
+_GEMINI = _wire("Gemini generateContent streaming")
+
+ROUTES: Mapping[str, Route] = {
+    route.provider: route
+    for route in (
+        # The OpenAI SDK routes: litellm calls through an openai.OpenAI / AzureOpenAI client.
+        Route("openai", _OPENAI_CHAT, _NATIVE_RESPONSES),
+        Route("azure", _AZURE_CHAT, _NATIVE_RESPONSES),
+        Route(
+            "perplexity",
+            _OPENAI_CHAT,
+            Refused("litellm's Perplexity Responses route fails on a valid Responses stream"),
+        ),
+        Route("cerebras", _OPENAI_CHAT, _BRIDGED_OPENAI),
+        Route("litellm_proxy", _OPENAI_CHAT, _NATIVE_RESPONSES),
+        # Chat SSE through litellm's own HTTP handler.
+        Route("azure_ai", _HTTP_CHAT, _FAKE_STREAM),
+        Route("cometapi", _HTTP_CHAT, _BRIDGED_HTTP),
+        Route("openrouter", _HTTP_CHAT, _FAKE_STREAM),
+        Route("groq", _HTTP_CHAT, _BRIDGED_HTTP),
+        Route("deepseek", _HTTP_CHAT, _BRIDGED_HTTP),
+        Route("xai", _HTTP_CHAT, _FAKE_STREAM),
+        Route("mistral", _HTTP_CHAT, _BRIDGED_HTTP),
+        Route("together_ai", _HTTP_CHAT, _BRIDGED_HTTP),
+        Route("fireworks_ai", _HTTP_CHAT, _FAKE_STREAM),
+        Route("hosted_vllm", _HTTP_CHAT, _FAKE_STREAM),
+        Route("databricks", _HTTP_CHAT, _FAKE_STREAM),
+        # Wires the gate does not read (yet).
+        # Chat (and litellm's Anthropic messages entry point) on the Anthropic Messages wire;
+        # a Responses carrier over that wire is refused (litellm's bridge is not checked).
+        Route("anthropic", Gated(Wire.ANTHROPIC, ClientKind.HTTP_HANDLER), _ANTHROPIC),
+        Route("ollama_chat", *[_wire("Ollama's NDJSON /api/chat stream")] * 2),
+        Route("gemini", _GEMINI, _GEMINI),
+        Route("vertex_ai", _GEMINI, _GEMINI),
+        Route("bedrock", *[_wire("AWS event-stream (Bedrock Converse / invoke)")] * 2),
+        Route("cohere", *[_wire("Cohere's chat stream")] * 2),
+        Route("watsonx", *[_wire("watsonx.ai's chat stream")] * 2),
+    )
+}
+_UNKNOWN = Refused("not in the gate's route table")
+
+
+def provider_of(request: Mapping[str, Any], *, with_base: bool = True) -> tuple[str, str] | None:
+    """(model, provider) as litellm resolves a call's arguments; None when it cannot tell."""
+    import litellm
+
+    model = request.get("model")
+    if not isinstance(model, str) or not model:
+        return None
+    try:
+        # litellm prints a provider list to stdout when it cannot tell: keep that quiet.
+        with contextlib.redirect_stdout(io.StringIO()):
+            bare, provider, _, _ = litellm.get_llm_provider(
+                model=model,
+                custom_llm_provider=request.get("custom_llm_provider"),
+                api_base=request.get("api_base") if with_base else None,
+                api_key=request.get("api_key"),
+            )
+    except Exception:
+        return None
+    return (str(bare), str(provider)) if provider else None
+
+
+def route_for(request: Mapping[str, Any], api: Api) -> Gated:
+    """How the gate gates this call, or :class:`RouteNotGated` (nothing has been sent).
+
+    On the Responses API the route is also checked against litellm itself: litellm resolves
+    a Responses call's provider without the ``api_base`` in some versions, and decides per
+    model whether it fakes the stream (a model missing from its model map, for one), so
+    every provider it may pick must be gated and litellm must serve it the way the table
+    says.
+    """
+    found = provider_of(request)
+    if found is None:
+        model = request.get("model")
+        name = model if isinstance(model, str) and model else "(no model)"
+        raise RouteNotGated(name, api.value, "litellm cannot tell this model's provider")
+    candidates = [found]
+    if api is Api.RESPONSES:
+        other = provider_of(request, with_base=False)
+        if other is not None and other != found:
+            candidates.append(other)
+    decisions = [(model, provider, _decision(provider, api)) for model, provider in candidates]
+    for model, provider, decision in decisions:
+        if isinstance(decision, Refused):
+            raise RouteNotGated(provider, api.value, decision.reason)
+        if api is Api.RESPONSES:
+            _check_responses(model, provider, decision, bool(request.get("stream")))
+    gated = decisions[0][2]
+    assert isinstance(gated, Gated)
+    return gated
+
+
+def _decision(provider: str, api: Api) -> Decision:
+    route = ROUTES.get(provider)
+    return _UNKNOWN if route is None else route.decision(api)
+
+
+def _check_responses(model: str, provider: str, gated: Gated, stream: bool) -> None:
+    """Refuse when litellm would serve this Responses call another way than the table says."""
+    try:
+        from litellm.types.utils import LlmProviders
+        from litellm.utils import ProviderConfigManager
+
+        config = ProviderConfigManager.get_provider_responses_api_config(
+            provider=LlmProviders(provider), model=model
+        )
+        fake = config is not None and bool(
+            config.should_fake_stream(model=model, stream=stream, custom_llm_provider=provider)
+        )
+    except Exception:
+        raise RouteNotGated(
+            provider, Api.RESPONSES.value, "cannot tell how litellm serves this model"
+        ) from None
+    if (config is None) != gated.bridged:
+        how = "bridges it to chat" if config is None else "serves it natively"
+        raise RouteNotGated(
+            provider, Api.RESPONSES.value, f"litellm {how} for this model, unlike the table"
+        )
+    if fake:
+        raise RouteNotGated(provider, Api.RESPONSES.value, _FAKE_STREAM.reason)
+
+
+def table() -> list[tuple[str, str, str]]:
+    """(route, chat, Responses) as text, one row per provider: what ``toolgate routes`` prints."""
+    return [
+        (name, route.chat.describe(), route.responses.describe())
+        for name, route in sorted(ROUTES.items())
+    ]
+
+
+__all__ = ["ROUTES", "Api", "ClientKind", "Gated", "Refused", "Route", "route_for", "table"]

@@ -1,0 +1,99 @@
+"""A loopback upstream for every route at once: it records every request it gets, whatever
+the path, method or body, and answers by path.
+
+``answers`` maps a path suffix (``"/chat/completions"``, ``"/responses"``) to the body served
+there (an SSE stream when the request asked for one, in chunked encoding); any other path gets
+a 200 JSON error body, so a request that reaches it is counted, never mistaken for a stream.
+Used by the route matrix (a refused route must send nothing) and the request-fidelity tests
+(the request litellm sends with and without the gate).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class RouteServer:
+    answers: dict[str, bytes] = field(default_factory=dict)
+    content_type: str = "text/event-stream"
+    requests: list[Seen] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def answer(self, path: str) -> bytes | None:
+        bare = path.split("?", 1)[0].rstrip("/")
+        for suffix, body in self.answers.items():
+            if bare.endswith(suffix):
+                return body
+        return None
+
+    def __enter__(self) -> RouteServer:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _any(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                with owner._lock:
+                    owner.requests.append(
+                        Seen(self.command, self.path, dict(self.headers.items()), body)
+                    )
+                answer = owner.answer(self.path)
+                self.close_connection = True
+                if answer is None:
+                    payload = b'{"error": {"message": "not a route this server serves"}}'
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", owner.content_type)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(answer), answer))
+
+            do_POST = do_GET = do_PUT = _any
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        ).start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._server is not None
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,337 @@
+"""The route matrix: every litellm route either gated exactly or refused before sending.
+
+(Each call gets its own copy of the tools: litellm 1.108.7 edits a request's tool schemas in
+place on some routes.)
+
+For each provider prefix, sync and async, chat completions and the Responses API, a loopback
+upstream serves a good and a broken stream in that route's wire (chosen by the path litellm
+calls: chat SSE on ``/chat/completions``, Responses SSE on ``/responses``). Exactly one of
+two outcomes is allowed, and it must be the one the route table (``edge/routes.py``) says:
+
+* **gated**: the good stream's tool calls come out byte for byte, the broken one is
+  quarantined with not one tool-call fragment handed out;
+* **refused**: :class:`RouteNotGated` naming the route and the reason, and the upstream got
+  no request at all.
+
+Anything else (an exception from inside litellm, a release the gate did not decide, a route
+refused after sending) fails. The table's own properties (an unknown provider is refused, the
+``toolgate routes`` command prints it) are tested at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import litellm
+import pytest
+from conftest import CASES as CHAT_CASES
+from conftest import MANIFEST as CHAT_MANIFEST
+from conftest import body_of
+from routeserver import RouteServer
+
+from litellm_toolgate import (
+    Party,
+    QuarantineReason,
+    RouteNotGated,
+    ToolCallQuarantined,
+    ToolGate,
+    WireNotObservable,
+)
+from litellm_toolgate.edge.routes import ROUTES, Api, Gated, route_for
+
+litellm.suppress_debug_info = True
+# litellm looks up Hugging Face tokenizers for some models (retrying for seconds offline).
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+RESPONSES = Path(__file__).resolve().parent.parent / "fixtures" / "responses"
+RESP_MANIFEST = json.loads((RESPONSES / "manifest.json").read_text(encoding="utf-8"))
+RESP_CASES = {c["name"]: c for c in RESP_MANIFEST["cases"]}
+
+# The routes of the matrix: litellm model string and the extra arguments that route needs.
+MODELS: dict[str, tuple[str, dict[str, Any]]] = {
+    "openai": ("openai/gpt-4o-mini", {}),
+    "azure": ("azure/gpt-4o-mini", {"api_version": "2024-10-21"}),
+    "azure_ai": ("azure_ai/mistral-large-2407", {}),
+    "cometapi": ("cometapi/gpt-4o-mini", {}),
+    "openrouter": ("openrouter/openai/gpt-4o-mini", {}),
+    "groq": ("groq/llama-3.3-70b-versatile", {}),
+    "deepseek": ("deepseek/deepseek-chat", {}),
+    "xai": ("xai/grok-3", {}),
+    "mistral": ("mistral/mistral-large-latest", {}),
+    "together_ai": ("together_ai/meta-llama/Llama-3.3-70B-Instruct-Turbo", {}),
+    "fireworks_ai": ("fireworks_ai/accounts/fireworks/models/llama-v3p1-70b-instruct", {}),
+    "hosted_vllm": ("hosted_vllm/my-model", {}),
+    "ollama_chat": ("ollama_chat/llama3.1", {}),
+    # litellm refuses tools for Perplexity unless told to drop them.
+    "perplexity": ("perplexity/sonar", {"drop_params": True}),
+    "cerebras": ("cerebras/llama3.1-8b", {}),
+    "anthropic": ("anthropic/claude-3-5-sonnet-20241022", {}),
+    "gemini": ("gemini/gemini-1.5-pro", {}),
+    "vertex_ai": ("vertex_ai/gemini-1.5-pro", {"vertex_project": "p", "vertex_location": "l"}),
+    "bedrock": ("bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0", {}),
+    "cohere": ("cohere/command-r", {}),
+    "databricks": ("databricks/my-endpoint", {}),
+    "watsonx": ("watsonx/ibm/granite-13b-chat-v2", {"project_id": "p"}),
+    "litellm_proxy": ("litellm_proxy/gpt-4o-mini", {}),
+}
+# Also: an OpenAI model on azure_ai is litellm's azure route.
+ROWS = [*MODELS, "azure_ai:openai-model"]
+MODELS["azure_ai:openai-model"] = ("azure_ai/gpt-4o", {"api_version": "2024-10-21"})
+
+GOOD = {
+    "/chat/completions": body_of(CHAT_CASES["multiply_basic"]),
+    "/responses": (RESPONSES / RESP_CASES["multiply_basic"]["body"]).read_bytes(),
+}
+BROKEN = {
+    "/chat/completions": body_of(CHAT_CASES["args_invalid_json"]),
+    "/responses": (RESPONSES / RESP_CASES["arguments_trailing_data"]["body"]).read_bytes(),
+}
+GATE = ToolGate(CHAT_MANIFEST["tools"])
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[RouteServer]:
+    with RouteServer() as upstream:
+        yield upstream
+
+
+def _call(row: str, api: Api, base: str, asynchronous: bool) -> list[Any]:
+    model, extra = MODELS[row]
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "api_base": base,
+        "api_key": "sk-test",
+        "stream": True,
+        "num_retries": 0,
+        **extra,
+    }
+    if api is Api.CHAT:
+        kwargs.update(
+            messages=[{"role": "user", "content": "7 x 8?"}],
+            tools=copy.deepcopy(CHAT_MANIFEST["tools"]),
+        )
+        call, acall = GATE.completion, GATE.acompletion
+    else:
+        kwargs.update(input="7 x 8?", tools=copy.deepcopy(RESP_MANIFEST["tools"]))
+        call, acall = GATE.responses, GATE.aresponses
+    if not asynchronous:
+        return list(call(**kwargs))
+
+    async def go() -> list[Any]:
+        return [item async for item in await acall(**kwargs)]
+
+    return asyncio.run(go())
+
+
+def _released(items: list[Any], api: Api) -> list[tuple[str, str]]:
+    """(name, arguments) of every tool call the caller was handed."""
+    if api is Api.CHAT:
+        calls: dict[int, list[str]] = {}
+        for chunk in items:
+            for choice in chunk.choices:
+                for tc in choice.delta.tool_calls or []:
+                    name, args = calls.setdefault(tc.index, ["", ""])
+                    calls[tc.index] = [
+                        name + (tc.function.name or ""),
+                        args + (tc.function.arguments or ""),
+                    ]
+        return [(n, a) for n, a in (calls[i] for i in sorted(calls))]
+    out = []
+    for event in items:
+        kind = str(getattr(getattr(event, "type", ""), "value", getattr(event, "type", "")))
+        item = getattr(event, "item", None)
+        if kind == "response.output_item.done" and _field(item, "type") == "function_call":
+            out.append((_field(item, "name"), _field(item, "arguments")))
+    return out
+
+
+def _field(item: Any, name: str) -> Any:
+    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+
+
+def _fragments(items: list[Any], api: Api) -> bool:
+    """Whether any tool-call fragment at all reached the caller."""
+    if api is Api.CHAT:
+        return any(c.delta.tool_calls for chunk in items for c in chunk.choices)
+    return any(
+        "function_call" in str(getattr(e, "type", ""))
+        or ("function_call" in json.dumps(getattr(e, "item", None) or {}, default=str))
+        for e in items
+    )
+
+
+def _want(row: str, api: Api) -> list[tuple[str, str]]:
+    gated = route_for({"model": MODELS[row][0], "api_base": "http://127.0.0.1:1/v1"}, api)
+    if api is Api.RESPONSES and not gated.bridged:
+        case = RESP_CASES["multiply_basic"]
+    else:
+        case = CHAT_CASES["multiply_basic"]
+    return [(c["name"], c["arguments"]) for c in case["calls"]]
+
+
+def _table_says_gated(row: str, api: Api) -> bool:
+    try:
+        route_for({"model": MODELS[row][0], "api_base": "http://127.0.0.1:1/v1"}, api)
+    except RouteNotGated:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("api", list(Api), ids=lambda a: a.value)
+@pytest.mark.parametrize("row", ROWS)
+def test_route_is_gated_exactly_or_refused_before_sending(
+    server: RouteServer, row: str, api: Api, asynchronous: bool
+) -> None:
+    gated = _table_says_gated(row, api)
+    outcomes = []
+    for bodies in (GOOD, BROKEN):
+        server.answers = dict(bodies)
+        server.requests.clear()
+        items: list[Any] = []
+        try:
+            items = _call(row, api, server.base_url, asynchronous)
+        except RouteNotGated as refused:
+            assert not gated, f"{row} {api.value}: the table gates it, yet it was refused"
+            assert server.requests == [], "a refused route sent a request"
+            assert refused.party is Party.LOCAL and refused.status_code == 501
+            assert refused.api == api.value and refused.reason in str(refused)
+            assert f"'{ROUTES[refused.route].provider}'" in str(refused)
+            outcomes.append("refused")
+            continue
+        except ToolCallQuarantined as fault:
+            assert bodies is BROKEN, f"{row} {api.value}: good stream quarantined: {fault!r}"
+            assert fault.reason in (
+                QuarantineReason.INVALID_JSON,
+                QuarantineReason.TRAILING_DATA,
+            )
+            assert not _fragments(items, api), "a tool-call fragment reached the caller"
+            outcomes.append("quarantined")
+            continue
+        assert gated, f"{row} {api.value}: released on a route the table refuses"
+        assert bodies is GOOD, f"{row} {api.value}: a broken stream was released"
+        assert len(server.requests) == 1
+        assert _released(items, api) == _want(row, api)
+        outcomes.append("released")
+    assert outcomes in (["released", "quarantined"], ["refused", "refused"]), outcomes
+
+
+def test_every_matrix_route_is_in_the_table() -> None:
+    providers = {r for r in MODELS if ":" not in r}
+    assert providers <= set(ROUTES)
+
+
+@pytest.mark.parametrize(
+    ("model", "route"),
+    [
+        ("nosuchprovider/some-model", "nosuchprovider/some-model"),
+        ("sambanova/Meta-Llama-3.1-8B-Instruct", "sambanova"),
+    ],
+    ids=["unknown-to-litellm", "not-in-the-table"],
+)
+def test_an_unknown_provider_is_refused_before_sending(model: str, route: str) -> None:
+    with RouteServer(answers=dict(GOOD)) as server:
+        with pytest.raises(RouteNotGated) as refused:
+            list(GATE.completion(model=model, messages=[], api_base=server.base_url, stream=True))
+        assert server.requests == []
+    assert refused.value.route == route
+    assert isinstance(refused.value, WireNotObservable)
+
+
+def test_custom_llm_provider_picks_the_route() -> None:
+    decision = route_for({"model": "my-model", "custom_llm_provider": "azure"}, Api.CHAT)
+    assert isinstance(decision, Gated) and decision.client.name == "AZURE_SDK"
+    with pytest.raises(RouteNotGated) as refused:
+        route_for({"model": "my-model", "custom_llm_provider": "bedrock"}, Api.CHAT)
+    assert refused.value.route == "bedrock"
+
+
+def test_a_path_the_gate_does_not_read_is_local() -> None:
+    # A caller who builds the client without a model (so no route check) and calls a route
+    # the gate does not read: refused at the response, as the gate's own limitation.
+    with RouteServer(answers={"/api/chat": b'{"message": {}}\n'}) as server:
+        client = GATE.http_client(stream=True)
+        with pytest.raises(ToolCallQuarantined) as caught:
+            stream = litellm.completion(
+                model="ollama_chat/llama3.1",
+                messages=[{"role": "user", "content": "hi"}],
+                api_base=server.base_url.removesuffix("/v1"),
+                stream=True,
+                client=client,
+            )
+            list(GATE.guard(stream, client))
+    assert caught.value.reason is QuarantineReason.ROUTE_NOT_GATED
+    assert caught.value.party is Party.LOCAL and caught.value.status_code == 501
+
+
+def test_toolgate_routes_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    from litellm_toolgate.cli import main
+
+    assert main(["routes"]) == 0
+    out = capsys.readouterr().out
+    for name in ROUTES:
+        assert name in out
+    assert "openai" in out and "gated" in out and "refused" in out
+
+
+@pytest.mark.parametrize("model", ["bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0", "x/y"])
+def test_the_callback_refuses_before_sending(server: RouteServer, model: str) -> None:
+    from litellm_toolgate import ToolGateGuardrail
+
+    saved = litellm.callbacks
+    litellm.callbacks = [ToolGateGuardrail(CHAT_MANIFEST["tools"])]
+    server.requests.clear()
+    try:
+        with pytest.raises(RouteNotGated) as refused:
+            asyncio.run(
+                litellm.acompletion(
+                    model=model,
+                    messages=[{"role": "user", "content": "hi"}],
+                    api_base=server.base_url,
+                    stream=True,
+                    num_retries=0,
+                )
+            )
+    finally:
+        litellm.callbacks = saved
+        # litellm copies callbacks into lists of its own: take the gate out of all of them.
+        for name in dir(litellm):
+            value = getattr(litellm, name, None)
+            if isinstance(value, list):
+                value[:] = [cb for cb in value if not isinstance(cb, ToolGateGuardrail)]
+    assert server.requests == []
+    assert refused.value.party is Party.LOCAL
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_the_callers_tools_are_not_edited_by_litellm(
+    server: RouteServer, asynchronous: bool
+) -> None:
+    # litellm 1.108.7 drops additionalProperties from a request's tools in place on
+    # hosted_vllm/: a gate whose registry is each request's tools would then accept extra
+    # properties on the next call made with the same list.
+    server.answers = dict(GOOD)
+    gate = ToolGate()
+    tools = copy.deepcopy(CHAT_MANIFEST["tools"])
+    kwargs = {
+        "model": "hosted_vllm/my-model",
+        "messages": [{"role": "user", "content": "7 x 8?"}],
+        "tools": tools,
+        "api_base": server.base_url,
+        "stream": True,
+    }
+    if asynchronous:
+
+        async def go() -> None:
+            async for _ in await gate.acompletion(**kwargs):
+                pass
+
+        asyncio.run(go())
+    else:
+        list(gate.completion(**kwargs))
+    assert tools == CHAT_MANIFEST["tools"]
