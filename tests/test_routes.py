@@ -83,13 +83,16 @@ MODELS: dict[str, tuple[str, dict[str, Any]]] = {
 ROWS = [*MODELS, "azure_ai:openai-model"]
 MODELS["azure_ai:openai-model"] = ("azure_ai/gpt-4o", {"api_version": "2024-10-21"})
 
+ANTHROPIC = RESPONSES.parent / "anthropic"
 GOOD = {
     "/chat/completions": body_of(CHAT_CASES["multiply_basic"]),
     "/responses": (RESPONSES / RESP_CASES["multiply_basic"]["body"]).read_bytes(),
+    "/messages": (ANTHROPIC / "multiply_basic.sse").read_bytes(),
 }
 BROKEN = {
     "/chat/completions": body_of(CHAT_CASES["args_invalid_json"]),
     "/responses": (RESPONSES / RESP_CASES["arguments_trailing_data"]["body"]).read_bytes(),
+    "/messages": (ANTHROPIC / "arguments_truncated.sse").read_bytes(),
 }
 GATE = ToolGate(CHAT_MANIFEST["tools"])
 
