@@ -71,9 +71,9 @@ def test_with_block_closes_the_sync_transport_and_a_closed_gate_refuses(
         assert _released(list(stream)) == ["multiply"]
         whole = gate.completion(**_kwargs(demo))
         assert isinstance(whole, ModelResponse)
-        transport = gate._sync_transport
+        transport = gate.clients._sync_transport
         assert transport is not None and transport not in closed
-    assert gate.closed and gate._sync_transport is None
+    assert gate.closed and gate.clients._sync_transport is None
     assert closed.count(transport) == 1
     for call in (
         lambda: gate.completion(**_kwargs(demo, stream=True)),
@@ -95,7 +95,7 @@ def test_async_with_closes_the_async_transport_on_its_loop(
             stream = await gate.acompletion(**_kwargs(demo, stream=True))
             assert isinstance(stream, AsyncGatedStream)
             assert _released([c async for c in stream]) == ["multiply"]
-            transport = gate._async_transports[asyncio.get_running_loop()]
+            transport = gate.clients._async_transports[asyncio.get_running_loop()]
             assert transport not in closed
         assert closed == [transport]  # closed on its own loop, inside async with
         with pytest.raises(RuntimeError, match="ToolGate was closed"):
@@ -105,7 +105,7 @@ def test_async_with_closes_the_async_transport_on_its_loop(
         return gate, transport
 
     gate, transport = asyncio.run(main())
-    assert gate.closed and len(gate._async_transports) == 0
+    assert gate.closed and len(gate.clients._async_transports) == 0
     assert closed == [transport]
 
 
@@ -117,7 +117,7 @@ def test_sync_close_also_closes_an_async_transport_whose_loop_is_idle(
     try:
         whole = loop.run_until_complete(gate.acompletion(**_kwargs(demo)))
         assert isinstance(whole, ModelResponse)
-        transport = gate._async_transports[loop]
+        transport = gate.clients._async_transports[loop]
         gate.close()
         assert closed == [transport]
     finally:
@@ -130,7 +130,7 @@ def test_a_client_the_caller_passed_is_left_open(demo: FakeUpstream, closed: lis
         assert _released(list(gate.completion(**_kwargs(demo, stream=True, client=mine)))) == [
             "multiply"
         ]
-        assert gate._sync_transport is None  # the gate made none of its own
+        assert gate.clients._sync_transport is None  # the gate made none of its own
     assert closed == [] and not mine.client.is_closed
     response = mine.client.post(f"{demo.base_url}/chat/completions", json=_kwargs(demo))
     assert response.status_code == 200

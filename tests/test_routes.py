@@ -319,7 +319,7 @@ def test_the_callers_tools_are_not_edited_by_litellm(
     # hosted_vllm/: a gate whose registry is each request's tools would then accept extra
     # properties on the next call made with the same list.
     server.answers = dict(GOOD)
-    gate = ToolGate()
+    gate = ToolGate("request")
     tools = copy.deepcopy(CHAT_MANIFEST["tools"])
     kwargs = {
         "model": "hosted_vllm/my-model",
