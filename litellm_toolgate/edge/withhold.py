@@ -73,44 +73,35 @@ def find_quarantine(error: BaseException | None) -> ToolCallQuarantined | None:
     return None
 
 
-def _passes_live(message: SSEMessage, wire: Wire) -> bool:
+def _passes_live(message: SSEMessage, wire: Wire, classifier: EventClassifier) -> bool:
     """Whether a message may go out before the decision: the core's one answer per wire."""
-    if message.data == "[DONE]":
+    if message.data == "[DONE]" or message.event == "error":
         return False
     try:
-        chunk = json.loads(message.data)
+        value = json.loads(message.data)
     except ValueError:
         return False
-    if not isinstance(chunk, dict):
+    if not isinstance(value, dict):
         return False
+    if wire is Wire.ANTHROPIC:
+        # Text and lifecycle pass; from the first tool block, terminal or unknown event on,
+        # everything is held.
+        return classifier.classify(value) in ("lifecycle", "text")
     if wire is Wire.RESPONSES:
-        return responses_wire.passes_live(chunk)
-    return chat_wire.passes_live(chunk)
+        return responses_wire.passes_live(value)
+    return chat_wire.passes_live(value)
 
 
-def _encode(message: SSEMessage) -> bytes:
+def _encode(message: SSEMessage, *, named: bool) -> bytes:
+    """One message as ASCII JSON on one ``data:`` line; ``named`` keeps its ``event:`` name
+    (the Anthropic wire, whose events litellm reads by name)."""
     if message.data == "[DONE]":
         return b"data: [DONE]\n\n"
-    value: Any = json.loads(message.data)
-    return b"data: " + json.dumps(value, separators=(",", ":")).encode("ascii") + b"\n\n"
-
-
-def _anthropic_live(message: SSEMessage, classifier: EventClassifier) -> bool:
-    if message.event == "error":
-        return False
-    try:
-        event = json.loads(message.data)
-    except ValueError:
-        return False
-    return isinstance(event, dict) and classifier.classify(event) in ("lifecycle", "text")
-
-
-def _encode_named(message: SSEMessage) -> bytes:
-    """An Anthropic event, re-encoded like the others but keeping its ``event:`` name."""
     value: Any = json.loads(message.data) if message.data else None
-    data = json.dumps(value, separators=(",", ":")).encode("ascii")
-    name = message.event.encode("ascii", "replace") if message.event else b""
-    return (b"event: " + name + b"\n" if name else b"") + b"data: " + data + b"\n\n"
+    data = b"data: " + json.dumps(value, separators=(",", ":")).encode("ascii") + b"\n\n"
+    if named and message.event:
+        return b"event: " + message.event.encode("ascii", "replace") + b"\n" + data
+    return data
 
 
 class _Held:
@@ -133,15 +124,6 @@ class _Held:
         live: list[bytes] = []
         wire = self._tap.attempt.wire
         for message in self._framer.feed(piece):
-            if wire is Wire.ANTHROPIC:
-                # The core's classification: text and lifecycle pass, from the first tool
-                # block, terminal or unknown event on everything is held.
-                if not self._held and _anthropic_live(message, self._classifier):
-                    live.append(_encode_named(message))
-                    self._passed_live = True
-                else:
-                    self._held.append(_encode_named(message))
-                continue
             if wire is Wire.CHAT and message.event not in ("", "message"):
                 continue
             if not self._carried(message, wire):
@@ -149,11 +131,12 @@ class _Held:
                 self._tap.attempt.interrupt(R.CARRIER_MISMATCH)
                 self._held = []
                 return live
-            if not self._held and _passes_live(message, wire):
-                live.append(_encode(message))
+            out = _encode(message, named=wire is Wire.ANTHROPIC)
+            if not self._held and _passes_live(message, wire, self._classifier):
+                live.append(out)
                 self._passed_live = True
             else:
-                self._held.append(_encode(message))
+                self._held.append(out)
         return live
 
     def _carried(self, message: SSEMessage, wire: Wire) -> bool:
