@@ -99,7 +99,12 @@ def _wire(name: str) -> Refused:
     return Refused(f"the upstream speaks {name}, a wire the gate does not read")
 
 
-_ANTHROPIC = _wire("the Anthropic Messages stream")
+# The Anthropic Messages stream is read (chat and the messages entry point); litellm's
+# Responses events made from it are not cross-checked against it.
+_ANTHROPIC = Refused(
+    "litellm makes Responses events from the Anthropic Messages stream through a bridge the "
+    "gate does not cross-check"
+)
 _GEMINI = _wire("Gemini generateContent streaming")
 
 ROUTES: Mapping[str, Route] = {
@@ -128,8 +133,7 @@ ROUTES: Mapping[str, Route] = {
         Route("hosted_vllm", _HTTP_CHAT, _FAKE_STREAM),
         Route("databricks", _HTTP_CHAT, _FAKE_STREAM),
         # Wires the gate does not read (yet).
-        # Chat (and litellm's Anthropic messages entry point) on the Anthropic Messages wire;
-        # a Responses carrier over that wire is refused (litellm's bridge is not checked).
+        # Chat (and litellm's Anthropic messages entry point) on the Anthropic Messages wire.
         Route("anthropic", Gated(Wire.ANTHROPIC, ClientKind.HTTP_HANDLER), _ANTHROPIC),
         Route("ollama_chat", *[_wire("Ollama's NDJSON /api/chat stream")] * 2),
         Route("gemini", _GEMINI, _GEMINI),
