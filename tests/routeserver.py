@@ -64,18 +64,22 @@ class RouteServer:
                         Seen(self.command, self.path, dict(self.headers.items()), body)
                     )
                 answer = owner.answer(self.path)
+                # Each answer closes its connection, and says so: a client that is not told
+                # may reuse the socket for its next request while this side closes it.
                 self.close_connection = True
                 if answer is None:
                     payload = b'{"error": {"message": "not a route this server serves"}}'
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(payload)))
+                    self.send_header("Connection", "close")
                     self.end_headers()
                     self.wfile.write(payload)
                     return
                 self.send_response(200)
                 self.send_header("Content-Type", owner.content_type)
                 self.send_header("Transfer-Encoding", "chunked")
+                self.send_header("Connection", "close")
                 self.end_headers()
                 self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(answer), answer))
 
