@@ -39,7 +39,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
-from .anthropic import AnthropicNormalizer, stop_reason_fault
+from .anthropic import AnthropicNormalizer
 from .call import CallAccumulator
 from .chat import ChatNormalizer
 from .errors import Fault, QuarantineReason, ToolCallQuarantined, quarantine, raise_clean
@@ -66,6 +66,7 @@ from .state import (
     wire_of,
 )
 from .wires import chat as chat_wire
+from .wires.anthropic import stop_reason_fault
 from .wires.responses import Executor
 
 __all__ = ["Attempt", "Carrier", "CarrierCall"]
@@ -497,4 +498,3 @@ class Attempt:
 
 def _short(reason: str | None) -> str | None:
     return None if reason is None else reason[:200]
-

@@ -89,8 +89,7 @@ from .gate import ToolGate
 from .intervention import as_intervention
 from .logs import emit_records
 from .messages import AnthropicEvents, message_carrier
-from .offload import decide_off_loop
-from .policy import ajudge
+from .policy import aapprove_whole
 from .preflight import chat_chunk_check
 from .routes import Api
 from .stream import AsyncGatedStream
@@ -501,24 +500,14 @@ class ToolGateGuardrail(CustomGuardrail):
         if attempt.state is StreamState.RELEASED:
             return
         if attempt.quarantined is None:
-            await self._decide_whole(attempt, response)
+            if await aapprove_whole(attempt, _carrier_of_whole, response, self.gate.policy):
+                attempt.release()
             emit_records(attempt)
             self._report(request, attempt, started)
         fault = attempt.quarantined
         if fault is not None:
             del response  # litellm's result holds argument text: not in this frame's locals
             raise_clean(fault if in_proxy else as_intervention(fault))
-
-    async def _decide_whole(self, attempt: Attempt, response: Any) -> None:
-        """Conclude against litellm's whole result and run the policy; a quarantine stays on
-        the attempt (raised by the caller, from a frame that no longer holds the result)."""
-        try:
-            carrier = _carrier_of_whole(response)
-            calls = await decide_off_loop(attempt, lambda: attempt.conclude(carrier))
-            if await ajudge(attempt, calls, self.gate.policy):
-                attempt.release()
-        except ToolCallQuarantined:
-            pass
 
     # ---- failures: forget the request ------------------------------------------------------
     async def async_post_call_failure_hook(

@@ -37,7 +37,6 @@ from typing import Any
 
 import httpx
 
-from ..core.anthropic import EventClassifier
 from ..core.attempt import Attempt
 from ..core.errors import (
     Interrupted,
@@ -50,6 +49,7 @@ from ..core.errors import (
 from ..core.policy import Policy, ToolCall
 from ..core.sse import SSEDecoder, SSEMessage
 from ..core.state import Wire
+from ..core.wires import anthropic as anthropic_wire
 from ..core.wires import chat as chat_wire
 from ..core.wires import responses as responses_wire
 from .intervention import as_intervention
@@ -73,7 +73,9 @@ def find_quarantine(error: BaseException | None) -> ToolCallQuarantined | None:
     return None
 
 
-def _passes_live(message: SSEMessage, wire: Wire, classifier: EventClassifier) -> bool:
+def _passes_live(
+    message: SSEMessage, wire: Wire, classifier: anthropic_wire.EventClassifier
+) -> bool:
     """Whether a message may go out before the decision: the core's one answer per wire."""
     if message.data == "[DONE]" or message.event == "error":
         return False
@@ -86,7 +88,7 @@ def _passes_live(message: SSEMessage, wire: Wire, classifier: EventClassifier) -
     if wire is Wire.ANTHROPIC:
         # Text and lifecycle pass; from the first tool block, terminal or unknown event on,
         # everything is held.
-        return classifier.classify(value) in ("lifecycle", "text")
+        return classifier.passes_live(value)
     if wire is Wire.RESPONSES:
         return responses_wire.passes_live(value)
     return chat_wire.passes_live(value)
@@ -114,7 +116,7 @@ class _Held:
         self._held: list[bytes] = []
         self._decided = False
         self._passed_live = False  # whether any message went out before the decision
-        self._classifier = EventClassifier()
+        self._classifier = anthropic_wire.EventClassifier()
 
     def _hold(self, piece: bytes) -> list[bytes]:
         """What may go out now; the rest is held. A whole body is always held to its end."""
