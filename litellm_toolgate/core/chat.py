@@ -96,13 +96,17 @@ class ChatNormalizer:
 
     def message(self, message: SSEMessage) -> list[WireEvent]:
         """Normalize one SSE message of a streamed response."""
-        if message.event not in ("", "message"):
-            if message.event == "error":
+        return self.fields(message.event, message.data)
+
+    def fields(self, event: str, data: str, last_id: str | None = None) -> list[WireEvent]:
+        """:meth:`message`, given the message's fields (this wire does not read its id)."""
+        if event and event != "message":
+            if event == "error":
                 return [StreamError("event")]
-            return [Unknown(message.event[:64])]
-        if message.data == "[DONE]":
+            return [Unknown(event[:64])]
+        if data == "[DONE]":
             return [DoneMarker()]
-        return self.chunk(load_object(message.data), streamed=True)
+        return self.chunk(load_object(data), streamed=True)
 
     def body(self, data: str) -> list[WireEvent]:
         """Normalize a whole non-streamed response body (``stream=False``)."""
@@ -117,10 +121,11 @@ class ChatNormalizer:
             kind = error.get("type") if isinstance(error, dict) else None
             return [StreamError(kind[:64] if isinstance(kind, str) else "error")]
         events: list[WireEvent] = []
-        response_id = obj.get("id")
-        if self._response_id is None and isinstance(response_id, str) and response_id:
-            self._response_id = response_id
-            events.append(ResponseStarted(response_id))
+        if self._response_id is None:
+            response_id = obj.get("id")
+            if isinstance(response_id, str) and response_id:
+                self._response_id = response_id
+                events.append(ResponseStarted(response_id))
         started = len(events)
         choices = obj.get("choices", [])
         if not isinstance(choices, list):
@@ -140,6 +145,28 @@ class ChatNormalizer:
         delta = choice.get("delta" if streamed else "message") or {}
         if not isinstance(delta, dict):
             raise WireFault(R.MALFORMED_EVENT)
+        if len(delta) == 1 and streamed:
+            # Most chunks of a stream carry text alone or tool-call fragments alone: then
+            # the checks of _delta for every other field pass, and only these are left.
+            content = delta.get("content")
+            tool_calls = delta.get("tool_calls")
+            if type(content) is str:
+                if content:
+                    events.append(TextDelta(0, content))
+            elif type(tool_calls) is list:
+                for fragment in tool_calls:
+                    self._fragment(fragment, None, events)
+            else:
+                self._delta(delta, streamed, events)
+        else:
+            self._delta(delta, streamed, events)
+        finish_reason = choice.get("finish_reason")
+        if finish_reason is not None:
+            if not isinstance(finish_reason, str) or not finish_reason:
+                raise WireFault(R.MALFORMED_EVENT)
+            events.append(Finish(0, finish_reason))
+
+    def _delta(self, delta: dict[str, Any], streamed: bool, events: list[WireEvent]) -> None:
         if delta.get("refusal"):
             raise WireFault(R.REFUSAL)
         if delta.get("function_call") is not None:
@@ -158,11 +185,6 @@ class ChatNormalizer:
                 raise WireFault(R.MALFORMED_EVENT)
             for position, fragment in enumerate(tool_calls):
                 self._fragment(fragment, None if streamed else position, events)
-        finish_reason = choice.get("finish_reason")
-        if finish_reason is not None:
-            if not isinstance(finish_reason, str) or not finish_reason:
-                raise WireFault(R.MALFORMED_EVENT)
-            events.append(Finish(0, finish_reason))
 
     @staticmethod
     def _content_parts(content: list[Any], events: list[WireEvent]) -> None:
@@ -179,6 +201,22 @@ class ChatNormalizer:
                 raise WireFault(R.MALFORMED_EVENT)
 
     def _fragment(self, fragment: object, position: int | None, events: list[WireEvent]) -> None:
+        if type(fragment) is dict and len(fragment) == 2:
+            # Most fragments of a call: ``{"index": i, "function": {"arguments": "..."}}``
+            # for a call already opened. Every check below passes for exactly these.
+            index = fragment.get("index")
+            function = fragment.get("function")
+            if (
+                type(index) is int
+                and index in self._identity
+                and type(function) is dict
+                and len(function) == 1
+            ):
+                arguments = function.get("arguments")
+                if type(arguments) is str:
+                    if arguments:
+                        events.append(ArgumentDelta(0, index, arguments))
+                    return
         if not isinstance(fragment, dict):
             raise WireFault(R.MALFORMED_EVENT)
         if position is None and "index" not in fragment and self._whole:

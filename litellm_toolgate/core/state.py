@@ -52,6 +52,7 @@ request path speaks (:func:`wire_of`) are decided here too.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 
 from . import events as ev
 from .errors import QuarantineReason, ToolGateError
@@ -265,7 +266,7 @@ def next_call_state(
     raise TransitionError(f"call in state {state.value} cannot take {event.value}")
 
 
-_INPUT: dict[type, StreamInput] = {
+EVENT_INPUTS: Mapping[type, StreamInput] = {
     ev.ResponseStarted: StreamInput.RESPONSE,
     ev.TextDelta: StreamInput.TEXT,
     ev.CallStarted: StreamInput.CALL,
@@ -285,7 +286,7 @@ _INPUT: dict[type, StreamInput] = {
 
 def input_of(event: ev.WireEvent) -> StreamInput:
     """The stream input a wire event is."""
-    return _INPUT[type(event)]
+    return EVENT_INPUTS[type(event)]
 
 
 def wire_of(path: str) -> Wire | None:
