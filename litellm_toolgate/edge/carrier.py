@@ -94,7 +94,7 @@ def _shows(delta: Any) -> bool:
     return delta is not None and any(_attrs(delta, LITELLM_VISIBLE_DELTA_FIELDS))
 
 
-_CHOICE = ("delta", "finish_reason")
+_CHOICE = ("index", "delta", "finish_reason")
 _DELTA = ("function_call", "tool_calls")
 _FRAGMENT = ("index", "id", "function")
 _FUNCTION = ("name", "arguments")
@@ -172,16 +172,17 @@ class CarrierChunks:
     def admit(self, chunk: Any) -> Any | None:
         """The chunk to pass on now, or None when it is withheld or held."""
         withheld = False
-        choices = _attr(chunk, "choices") or []
-        for choice in choices:
-            if _attr(choice, "index", 0) != 0:
+        read = []
+        for choice in _attr(chunk, "choices") or []:
+            index, delta, finish = _attrs(choice, _CHOICE)
+            if index is None:  # absent, or None: only an absent index is choice 0
+                index = _attr(choice, "index", 0)
+            if index != 0:
                 # Only choice 0 is gated; another choice is withheld whole and fails the check.
                 self.foreign = True
                 return None
-        deltas = []
-        for choice in choices:
-            delta, finish = _attrs(choice, _CHOICE)
-            deltas.append(delta)
+            read.append((delta, finish))
+        for delta, finish in read:
             if delta is not None:
                 withheld |= self._collect(delta)
             if finish:
@@ -193,7 +194,7 @@ class CarrierChunks:
             return None
         if not withheld:
             return chunk
-        if not any(_shows(delta) for delta in deltas) and not _attr(chunk, "usage"):
+        if not any(_shows(delta) for delta, _ in read) and not _attr(chunk, "usage"):
             return None
         return _without_calls(chunk)
 
