@@ -29,6 +29,8 @@ import json.scanner
 from collections.abc import Mapping
 from typing import Any
 
+import jiter
+
 from .errors import Fault, QuarantineReason
 from .events import (
     ArgumentDelta,
@@ -56,11 +58,33 @@ class WireFault(Fault):
 # object with no surrounding whitespace, and then this skips json.loads' Python layers (two
 # regex matches and two frames). Anything else takes json.loads itself, so what is accepted
 # and refused is json.loads' answer either way.
+_jiter: Any = jiter.from_json
 _scan: Any = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
 def load_object(data: str) -> dict[str, Any]:
-    """One data line as a JSON object (both wires); anything else is ``malformed_event``."""
+    """One data line as a JSON object (every wire); anything else is ``malformed_event``.
+
+    The answer is json.loads' (the specification here). jiter (pydantic-core's parser,
+    already a dependency of the core) parses a line in about half the time, and every text
+    it accepts json.loads accepts with an equal value: duplicate keys keep the last value,
+    NaN and the infinities are read alike, and what jiter alone refuses (nesting deeper
+    than 200, a lone surrogate escape, a number past its range) goes to json.loads, which
+    decides. Its cache is off (``cache_mode="none"``), so no wire text outlives the call;
+    its errors quote the line and are dropped where they are caught.
+    """
+    value: Any = None
+    try:
+        value = _jiter(data.encode(), cache_mode="none")
+    except ValueError:
+        value = None
+    if type(value) is dict:
+        return value
+    return load_object_reference(data)
+
+
+def load_object_reference(data: str) -> dict[str, Any]:
+    """:func:`load_object` by json.loads alone: the specification the fast read is held to."""
     failed = False
     value: Any = None
     try:
