@@ -184,7 +184,10 @@ class CarrierChunks:
             read.append((delta, finish))
         for delta, finish in read:
             if delta is not None:
-                withheld |= self._collect(delta)
+                function_call, tool_calls = _attrs(delta, _DELTA)
+                if function_call is not None or tool_calls is not None:
+                    self._collect(function_call, tool_calls)
+                    withheld = True
             if finish:
                 self.finish_reason = finish if self.finish_reason is None else "<repeated>"
                 self.held.append(_without_calls(chunk) if withheld else chunk)
@@ -198,13 +201,10 @@ class CarrierChunks:
             return None
         return _without_calls(chunk)
 
-    def _collect(self, delta: Any) -> bool:
-        """Note the delta's tool-call fragments; True when it has any (or a function call)."""
-        stripped = False
-        function_call, tool_calls = _attrs(delta, _DELTA)
+    def _collect(self, function_call: Any, tool_calls: Any) -> None:
+        """Note a delta's tool-call fragments (and a legacy function call, which is foreign)."""
         if function_call is not None:
             self.foreign = True
-            stripped = True
         for fragment in tool_calls or []:
             index, call_id, function = _attrs(fragment, _FRAGMENT)
             if not isinstance(index, int):
@@ -218,9 +218,6 @@ class CarrierChunks:
             call.name = call.name or name
             if arguments:
                 call.fragments.append(arguments)
-        if tool_calls is not None:
-            stripped = True
-        return stripped
 
     def carrier(self) -> Carrier:
         return Carrier(
