@@ -54,11 +54,12 @@ class WireFault(Fault):
     """A protocol fault found while normalizing; carries only a reason and a tool index."""
 
 
+_jiter: Any = jiter.from_json  # see load_object
+
 # The C scanner behind json.loads, called directly: a data line is almost always exactly one
 # object with no surrounding whitespace, and then this skips json.loads' Python layers (two
 # regex matches and two frames). Anything else takes json.loads itself, so what is accepted
 # and refused is json.loads' answer either way.
-_jiter: Any = jiter.from_json
 _scan: Any = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
