@@ -217,6 +217,9 @@ _FIXED: Mapping[str, Kind] = {
 }
 _PROGRESS = tuple(p for r in ITEMS.values() for p in r.events)
 
+FINAL_KINDS = frozenset({Kind.COMPLETED, Kind.INCOMPLETE, Kind.ERROR})
+"""The kinds of event that end a response: it and everything after it is held."""
+
 
 def classify(kind: str) -> Kind:
     """The one answer to what an event of this ``type`` is."""
