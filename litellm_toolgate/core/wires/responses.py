@@ -28,14 +28,15 @@ unknown event's ``item`` or ``response``): a tool item there is a fault.
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..enums import IdentityEnum
 
-class Executor(enum.Enum):
+
+class Executor(IdentityEnum):
     """Who runs what an item describes."""
 
     CLIENT = "client"
@@ -43,7 +44,7 @@ class Executor(enum.Enum):
     NOBODY = "nobody"
 
 
-class Input(enum.Enum):
+class Input(IdentityEnum):
     """What a client item's input is, and so how the gate can check it."""
 
     JSON_ARGUMENTS = "json_arguments"  # strict JSON object + the tool's JSON Schema
@@ -165,7 +166,7 @@ DECLARED_TOOL_TYPES = frozenset(
 
 
 # ---- events ----------------------------------------------------------------------------------
-class Kind(enum.Enum):
+class Kind(IdentityEnum):
     """What a Responses event is, for everyone who reads the wire."""
 
     LIFECYCLE = "lifecycle"  # created, in_progress, queued: a snapshot of the response
