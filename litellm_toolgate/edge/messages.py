@@ -28,7 +28,7 @@ from ..core.attempt import Carrier, CarrierCall
 from ..core.errors import Fault
 from ..core.policy import ReleasedCall
 from ..core.sse import SSEDecoder, SSEMessage
-from ..core.wires.anthropic import LIVE_KINDS, EventClassifier
+from ..core.wires.anthropic import LIVE_KINDS, TOOL_USE, EventClassifier
 
 # litellm's carrier is decoded with limits of its own; the wire's limits bound the wire.
 _MAX_EVENT_BYTES = 16 * 1024 * 1024
@@ -118,7 +118,7 @@ class AnthropicEvents:
             return
         if kind == "content_block_start":
             block = obj.get("content_block") or {}
-            if block.get("type") != "tool_use" or index in self.calls:
+            if block.get("type") != TOOL_USE or index in self.calls:
                 self.foreign = True  # a server tool or an unknown block: never released
                 return
             value = block.get("input")
@@ -166,7 +166,7 @@ def message_carrier(result: Any) -> Carrier:
         kind = block.get("type") if isinstance(block, dict) else getattr(block, "type", None)
         if kind in ("text", "thinking", "redacted_thinking"):
             continue
-        if kind != "tool_use" or not isinstance(block, dict):
+        if kind != TOOL_USE or not isinstance(block, dict):
             foreign = True
             continue
         calls[index] = CarrierCall(
