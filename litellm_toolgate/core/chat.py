@@ -174,11 +174,10 @@ class ChatNormalizer:
             # Most chunks of a stream carry text alone or tool-call fragments alone: then
             # the checks of _delta for every other field pass, and only these are left.
             content = delta.get("content")
-            tool_calls = delta.get("tool_calls")
             if type(content) is str:
                 if content:
                     events.append(TextDelta(0, content))
-            elif type(tool_calls) is list:
+            elif type(tool_calls := delta.get("tool_calls")) is list:
                 for fragment in tool_calls:
                     self._fragment(fragment, None, events)
             else:
