@@ -4,6 +4,11 @@ The gate accepts a wire whose messages carry a field litellm cannot parse, outsi
 call (``"created": "x"``). Released as is, litellm would hand the caller the first fragment
 of the call and then fail with an error of its own. litellm's own parser is asked first, so
 the attempt is refused as a carrier mismatch and no fragment goes out.
+
+A whole (non-streamed) body goes the same way, on every way of use (callback and ToolGate,
+sync and async, chat and litellm's Responses bridge): a body litellm cannot convert (a
+``usage`` that is no object, a ``model`` its Responses bridge refuses) is a typed
+``CarrierMismatch``, never litellm's own error (whose message quotes the body).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import litellm
 import pytest
 from conftest import CANARY
 
-from litellm_toolgate import CarrierMismatch, ToolGateGuardrail
+from litellm_toolgate import CarrierMismatch, ToolGateGuardrail, find_quarantine
 from litellm_toolgate.demo.run import MULTIPLY
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 
@@ -132,3 +137,101 @@ def test_the_same_wire_parsed_cleanly_is_released(mode: str) -> None:
         fragments, text, error = run(upstream.base_url, mode)
     assert error is None and text == "Let me work it out."
     assert json.loads("".join(fragments)) == {"a": 7, "b": 8, "c": CANARY}
+
+
+# ---- whole (non-streamed) bodies: a failure after the decision is typed ----------------------
+def whole_body(**envelope: Any) -> bytes:
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "multiply", "arguments": f'{{"a": 7, "b": 8, "c": "{CANARY}"}}'},
+    }
+    value = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                "finish_reason": "tool_calls",
+            }
+        ],
+        **envelope,
+    }
+    return json.dumps(value).encode()
+
+
+def run_whole(base: str, way: str, mode: str, api: str) -> tuple[Any, BaseException | None]:
+    kwargs: dict[str, Any] = {
+        "model": "cometapi/gpt-4o-mini",
+        "api_base": base,
+        "api_key": "sk",
+        "num_retries": 0,
+    }
+    if api == "chat":
+        kwargs["messages"] = [{"role": "user", "content": "7 times 8"}]
+    else:
+        kwargs["input"] = "7 times 8"
+    if way == "ToolGate":
+        tools = litellm.callbacks[0].gate  # the same settings, used directly
+        litellm.callbacks = []
+        calls = {"chat": (tools.completion, tools.acompletion)}
+        calls["responses"] = (tools.responses, tools.aresponses)
+    else:
+        calls = {"chat": (litellm.completion, litellm.acompletion)}
+        calls["responses"] = (litellm.responses, litellm.aresponses)
+    sync, asynchronous = calls[api]
+    try:
+        if mode == "sync":
+            return sync(**kwargs), None
+
+        async def go() -> Any:
+            return await asynchronous(**kwargs)
+
+        return asyncio.run(go()), None
+    except Exception as exc:
+        return None, exc
+
+
+WAYS = [(w, m) for w in ("callback", "ToolGate") for m in ("sync", "async")]
+
+
+@pytest.mark.parametrize(("way", "mode"), WAYS, ids=[f"{w}-{m}" for w, m in WAYS])
+@pytest.mark.parametrize(
+    ("api", "bad"),
+    [("chat", {"usage": "x"}), ("responses", {"usage": "x"}), ("responses", {"model": 5})],
+    ids=["chat-usage", "bridged-responses-usage", "bridged-responses-model"],
+)
+def test_a_whole_body_litellm_cannot_convert_is_refused_typed(
+    way: str, mode: str, api: str, bad: dict[str, Any]
+) -> None:
+    """The gate approves the body; litellm's converter (or its Responses bridge) would fail
+    on a field outside the call with an error of its own that quotes the body."""
+    with FakeUpstream(
+        lambda request: Scripted(whole_body(**bad), content_type="application/json")
+    ) as upstream:
+        result, error = run_whole(upstream.base_url, way, mode, api)
+    assert result is None
+    assert isinstance(error, CarrierMismatch), repr(error)
+    assert find_quarantine(error) is error
+    seen: BaseException | None = error
+    while seen is not None:  # litellm's error (which quotes the body) is not chained
+        assert CANARY not in f"{seen} {seen!r}"
+        seen = seen.__cause__ or seen.__context__
+
+
+@pytest.mark.parametrize(("way", "mode"), WAYS, ids=[f"{w}-{m}" for w, m in WAYS])
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_the_same_whole_body_converted_cleanly_is_released(way: str, mode: str, api: str) -> None:
+    with FakeUpstream(
+        lambda request: Scripted(whole_body(), content_type="application/json")
+    ) as upstream:
+        result, error = run_whole(upstream.base_url, way, mode, api)
+    assert error is None, repr(error)
+    if api == "chat":
+        arguments = result.choices[0].message.tool_calls[0].function.arguments
+    else:
+        arguments = next(i.arguments for i in result.output if i.type == "function_call")
+    assert json.loads(arguments) == {"a": 7, "b": 8, "c": CANARY}

@@ -91,7 +91,7 @@ from .logs import emit_records
 from .messages import AnthropicEvents, message_carrier
 from .offload import decide_off_loop
 from .policy import ajudge
-from .preflight import chat_chunk_check
+from .preflight import chat_chunk_check, responses_event_check
 from .routes import Api
 from .stream import AsyncGatedStream
 from .synccall import (
@@ -313,6 +313,11 @@ class ToolGateGuardrail(CustomGuardrail):
                 chunk_check=chat_chunk_check(
                     str(kwargs.get("model", "")), kwargs.get("custom_llm_provider")
                 ),
+                event_check=responses_event_check(
+                    str(kwargs.get("model", "")), kwargs.get("custom_llm_provider")
+                )
+                if tap.responses_api
+                else None,
             )
 
             def wrap(base: Any) -> Any:
@@ -380,6 +385,7 @@ class ToolGateGuardrail(CustomGuardrail):
             chunk_check=chat_chunk_check(
                 str(kwargs.get("model", "")), kwargs.get("custom_llm_provider") or None
             ),
+            event_check=responses_event_check(model) if tap.responses_api else None,
         )
         arm(kwargs, tap, holding)
 

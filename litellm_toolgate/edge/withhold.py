@@ -56,7 +56,7 @@ from .intervention import as_intervention
 from .logs import emit_records
 from .offload import decide_off_loop
 from .policy import ajudge, judge
-from .preflight import ChunkCheck
+from .preflight import ChunkCheck, chat_body_parses
 from .transport import AsyncTapTransport, WireTap
 
 R = QuarantineReason
@@ -140,9 +140,11 @@ class _Held:
         return live
 
     def _carried(self, message: SSEMessage, wire: Wire) -> bool:
-        """Whether litellm's own parser for the route takes this chat message."""
-        check = self._gate.chunk_check
-        if check is None or wire is not Wire.CHAT or message.data == "[DONE]":
+        """Whether litellm's own parser for the route takes this message (chat, Responses)."""
+        check = self._gate.chunk_check if wire is Wire.CHAT else None
+        if wire is Wire.RESPONSES:
+            check = self._gate.event_check
+        if check is None or message.data == "[DONE]":
             return True
         try:
             value = json.loads(message.data)
@@ -179,9 +181,26 @@ class _Held:
         except ToolCallQuarantined:
             return None
 
+    def _whole_carried(self) -> bool:
+        """Whether litellm's converter takes the held whole chat body (see preflight)."""
+        if self._tap.streamed or self._tap.attempt.wire is not Wire.CHAT:
+            return True
+        try:
+            value = json.loads(b"".join(self._held))
+        except ValueError:
+            return True  # the attempt itself judges a body that is no JSON
+        return not isinstance(value, dict) or chat_body_parses(
+            value, bridged=self._tap.responses_api
+        )
+
     def _finish(self, approved: bool) -> list[bytes]:
         """The held messages if the gate released them (and tell the owner either way)."""
         attempt = self._tap.attempt
+        if approved and attempt.quarantined is None and not self._whole_carried():
+            # litellm would fail on the approved body with an error of its own (quoting it):
+            # refused, typed, before litellm sees a byte of it.
+            self._held = []
+            attempt.interrupt(R.CARRIER_MISMATCH)
         if approved and attempt.quarantined is None:
             if self._tap.streamed or self._gate.whole_here:
                 attempt.release()
@@ -333,10 +352,13 @@ class Withholding:
         whole_here: bool = False,
         retry_stream_faults: bool = False,
         chunk_check: ChunkCheck | None = None,
+        event_check: ChunkCheck | None = None,
     ) -> None:
         self.policy = policy
-        # litellm's parser for the route, asked before a chat message goes out (preflight).
+        # litellm's parsers for the route, asked before a chat message or a Responses event
+        # goes out (preflight).
         self.chunk_check = chunk_check
+        self.event_check = event_check
         # A whole body is judged here (on the wire alone) when no later hook can raise: the
         # sync callback path. Otherwise it is only held, and the callback judges it against
         # litellm's result.
