@@ -16,15 +16,22 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import litellm
 import pytest
 from conftest import CANARY
 
-from litellm_toolgate import CarrierMismatch, ToolGateGuardrail, find_quarantine
+from litellm_toolgate import (
+    CarrierMismatch,
+    ToolCallQuarantined,
+    ToolGateGuardrail,
+    find_quarantine,
+)
 from litellm_toolgate.demo.run import MULTIPLY
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.edge.preflight import responses_event_check
 
 litellm.suppress_debug_info = True
 
@@ -235,3 +242,107 @@ def test_the_same_whole_body_converted_cleanly_is_released(way: str, mode: str, 
     else:
         arguments = next(i.arguments for i in result.output if i.type == "function_call")
     assert json.loads(arguments) == {"a": 7, "b": 8, "c": CANARY}
+
+
+# ---- the Responses wire ----------------------------------------------------------------------
+# litellm's Responses iterator (both versions) parses each event with the route's
+# transform_streaming_response, which falls back to an unvalidated model when pydantic
+# refuses the event; it then takes a ``response`` that stayed a plain object. What it fails
+# on is a terminal event whose ``response`` is no object (the sync iterator reads its usage
+# while logging, after every call event went out). The gate must refuse that before any
+# event of the call is released, on every way of use.
+TERMINALS = {"response.completed", "response.incomplete", "response.failed"}
+RESPONSES = Path(__file__).resolve().parent.parent / "fixtures" / "responses"
+
+
+def native_events() -> list[dict[str, Any]]:
+    text = (RESPONSES / "multiply_basic.sse").read_text(encoding="utf-8")
+    return [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: {")]
+
+
+def native_stream(events: list[dict[str, Any]]) -> bytes:
+    return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+
+
+def run_responses(base: str, way: str, mode: str) -> tuple[list[Any], BaseException | None]:
+    kwargs: dict[str, Any] = {
+        "model": "openai/gpt-4o-mini",
+        "input": "7 times 8",
+        "stream": True,
+        "api_base": base,
+        "api_key": "sk",
+        "num_retries": 0,
+    }
+    sync, asynchronous = litellm.responses, litellm.aresponses
+    if way == "ToolGate":
+        gate = litellm.callbacks[0].gate
+        litellm.callbacks = []
+        sync, asynchronous = gate.responses, gate.aresponses
+    events: list[Any] = []
+    try:
+        if mode == "sync":
+            events.extend(sync(**kwargs))
+        else:
+
+            async def go() -> None:
+                async for event in await asynchronous(**kwargs):
+                    events.append(event)
+
+            asyncio.run(go())
+    except Exception as exc:
+        return events, exc
+    return events, None
+
+
+def call_events(events: list[Any]) -> list[Any]:
+    def item_type(event: Any) -> Any:
+        item = getattr(event, "item", None)
+        return item.get("type") if isinstance(item, dict) else getattr(item, "type", None)
+
+    return [
+        e
+        for e in events
+        if "function_call" in str(getattr(e, "type", "")) or item_type(e) == "function_call"
+    ]
+
+
+@pytest.mark.parametrize(("way", "mode"), WAYS, ids=[f"{w}-{m}" for w, m in WAYS])
+@pytest.mark.parametrize("terminal", ["x", None, [1]], ids=["string", "null", "list"])
+def test_a_responses_terminal_litellm_cannot_take_releases_nothing(
+    way: str, mode: str, terminal: Any
+) -> None:
+    events = native_events()
+    events[-1] = {**events[-1], "response": terminal}
+    assert events[-1]["type"] == "response.completed"
+    with FakeUpstream(lambda request: Scripted(native_stream(events))) as upstream:
+        released, error = run_responses(upstream.base_url, way, mode)
+    assert isinstance(error, ToolCallQuarantined), repr(error)
+    assert find_quarantine(error) is error
+    assert call_events(released) == [], "an event of the call went out"
+
+
+def test_the_responses_event_check_takes_every_event_litellm_takes() -> None:
+    check = responses_event_check("openai/gpt-4o-mini")
+    assert check is not None
+    for path in sorted(RESPONSES.glob("*.sse")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.startswith("data: {"):
+                try:
+                    event = json.loads(line[6:])
+                except ValueError:
+                    continue  # a damaged line: the attempt judges it, litellm skips it
+                if not isinstance(event, dict):
+                    continue
+                if event.get("type") not in TERMINALS or isinstance(event.get("response"), dict):
+                    assert check(event), (path.name, event.get("type"))
+    completed = native_events()[-1]
+    for bad in ("x", None, [1], 5):
+        assert not check({**completed, "response": bad})
+
+
+@pytest.mark.parametrize(("way", "mode"), WAYS, ids=[f"{w}-{m}" for w, m in WAYS])
+def test_the_same_responses_stream_is_released(way: str, mode: str) -> None:
+    with FakeUpstream(lambda request: Scripted(native_stream(native_events()))) as upstream:
+        released, error = run_responses(upstream.base_url, way, mode)
+    assert error is None, repr(error)
+    assert call_events(released), "the call was not released"
