@@ -90,6 +90,34 @@ def _denied_stream() -> bytes:
     )
 
 
+UNCONVERTIBLE = "whole-body-litellm-cannot-convert"
+
+
+def _unconvertible_body() -> bytes:
+    """A whole chat result the gate approves but litellm cannot convert (``usage`` is no
+    object); litellm's own error would quote it, arguments included."""
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "multiply", "arguments": json.dumps({"a": 7, "b": 8})},
+    }
+    value = {
+        "id": "chatcmpl-unconvertible",
+        "object": "chat.completion",
+        "created": 1,
+        "model": MODEL,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": CANARY, "tool_calls": [call]},
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": "x",
+    }
+    return json.dumps(value).encode()
+
+
 def _said(content: Any) -> str:
     """The text of a message's content: a string, or a list of text parts."""
     if isinstance(content, list):
@@ -103,6 +131,8 @@ def _answer(request: dict[str, Any]) -> Scripted:
     name = _said(request["messages"][-1]["content"])
     if name == DENIED:
         return as_requested(request, _denied_stream())
+    if name == UNCONVERTIBLE:
+        return Scripted(_unconvertible_body(), content_type="application/json")
     case = CASES[name]
     transport = case.get("transport", {})
     return as_requested(
@@ -226,6 +256,16 @@ def test_the_policy_from_yaml_denies(proxy: Proxy, stream: bool) -> None:
         except openai.APIError as exc:
             error = exc
     _check_refusal(error, "policy_denied", streamed=stream)
+
+
+def test_a_whole_body_litellm_cannot_convert_is_refused_typed(proxy: Proxy) -> None:
+    """Approved by the gate, refused by litellm's converter: a typed refusal, not litellm's
+    own error (which quotes the body)."""
+    with pytest.raises(openai.APIStatusError) as caught:
+        _client(proxy).chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": UNCONVERTIBLE}]
+        )
+    _check_refusal(caught.value, "carrier_mismatch", streamed=False)
 
 
 def test_requests_must_carry_the_master_key(proxy: Proxy) -> None:
