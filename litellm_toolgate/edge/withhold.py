@@ -193,14 +193,18 @@ class _Held:
             value, bridged=self._tap.responses_api
         )
 
+    def _check_whole(self, approved: bool) -> None:
+        """An approved whole body litellm would fail on (with an error of its own, quoting
+        it) is refused, typed, before litellm sees a byte of it (the async face runs this
+        by the one offload rule: a large body takes milliseconds)."""
+        attempt = self._tap.attempt
+        if approved and attempt.quarantined is None and not self._whole_carried():
+            self._held = []
+            attempt.interrupt(R.CARRIER_MISMATCH)
+
     def _finish(self, approved: bool) -> list[bytes]:
         """The held messages if the gate released them (and tell the owner either way)."""
         attempt = self._tap.attempt
-        if approved and attempt.quarantined is None and not self._whole_carried():
-            # litellm would fail on the approved body with an error of its own (quoting it):
-            # refused, typed, before litellm sees a byte of it.
-            self._held = []
-            attempt.interrupt(R.CARRIER_MISMATCH)
         if approved and attempt.quarantined is None:
             if self._tap.streamed or self._gate.whole_here:
                 attempt.release()
@@ -256,6 +260,7 @@ class _WithholdingStream(_Held, httpx.AsyncByteStream):
         calls = await self._acalls()
         approved = calls is not None and await ajudge(self._tap.attempt, calls, self._gate.policy)
         calls = None
+        await decide_off_loop(self._tap.attempt, lambda: self._check_whole(approved))
         for out in self._finish(approved):
             yield out
         if not self._defer:
@@ -295,6 +300,7 @@ class SyncWithholdingStream(_Held, httpx.SyncByteStream):
         calls = self._calls()
         approved = calls is not None and judge(self._tap.attempt, calls, self._gate.policy)
         calls = None
+        self._check_whole(approved)
         yield from self._finish(approved)
         if not self._defer:
             piece = b""  # wire bytes: not in this frame's locals when the fault is raised
