@@ -90,7 +90,7 @@ from .intervention import as_intervention
 from .logs import emit_records
 from .messages import AnthropicEvents, message_carrier
 from .policy import aapprove_whole
-from .preflight import chat_chunk_check
+from .preflight import chat_chunk_check, responses_event_check
 from .routes import Api
 from .stream import AsyncGatedStream
 from .synccall import (
@@ -312,6 +312,11 @@ class ToolGateGuardrail(CustomGuardrail):
                 chunk_check=chat_chunk_check(
                     str(kwargs.get("model", "")), kwargs.get("custom_llm_provider")
                 ),
+                event_check=responses_event_check(
+                    str(kwargs.get("model", "")), kwargs.get("custom_llm_provider")
+                )
+                if tap.responses_api
+                else None,
             )
 
             def wrap(base: Any) -> Any:
@@ -379,6 +384,7 @@ class ToolGateGuardrail(CustomGuardrail):
             chunk_check=chat_chunk_check(
                 str(kwargs.get("model", "")), kwargs.get("custom_llm_provider") or None
             ),
+            event_check=responses_event_check(model) if tap.responses_api else None,
         )
         arm(kwargs, tap, holding)
 

@@ -14,6 +14,7 @@ a closed gate refuses new calls. Clients the caller passed stay the caller's.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -26,7 +27,13 @@ from litellm.types.llms.openai import ResponsesAPIResponse
 from litellm.types.utils import ModelResponse
 
 from ..core.attempt import Attempt
-from ..core.errors import GateConfigError, WireNotObservable, raise_clean
+from ..core.errors import (
+    GateConfigError,
+    QuarantineReason,
+    ToolCallQuarantined,
+    WireNotObservable,
+    raise_clean,
+)
 from ..core.limits import Limits
 from ..core.policy import Policy
 from ..core.profiles import check_overrides
@@ -50,12 +57,34 @@ from .stream import AsyncGatedStream, GatedStream
 from .synccall import vouch_client, vouched
 from .transport import AsyncTapTransport, TapTransport, WireTap
 
+R = QuarantineReason
+
 _HOW = (
     "the gate must see the raw wire of a call to gate it: make the call through "
     "gate.completion(...) / gate.acompletion(...) (or gate.responses / gate.aresponses), "
     "or pass client=gate.http_client() "
     "(async: gate.async_http_client()) to litellm and then gate.guard(stream, client)"
 )
+
+
+def _whole_body_arrived(tap: WireTap) -> bool:
+    """Whether litellm failed after a whole (non-streamed) body reached it in full.
+
+    The body arrived, so litellm's error is about what it made of it (a field outside the
+    calls it cannot convert), and its message quotes the body: the failure is the gate's to
+    type (:func:`_refuse_unparsed_body`). Nothing was released.
+    """
+    return not tap.streamed and tap.ended and tap.attempt.observed
+
+
+def _refuse_unparsed_body(tap: WireTap) -> None:
+    """Quarantine an attempt whose whole body litellm failed on: the wire's own fault wins,
+    a wire that passes is a carrier mismatch. Called outside litellm's ``except`` block."""
+    attempt = tap.attempt
+    if attempt.quarantined is None:
+        with contextlib.suppress(ToolCallQuarantined):
+            attempt.conclude()
+        attempt.interrupt(R.CARRIER_MISMATCH)
 
 
 class ToolGate:
@@ -411,12 +440,13 @@ class ToolGate:
         try:
             return call(**kwargs)
         except Exception:
-            if not tap.faulted:
+            if not tap.faulted and not _whole_body_arrived(tap):
                 raise
             failed = True
         finally:
             forget(client)
         if failed:
+            _refuse_unparsed_body(tap)
             self._raise_quarantine(tap.attempt)
 
     async def _ainvoke(
@@ -427,12 +457,13 @@ class ToolGate:
         try:
             return await call(**kwargs)
         except Exception:
-            if not tap.faulted:
+            if not tap.faulted and not _whole_body_arrived(tap):
                 raise
             failed = True
         finally:
             forget(client)
         if failed:
+            _refuse_unparsed_body(tap)
             self._raise_quarantine(tap.attempt)
 
     # A whole result is approved or not here; the caller raises the quarantine itself, from

@@ -56,7 +56,7 @@ from .intervention import as_intervention
 from .logs import emit_records
 from .offload import decide_off_loop
 from .policy import ajudge, judge
-from .preflight import ChunkCheck
+from .preflight import ChunkCheck, chat_body_parses
 from .transport import AsyncTapTransport, WireTap
 
 R = QuarantineReason
@@ -142,9 +142,11 @@ class _Held:
         return live
 
     def _carried(self, message: SSEMessage, wire: Wire) -> bool:
-        """Whether litellm's own parser for the route takes this chat message."""
-        check = self._gate.chunk_check
-        if check is None or wire is not Wire.CHAT or message.data == "[DONE]":
+        """Whether litellm's own parser for the route takes this message (chat, Responses)."""
+        check = self._gate.chunk_check if wire is Wire.CHAT else None
+        if wire is Wire.RESPONSES:
+            check = self._gate.event_check
+        if check is None or message.data == "[DONE]":
             return True
         try:
             value = json.loads(message.data)
@@ -180,6 +182,27 @@ class _Held:
             return await decide_off_loop(attempt, attempt.conclude)
         except ToolCallQuarantined:
             return None
+
+    def _whole_carried(self) -> bool:
+        """Whether litellm's converter takes the held whole chat body (see preflight)."""
+        if self._tap.streamed or self._tap.attempt.wire is not Wire.CHAT:
+            return True
+        try:
+            value = json.loads(b"".join(self._held))
+        except ValueError:
+            return True  # the attempt itself judges a body that is no JSON
+        return not isinstance(value, dict) or chat_body_parses(
+            value, bridged=self._tap.responses_api
+        )
+
+    def _check_whole(self, approved: bool) -> None:
+        """An approved whole body litellm would fail on (with an error of its own, quoting
+        it) is refused, typed, before litellm sees a byte of it (the async face runs this
+        by the one offload rule: a large body takes milliseconds)."""
+        attempt = self._tap.attempt
+        if approved and attempt.quarantined is None and not self._whole_carried():
+            self._held = []
+            attempt.interrupt(R.CARRIER_MISMATCH)
 
     def _finish(self, approved: bool) -> list[bytes]:
         """The held messages if the gate released them (and tell the owner either way)."""
@@ -239,6 +262,7 @@ class _WithholdingStream(_Held, httpx.AsyncByteStream):
         calls = await self._acalls()
         approved = calls is not None and await ajudge(self._tap.attempt, calls, self._gate.policy)
         calls = None
+        await decide_off_loop(self._tap.attempt, lambda: self._check_whole(approved))
         for out in self._finish(approved):
             yield out
         if not self._defer:
@@ -278,6 +302,7 @@ class SyncWithholdingStream(_Held, httpx.SyncByteStream):
         calls = self._calls()
         approved = calls is not None and judge(self._tap.attempt, calls, self._gate.policy)
         calls = None
+        self._check_whole(approved)
         yield from self._finish(approved)
         if not self._defer:
             piece = b""  # wire bytes: not in this frame's locals when the fault is raised
@@ -335,10 +360,13 @@ class Withholding:
         whole_here: bool = False,
         retry_stream_faults: bool = False,
         chunk_check: ChunkCheck | None = None,
+        event_check: ChunkCheck | None = None,
     ) -> None:
         self.policy = policy
-        # litellm's parser for the route, asked before a chat message goes out (preflight).
+        # litellm's parsers for the route, asked before a chat message or a Responses event
+        # goes out (preflight).
         self.chunk_check = chunk_check
+        self.event_check = event_check
         # A whole body is judged here (on the wire alone) when no later hook can raise: the
         # sync callback path. Otherwise it is only held, and the callback judges it against
         # litellm's result.
