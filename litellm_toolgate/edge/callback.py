@@ -82,7 +82,13 @@ from ..core.errors import GateConfigError, ToolCallQuarantined, ToolGateError, r
 from ..core.limits import Limits
 from ..core.policy import Policy
 from ..core.state import StreamState
-from .calltypes import CallRefused, Handling, handling, sync_route_refused
+from .calltypes import (
+    CallRefused,
+    Handling,
+    handling,
+    in_messages_entry_point,
+    sync_route_refused,
+)
 from .config import SETTING_KEYS, GateSettings, unknown_guardrail_keys
 from .events import CarrierEvents, carrier_events, carrier_of_result
 from .gate import ToolGate
@@ -356,17 +362,23 @@ class ToolGateGuardrail(CustomGuardrail):
             )
         extra = kwargs.get("additional_args")
         body = extra.get("complete_input_dict") if isinstance(extra, Mapping) else None
+        streamed = bool(kwargs.get("stream")) or bool(
+            isinstance(body, Mapping) and body.get("stream")
+        )
+        if streamed and in_messages_entry_point():
+            raise UngatedCallRefused(
+                "a sync litellm.anthropic.messages.create(stream=True) on a model litellm "
+                "bridges to chat or Responses ends its stream quietly on any error, so a "
+                "quarantine could not reach you; it was not sent. Use "
+                "litellm.anthropic.messages.acreate(...) or ToolGate.messages(...)"
+            )
         tools = body.get("tools") if isinstance(body, Mapping) else None
         # The logging kwargs name the model without its provider: the route (and so its
         # profile) is the provider's.
         model = str(kwargs.get("model") or "")
         if route and not model.startswith(f"{route}/"):
             model = f"{route}/{model}"
-        tap = WireTap(
-            self.gate.new_attempt(tools=tools, model=model),
-            streamed=bool(kwargs.get("stream"))
-            or bool(isinstance(body, Mapping) and body.get("stream")),
-        )
+        tap = WireTap(self.gate.new_attempt(tools=tools, model=model), streamed=streamed)
         tap.responses_api = kind in _SYNC_RESPONSES
         started = time.time()
         # litellm's standard logging of a sync call reads the metadata of its litellm_params.
