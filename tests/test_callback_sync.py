@@ -214,6 +214,30 @@ def test_an_openai_sdk_route_is_refused_before_sending(upstream: Recorder) -> No
     assert len(upstream.bodies) == before
 
 
+def test_a_redirect_of_a_claimed_call_is_not_followed(upstream: Recorder) -> None:
+    """The redirected request would carry no marker and its answer would go out unread."""
+    target = upstream.base_url + "/chat/completions"
+    hits: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        hits.append(str(request.url))
+        if len(hits) == 1:
+            return httpx.Response(307, headers={"location": target})
+        return httpx.HTTPTransport().handle_request(request)
+
+    saved = getattr(litellm, "sync_transport", None)
+    litellm.sync_transport = httpx.MockTransport(answer)  # type: ignore[attr-defined]
+    litellm.in_memory_llm_clients_cache.flush_cache()
+    before = len(upstream.bodies)
+    try:
+        with pytest.raises(UngatedCallRefused, match="redirect"):
+            list(litellm.completion(**kwargs(upstream, "unknown_tool", stream=True)))
+    finally:
+        litellm.sync_transport = saved  # type: ignore[attr-defined]
+        litellm.in_memory_llm_clients_cache.flush_cache()
+    assert len(hits) == 1 and len(upstream.bodies) == before
+
+
 def test_a_claim_matches_only_the_call_that_armed_it(upstream: Recorder) -> None:
     """Wrong token, wrong thread, wrong URL, wrong body: refused, never sent."""
     gate = ToolGate(MANIFEST["tools"])

@@ -192,6 +192,14 @@ class ClaimingTransport(httpx.BaseTransport):
         tap = claim.tap
         tap.prepare(request)
         response = self._route(request, claim.ssl_verify).handle_request(request)
+        if response.has_redirect_location:
+            # The client would follow it with a request that carries no marker, and the
+            # answer to that one would reach the caller unread: not followed.
+            response.close()
+            raise UngatedCallRefused(
+                "the upstream answered a gated sync call with a redirect; it was not "
+                "followed and nothing of it was read (point api_base at the final URL)"
+            )
         if not tap.bind(response, request):
             return response
         assert isinstance(response.stream, httpx.SyncByteStream)
