@@ -26,7 +26,9 @@ who hands the result to the caller.
 * **SDK, sync ``litellm.completion`` / ``litellm.responses``.** litellm runs no sync hook
   that can change the request, so the gate arms the call in ``log_pre_api_call`` and a
   transport installed as ``litellm.sync_transport`` claims exactly that request and
-  withholds like the async client (:mod:`synccall`). What it cannot claim is refused before
+  withholds like the async client (:mod:`synccall`); ``openai/`` and ``azure/`` chat
+  streams go out through the OpenAI SDK, and are claimed on a ``litellm.client_session``
+  the gate sets when none is set (:mod:`sdkclaim`). What it cannot claim is refused before
   it is sent (:class:`UngatedCallRefused`, a ``BaseException``: litellm swallows anything
   narrower from a logging hook). A :class:`ToolGate`'s own calls are vouched for by that
   gate (call id and thread) and left alone.
@@ -82,7 +84,7 @@ from ..core.errors import GateConfigError, ToolCallQuarantined, ToolGateError, r
 from ..core.limits import Limits
 from ..core.policy import Policy
 from ..core.state import StreamState
-from .calltypes import CallRefused, Handling, handling, sync_route_refused
+from .calltypes import CallRefused, Handling, handling, sync_route_refused, sync_route_sdk
 from .config import SETTING_KEYS, GateSettings, unknown_guardrail_keys
 from .events import CarrierEvents, carrier_events, carrier_of_result
 from .gate import ToolGate
@@ -93,6 +95,8 @@ from .offload import decide_off_loop
 from .policy import ajudge
 from .preflight import chat_chunk_check
 from .routes import Api
+from .sdkclaim import arm_sdk, evict_foreign_sdk_clients, install_session
+from .sdkclaim import streamed as sdkclaim_streamed
 from .stream import AsyncGatedStream
 from .synccall import (
     UngatedCallRefused,
@@ -250,6 +254,10 @@ class ToolGateGuardrail(CustomGuardrail):
         # builds a client: put it in place now, and drop the clients built without it, so
         # that no sync call made after this gate exists can go out on an unclaimed client.
         evict_foreign_clients(install())
+        # The same for the OpenAI SDK routes' sync client, on litellm.client_session: the
+        # gate sets a claiming one only when none is set (see sdkclaim).
+        install_session()
+        evict_foreign_sdk_clients()
         self._made: weakref.WeakSet[WireTap] = weakref.WeakSet()
 
     @classmethod
@@ -350,6 +358,16 @@ class ToolGateGuardrail(CustomGuardrail):
                 f"gate cannot claim under litellm.callbacks; it was not sent. Use "
                 f"ToolGate.{kind}(...) or litellm.a{kind}(...)"
             )
+        sdk = sync_route_sdk(route, kind)
+        if sdk and not sdkclaim_streamed(kwargs):
+            # The SDK reads a whole body inside litellm's error handling, which would turn a
+            # quarantine into a retryable server error of litellm's.
+            raise UngatedCallRefused(
+                f"a sync litellm.{kind} without stream=True on the {route}/ route cannot "
+                f"hand a quarantine to the caller under litellm.callbacks (the OpenAI SDK "
+                f"reads the whole body inside litellm's error handling); it was not sent. "
+                f"Use stream=True, ToolGate.{kind}(...) or litellm.a{kind}(...)"
+            )
         extra = kwargs.get("additional_args")
         body = extra.get("complete_input_dict") if isinstance(extra, Mapping) else None
         tools = body.get("tools") if isinstance(body, Mapping) else None
@@ -381,7 +399,10 @@ class ToolGateGuardrail(CustomGuardrail):
                 str(kwargs.get("model", "")), kwargs.get("custom_llm_provider") or None
             ),
         )
-        arm(kwargs, tap, holding)
+        if sdk:
+            arm_sdk(kwargs, route, tap, holding)
+        else:
+            arm(kwargs, tap, holding)
 
     def log_post_api_call(
         self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any

@@ -44,7 +44,7 @@ import os
 import secrets
 import threading
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -79,6 +79,15 @@ class _Claim:
     gate: Withholding
     ssl_verify: Any = None
     claimed: bool = field(default=False)
+    # How the request's URL is checked (the exact URL, or an SDK route's base URL) and what
+    # to undo once the request is claimed or the call is settled (see sdkclaim).
+    url_matches: Callable[[httpx.URL], bool] | None = None
+    restore: Callable[[], None] | None = None
+
+    def settled(self) -> None:
+        if self.restore is not None:
+            self.restore()
+            self.restore = None
 
 
 class _Claims:
@@ -158,9 +167,16 @@ def is_vouched_client(client: Any) -> bool:
 class ClaimingTransport(httpx.BaseTransport):
     """``litellm.sync_transport`` while a gate is a callback. See the module docstring."""
 
-    def __init__(self, inner: httpx.BaseTransport | None) -> None:
+    def __init__(
+        self,
+        inner: httpx.BaseTransport | None,
+        sends_as: Callable[[Any], httpx.Client] | None = None,
+    ) -> None:
         # The transport the user put in litellm.sync_transport, or None: send as litellm would.
         self.inner = inner
+        # How litellm would have set up the client this transport stands in for (by the
+        # call's ssl_verify): litellm's own HTTP handler by default.
+        self._sends_as = sends_as or _default_client
         self._lock = threading.Lock()
         self._defaults: dict[str, httpx.Client] = {}
 
@@ -171,7 +187,7 @@ class ClaimingTransport(httpx.BaseTransport):
         with self._lock:
             client = self._defaults.get(key)
             if client is None:
-                client = self._defaults[key] = _default_client(ssl_verify)
+                client = self._defaults[key] = self._sends_as(ssl_verify)
         # httpx's own choice of transport for this URL: the environment's proxy, or none.
         transport: httpx.BaseTransport = client._transport_for_url(request.url)
         return transport
@@ -189,6 +205,7 @@ class ClaimingTransport(httpx.BaseTransport):
                 "armed it; it was not sent"
             )
         claim.claimed = True
+        claim.settled()
         tap = claim.tap
         tap.prepare(request)
         response = self._route(request, claim.ssl_verify).handle_request(request)
@@ -231,7 +248,12 @@ def _default_client(ssl_verify: Any) -> httpx.Client:
 
 
 def _matches(claim: _Claim, request: httpx.Request) -> bool:
-    if claim.thread != threading.get_ident() or str(request.url) != claim.url:
+    if claim.thread != threading.get_ident():
+        return False
+    if claim.url_matches is not None:
+        if not claim.url_matches(request.url):
+            return False
+    elif str(request.url) != claim.url:
         return False
     try:
         sent = json.loads(request.content)
@@ -324,6 +346,7 @@ def check_claimed(kwargs: Mapping[str, Any]) -> None:
     headers = extra.get("headers") if isinstance(extra, Mapping) else None
     if isinstance(headers, dict):
         headers.pop(MARKER, None)
+    claim.settled()
     if not claim.claimed:
         raise UngatedCallRefused(
             "this sync call went out through an HTTP client the gate cannot see (a client= "
