@@ -395,6 +395,30 @@ def test_the_other_sdk_routes_are_refused_unsent(upstream: Recorder, model: str)
     assert len(upstream.bodies) == before
 
 
+@pytest.mark.parametrize(
+    "model",
+    [
+        "bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0",
+        "ollama_chat/llama3",
+        "gemini/gemini-1.5-pro",
+        "cohere/command-r",
+    ],
+)
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+def test_a_route_the_table_refuses_is_refused_unsent(
+    upstream: Recorder, model: str, stream: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As ToolGate and the async hook refuse it; sent, it would fail inside litellm."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "test")
+    monkeypatch.setenv("AWS_REGION_NAME", "us-east-1")
+    before = len(upstream.bodies)
+    route = model.partition("/")[0]
+    with pytest.raises(UngatedCallRefused, match=f"the {route}/ route for chat"):
+        litellm.completion(**{**kwargs(upstream, "multiply_basic", stream=stream), "model": model})
+    assert len(upstream.bodies) == before
+
+
 def test_sdk_streams_from_threads_keep_their_own_wire(upstream: Recorder) -> None:
     names = ["multiply_basic", "unknown_tool", "args_invalid_json", "two_tools_interleaved"]
     jobs = [(SDK_ROUTES[(i + j) % 2], names[(i * 3 + j) % 4]) for i in range(4) for j in range(5)]

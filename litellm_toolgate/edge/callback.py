@@ -94,7 +94,7 @@ from .messages import AnthropicEvents, message_carrier
 from .offload import decide_off_loop
 from .policy import ajudge
 from .preflight import chat_chunk_check
-from .routes import Api
+from .routes import ROUTES, Api, Gated, Refused
 from .sdkclaim import arm_sdk, evict_foreign_sdk_clients, install_session
 from .sdkclaim import streamed as sdkclaim_streamed
 from .stream import AsyncGatedStream
@@ -358,6 +358,17 @@ class ToolGateGuardrail(CustomGuardrail):
                 f"gate cannot claim under litellm.callbacks; it was not sent. Use "
                 f"ToolGate.{kind}(...) or litellm.a{kind}(...)"
             )
+        if kind == "completion":
+            # The route table, as ToolGate and the async hook apply it: a route whose wire
+            # the gate does not read is refused here, before anything is sent.
+            known = ROUTES.get(route)
+            decision = known.chat if known is not None else None
+            if not isinstance(decision, Gated):
+                why = decision.reason if isinstance(decision, Refused) else "not in the table"
+                raise UngatedCallRefused(
+                    f"toolgate does not gate the {route or '(unknown)'}/ route for chat "
+                    f"({why}); this sync litellm.completion was not sent"
+                )
         sdk = sync_route_sdk(route, kind)
         if sdk and not sdkclaim_streamed(kwargs):
             # The SDK reads a whole body inside litellm's error handling, which would turn a
