@@ -27,6 +27,11 @@ the HTTP transport litellm's own sync client is built on: litellm reads a module
    client the gate cannot see (a ``client=`` passed by hand, ``litellm.force_ipv4``): it is
    refused there, before a byte of its body is read.
 
+A claimed request the upstream answers with a redirect is refused, not followed: the request
+that follows it would carry no marker. The OpenAI SDK routes (``openai/``, ``azure/`` chat)
+send through ``litellm.client_session`` instead of ``litellm.sync_transport``: their claim is
+:mod:`sdkclaim`'s, on the same transport.
+
 Refusals that cannot be a quarantine (nothing was observed) raise
 :class:`UngatedCallRefused`, a ``BaseException``: litellm swallows every narrower exception
 a logging hook raises.
