@@ -166,6 +166,18 @@ def test_a_users_sync_transport_is_composed(upstream: Recorder) -> None:
         litellm.in_memory_llm_clients_cache.flush_cache()
 
 
+def test_a_handler_closed_on_the_claiming_transport_leaves_it_open(upstream: Recorder) -> None:
+    """litellm closes a handler it drops (``__del__``), and httpx closes the client's
+    transport with it: the shared transport's connections, in use by other threads."""
+    list(litellm.completion(**kwargs(upstream, "multiply_basic", stream=True)))
+    claiming = synccall.install()
+    sending = list(claiming._defaults.values())
+    assert sending
+    HTTPHandler().close()  # a handler litellm built on litellm.sync_transport, closed
+    assert not any(client.is_closed for client in sending)
+    list(litellm.completion(**kwargs(upstream, "multiply_basic", stream=True)))
+
+
 def test_a_client_cached_before_the_gate_cannot_bypass_it(upstream: Recorder) -> None:
     saved_callbacks = litellm.callbacks
     saved = getattr(litellm, "sync_transport", None)

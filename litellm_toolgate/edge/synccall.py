@@ -232,11 +232,12 @@ class ClaimingTransport(httpx.BaseTransport):
         return HeldResponse(response, whole, request, tap, claim.gate)
 
     def close(self) -> None:
-        with self._lock:
-            clients = list(self._defaults.values())
-            self._defaults.clear()
-        for client in clients:
-            client.close()
+        # Every sync client litellm builds sits on this one transport, and httpx closes a
+        # client's transport with the client: litellm closes a handler it drops (its
+        # ``__del__`` does), while other threads are sending through the same connections.
+        # Closing anything here broke their requests (EBADF); the transport lives as long
+        # as the process, and so do the clients it sends on.
+        return
 
 
 def _default_client(ssl_verify: Any) -> httpx.Client:
