@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -24,6 +25,7 @@ import openai
 import pytest
 from conftest import CASES, MANIFEST, body_of
 from litellm.llms.custom_httpx.http_handler import HTTPHandler
+from routeserver import RouteServer
 
 from litellm_toolgate import (
     PolicyDecision,
@@ -429,6 +431,56 @@ def test_a_route_the_table_refuses_is_refused_unsent(
     with pytest.raises(UngatedCallRefused, match=f"the {route}/ route for chat"):
         litellm.completion(**{**kwargs(upstream, "multiply_basic", stream=stream), "model": model})
     assert len(upstream.bodies) == before
+
+
+RESPONSES = Path(__file__).resolve().parent.parent / "fixtures" / "responses"
+
+
+@pytest.mark.parametrize(
+    ("model", "name", "outcome"),
+    [
+        ("azure/gpt-4o", "multiply_basic", "released"),
+        ("azure/gpt-4o", "arguments_only_in_done", "quarantined"),
+        # A model missing from litellm's map: litellm asks for a whole result and replays it.
+        ("azure/my-deployment", "multiply_basic", "refused"),
+        ("openai/my-model", "multiply_basic", "refused"),
+    ],
+)
+def test_sync_responses_on_the_sdk_routes_are_gated_or_refused_unsent(
+    model: str, name: str, outcome: str
+) -> None:
+    """Sync Responses calls go through litellm's own HTTP handler on openai/ and azure/."""
+    manifest = json.loads((RESPONSES / "manifest.json").read_text(encoding="utf-8"))
+    case = {c["name"]: c for c in manifest["cases"]}[name]
+    body = (RESPONSES / case["body"]).read_bytes()
+    with RouteServer(answers={"/responses": body}) as server:
+        base = server.base_url
+        call = {
+            "model": model,
+            "input": [{"role": "user", "content": "What is 7 times 8? Use multiply."}],
+            "tools": manifest["tools"],
+            "api_base": base.removesuffix("/v1") if model.startswith("azure/") else base,
+            "api_version": "2025-03-01-preview",
+            "api_key": "sk-test",
+            "stream": True,
+            "num_retries": 0,
+        }
+        litellm.callbacks = [ToolGateGuardrail(manifest["tools"])]
+        if outcome == "released":
+            events = list(litellm.responses(**call))
+            done = "response.output_item.done"
+            items = [e.item for e in events if getattr(e, "type", "") == done]
+            released = [dict(i) if not isinstance(i, dict) else i for i in items]
+            calls = [i["arguments"] for i in released if i.get("type") == "function_call"]
+            assert calls == [c["arguments"] for c in case["calls"]]
+        elif outcome == "quarantined":
+            with pytest.raises(ToolCallQuarantined) as caught:
+                list(litellm.responses(**call))
+            assert caught.value.reason is R(case["reason"])
+        else:
+            with pytest.raises(UngatedCallRefused, match="whole Responses result"):
+                litellm.responses(**call)
+            assert server.requests == []
 
 
 def test_sdk_streams_from_threads_keep_their_own_wire(upstream: Recorder) -> None:

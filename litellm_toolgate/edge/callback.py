@@ -80,7 +80,13 @@ from litellm.types.guardrails import GuardrailEventHooks
 from litellm.types.llms.openai import ResponsesAPIResponse
 
 from ..core.attempt import Attempt, Carrier
-from ..core.errors import GateConfigError, ToolCallQuarantined, ToolGateError, raise_clean
+from ..core.errors import (
+    GateConfigError,
+    RouteNotGated,
+    ToolCallQuarantined,
+    ToolGateError,
+    raise_clean,
+)
 from ..core.limits import Limits
 from ..core.policy import Policy
 from ..core.state import StreamState
@@ -94,7 +100,7 @@ from .messages import AnthropicEvents, message_carrier
 from .offload import decide_off_loop
 from .policy import ajudge
 from .preflight import chat_chunk_check
-from .routes import ROUTES, Api, Gated, Refused
+from .routes import ROUTES, Api, Gated, Refused, route_for
 from .sdkclaim import arm_sdk, evict_foreign_sdk_clients, install_session
 from .sdkclaim import streamed as sdkclaim_streamed
 from .stream import AsyncGatedStream
@@ -369,6 +375,26 @@ class ToolGateGuardrail(CustomGuardrail):
                     f"toolgate does not gate the {route or '(unknown)'}/ route for chat "
                     f"({why}); this sync litellm.completion was not sent"
                 )
+        elif kind in _SYNC_RESPONSES and route:
+            # The same for the Responses API, with litellm asked how it serves the model (a
+            # made-up stream has no wire to gate): as route_for does for ToolGate.
+            params = kwargs.get("litellm_params")
+            base = params.get("api_base") if isinstance(params, Mapping) else None
+            bare = str(kwargs.get("model") or "")
+            try:
+                route_for(
+                    {
+                        "model": bare if bare.startswith(f"{route}/") else f"{route}/{bare}",
+                        "custom_llm_provider": route,
+                        "api_base": base,
+                        "stream": bool(kwargs.get("stream")),
+                    },
+                    Api.RESPONSES,
+                )
+            except RouteNotGated as refused:
+                raise UngatedCallRefused(
+                    f"{refused}; this sync litellm.{kind} was not sent"
+                ) from None
         sdk = sync_route_sdk(route, kind)
         if sdk and not sdkclaim_streamed(kwargs):
             # The SDK reads a whole body inside litellm's error handling, which would turn a
