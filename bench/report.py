@@ -95,6 +95,13 @@ def markdown(results: dict[str, Any], previous: dict[str, Any] | None = None) ->
     }
     dates = sorted(set(results.get("sections_when", {}).values())) or [results["when"]]
     was = (previous or {}).get("when")
+    sections_before: dict[str, list[str]] = {}
+    for section, when in sorted((previous or {}).get("sections_when", {}).items()):
+        sections_before.setdefault(when, []).append(section)
+    if len(sections_before) > 1:  # a partial run: say which run each earlier figure is from
+        was = "; ".join(
+            f"{when} ({', '.join(names)})" for when, names in sorted(sections_before.items())
+        )
     lines = [
         f"Measured {' and '.join(dates)} on {results['machine']}, litellm {results['litellm']}, "
         f"{'quick run' if results['quick'] else 'full run'}. "

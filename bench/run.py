@@ -162,20 +162,11 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
         "retried_runs": RETRIED,
     }
-    # The run this one is compared with: the previous output, or for a partial run the one
-    # the previous output was itself compared with (so its kept rows are not their own
-    # "before").
-    before = previous
-    if args.only and previous is not None and previous.get("before") is not None:
-        before = previous["before"]
-    if before is not None:
-        results["before"] = {
-            "when": before.get("when"),
-            "rows": [r for r in before.get("rows", []) if "error" not in r],
-        }
-        results["before"]["rows"] = [
-            {k: v for k, v in r.items() if k != "before"} for r in results["before"]["rows"]
-        ]
+    # What each row is compared with: the row it replaces (the previous output's). For a
+    # partial run, a row kept from the previous output keeps the figure it was compared with
+    # then, so it is never its own "before"; sections_when says which run each figure is from.
+    if previous is not None:
+        results["before"] = _before(previous, {str(r) for r in ran} if args.only else None)
     out.write_text(json.dumps(results, indent=1) + "\n")
     table = markdown(results, results.get("before"))
     md.write_text(table)
@@ -184,6 +175,30 @@ def main(argv: list[str] | None = None) -> int:
 
 
 _SECTION_OF = {"reference": "sdk"}
+
+
+def _section(row: Row) -> str:
+    return str(_SECTION_OF.get(row["section"], row["section"]))
+
+
+def _before(previous: dict[str, Any], ran: set[str] | None) -> dict[str, Any]:
+    """The figures this run is compared with (``ran``: the sections of a partial run)."""
+    sources = [(previous, ran)]
+    earlier = previous.get("before")
+    if ran is not None and earlier is not None:
+        sources.append((earlier, None))
+    rows: list[Row] = []
+    when: dict[str, str] = {}
+    for source, only in sources:
+        source_when = source.get("sections_when") or {}
+        for row in source.get("rows", []):
+            section = _section(row)
+            # From the previous output: the sections run now; from its own "before": the rest.
+            if "error" in row or (only is not None) != (section in (ran or set())):
+                continue
+            rows.append({k: v for k, v in row.items() if k != "before"})
+            when[section] = str(source_when.get(section, source.get("when")))
+    return {"when": previous.get("when"), "sections_when": when, "rows": rows}
 
 
 def _version(name: str) -> str:

@@ -1,7 +1,9 @@
 """A real LiteLLM proxy process on 127.0.0.1, started from one of ``config_examples/``.
 
 The example YAML is copied as is into a temporary folder (with the files it names), except
-that the gate's ``idle_timeout`` is lowered so the stall fixture does not cost half a minute.
+that the gate's ``idle_timeout`` is lowered so the stall fixture does not cost half a minute,
+and that a test-only callback (``inflight_probe``) is added, which answers on a loopback port
+how many requests the gate holds in the proxy process (:meth:`Proxy.in_flight`).
 The proxy gets a strong random master key and a free loopback port; readiness is polled with
 a bounded timeout, and the process group is always killed at the end.
 """
@@ -55,6 +57,13 @@ class Proxy:
     key: str
     process: subprocess.Popen[bytes]
     log: Path
+    probe_port: int
+
+    def in_flight(self) -> int:
+        """The gate's in-flight count in the proxy process (see inflight_probe)."""
+        answer = httpx.get(f"http://127.0.0.1:{self.probe_port}/", timeout=10).json()
+        assert answer["gates"] >= 1, answer  # the probe sees the gate it counts
+        return int(answer["in_flight"])
 
     def rss_bytes(self) -> int:
         """Resident memory of the proxy process (Linux /proc)."""
@@ -83,16 +92,28 @@ def prepare(style: str, folder: Path) -> Path:
     """Copy the example config of ``style`` (and what it names) into ``folder``."""
     for name in ("tools.json", "toolgate.yaml", "toolgate_callback.py", STYLES[style]):
         shutil.copy(EXAMPLES / name, folder / name)
+    shutil.copy(Path(__file__).with_name("inflight_probe.py"), folder / "inflight_probe.py")
     settings = folder / ("toolgate.yaml" if style == "callbacks" else STYLES[style])
     text = settings.read_text()
     assert "idle_timeout: 30" in text
     settings.write_text(text.replace("idle_timeout: 30", f"idle_timeout: {IDLE_TIMEOUT}"))
-    return folder / STYLES[style]
+    config = folder / STYLES[style]
+    text = config.read_text()
+    if style == "callbacks":
+        old = "  callbacks: toolgate_callback.gate\n"
+        new = "  callbacks: [toolgate_callback.gate, inflight_probe.probe]\n"
+    else:
+        old = "litellm_settings:\n"
+        new = "litellm_settings:\n  callbacks: [inflight_probe.probe]\n"
+    assert text.count(old) == 1, style
+    config.write_text(text.replace(old, new))
+    return config
 
 
 @contextlib.contextmanager
 def running_proxy(config: Path, upstream_base: str) -> Iterator[Proxy]:
     port = free_port()
+    probe_port = free_port()
     key = "sk-" + secrets.token_hex(24)
     env = {
         **os.environ,
@@ -100,6 +121,7 @@ def running_proxy(config: Path, upstream_base: str) -> Iterator[Proxy]:
         "TOOLGATE_UPSTREAM": upstream_base,
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "NO_PROXY": "127.0.0.1,localhost",
+        "TOOLGATE_INFLIGHT_PROBE_PORT": str(probe_port),
     }
     log = config.with_suffix(".log")
     binary = Path(sys.executable).with_name("litellm")
@@ -113,7 +135,7 @@ def running_proxy(config: Path, upstream_base: str) -> Iterator[Proxy]:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    proxy = Proxy(f"http://127.0.0.1:{port}", key, process, log)
+    proxy = Proxy(f"http://127.0.0.1:{port}", key, process, log, probe_port)
     try:
         deadline = time.monotonic() + READY_TIMEOUT
         while not proxy.alive():

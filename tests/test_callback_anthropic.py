@@ -255,3 +255,52 @@ def test_messages_acreate_bridged(upstream: FakeUpstream, name: str, stream: boo
         fault = find_quarantine(error)
         assert isinstance(fault, ToolCallQuarantined) and fault.reason is R(case["reason"])
         assert out == []
+
+
+def _create(upstream: FakeUpstream, stream: bool) -> Any:
+    tools = [
+        {"name": t["function"]["name"], "input_schema": t["function"]["parameters"]}
+        for t in MANIFEST["tools"]
+    ]
+    result = litellm.anthropic.messages.create(
+        model="cometapi/gpt-4o-mini",
+        max_tokens=256,
+        messages=[{"role": "user", "content": "go"}],
+        tools=tools,
+        api_base=upstream.base_url,
+        api_key="sk-test",
+        stream=stream,
+    )
+    return list(result) if stream else result
+
+
+@pytest.mark.usefixtures("gate")
+def test_messages_create_bridged_stream_is_refused_unsent(upstream: FakeUpstream) -> None:
+    """litellm's sync Messages adapter ends its stream quietly on any exception, so a
+    quarantine raised under it could never reach the caller: refused before sending."""
+    from litellm_toolgate import UngatedCallRefused
+
+    sent = len(upstream.requests)
+    with pytest.raises(UngatedCallRefused, match="acreate"):
+        _create(upstream, stream=True)
+    assert len(upstream.requests) == sent
+
+
+@pytest.mark.usefixtures("gate")
+@pytest.mark.parametrize("name", ["multiply_basic", "args_invalid_json"])
+def test_messages_create_bridged_whole_is_gated(upstream: FakeUpstream, name: str) -> None:
+    from conftest import CASES as CHAT_CASES
+    from conftest import body_of
+
+    from litellm_toolgate.demo.serve import as_requested
+
+    case = CHAT_CASES[name]
+    upstream.enqueue(as_requested({"stream": False}, body_of(case)))
+    if case["expect"] == "release":
+        message = _create(upstream, stream=False)
+        assert [b["name"] for b in message["content"] if b["type"] == "tool_use"] == ["multiply"]
+        return
+    with pytest.raises(ToolCallQuarantined) as caught:
+        _create(upstream, stream=False)
+    assert caught.value.reason is R(case["reason"])
+    _no_leak(caught.value)

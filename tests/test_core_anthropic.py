@@ -316,3 +316,37 @@ def test_a_streamed_start_input_is_refused_even_without_deltas() -> None:
     del parts["delta"]
     fault = run(list(parts.values()))
     assert fault is not None and fault.reason is R.ITEM_MISMATCH
+
+
+@pytest.mark.parametrize("name", STREAMED)
+def test_the_wire_classifier_passes_no_call_and_no_terminal_live(name: str) -> None:
+    """What the one classification lets out before the decision, for every fixture: events
+    of text-like blocks and lifecycle events only, never a piece of a tool block, the
+    terminal, or an event it does not know."""
+    from litellm_toolgate.core.sse import SSEDecoder
+    from litellm_toolgate.core.wires.anthropic import PASSING_BLOCKS, EventClassifier
+
+    classifier = EventClassifier()
+    blocks: dict[int, str] = {}
+    decoder = SSEDecoder(max_event_bytes=1 << 20)
+    passed = held = 0
+    for message in decoder.feed(body(name)):
+        try:
+            obj = json.loads(message.data)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        block = obj.get("content_block")
+        if obj.get("type") == "content_block_start" and isinstance(block, dict):
+            blocks.setdefault(obj.get("index"), str(block.get("type")))
+        if not classifier.passes_live(obj):
+            held += 1
+            continue
+        passed += 1
+        kind = obj.get("type")
+        assert kind in ("message_start", "ping") or (
+            kind in ("content_block_start", "content_block_delta", "content_block_stop")
+            and blocks.get(obj.get("index")) in PASSING_BLOCKS
+        ), (name, kind)
+    assert held > 0  # every fixture ends with a terminal the classifier holds

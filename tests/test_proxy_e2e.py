@@ -7,7 +7,10 @@ Every fixture is streamed through it: valid ones arrive with their calls byte fo
 every broken one is refused (an HTTP error with the quarantine's status before the first
 chunk, the proxy's SSE error frame after it) with no tool-call fragment delivered and no
 argument text in the error. Whole responses are checked the same way. A load test sends 200
-concurrent streams (then 50 more), a tenth of them broken, and checks memory and health.
+concurrent streams (then 50 more), a tenth of them broken, beside clients that go away
+mid-stream or before any answer, and checks memory, health, and that the gate's in-flight
+count in the proxy process (read through the test-only ``inflight_probe`` callback) is back
+at zero after each round.
 
 Needs litellm's proxy extra (``.venv-litellm-1.108.7``); ``scripts/test.sh`` leaves this file
 out of the run on the environment without it and says so, and sets TOOLGATE_REQUIRE_PROXY on
@@ -17,9 +20,11 @@ the other, where a missing proxy is then an error rather than a skip.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -85,6 +90,34 @@ def _denied_stream() -> bytes:
     )
 
 
+UNCONVERTIBLE = "whole-body-litellm-cannot-convert"
+
+
+def _unconvertible_body() -> bytes:
+    """A whole chat result the gate approves but litellm cannot convert (``usage`` is no
+    object); litellm's own error would quote it, arguments included."""
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "multiply", "arguments": json.dumps({"a": 7, "b": 8})},
+    }
+    value = {
+        "id": "chatcmpl-unconvertible",
+        "object": "chat.completion",
+        "created": 1,
+        "model": MODEL,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": CANARY, "tool_calls": [call]},
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": "x",
+    }
+    return json.dumps(value).encode()
+
+
 def _said(content: Any) -> str:
     """The text of a message's content: a string, or a list of text parts."""
     if isinstance(content, list):
@@ -98,6 +131,8 @@ def _answer(request: dict[str, Any]) -> Scripted:
     name = _said(request["messages"][-1]["content"])
     if name == DENIED:
         return as_requested(request, _denied_stream())
+    if name == UNCONVERTIBLE:
+        return Scripted(_unconvertible_body(), content_type="application/json")
     case = CASES[name]
     transport = case.get("transport", {})
     return as_requested(
@@ -223,6 +258,16 @@ def test_the_policy_from_yaml_denies(proxy: Proxy, stream: bool) -> None:
     _check_refusal(error, "policy_denied", streamed=stream)
 
 
+def test_a_whole_body_litellm_cannot_convert_is_refused_typed(proxy: Proxy) -> None:
+    """Approved by the gate, refused by litellm's converter: a typed refusal, not litellm's
+    own error (which quotes the body)."""
+    with pytest.raises(openai.APIStatusError) as caught:
+        _client(proxy).chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": UNCONVERTIBLE}]
+        )
+    _check_refusal(caught.value, "carrier_mismatch", streamed=False)
+
+
 def test_requests_must_carry_the_master_key(proxy: Proxy) -> None:
     response = httpx.post(
         f"{proxy.base_url}/chat/completions",
@@ -256,23 +301,60 @@ async def _one(
     return name, chunks, None
 
 
+async def _gone(client: openai.AsyncOpenAI, name: str, after: int | None) -> None:
+    """A client that goes away: after ``after`` chunks, or (None) while the request is out."""
+    task = asyncio.ensure_future(_read_some(client, name, after))
+    if after is None:
+        await asyncio.sleep(0.01)
+        task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, openai.APIError):
+        await task
+
+
+async def _read_some(client: openai.AsyncOpenAI, name: str, after: int | None) -> None:
+    stream = await client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": name}], stream=True
+    )
+    seen = 0
+    async for _ in stream:
+        seen += 1
+        if after is not None and seen >= after:
+            break
+    await stream.close()
+
+
 async def _load(proxy: Proxy, total: int) -> list[tuple[str, list[Any], str | None]]:
     names = [BAD[i // 10 % len(BAD)] if i % 10 == 0 else GOOD[i % len(GOOD)] for i in range(total)]
-    limits = httpx.Limits(max_connections=total, max_keepalive_connections=total)
+    limits = httpx.Limits(max_connections=2 * total, max_keepalive_connections=total)
     async with httpx.AsyncClient(limits=limits, timeout=120) as http:
         client = openai.AsyncOpenAI(
             base_url=proxy.base_url, api_key=proxy.key, max_retries=0, http_client=http
         )
-        return await asyncio.gather(*(_one(client, name) for name in names))
+        # Beside them, clients that go away mid-stream or before any answer came back.
+        gone = [_gone(client, GOOD[i % len(GOOD)], (1, None)[i % 2]) for i in range(total // 10)]
+        results = await asyncio.gather(*(_one(client, name) for name in names), *gone)
+        return [r for r in results if r is not None]
+
+
+def _settled(proxy: Proxy, deadline: float = 30.0) -> int:
+    """The gate's in-flight count once the proxy has let go of every request (or the time
+    is up): the taps of finished, failed and abandoned requests must all be gone."""
+    end = time.monotonic() + deadline
+    while (count := proxy.in_flight()) and time.monotonic() < end:
+        time.sleep(0.2)
+    return count
 
 
 @pytest.mark.parametrize("proxy", ["guardrails"], indirect=True)  # once is enough
 def test_two_hundred_concurrent_streams(proxy: Proxy) -> None:
     rounds = [proxy.rss_bytes()]
+    assert proxy.in_flight() == 0
     for total in (200, 50):
         results = asyncio.run(_load(proxy, total))
         gc.collect()
         rounds.append(proxy.rss_bytes())
+        # Every request the gate took in is let go: answered, refused, or abandoned.
+        assert _settled(proxy) == 0
         good = [r for r in results if r[0] in GOOD]
         bad = [r for r in results if r[0] in BAD]
         assert len(bad) == total // 10 and len(good) == total - total // 10

@@ -34,7 +34,7 @@ at its ``content_block_start``. It checks what the *shape* of the protocol guara
 * ``message_delta`` may carry the ``stop_reason`` (the wire's own finish); it must find
   every block stopped (``incomplete_item``). ``message_stop`` is the end marker.
 
-The terminal (:mod:`state`, ``ANTHROPIC_STREAM_TABLE``, and :func:`stop_reason_fault`):
+The terminal (:mod:`state`, ``ANTHROPIC_STREAM_TABLE``, and ``wires.anthropic.stop_reason_fault``):
 every tool block's ``content_block_stop``, then ``message_delta`` with ``stop_reason``
 ``tool_use``, then ``message_stop``, then a clean end of the body. Faults are raised as
 :class:`WireFault`: a reason, never message text.
@@ -62,21 +62,15 @@ from .events import (
     WireEvent,
 )
 from .sse import SSEMessage
+from .wires.anthropic import (
+    BLOCK_EVENTS,
+    CONTENT_EVENTS,
+    DELTA_OWNERS,
+    PASSING_BLOCKS,
+    TOOL_USE,
+)
 
 R = QuarantineReason
-
-TOOL_USE = "tool_use"
-_PASSING_BLOCKS = frozenset({"text", "thinking", "redacted_thinking"})
-# Which delta types belong to which block type.
-_DELTAS = {
-    "text_delta": "text",
-    "citations_delta": "text",
-    "thinking_delta": "thinking",
-    "signature_delta": "thinking",
-    "input_json_delta": TOOL_USE,
-}
-_BLOCK_EVENTS = frozenset({"content_block_start", "content_block_delta", "content_block_stop"})
-_CONTENT_EVENTS = _BLOCK_EVENTS | {"message_delta"}
 
 
 class _Duplicate(Exception):
@@ -120,17 +114,6 @@ def _serialize(value: Mapping[str, Any]) -> str:
         raise WireFault(R.MALFORMED_EVENT) from None
 
 
-def stop_reason_fault(stop_reason: str | None, calls: bool) -> QuarantineReason | None:
-    """Whether the wire's ``stop_reason`` contradicts the tool blocks it streamed.
-
-    Tool blocks are released only under ``tool_use``; ``tool_use`` without a tool block is
-    a contradiction too. A ``refusal`` stop with tool blocks is a refusal.
-    """
-    if calls == (stop_reason == TOOL_USE):
-        return None
-    return R.REFUSAL if stop_reason == "refusal" else R.FINISH_REASON_MISMATCH
-
-
 def _index(obj: Mapping[str, Any]) -> int:
     index = obj.get("index")
     if not isinstance(index, int) or isinstance(index, bool) or index < 0:
@@ -169,9 +152,9 @@ class AnthropicNormalizer:
         kind = obj.get("type")
         if not isinstance(kind, str) or message.event not in ("", "message", kind):
             raise WireFault(R.MALFORMED_EVENT)
-        if kind in _CONTENT_EVENTS and self._response_id is None:
+        if kind in CONTENT_EVENTS and self._response_id is None:
             raise WireFault(R.MALFORMED_EVENT)  # content before message_start
-        if kind in _BLOCK_EVENTS and self._stopped:
+        if kind in BLOCK_EVENTS and self._stopped:
             raise WireFault(R.EVENT_AFTER_TERMINAL)  # a block after the stop_reason
         if kind == "content_block_delta":
             return self._delta(_index(obj), _block(obj, "delta"))
@@ -253,7 +236,7 @@ class AnthropicNormalizer:
         if index in self._kinds:
             raise WireFault(R.IDENTITY_CONFLICT, index)
         kind: str = block["type"]
-        if kind != TOOL_USE and kind not in _PASSING_BLOCKS:
+        if kind != TOOL_USE and kind not in PASSING_BLOCKS:
             raise WireFault(R.UNSUPPORTED_TOOL_TYPE, index)
         self._kinds[index] = kind
         self._open.add(index)
@@ -288,7 +271,7 @@ class AnthropicNormalizer:
             raise WireFault(R.IDENTITY_CONFLICT, index)
         block_kind = self._kinds[index]
         delta_kind: str = delta["type"]
-        owner = _DELTAS.get(delta_kind)
+        owner = DELTA_OWNERS.get(delta_kind)
         if owner is None:
             if block_kind == TOOL_USE:
                 raise WireFault(R.MALFORMED_EVENT, index)
@@ -327,37 +310,3 @@ def _error_type(obj: Mapping[str, Any]) -> str:
     error = obj.get("error")
     kind = error.get("type") if isinstance(error, dict) else None
     return kind[:64] if isinstance(kind, str) and kind else "error"
-
-
-class EventClassifier:
-    """Which events of an Anthropic stream a withholding carrier must hold.
-
-    One answer for every carrier that hands Anthropic events to a caller (litellm's
-    ``/v1/messages`` streams, the proxy's): ``"lifecycle"`` (``message_start``, ``ping``)
-    and ``"text"`` (every event of a text, thinking or redacted-thinking block) may pass;
-    ``"call"`` (every event of any other block: ``tool_use``, server tools, unknown types,
-    or a block this classifier never saw start), ``"terminal"`` (``message_delta``,
-    ``message_stop``, ``error``) and ``"unknown"`` events are held. Stateful: a block's
-    type is learnt from its ``content_block_start``.
-    """
-
-    def __init__(self) -> None:
-        self._text_blocks: set[int] = set()
-
-    def classify(self, obj: Mapping[str, Any]) -> str:
-        kind = obj.get("type")
-        if kind in ("message_start", "ping"):
-            return "lifecycle"
-        if kind in ("message_delta", "message_stop", "error"):
-            return "terminal"
-        index = obj.get("index")
-        if kind == "content_block_start":
-            block = obj.get("content_block")
-            block_type = block.get("type") if isinstance(block, dict) else None
-            if block_type in _PASSING_BLOCKS and isinstance(index, int):
-                self._text_blocks.add(index)
-                return "text"
-            return "call"
-        if kind in ("content_block_delta", "content_block_stop"):
-            return "text" if index in self._text_blocks else "call"
-        return "unknown"

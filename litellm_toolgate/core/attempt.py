@@ -39,7 +39,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
-from .anthropic import AnthropicNormalizer, stop_reason_fault
+from .anthropic import AnthropicNormalizer
 from .call import CallAccumulator
 from .chat import ChatNormalizer
 from .errors import Fault, QuarantineReason, ToolCallQuarantined, quarantine, raise_clean
@@ -51,8 +51,9 @@ from .profiles import profile_for, stop_with_calls_accepted
 from .records import DecisionRecord, ExecutionState
 from .registry import ToolRegistry
 from .responses import ResponsesNormalizer
-from .sse import SSEDecoder
+from .sse import SSEDecoder, SSEMessage
 from .state import (
+    EVENT_INPUTS,
     STREAM_TABLES,
     CallInput,
     CallState,
@@ -66,6 +67,7 @@ from .state import (
     wire_of,
 )
 from .wires import chat as chat_wire
+from .wires.anthropic import stop_reason_fault
 from .wires.responses import Executor
 
 __all__ = ["Attempt", "Carrier", "CarrierCall"]
@@ -225,16 +227,40 @@ class Attempt:
     ) -> tuple[QuarantineReason | None, int | None]:
         """Decode, normalize and apply ``data``; the fault found, if any (never raised)."""
         try:
-            for message in self._decoder.feed(data):
-                self.events += 1
-                if self.events > self.limits.max_events:
-                    raise Fault(R.TOO_MANY_EVENTS)
-                for event in self._normalizer.message(message):
-                    self._apply(event)
-                    events.append(event)
+            messages = self._decoder.feed_fields(data)
+            if messages:
+                self._take(messages, events)
         except Fault as fault:
             return fault.reason, fault.index
         return self._decoder.error, None
+
+    def _take(self, messages: list[tuple[str, str, str | None]], events: list[WireEvent]) -> None:
+        """Normalize and apply decoded messages: the loop every wire event goes through.
+
+        What :meth:`_apply` does, with what it looks up once per event read once per call.
+        """
+        normalizer = self._normalizer
+        if type(normalizer) is ChatNormalizer:
+            normalize = normalizer.fields
+        else:
+
+            def normalize(event: str, data: str, last_id: str | None = None) -> list[WireEvent]:
+                return normalizer.message(SSEMessage(event, data, last_id))
+
+        limit = self.limits.max_events
+        inputs = EVENT_INPUTS
+        table = STREAM_TABLES[self._ledger.wire]
+        apply = self._ledger.apply
+        for event_type, data, last_id in messages:
+            self.events += 1
+            if self.events > limit:
+                raise Fault(R.TOO_MANY_EVENTS)
+            for event in normalize(event_type, data, last_id):
+                step = inputs[type(event)]
+                moved = table.get((self._state, step))
+                self._state = moved if type(moved) is StreamState else self._stream_move(step)
+                apply(event)
+                events.append(event)
 
     def receive_eof(self) -> None:
         """The body ended cleanly (the transport saw its end, not an error)."""
@@ -497,4 +523,3 @@ class Attempt:
 
 def _short(reason: str | None) -> str | None:
     return None if reason is None else reason[:200]
-

@@ -127,7 +127,10 @@ class Ledger:
 
     def apply(self, event: WireEvent) -> None:
         """Feed one event the stream's state already accepted; raises :class:`WireFault`."""
-        if isinstance(event, TextDelta):
+        # The two events of nearly every chunk come first.
+        if isinstance(event, ArgumentDelta):
+            self._fragment(event)
+        elif isinstance(event, TextDelta):
             text = event.text
             # isascii() is O(1): the common case needs no encoding to be counted.
             self.text_bytes += len(text) if text.isascii() else _size(text)
@@ -150,8 +153,6 @@ class Ledger:
                 item_id=event.item_id,
                 kind=event.kind,
             )
-        elif isinstance(event, ArgumentDelta):
-            self._fragment(event)
         elif isinstance(event, ArgumentsDone):
             self._stage(event.index, CallInput.ARGUMENTS_DONE, event.arguments)
         elif isinstance(event, ItemDone):
@@ -172,14 +173,17 @@ class Ledger:
             self.unknown_events += 1
 
     def _fragment(self, event: ArgumentDelta) -> None:
-        call = self.calls[event.index]  # the normalizer opens every call first
+        index = event.index
+        call = self.calls[index]  # the normalizer opens every call first
         encoded = event.fragment.encode("utf-8", "surrogatepass")
         size = len(encoded)
         call.nbytes += size
         self.argument_bytes += size
-        if call.nbytes > self.limits.max_argument_bytes:
-            raise WireFault(R.ARGUMENTS_TOO_LARGE, event.index)
-        self._check_total(event.index)
+        limits = self.limits
+        if call.nbytes > limits.max_argument_bytes:
+            raise WireFault(R.ARGUMENTS_TOO_LARGE, index)
+        if self.argument_bytes + self.identity_bytes > limits.max_total_argument_bytes:
+            raise WireFault(R.TOTAL_ARGUMENTS_TOO_LARGE, index)  # as _check_total, inlined
         if call.state is not CallState.ITEM_OPEN:  # (ITEM_OPEN, ARGUMENTS) stays put
             call.move(CallInput.ARGUMENTS)
         call.buffer += encoded

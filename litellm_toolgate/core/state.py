@@ -51,13 +51,14 @@ request path speaks (:func:`wire_of`) are decided here too.
 
 from __future__ import annotations
 
-import enum
+from collections.abc import Mapping
 
 from . import events as ev
+from .enums import IdentityEnum
 from .errors import QuarantineReason, ToolGateError
 
 
-class Wire(enum.Enum):
+class Wire(IdentityEnum):
     """The wire format one attempt reads, chosen from what the transport saw."""
 
     CHAT = "chat"
@@ -65,7 +66,7 @@ class Wire(enum.Enum):
     ANTHROPIC = "anthropic"
 
 
-class StreamState(enum.Enum):
+class StreamState(IdentityEnum):
     RECEIVING = "receiving"
     FINISHED = "finished"
     COMPLETED = "completed"
@@ -75,7 +76,7 @@ class StreamState(enum.Enum):
     QUARANTINED = "quarantined"
 
 
-class StreamInput(enum.Enum):
+class StreamInput(IdentityEnum):
     RESPONSE = "response"
     TEXT = "text"
     CALL = "call"
@@ -94,7 +95,7 @@ class StreamInput(enum.Enum):
     CONCLUDE = "conclude"
 
 
-class CallState(enum.Enum):
+class CallState(IdentityEnum):
     ITEM_OPEN = "item_open"
     ARGUMENTS_DONE = "arguments_done"
     ITEM_DONE = "item_done"
@@ -106,7 +107,7 @@ class CallState(enum.Enum):
     QUARANTINED = "quarantined"
 
 
-class CallInput(enum.Enum):
+class CallInput(IdentityEnum):
     ARGUMENTS = "arguments"
     ARGUMENTS_DONE = "arguments_done"
     ITEM_DONE = "item_done"
@@ -115,14 +116,6 @@ class CallInput(enum.Enum):
     SCHEMA_VALID = "schema_valid"
     APPROVED = "approved"
     RELEASE = "release"
-
-
-# The tables below are looked up once per wire event. Enum's own ``__hash__`` is a Python
-# function (it hashes the member's name); members are singletons compared by identity, so
-# the identity hash is equivalent and costs no Python frame.
-for _enum in (StreamState, StreamInput, CallState, CallInput):
-    _enum.__hash__ = object.__hash__  # type: ignore[method-assign]
-del _enum
 
 
 class TransitionError(ToolGateError):
@@ -265,7 +258,7 @@ def next_call_state(
     raise TransitionError(f"call in state {state.value} cannot take {event.value}")
 
 
-_INPUT: dict[type, StreamInput] = {
+EVENT_INPUTS: Mapping[type, StreamInput] = {
     ev.ResponseStarted: StreamInput.RESPONSE,
     ev.TextDelta: StreamInput.TEXT,
     ev.CallStarted: StreamInput.CALL,
@@ -285,7 +278,7 @@ _INPUT: dict[type, StreamInput] = {
 
 def input_of(event: ev.WireEvent) -> StreamInput:
     """The stream input a wire event is."""
-    return _INPUT[type(event)]
+    return EVENT_INPUTS[type(event)]
 
 
 def wire_of(path: str) -> Wire | None:

@@ -90,16 +90,22 @@ from ..core.errors import (
 from ..core.limits import Limits
 from ..core.policy import Policy
 from ..core.state import StreamState
-from .calltypes import CallRefused, Handling, handling, sync_route_refused, sync_route_sdk
+from .calltypes import (
+    CallRefused,
+    Handling,
+    handling,
+    in_messages_entry_point,
+    sync_route_refused,
+    sync_route_sdk,
+)
 from .config import SETTING_KEYS, GateSettings, unknown_guardrail_keys
 from .events import CarrierEvents, carrier_events, carrier_of_result
 from .gate import ToolGate
 from .intervention import as_intervention
 from .logs import emit_records
 from .messages import AnthropicEvents, message_carrier
-from .offload import decide_off_loop
-from .policy import ajudge
-from .preflight import chat_chunk_check
+from .policy import aapprove_whole
+from .preflight import chat_chunk_check, responses_event_check
 from .routes import ROUTES, Api, Gated, Refused, route_for
 from .sdkclaim import arm_sdk, evict_foreign_sdk_clients, install_session
 from .sdkclaim import streamed as sdkclaim_streamed
@@ -327,6 +333,11 @@ class ToolGateGuardrail(CustomGuardrail):
                 chunk_check=chat_chunk_check(
                     str(kwargs.get("model", "")), kwargs.get("custom_llm_provider")
                 ),
+                event_check=responses_event_check(
+                    str(kwargs.get("model", "")), kwargs.get("custom_llm_provider")
+                )
+                if tap.responses_api
+                else None,
             )
 
             def wrap(base: Any) -> Any:
@@ -407,17 +418,23 @@ class ToolGateGuardrail(CustomGuardrail):
             )
         extra = kwargs.get("additional_args")
         body = extra.get("complete_input_dict") if isinstance(extra, Mapping) else None
+        streamed = bool(kwargs.get("stream")) or bool(
+            isinstance(body, Mapping) and body.get("stream")
+        )
+        if streamed and in_messages_entry_point():
+            raise UngatedCallRefused(
+                "a sync litellm.anthropic.messages.create(stream=True) on a model litellm "
+                "bridges to chat or Responses ends its stream quietly on any error, so a "
+                "quarantine could not reach you; it was not sent. Use "
+                "litellm.anthropic.messages.acreate(...) or ToolGate.messages(...)"
+            )
         tools = body.get("tools") if isinstance(body, Mapping) else None
         # The logging kwargs name the model without its provider: the route (and so its
         # profile) is the provider's.
         model = str(kwargs.get("model") or "")
         if route and not model.startswith(f"{route}/"):
             model = f"{route}/{model}"
-        tap = WireTap(
-            self.gate.new_attempt(tools=tools, model=model),
-            streamed=bool(kwargs.get("stream"))
-            or bool(isinstance(body, Mapping) and body.get("stream")),
-        )
+        tap = WireTap(self.gate.new_attempt(tools=tools, model=model), streamed=streamed)
         tap.responses_api = kind in _SYNC_RESPONSES
         started = time.time()
         # litellm's standard logging of a sync call reads the metadata of its litellm_params.
@@ -435,6 +452,7 @@ class ToolGateGuardrail(CustomGuardrail):
             chunk_check=chat_chunk_check(
                 str(kwargs.get("model", "")), kwargs.get("custom_llm_provider") or None
             ),
+            event_check=responses_event_check(model) if tap.responses_api else None,
         )
         if sdk:
             arm_sdk(kwargs, route, tap, holding)
@@ -559,24 +577,14 @@ class ToolGateGuardrail(CustomGuardrail):
         if attempt.state is StreamState.RELEASED:
             return
         if attempt.quarantined is None:
-            await self._decide_whole(attempt, response)
+            if await aapprove_whole(attempt, _carrier_of_whole, response, self.gate.policy):
+                attempt.release()
             emit_records(attempt)
             self._report(request, attempt, started)
         fault = attempt.quarantined
         if fault is not None:
             del response  # litellm's result holds argument text: not in this frame's locals
             raise_clean(fault if in_proxy else as_intervention(fault))
-
-    async def _decide_whole(self, attempt: Attempt, response: Any) -> None:
-        """Conclude against litellm's whole result and run the policy; a quarantine stays on
-        the attempt (raised by the caller, from a frame that no longer holds the result)."""
-        try:
-            carrier = _carrier_of_whole(response)
-            calls = await decide_off_loop(attempt, lambda: attempt.conclude(carrier))
-            if await ajudge(attempt, calls, self.gate.policy):
-                attempt.release()
-        except ToolCallQuarantined:
-            pass
 
     # ---- failures: forget the request ------------------------------------------------------
     async def async_post_call_failure_hook(

@@ -14,6 +14,7 @@ raises :class:`~.synccall.UngatedCallRefused` for any refused call that gets tha
 from __future__ import annotations
 
 import enum
+import sys
 
 from litellm.exceptions import GuardrailRaisedException
 
@@ -104,6 +105,36 @@ def sync_route_sdk(route: str, call_type: str) -> bool:
     return call_type == "completion" and route in _SDK_CLAIMED
 
 
+# The function of litellm's Messages entry point that hands a call to a bridge (chat or
+# Responses) or to the native route; found by name, in any litellm module, on the stack.
+_MESSAGES_HANDLER = "anthropic_messages_handler"
+_STACK_DEPTH = 120
+
+
+def in_messages_entry_point() -> bool:
+    """Whether the call being made runs under litellm's Anthropic Messages entry point.
+
+    A sync ``litellm.anthropic.messages.create`` on a chat or Responses model makes a sync
+    ``litellm.completion`` / ``litellm.responses`` whose stream litellm's Messages adapter
+    reads, and that adapter ends the stream quietly on any ``Exception`` (it logs it and stops
+    iterating): a quarantine raised there could never reach the caller. The hook that arms
+    the call asks this, on the caller's thread, and refuses such a stream before it is sent.
+    Only a refusal can follow from the answer: if litellm renames the function, the call is
+    armed as before and a quarantine ends the stream without releasing anything.
+    """
+    frame = sys._getframe(1)
+    for _ in range(_STACK_DEPTH):
+        if frame.f_code.co_name == _MESSAGES_HANDLER and str(
+            frame.f_globals.get("__name__", "")
+        ).startswith("litellm."):
+            return True
+        back = frame.f_back
+        if back is None:
+            return False
+        frame = back
+    return False
+
+
 class CallRefused(WireNotObservable, GuardrailRaisedException):
     """A model-turn call the gate does not gate, refused before it was sent.
 
@@ -187,6 +218,7 @@ __all__ = [
     "NOT_A_MODEL_TURN",
     "REFUSED",
     "handling",
+    "in_messages_entry_point",
     "sync_route_refused",
     "sync_route_sdk",
 ]

@@ -28,10 +28,10 @@ from litellm.types.utils import (
 
 from ..core.attempt import Carrier, CarrierCall
 from ..core.policy import ReleasedCall
+from ..core.wires.chat import LITELLM_VISIBLE_DELTA_FIELDS
 
-_VISIBLE = ("content", "role", "reasoning_content", "thinking_blocks", "audio", "images")
 _ABSENT = object()
-_ON_CLASS: dict[tuple[type, str], bool] = {}
+_PLAIN: dict[tuple[type, str | tuple[str, ...]], bool] = {}
 
 
 def _attr(obj: Any, name: str, default: Any = None) -> Any:
@@ -43,11 +43,15 @@ def _attr(obj: Any, name: str, default: Any = None) -> Any:
     cost. A pydantic model keeps declared fields in the instance ``__dict__`` and extras
     in ``__pydantic_extra__``; a name found in neither and not defined on the class is
     absent, which is what ``getattr`` would conclude too. Anything else (a property, an
-    object that is not a pydantic model) is left to ``getattr`` itself.
+    object that is not a pydantic model) is left to ``getattr`` itself. This runs a few
+    times per chunk, so whether a name is defined on the class is asked once per type.
     """
-    if not _defined_on_class(obj, name):
-        values = getattr(obj, "__dict__", None)
-        if values is not None and name in values:
+    plain = _PLAIN.get((type(obj), name))
+    if plain is None:
+        plain = _plain(type(obj), name)
+    if plain:
+        values = obj.__dict__
+        if name in values:
             return values[name]
         extra: Any = getattr(obj, "__pydantic_extra__", _ABSENT)
         if extra is None:
@@ -55,6 +59,45 @@ def _attr(obj: Any, name: str, default: Any = None) -> Any:
         if extra is not _ABSENT:
             return extra.get(name, default)
     return getattr(obj, name, default)
+
+
+def _plain(cls: type, name: str) -> bool:
+    """Whether ``name`` on an instance of ``cls`` is a plain value (see :func:`_attr`)."""
+    plain = _PLAIN[cls, name] = not _defined_on_class(cls, name) and any(
+        "__dict__" in k.__dict__ for k in cls.__mro__
+    )
+    return plain
+
+
+def _attrs(obj: Any, names: tuple[str, ...]) -> list[Any]:
+    """``[_attr(obj, name) for name in names]``, reading the model's two dicts once."""
+    plain = _PLAIN.get((type(obj), names))
+    if plain is None:
+        plain = _PLAIN[type(obj), names] = all(_attr_is_plain(type(obj), n) for n in names)
+    if plain:
+        values = obj.__dict__
+        extra: Any = getattr(obj, "__pydantic_extra__", _ABSENT)
+        if type(extra) is dict:
+            return [values[n] if n in values else extra.get(n) for n in names]
+        if extra is None:
+            return [values.get(n) for n in names]
+    return [_attr(obj, n) for n in names]
+
+
+def _attr_is_plain(cls: type, name: str) -> bool:
+    plain = _PLAIN.get((cls, name))
+    return _plain(cls, name) if plain is None else plain
+
+
+def _shows(delta: Any) -> bool:
+    """Whether litellm's delta carries something the caller reads besides tool calls."""
+    return delta is not None and any(_attrs(delta, LITELLM_VISIBLE_DELTA_FIELDS))
+
+
+_CHOICE = ("index", "delta", "finish_reason")
+_DELTA = ("function_call", "tool_calls")
+_FRAGMENT = ("index", "id", "function")
+_FUNCTION = ("name", "arguments")
 
 
 @dataclass
@@ -84,7 +127,7 @@ def _clear(obj: Any, name: str) -> None:
         and not config.get("validate_assignment")
         and not config.get("frozen")
         and name in getattr(obj, "__pydantic_fields_set__", ())
-        and not _defined_on_class(obj, name)
+        and not _defined_on_class(type(obj), name)
     ):
         extra[name] = None
     else:
@@ -113,12 +156,8 @@ def _without_calls(chunk: Any) -> Any:
     return copied
 
 
-def _defined_on_class(obj: Any, name: str) -> bool:
-    key = (type(obj), name)
-    on_class = _ON_CLASS.get(key)
-    if on_class is None:
-        on_class = _ON_CLASS[key] = any(name in k.__dict__ for k in type(obj).__mro__)
-    return on_class
+def _defined_on_class(cls: type, name: str) -> bool:
+    return any(name in k.__dict__ for k in cls.__mro__)
 
 
 class CarrierChunks:
@@ -133,16 +172,22 @@ class CarrierChunks:
     def admit(self, chunk: Any) -> Any | None:
         """The chunk to pass on now, or None when it is withheld or held."""
         withheld = False
-        choices = _attr(chunk, "choices") or []
-        if any(_attr(choice, "index", 0) != 0 for choice in choices):
-            # Only choice 0 is gated; another choice is withheld whole and fails the check.
-            self.foreign = True
-            return None
-        for choice in choices:
-            delta = _attr(choice, "delta")
+        read = []
+        for choice in _attr(chunk, "choices") or []:
+            index, delta, finish = _attrs(choice, _CHOICE)
+            if index is None:  # absent, or None: only an absent index is choice 0
+                index = _attr(choice, "index", 0)
+            if index != 0:
+                # Only choice 0 is gated; another choice is withheld whole and fails the check.
+                self.foreign = True
+                return None
+            read.append((delta, finish))
+        for delta, finish in read:
             if delta is not None:
-                withheld |= self._collect(delta)
-            finish = _attr(choice, "finish_reason")
+                function_call, tool_calls = _attrs(delta, _DELTA)
+                if function_call is not None or tool_calls is not None:
+                    self._collect(function_call, tool_calls)
+                    withheld = True
             if finish:
                 self.finish_reason = finish if self.finish_reason is None else "<repeated>"
                 self.held.append(_without_calls(chunk) if withheld else chunk)
@@ -152,35 +197,27 @@ class CarrierChunks:
             return None
         if not withheld:
             return chunk
-        if not any(_attr(_attr(c, "delta"), f) for c in choices for f in _VISIBLE) and not _attr(
-            chunk, "usage"
-        ):
+        if not any(_shows(delta) for delta, _ in read) and not _attr(chunk, "usage"):
             return None
         return _without_calls(chunk)
 
-    def _collect(self, delta: Any) -> bool:
-        """Note the delta's tool-call fragments; True when it has any (or a function call)."""
-        stripped = False
-        if _attr(delta, "function_call") is not None:
+    def _collect(self, function_call: Any, tool_calls: Any) -> None:
+        """Note a delta's tool-call fragments (and a legacy function call, which is foreign)."""
+        if function_call is not None:
             self.foreign = True
-            stripped = True
-        tool_calls = _attr(delta, "tool_calls")
         for fragment in tool_calls or []:
-            index = _attr(fragment, "index")
+            index, call_id, function = _attrs(fragment, _FRAGMENT)
             if not isinstance(index, int):
                 self.foreign = True
                 continue
-            call = self.calls.setdefault(index, _Assembled())
-            call.call_id = call.call_id or _attr(fragment, "id")
-            function = _attr(fragment, "function")
-            name = _attr(function, "name")
+            call = self.calls.get(index)
+            if call is None:
+                call = self.calls[index] = _Assembled()
+            call.call_id = call.call_id or call_id
+            name, arguments = _attrs(function, _FUNCTION)
             call.name = call.name or name
-            arguments = _attr(function, "arguments")
             if arguments:
                 call.fragments.append(arguments)
-        if tool_calls is not None:
-            stripped = True
-        return stripped
 
     def carrier(self) -> Carrier:
         return Carrier(

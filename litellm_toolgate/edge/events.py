@@ -33,12 +33,6 @@ from ..core.wires import responses as wire
 from ..core.wires.responses import GATED_ITEMS, ITEMS, PASSING_ITEMS, Executor, Input, Kind
 from .carrier import response_carrier
 
-_FINAL = {
-    "response.completed": None,
-    "response.incomplete": "incomplete",
-    "response.failed": "failed",
-    "error": "error",
-}
 _TEXT_INPUTS = (Input.JSON_ARGUMENTS, Input.FREE_TEXT)
 
 
@@ -124,12 +118,12 @@ class CarrierEvents:
             self.foreign = True
             self.held.append(event)
             return None
-        if self.held or kind in _FINAL:
-            self._final(kind, event)
+        what = wire.classify(kind)
+        if self.held or what in wire.FINAL_KINDS:
+            self._final(what, event)
             return None
         if wire.passes_live(event):
             return event
-        what = wire.classify(kind)
         if what in (Kind.ARGUMENTS, Kind.ARGUMENTS_DONE):
             self._arguments(kind, event)
         elif what in (Kind.ITEM_ADDED, Kind.ITEM_DONE):
@@ -146,13 +140,15 @@ class CarrierEvents:
         self.withheld.append(event)
         return None
 
-    def _final(self, kind: str, event: Any) -> None:
+    def _final(self, what: Kind, event: Any) -> None:
         self.held.append(event)
         if self.status is not None or len(self.held) > 1:
             self.status = "<after the final event>"
             return
-        status = _FINAL.get(kind)
-        if status is None:
+        # Only a completed response's own status can be "completed"; the other final
+        # events are named by their kind ("incomplete", "error").
+        status: Any = what.value
+        if what is Kind.COMPLETED:
             response = _get(event, "response")
             status = _get(response, "status")
             listed = [

@@ -14,6 +14,7 @@ a closed gate refuses new calls. Clients the caller passed stay the caller's.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -25,10 +26,16 @@ from litellm import anthropic_interface
 from litellm.types.llms.openai import ResponsesAPIResponse
 from litellm.types.utils import ModelResponse
 
-from ..core.attempt import Attempt, Carrier
-from ..core.errors import GateConfigError, ToolCallQuarantined, WireNotObservable, raise_clean
+from ..core.attempt import Attempt
+from ..core.errors import (
+    GateConfigError,
+    QuarantineReason,
+    ToolCallQuarantined,
+    WireNotObservable,
+    raise_clean,
+)
 from ..core.limits import Limits
-from ..core.policy import Policy, ToolCall
+from ..core.policy import Policy
 from ..core.profiles import check_overrides
 from ..core.registry import ToolRegistry
 from .carrier import response_carrier
@@ -44,12 +51,13 @@ from .config import REQUEST_TOOLS
 from .events import CarrierEvents, carrier_events, carrier_of_response
 from .logs import emit_records
 from .messages import AnthropicEvents, message_carrier
-from .offload import decide_off_loop
-from .policy import ajudge, judge
+from .policy import aapprove_whole, approve_whole
 from .routes import Api, ClientKind, route_for
 from .stream import AsyncGatedStream, GatedStream
 from .synccall import vouch_client, vouched
 from .transport import AsyncTapTransport, TapTransport, WireTap
+
+R = QuarantineReason
 
 _HOW = (
     "the gate must see the raw wire of a call to gate it: make the call through "
@@ -57,6 +65,26 @@ _HOW = (
     "or pass client=gate.http_client() "
     "(async: gate.async_http_client()) to litellm and then gate.guard(stream, client)"
 )
+
+
+def _whole_body_arrived(tap: WireTap) -> bool:
+    """Whether litellm failed after a whole (non-streamed) body reached it in full.
+
+    The body arrived, so litellm's error is about what it made of it (a field outside the
+    calls it cannot convert), and its message quotes the body: the failure is the gate's to
+    type (:func:`_refuse_unparsed_body`). Nothing was released.
+    """
+    return not tap.streamed and tap.ended and tap.attempt.observed
+
+
+def _refuse_unparsed_body(tap: WireTap) -> None:
+    """Quarantine an attempt whose whole body litellm failed on: the wire's own fault wins,
+    a wire that passes is a carrier mismatch. Called outside litellm's ``except`` block."""
+    attempt = tap.attempt
+    if attempt.quarantined is None:
+        with contextlib.suppress(ToolCallQuarantined):
+            attempt.conclude()
+        attempt.interrupt(R.CARRIER_MISMATCH)
 
 
 class ToolGate:
@@ -281,7 +309,7 @@ class ToolGate:
         result = self._invoke_sync(handler, litellm.completion, kwargs)
         if kwargs.get("stream"):
             return GatedStream(result, handler.tap, self.policy)
-        if self._approve_whole(handler.tap.attempt, response_carrier(result)):
+        if approve_whole(handler.tap.attempt, response_carrier(result), self.policy):
             return self._release_response(handler.tap.attempt, result)
         del result  # litellm's response holds the arguments: not in a frame of the raise
         self._raise_quarantine(handler.tap.attempt)
@@ -303,7 +331,7 @@ class ToolGate:
         result = await self._ainvoke(handler, litellm.acompletion, kwargs)
         if kwargs.get("stream"):
             return AsyncGatedStream(result, handler.tap, self.policy)
-        if await self._aapprove_whole(handler.tap.attempt, response_carrier, result):
+        if await aapprove_whole(handler.tap.attempt, response_carrier, result, self.policy):
             return self._release_response(handler.tap.attempt, result)
         del result
         self._raise_quarantine(handler.tap.attempt)
@@ -322,7 +350,7 @@ class ToolGate:
         if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
             return GatedStream(result, handler.tap, self.policy, CarrierEvents())
         # A whole response (asked for, or handed back instead of a stream) is checked whole.
-        if self._approve_whole(handler.tap.attempt, carrier_of_response(result)):
+        if approve_whole(handler.tap.attempt, carrier_of_response(result), self.policy):
             return self._release_response(handler.tap.attempt, result)
         del result
         self._raise_quarantine(handler.tap.attempt)
@@ -344,7 +372,7 @@ class ToolGate:
         result = await self._ainvoke(handler, litellm.aresponses, kwargs)
         if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
             return AsyncGatedStream(result, handler.tap, self.policy, CarrierEvents())
-        if await self._aapprove_whole(handler.tap.attempt, carrier_of_response, result):
+        if await aapprove_whole(handler.tap.attempt, carrier_of_response, result, self.policy):
             return self._release_response(handler.tap.attempt, result)
         del result
         self._raise_quarantine(handler.tap.attempt)
@@ -362,7 +390,7 @@ class ToolGate:
         result = self._invoke_sync(handler, anthropic_interface.messages.create, kwargs)
         if kwargs.get("stream"):
             return GatedStream(result, handler.tap, self.policy, AnthropicEvents())
-        if self._approve_whole(handler.tap.attempt, message_carrier(result)):
+        if approve_whole(handler.tap.attempt, message_carrier(result), self.policy):
             return self._release_response(handler.tap.attempt, result)
         del result  # the message holds the arguments: not in this frame when it raises
         self._raise_quarantine(handler.tap.attempt)
@@ -374,7 +402,7 @@ class ToolGate:
         result = await self._ainvoke(handler, anthropic_interface.messages.acreate, kwargs)
         if kwargs.get("stream"):
             return AsyncGatedStream(result, handler.tap, self.policy, AnthropicEvents())
-        if await self._aapprove_whole(handler.tap.attempt, message_carrier, result):
+        if await aapprove_whole(handler.tap.attempt, message_carrier, result, self.policy):
             return self._release_response(handler.tap.attempt, result)
         del result  # the message holds the arguments: not in this frame when it raises
         self._raise_quarantine(handler.tap.attempt)
@@ -412,12 +440,13 @@ class ToolGate:
         try:
             return call(**kwargs)
         except Exception:
-            if not tap.faulted:
+            if not tap.faulted and not _whole_body_arrived(tap):
                 raise
             failed = True
         finally:
             forget(client)
         if failed:
+            _refuse_unparsed_body(tap)
             self._raise_quarantine(tap.attempt)
 
     async def _ainvoke(
@@ -428,27 +457,17 @@ class ToolGate:
         try:
             return await call(**kwargs)
         except Exception:
-            if not tap.faulted:
+            if not tap.faulted and not _whole_body_arrived(tap):
                 raise
             failed = True
         finally:
             forget(client)
         if failed:
+            _refuse_unparsed_body(tap)
             self._raise_quarantine(tap.attempt)
 
     # A whole result is approved or not here; the caller raises the quarantine itself, from
     # a frame that no longer holds litellm's result (it carries the arguments).
-    def _approve_whole(self, attempt: Attempt, carrier: Carrier) -> bool:
-        calls = self._conclude(attempt, carrier)
-        return calls is not None and judge(attempt, calls, self.policy)
-
-    async def _aapprove_whole(
-        self, attempt: Attempt, carrier_of: Callable[[Any], Carrier], result: Any
-    ) -> bool:
-        # Parse and schema may take milliseconds on large arguments: off the loop then.
-        calls = await decide_off_loop(attempt, lambda: self._conclude(attempt, carrier_of(result)))
-        return calls is not None and await ajudge(attempt, calls, self.policy)
-
     @staticmethod
     def _raise_quarantine(attempt: Attempt) -> NoReturn:
         """Log the attempt's records and raise its quarantine from a clean frame."""
@@ -456,13 +475,6 @@ class ToolGate:
         fault = attempt.quarantined
         assert fault is not None
         raise_clean(fault)
-
-    @staticmethod
-    def _conclude(attempt: Attempt, carrier: Carrier) -> list[ToolCall] | None:
-        try:
-            return attempt.conclude(carrier)
-        except ToolCallQuarantined:
-            return None
 
     @staticmethod
     def _release_response(attempt: Attempt, response: Any) -> Any:

@@ -5,7 +5,7 @@ litellm's Anthropic-format entry point (``litellm.anthropic.messages.create`` /
 bytes: passed through from an ``anthropic/`` upstream (in whatever pieces the socket gave),
 or made by litellm, one event per piece, from a chat-completions upstream. Here those bytes
 are the carrier. They are decoded into events again and classified by the core
-(:class:`~litellm_toolgate.core.anthropic.EventClassifier`): ``message_start``, ``ping`` and
+(:class:`~litellm_toolgate.core.wires.anthropic.EventClassifier`): ``message_start``, ``ping`` and
 the events of text and thinking blocks pass as they come; from the first event of any other
 block (``tool_use`` above all), of the terminal (``message_delta``, ``message_stop``,
 ``error``) or of an unknown type, everything is held, so the caller's content blocks keep
@@ -24,11 +24,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.anthropic import EventClassifier
 from ..core.attempt import Carrier, CarrierCall
 from ..core.errors import Fault
 from ..core.policy import ReleasedCall
 from ..core.sse import SSEDecoder, SSEMessage
+from ..core.wires.anthropic import LIVE_KINDS, TOOL_USE, EventClassifier
 
 # litellm's carrier is decoded with limits of its own; the wire's limits bound the wire.
 _MAX_EVENT_BYTES = 16 * 1024 * 1024
@@ -104,7 +104,7 @@ class AnthropicEvents:
             stop = delta.get("stop_reason") if isinstance(delta, dict) else None
             if stop is not None:
                 self.finish_reason = stop if self.finish_reason is None else "<repeated>"
-        if self.holding or kind not in ("lifecycle", "text"):
+        if self.holding or kind not in LIVE_KINDS:
             self.holding = True
             self.held.append(encoded)
             return None
@@ -118,7 +118,7 @@ class AnthropicEvents:
             return
         if kind == "content_block_start":
             block = obj.get("content_block") or {}
-            if block.get("type") != "tool_use" or index in self.calls:
+            if block.get("type") != TOOL_USE or index in self.calls:
                 self.foreign = True  # a server tool or an unknown block: never released
                 return
             value = block.get("input")
@@ -166,7 +166,7 @@ def message_carrier(result: Any) -> Carrier:
         kind = block.get("type") if isinstance(block, dict) else getattr(block, "type", None)
         if kind in ("text", "thinking", "redacted_thinking"):
             continue
-        if kind != "tool_use" or not isinstance(block, dict):
+        if kind != TOOL_USE or not isinstance(block, dict):
             foreign = True
             continue
         calls[index] = CarrierCall(

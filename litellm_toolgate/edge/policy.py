@@ -4,6 +4,8 @@ A policy that raises, or answers something other than a bool or a PolicyDecision
 None: the attempt records ``policy_error`` and quarantines. The exception itself is dropped
 (a policy may well quote the arguments in it). :func:`judge` and :func:`ajudge` take every
 validated call of an attempt through the policy, in index order, and stop at the first no.
+:func:`approve_whole` and :func:`aapprove_whole` are the whole decision on a non-streamed
+result: conclude against what litellm assembled, then the policy.
 """
 
 from __future__ import annotations
@@ -11,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from ..core.attempt import Attempt
+from ..core.attempt import Attempt, Carrier
 from ..core.errors import ToolCallQuarantined
 from ..core.policy import Policy, PolicyDecision, ToolCall, as_decision
+from .offload import decide_off_loop
 
 
 def judge(attempt: Attempt, calls: list[ToolCall], policy: Policy | None) -> bool:
@@ -36,6 +40,27 @@ async def ajudge(attempt: Attempt, calls: list[ToolCall], policy: Policy | None)
         if not _record(attempt, call, decision, started):
             return False
     return True
+
+
+def approve_whole(attempt: Attempt, carrier: Carrier, policy: Policy | None) -> bool:
+    """Conclude a whole result's attempt and run the policy; False once it is quarantined."""
+    calls = _conclude(attempt, carrier)
+    return calls is not None and judge(attempt, calls, policy)
+
+
+async def aapprove_whole(
+    attempt: Attempt, carrier_of: Callable[[Any], Carrier], result: Any, policy: Policy | None
+) -> bool:
+    """Async twin of :func:`approve_whole`; the conclusion follows the offload rule."""
+    calls = await decide_off_loop(attempt, lambda: _conclude(attempt, carrier_of(result)))
+    return calls is not None and await ajudge(attempt, calls, policy)
+
+
+def _conclude(attempt: Attempt, carrier: Carrier) -> list[ToolCall] | None:
+    try:
+        return attempt.conclude(carrier)
+    except ToolCallQuarantined:
+        return None
 
 
 def _record(

@@ -37,7 +37,6 @@ from typing import Any
 
 import httpx
 
-from ..core.anthropic import EventClassifier
 from ..core.attempt import Attempt
 from ..core.errors import (
     Interrupted,
@@ -50,13 +49,14 @@ from ..core.errors import (
 from ..core.policy import Policy, ToolCall
 from ..core.sse import SSEDecoder, SSEMessage
 from ..core.state import Wire
+from ..core.wires import anthropic as anthropic_wire
 from ..core.wires import chat as chat_wire
 from ..core.wires import responses as responses_wire
 from .intervention import as_intervention
 from .logs import emit_records
 from .offload import decide_off_loop
 from .policy import ajudge, judge
-from .preflight import ChunkCheck
+from .preflight import ChunkCheck, chat_body_parses
 from .transport import AsyncTapTransport, WireTap
 
 R = QuarantineReason
@@ -73,7 +73,9 @@ def find_quarantine(error: BaseException | None) -> ToolCallQuarantined | None:
     return None
 
 
-def _passes_live(message: SSEMessage, wire: Wire, classifier: EventClassifier) -> bool:
+def _passes_live(
+    message: SSEMessage, wire: Wire, classifier: anthropic_wire.EventClassifier
+) -> bool:
     """Whether a message may go out before the decision: the core's one answer per wire."""
     if message.data == "[DONE]" or message.event == "error":
         return False
@@ -86,7 +88,7 @@ def _passes_live(message: SSEMessage, wire: Wire, classifier: EventClassifier) -
     if wire is Wire.ANTHROPIC:
         # Text and lifecycle pass; from the first tool block, terminal or unknown event on,
         # everything is held.
-        return classifier.classify(value) in ("lifecycle", "text")
+        return classifier.passes_live(value)
     if wire is Wire.RESPONSES:
         return responses_wire.passes_live(value)
     return chat_wire.passes_live(value)
@@ -114,7 +116,7 @@ class _Held:
         self._held: list[bytes] = []
         self._decided = False
         self._passed_live = False  # whether any message went out before the decision
-        self._classifier = EventClassifier()
+        self._classifier = anthropic_wire.EventClassifier()
 
     def _hold(self, piece: bytes) -> list[bytes]:
         """What may go out now; the rest is held. A whole body is always held to its end."""
@@ -140,9 +142,11 @@ class _Held:
         return live
 
     def _carried(self, message: SSEMessage, wire: Wire) -> bool:
-        """Whether litellm's own parser for the route takes this chat message."""
-        check = self._gate.chunk_check
-        if check is None or wire is not Wire.CHAT or message.data == "[DONE]":
+        """Whether litellm's own parser for the route takes this message (chat, Responses)."""
+        check = self._gate.chunk_check if wire is Wire.CHAT else None
+        if wire is Wire.RESPONSES:
+            check = self._gate.event_check
+        if check is None or message.data == "[DONE]":
             return True
         try:
             value = json.loads(message.data)
@@ -178,6 +182,27 @@ class _Held:
             return await decide_off_loop(attempt, attempt.conclude)
         except ToolCallQuarantined:
             return None
+
+    def _whole_carried(self) -> bool:
+        """Whether litellm's converter takes the held whole chat body (see preflight)."""
+        if self._tap.streamed or self._tap.attempt.wire is not Wire.CHAT:
+            return True
+        try:
+            value = json.loads(b"".join(self._held))
+        except ValueError:
+            return True  # the attempt itself judges a body that is no JSON
+        return not isinstance(value, dict) or chat_body_parses(
+            value, bridged=self._tap.responses_api
+        )
+
+    def _check_whole(self, approved: bool) -> None:
+        """An approved whole body litellm would fail on (with an error of its own, quoting
+        it) is refused, typed, before litellm sees a byte of it (the async face runs this
+        by the one offload rule: a large body takes milliseconds)."""
+        attempt = self._tap.attempt
+        if approved and attempt.quarantined is None and not self._whole_carried():
+            self._held = []
+            attempt.interrupt(R.CARRIER_MISMATCH)
 
     def _finish(self, approved: bool) -> list[bytes]:
         """The held messages if the gate released them (and tell the owner either way)."""
@@ -237,6 +262,7 @@ class _WithholdingStream(_Held, httpx.AsyncByteStream):
         calls = await self._acalls()
         approved = calls is not None and await ajudge(self._tap.attempt, calls, self._gate.policy)
         calls = None
+        await decide_off_loop(self._tap.attempt, lambda: self._check_whole(approved))
         for out in self._finish(approved):
             yield out
         if not self._defer:
@@ -276,6 +302,7 @@ class SyncWithholdingStream(_Held, httpx.SyncByteStream):
         calls = self._calls()
         approved = calls is not None and judge(self._tap.attempt, calls, self._gate.policy)
         calls = None
+        self._check_whole(approved)
         yield from self._finish(approved)
         if not self._defer:
             piece = b""  # wire bytes: not in this frame's locals when the fault is raised
@@ -333,10 +360,13 @@ class Withholding:
         whole_here: bool = False,
         retry_stream_faults: bool = False,
         chunk_check: ChunkCheck | None = None,
+        event_check: ChunkCheck | None = None,
     ) -> None:
         self.policy = policy
-        # litellm's parser for the route, asked before a chat message goes out (preflight).
+        # litellm's parsers for the route, asked before a chat message or a Responses event
+        # goes out (preflight).
         self.chunk_check = chunk_check
+        self.event_check = event_check
         # A whole body is judged here (on the wire alone) when no later hook can raise: the
         # sync callback path. Otherwise it is only held, and the callback judges it against
         # litellm's result.

@@ -42,3 +42,13 @@ def arguments() -> list[bytes]:
     texts += ['{"a": NaN}', '{"a": 1, "a": 2}', '{"a": 1e999}', '{"a": "\\ud800"}', "[1]"]
     texts += ['{"a": ' + "[" * 70 + "]" * 70 + "}", '{"a": 9007199254740993}', '{"a": 1} x']
     return [text.encode("utf-8", "surrogatepass") for text in texts]
+
+
+def data_lines() -> list[bytes]:
+    """Every ``data:`` line of the recorded streams (all wires), without its prefix."""
+    lines: list[bytes] = []
+    for body in bodies() + responses_bodies() + anthropic_bodies():
+        for line in body.replace(b"\r\n", b"\n").split(b"\n"):
+            if line.startswith(b"data:"):
+                lines.append(line[5:].removeprefix(b" "))
+    return lines

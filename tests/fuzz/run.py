@@ -26,6 +26,7 @@ HARNESSES = {
     "fuzz_json.py": _common.arguments(),
     # The first byte is the depth limit (see fuzz_json_fast.py).
     "fuzz_json_fast.py": [b"\x3f" + text for text in _common.arguments()],
+    "fuzz_wire_json.py": _common.data_lines(),
     # The first byte modulo 3 picks the wire: 0 chat, 1 Responses, 2 Anthropic (fuzz_core.py).
     "fuzz_core.py": [b"\x00" + body for body in _common.bodies()]
     + [b"\x01" + body for body in _common.responses_bodies()]

@@ -21,6 +21,21 @@ from ..errors import QuarantineReason
 VISIBLE_DELTA_KEYS = frozenset({"role", "content", "refusal", "reasoning_content"})
 """Delta fields that carry only what the caller reads (a refusal is a fault, found later)."""
 
+LITELLM_VISIBLE_DELTA_FIELDS: tuple[str, ...] = (
+    *sorted(VISIBLE_DELTA_KEYS - {"refusal"}),
+    "thinking_blocks",
+    "audio",
+    "images",
+)
+"""The same rule read on litellm's chat chunks: the fields of a delta that make a chunk worth
+handing on once its tool calls are taken out (``edge/carrier.py``).
+
+They are the wire's visible fields less ``refusal`` (a refusal with text is a fault on the
+wire, so its chunk is never handed on), plus the fields litellm itself fills from other
+providers' wires: ``thinking_blocks`` (reasoning), ``audio`` and ``images``. ``content``
+comes first: it is the field most chunks carry, and the check stops at the first one set.
+"""
+
 
 def passes_live(chunk: Mapping[str, Any]) -> bool:
     """Whether a chat chunk holds nothing the gate withholds: text, role or usage only."""

@@ -28,14 +28,15 @@ unknown event's ``item`` or ``response``): a tool item there is a fault.
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..enums import IdentityEnum
 
-class Executor(enum.Enum):
+
+class Executor(IdentityEnum):
     """Who runs what an item describes."""
 
     CLIENT = "client"
@@ -43,7 +44,7 @@ class Executor(enum.Enum):
     NOBODY = "nobody"
 
 
-class Input(enum.Enum):
+class Input(IdentityEnum):
     """What a client item's input is, and so how the gate can check it."""
 
     JSON_ARGUMENTS = "json_arguments"  # strict JSON object + the tool's JSON Schema
@@ -165,7 +166,7 @@ DECLARED_TOOL_TYPES = frozenset(
 
 
 # ---- events ----------------------------------------------------------------------------------
-class Kind(enum.Enum):
+class Kind(IdentityEnum):
     """What a Responses event is, for everyone who reads the wire."""
 
     LIFECYCLE = "lifecycle"  # created, in_progress, queued: a snapshot of the response
@@ -216,6 +217,9 @@ _FIXED: Mapping[str, Kind] = {
     "error": Kind.ERROR,
 }
 _PROGRESS = tuple(p for r in ITEMS.values() for p in r.events)
+
+FINAL_KINDS = frozenset({Kind.COMPLETED, Kind.INCOMPLETE, Kind.ERROR})
+"""The kinds of event that end a response: it and everything after it is held."""
 
 
 def classify(kind: str) -> Kind:

@@ -1,0 +1,54 @@
+"""Fuzz the wire's JSON read (jiter first) against json.loads, its specification.
+
+Input: one data line (UTF-8; lone surrogates allowed through ``surrogatepass``).
+``load_object`` must accept exactly the lines ``json.loads`` reads as an object, with an
+equal value (types and the sign of zero included), and refuse the others with
+``malformed_event``. Anything else either raises is a crash.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import _common  # noqa: F401  (import paths)
+import atheris
+
+with atheris.instrument_imports(include=["litellm_toolgate"]):
+    from litellm_toolgate.core import chat
+
+
+def typed(value: Any) -> Any:
+    if isinstance(value, dict):
+        return ("object", [(key, typed(item)) for key, item in value.items()])
+    if isinstance(value, list):
+        return ("array", [typed(item) for item in value])
+    if isinstance(value, float):
+        return ("float", repr(value))
+    return (type(value).__name__, value)
+
+
+def outcome(load: Any, text: str) -> tuple[str, Any]:
+    try:
+        return ("accepted", typed(load(text)))
+    except chat.WireFault as fault:
+        return ("refused", fault.reason)
+
+
+def one_input(data: bytes) -> None:
+    try:
+        text = data.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:
+        text = data.decode("latin-1")
+    fast = outcome(chat.load_object, text)
+    spec = outcome(chat.load_object_reference, text)
+    assert fast == spec, (fast, spec, text)
+
+
+def main() -> None:
+    atheris.Setup(sys.argv, one_input)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()
