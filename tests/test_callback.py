@@ -150,10 +150,12 @@ async def _stream(
     return chunks, None
 
 
-def _sync_stream(upstream: FakeUpstream, name: str) -> tuple[list[Any], BaseException | None]:
+def _sync_stream(
+    upstream: FakeUpstream, name: str, route: str = "cometapi"
+) -> tuple[list[Any], BaseException | None]:
     chunks: list[Any] = []
     try:
-        for chunk in litellm.completion(**_kwargs(upstream, name, stream=True)):
+        for chunk in litellm.completion(**_kwargs(upstream, name, route, stream=True)):
             chunks.append(chunk)
     except Exception as exc:
         return chunks, exc
@@ -182,8 +184,9 @@ def _no_leak(error: BaseException) -> None:
         seen = seen.__cause__ or seen.__context__
 
 
-# Sync calls on the OpenAI SDK routes are refused unsent under the callback (test_callback_sync).
-MODES = [("async", r) for r in ROUTES] + [("sync", "cometapi")]
+# Sync calls are claimed on the wire: on litellm's own HTTP handler (litellm.sync_transport)
+# and, for streams on the OpenAI SDK routes, on litellm.client_session (sdkclaim).
+MODES = [(mode, r) for mode in ("async", "sync") for r in ROUTES]
 
 
 @pytest.mark.parametrize(("mode", "route"), MODES)
@@ -195,7 +198,7 @@ def test_completion_stream_gates_every_fixture(
     if mode == "async":
         chunks, error = asyncio.run(_stream(upstream, name, route))
     else:
-        chunks, error = _sync_stream(upstream, name)
+        chunks, error = _sync_stream(upstream, name, route)
     text = "".join(c.delta.content or "" for chunk in chunks for c in chunk.choices)
     if case["expect"] == "release":
         assert error is None, f"{name}: {error!r}"

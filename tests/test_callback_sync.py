@@ -14,14 +14,18 @@ import asyncio
 import json
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
 import litellm
+import openai
 import pytest
 from conftest import CASES, MANIFEST, body_of
 from litellm.llms.custom_httpx.http_handler import HTTPHandler
+from routeserver import RouteServer
 
 from litellm_toolgate import (
     PolicyDecision,
@@ -33,7 +37,7 @@ from litellm_toolgate import (
     UngatedCallRefused,
 )
 from litellm_toolgate.demo.serve import as_requested
-from litellm_toolgate.edge import synccall
+from litellm_toolgate.edge import sdkclaim, synccall
 
 litellm.suppress_debug_info = True
 R = QuarantineReason
@@ -164,6 +168,18 @@ def test_a_users_sync_transport_is_composed(upstream: Recorder) -> None:
         litellm.in_memory_llm_clients_cache.flush_cache()
 
 
+def test_a_handler_closed_on_the_claiming_transport_leaves_it_open(upstream: Recorder) -> None:
+    """litellm closes a handler it drops (``__del__``), and httpx closes the client's
+    transport with it: the shared transport's connections, in use by other threads."""
+    list(litellm.completion(**kwargs(upstream, "multiply_basic", stream=True)))
+    claiming = synccall.install()
+    sending = list(claiming._defaults.values())
+    assert sending
+    HTTPHandler().close()  # a handler litellm built on litellm.sync_transport, closed
+    assert not any(client.is_closed for client in sending)
+    list(litellm.completion(**kwargs(upstream, "multiply_basic", stream=True)))
+
+
 def test_a_client_cached_before_the_gate_cannot_bypass_it(upstream: Recorder) -> None:
     saved_callbacks = litellm.callbacks
     saved = getattr(litellm, "sync_transport", None)
@@ -205,13 +221,316 @@ def test_force_ipv4_is_refused_before_sending(
     assert len(upstream.bodies) == before
 
 
-def test_an_openai_sdk_route_is_refused_before_sending(upstream: Recorder) -> None:
+# ---- the OpenAI SDK routes: claimed on litellm.client_session (sdkclaim) ------------------
+SDK_ROUTES = ["openai", "azure"]
+
+
+def sdk_kwargs(upstream: Recorder, name: str, route: str, **extra: Any) -> dict[str, Any]:
+    where: dict[str, Any] = {"model": f"{route}/gpt-4o-mini", "api_base": upstream.base_url}
+    if route == "azure":
+        where.update(api_base=upstream.base_url.removesuffix("/v1"), api_version="2024-10-21")
+    return {**kwargs(upstream, name, **extra), **where}
+
+
+class Watched(httpx.HTTPTransport):
+    """A caller's own transport: counts requests and the response body bytes read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent = 0
+        self.read = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.sent += 1
+        response = super().handle_request(request)
+        owner = self
+        inner = response.stream
+        assert isinstance(inner, httpx.SyncByteStream)
+
+        class Counted(httpx.SyncByteStream):
+            def __iter__(self) -> Iterator[bytes]:
+                for piece in inner:
+                    owner.read += len(piece)
+                    yield piece
+
+            def close(self) -> None:
+                inner.close()
+
+        return httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=Counted(),
+            extensions=response.extensions,
+        )
+
+
+@pytest.fixture
+def session_restored() -> Iterator[None]:
+    """litellm's session and cached SDK clients put back as they were after the test."""
+    saved = litellm.client_session
+    litellm.in_memory_llm_clients_cache.flush_cache()
+    try:
+        yield
+    finally:
+        litellm.client_session = saved
+        litellm.in_memory_llm_clients_cache.flush_cache()
+
+
+@pytest.mark.parametrize("route", SDK_ROUTES)
+def test_an_sdk_route_stream_is_claimed_and_its_marker_never_sent(
+    upstream: Recorder, route: str
+) -> None:
+    mine = {"X-Trace": "t-1"}
     before = len(upstream.bodies)
-    with pytest.raises(UngatedCallRefused, match="openai/"):
+    chunks = list(
         litellm.completion(
-            **{**kwargs(upstream, "multiply_basic", stream=True), "model": "openai/gpt-4o-mini"}
+            **sdk_kwargs(upstream, "multiply_basic", route, stream=True, extra_headers=mine)
+        )
+    )
+    assert "".join(calls_of(chunks)) == CASES["multiply_basic"]["calls"][0]["arguments"]
+    with pytest.raises(SchemaRejected):
+        list(
+            litellm.completion(
+                **sdk_kwargs(upstream, "unknown_tool", route, stream=True, extra_headers=mine)
+            )
+        )
+    assert len(upstream.bodies) == before + 2
+    for sent in upstream.headers[-2:]:
+        assert synccall.MARKER not in sent and sent.get("x-trace") == "t-1"
+    assert mine == {"X-Trace": "t-1"}  # the caller's headers never held the marker
+    assert isinstance(litellm.client_session, sdkclaim.ClaimingSession)
+
+
+@pytest.mark.parametrize("route", SDK_ROUTES)
+def test_a_whole_sync_response_on_an_sdk_route_is_refused_unsent(
+    upstream: Recorder, route: str
+) -> None:
+    before = len(upstream.bodies)
+    with pytest.raises(UngatedCallRefused, match=f"without stream=True on the {route}/ route"):
+        litellm.completion(**sdk_kwargs(upstream, "multiply_basic", route))
+    assert len(upstream.bodies) == before
+
+
+@pytest.mark.parametrize("route", SDK_ROUTES)
+def test_a_client_session_of_your_own_is_left_alone_and_refused_unsent(
+    upstream: Recorder, route: str, session_restored: None
+) -> None:
+    watched = Watched()
+    mine = httpx.Client(transport=watched, headers={"X-Http": "mine"})
+    transport, mounts = mine._transport, dict(mine._mounts)
+    litellm.client_session = mine
+    ToolGateGuardrail(MANIFEST["tools"])  # a gate made now leaves the session in place
+    assert litellm.client_session is mine
+    before = len(upstream.bodies)
+    with pytest.raises(UngatedCallRefused, match="client_session is an http client of your own"):
+        litellm.completion(**sdk_kwargs(upstream, "multiply_basic", route, stream=True))
+    assert len(upstream.bodies) == before and watched.sent == 0
+    assert mine._transport is transport and dict(mine._mounts) == mounts
+    # The routes on litellm's own HTTP handler are not affected by it.
+    with pytest.raises(SchemaRejected):
+        list(litellm.completion(**kwargs(upstream, "unknown_tool", stream=True)))
+
+
+def test_an_azure_client_of_your_own_is_refused_unsent(
+    upstream: Recorder, session_restored: None
+) -> None:
+    # litellm caches an Azure client it is handed (before any hook runs): that is where the
+    # gate sees it.
+    watched = Watched()
+    own = openai.AzureOpenAI(
+        api_key="sk-own",
+        azure_endpoint=upstream.base_url.removesuffix("/v1"),
+        api_version="2024-10-21",
+        http_client=httpx.Client(transport=watched),
+    )
+    before = len(upstream.bodies)
+    with pytest.raises(UngatedCallRefused, match="client= of your own"):
+        litellm.completion(
+            client=own, **sdk_kwargs(upstream, "multiply_basic", "azure", stream=True)
+        )
+    assert len(upstream.bodies) == before and watched.sent == 0
+    # Dropped from litellm's cache: the next call with the same settings is gated.
+    with pytest.raises(SchemaRejected):
+        list(litellm.completion(**sdk_kwargs(upstream, "unknown_tool", "azure", stream=True)))
+    assert watched.sent == 0
+
+
+def test_an_openai_client_of_your_own_is_refused_before_its_body_is_read(
+    upstream: Recorder,
+) -> None:
+    # litellm neither caches nor reports an openai/ client= before sending: the claim was
+    # never made, so the call is refused after the response headers, before its body.
+    watched = Watched()
+    own = openai.OpenAI(
+        api_key="sk-own", base_url=upstream.base_url, http_client=httpx.Client(transport=watched)
+    )
+    with pytest.raises(UngatedCallRefused, match="cannot see"):
+        list(
+            litellm.completion(
+                client=own, **sdk_kwargs(upstream, "multiply_basic", "openai", stream=True)
+            )
+        )
+    assert watched.sent == 1 and watched.read == 0
+    # Documented: that upstream did get the (meaningless, one-time) marker.
+    assert synccall.MARKER in upstream.headers[-1]
+
+
+def test_an_sdk_client_cached_before_the_gate_is_dropped_and_refused(
+    upstream: Recorder, session_restored: None
+) -> None:
+    saved = litellm.callbacks
+    litellm.callbacks = []
+    litellm.client_session = None
+    try:
+        # Without a gate litellm builds and caches an SDK client on an http client of its own.
+        list(litellm.completion(**sdk_kwargs(upstream, "multiply_basic", "openai", stream=True)))
+    finally:
+        litellm.callbacks = saved
+    sent = len(upstream.bodies)
+    with pytest.raises(UngatedCallRefused, match="dropped"):
+        litellm.completion(**sdk_kwargs(upstream, "unknown_tool", "openai", stream=True))
+    assert len(upstream.bodies) == sent
+    with pytest.raises(SchemaRejected):  # the next call is claimed
+        list(litellm.completion(**sdk_kwargs(upstream, "unknown_tool", "openai", stream=True)))
+    assert len(upstream.bodies) == sent + 1
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["perplexity/sonar", "cerebras/llama3.1-8b", "litellm_proxy/gpt-4o", "custom_openai/gpt-4o"],
+)
+def test_the_other_sdk_routes_are_refused_unsent(upstream: Recorder, model: str) -> None:
+    before = len(upstream.bodies)
+    with pytest.raises(UngatedCallRefused, match="route goes out through a client"):
+        litellm.completion(
+            **{**kwargs(upstream, "multiply_basic", stream=True), "model": model},
+            drop_params=True,
         )
     assert len(upstream.bodies) == before
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0",
+        "ollama_chat/llama3",
+        "gemini/gemini-1.5-pro",
+        "cohere/command-r",
+    ],
+)
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+def test_a_route_the_table_refuses_is_refused_unsent(
+    upstream: Recorder, model: str, stream: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As ToolGate and the async hook refuse it; sent, it would fail inside litellm."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "test")
+    monkeypatch.setenv("AWS_REGION_NAME", "us-east-1")
+    before = len(upstream.bodies)
+    route = model.partition("/")[0]
+    with pytest.raises(UngatedCallRefused, match=f"the {route}/ route for chat"):
+        litellm.completion(**{**kwargs(upstream, "multiply_basic", stream=stream), "model": model})
+    assert len(upstream.bodies) == before
+
+
+RESPONSES = Path(__file__).resolve().parent.parent / "fixtures" / "responses"
+
+
+@pytest.mark.parametrize(
+    ("model", "name", "outcome"),
+    [
+        ("azure/gpt-4o", "multiply_basic", "released"),
+        ("azure/gpt-4o", "arguments_only_in_done", "quarantined"),
+        # A model missing from litellm's map: litellm asks for a whole result and replays it.
+        ("azure/my-deployment", "multiply_basic", "refused"),
+        ("openai/my-model", "multiply_basic", "refused"),
+    ],
+)
+def test_sync_responses_on_the_sdk_routes_are_gated_or_refused_unsent(
+    model: str, name: str, outcome: str
+) -> None:
+    """Sync Responses calls go through litellm's own HTTP handler on openai/ and azure/."""
+    manifest = json.loads((RESPONSES / "manifest.json").read_text(encoding="utf-8"))
+    case = {c["name"]: c for c in manifest["cases"]}[name]
+    body = (RESPONSES / case["body"]).read_bytes()
+    with RouteServer(answers={"/responses": body}) as server:
+        base = server.base_url
+        call = {
+            "model": model,
+            "input": [{"role": "user", "content": "What is 7 times 8? Use multiply."}],
+            "tools": manifest["tools"],
+            "api_base": base.removesuffix("/v1") if model.startswith("azure/") else base,
+            "api_version": "2025-03-01-preview",
+            "api_key": "sk-test",
+            "stream": True,
+            "num_retries": 0,
+        }
+        litellm.callbacks = [ToolGateGuardrail(manifest["tools"])]
+        if outcome == "released":
+            events = list(litellm.responses(**call))
+            done = "response.output_item.done"
+            items = [e.item for e in events if getattr(e, "type", "") == done]
+            released = [dict(i) if not isinstance(i, dict) else i for i in items]
+            calls = [i["arguments"] for i in released if i.get("type") == "function_call"]
+            assert calls == [c["arguments"] for c in case["calls"]]
+        elif outcome == "quarantined":
+            with pytest.raises(ToolCallQuarantined) as caught:
+                list(litellm.responses(**call))
+            assert caught.value.reason is R(case["reason"])
+        else:
+            with pytest.raises(UngatedCallRefused, match="whole Responses result"):
+                litellm.responses(**call)
+            assert server.requests == []
+
+
+def test_sdk_streams_from_threads_keep_their_own_wire(upstream: Recorder) -> None:
+    names = ["multiply_basic", "unknown_tool", "args_invalid_json", "two_tools_interleaved"]
+    jobs = [(SDK_ROUTES[(i + j) % 2], names[(i * 3 + j) % 4]) for i in range(4) for j in range(5)]
+
+    def run(route: str, name: str) -> tuple[str, Any]:
+        try:
+            chunks = list(litellm.completion(**sdk_kwargs(upstream, name, route, stream=True)))
+        except ToolCallQuarantined as exc:
+            return name, exc.reason
+        by_index: dict[int, str] = {}
+        for chunk in chunks:
+            for choice in chunk.choices:
+                for tc in choice.delta.tool_calls or []:
+                    by_index[tc.index] = by_index.get(tc.index, "") + (tc.function.arguments or "")
+        return name, [by_index[i] for i in sorted(by_index)]
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda job: run(*job), jobs))
+    for name, got in results:
+        case = CASES[name]
+        if case["expect"] == "release":
+            assert got == [c["arguments"] for c in case["calls"]], name
+        else:
+            assert got is R(case["reason"]), name
+
+
+def test_a_redirect_of_a_claimed_call_is_not_followed(upstream: Recorder) -> None:
+    """The redirected request would carry no marker and its answer would go out unread."""
+    target = upstream.base_url + "/chat/completions"
+    hits: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        hits.append(str(request.url))
+        if len(hits) == 1:
+            return httpx.Response(307, headers={"location": target})
+        return httpx.HTTPTransport().handle_request(request)
+
+    saved = getattr(litellm, "sync_transport", None)
+    litellm.sync_transport = httpx.MockTransport(answer)  # type: ignore[attr-defined]
+    litellm.in_memory_llm_clients_cache.flush_cache()
+    before = len(upstream.bodies)
+    try:
+        with pytest.raises(UngatedCallRefused, match="redirect"):
+            list(litellm.completion(**kwargs(upstream, "unknown_tool", stream=True)))
+    finally:
+        litellm.sync_transport = saved  # type: ignore[attr-defined]
+        litellm.in_memory_llm_clients_cache.flush_cache()
+    assert len(hits) == 1 and len(upstream.bodies) == before
 
 
 def test_a_claim_matches_only_the_call_that_armed_it(upstream: Recorder) -> None:

@@ -6,7 +6,8 @@ loopback upstream that records requests: once with plain litellm, once through
 method, URL (path and query: Azure's ``api-version``), body and headers must be equal:
 key, organization, extra headers, the SDK's timeout and retry headers. A caller's own SDK
 client is wrapped, not replaced, and stays untapped for its other calls; an environment proxy
-is still used.
+is still used. The same holds for a sync stream under ``litellm.callbacks``, which goes out on
+the claiming ``litellm.client_session`` the gate sets.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ import pytest
 from conftest import CASES, MANIFEST, body_of
 from routeserver import RouteServer, Seen
 
-from litellm_toolgate import ToolGate, WireNotObservable
+from litellm_toolgate import ToolGate, ToolGateGuardrail, WireNotObservable
+from litellm_toolgate.edge.sdkclaim import ClaimingSession
+from litellm_toolgate.edge.synccall import MARKER
 
 litellm.suppress_debug_info = True
 GOOD = body_of(CASES["multiply_basic"])
@@ -231,3 +234,56 @@ def test_litellm_keeps_no_gate_client_in_its_cache(server: RouteServer, asynchro
     assert not [client for client in cached if hasattr(client, "tap")]
     plain = _sent(server, kwargs, None, asynchronous)  # and litellm's own call still works
     assert plain.path.startswith("/openai/deployments/my-deployment/chat/completions")
+
+
+# ---- sync calls under litellm.callbacks: claimed on litellm.client_session (sdkclaim) ------
+def _plain_then_under_callback(server: RouteServer, kwargs: dict[str, Any]) -> tuple[Seen, Seen]:
+    """The same sync stream sent by plain litellm (no session, no gate), then by litellm
+    with a gate in litellm.callbacks (which sets its claiming session)."""
+    saved = (litellm.callbacks, litellm.client_session)
+    litellm.client_session = None
+    litellm.in_memory_llm_clients_cache.flush_cache()
+    try:
+        litellm.callbacks = []
+        plain = _sent(server, kwargs, None, False)
+        litellm.callbacks = [ToolGateGuardrail(MANIFEST["tools"])]
+        gated = _sent(server, kwargs, None, False)
+        assert isinstance(litellm.client_session, ClaimingSession)
+    finally:
+        litellm.callbacks, litellm.client_session = saved
+        for name in dir(litellm):
+            value = getattr(litellm, name, None)
+            if isinstance(value, list):
+                value[:] = [cb for cb in value if not isinstance(cb, ToolGateGuardrail)]
+        litellm.in_memory_llm_clients_cache.flush_cache()
+    return plain, gated
+
+
+@pytest.mark.parametrize("name", [n for n in CASE_NAMES if n != "perplexity"])
+def test_a_sync_stream_under_the_callback_sends_what_litellm_sends(
+    server: RouteServer, name: str
+) -> None:
+    kwargs = _cases(server.base_url)[name]
+    plain, gated = _plain_then_under_callback(server, kwargs)
+    _same(plain, gated)
+    assert not any(k.lower() == MARKER for k in gated.headers)
+    assert MARKER not in str(kwargs)  # the caller's extra_headers never held it
+
+
+def test_a_sync_stream_under_the_callback_still_uses_an_environment_proxy(
+    server: RouteServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy = server.base_url.removesuffix("/v1")
+    for variable in ("HTTP_PROXY", "http_proxy"):
+        monkeypatch.setenv(variable, proxy)
+    for variable in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(variable, raising=False)
+    kwargs = {
+        "model": "openai/proxy-sync",
+        "api_base": "http://upstream.invalid/v1",
+        "api_key": "k",
+    }
+    plain, gated = _plain_then_under_callback(server, kwargs)
+    # Through a proxy the request line carries the absolute URL of the upstream.
+    assert plain.path == gated.path == "http://upstream.invalid/v1/chat/completions"
+    _same(plain, gated)

@@ -26,7 +26,9 @@ who hands the result to the caller.
 * **SDK, sync ``litellm.completion`` / ``litellm.responses``.** litellm runs no sync hook
   that can change the request, so the gate arms the call in ``log_pre_api_call`` and a
   transport installed as ``litellm.sync_transport`` claims exactly that request and
-  withholds like the async client (:mod:`synccall`). What it cannot claim is refused before
+  withholds like the async client (:mod:`synccall`); ``openai/`` and ``azure/`` chat
+  streams go out through the OpenAI SDK, and are claimed on a ``litellm.client_session``
+  the gate sets when none is set (:mod:`sdkclaim`). What it cannot claim is refused before
   it is sent (:class:`UngatedCallRefused`, a ``BaseException``: litellm swallows anything
   narrower from a logging hook). A :class:`ToolGate`'s own calls are vouched for by that
   gate (call id and thread) and left alone.
@@ -78,7 +80,13 @@ from litellm.types.guardrails import GuardrailEventHooks
 from litellm.types.llms.openai import ResponsesAPIResponse
 
 from ..core.attempt import Attempt, Carrier
-from ..core.errors import GateConfigError, ToolCallQuarantined, ToolGateError, raise_clean
+from ..core.errors import (
+    GateConfigError,
+    RouteNotGated,
+    ToolCallQuarantined,
+    ToolGateError,
+    raise_clean,
+)
 from ..core.limits import Limits
 from ..core.policy import Policy
 from ..core.state import StreamState
@@ -88,6 +96,7 @@ from .calltypes import (
     handling,
     in_messages_entry_point,
     sync_route_refused,
+    sync_route_sdk,
 )
 from .config import SETTING_KEYS, GateSettings, unknown_guardrail_keys
 from .events import CarrierEvents, carrier_events, carrier_of_result
@@ -97,7 +106,9 @@ from .logs import emit_records
 from .messages import AnthropicEvents, message_carrier
 from .policy import aapprove_whole
 from .preflight import chat_chunk_check, responses_event_check
-from .routes import Api
+from .routes import ROUTES, Api, Gated, Refused, route_for
+from .sdkclaim import arm_sdk, evict_foreign_sdk_clients, install_session
+from .sdkclaim import streamed as sdkclaim_streamed
 from .stream import AsyncGatedStream
 from .synccall import (
     UngatedCallRefused,
@@ -255,6 +266,10 @@ class ToolGateGuardrail(CustomGuardrail):
         # builds a client: put it in place now, and drop the clients built without it, so
         # that no sync call made after this gate exists can go out on an unclaimed client.
         evict_foreign_clients(install())
+        # The same for the OpenAI SDK routes' sync client, on litellm.client_session: the
+        # gate sets a claiming one only when none is set (see sdkclaim).
+        install_session()
+        evict_foreign_sdk_clients()
         self._made: weakref.WeakSet[WireTap] = weakref.WeakSet()
 
     @classmethod
@@ -360,6 +375,47 @@ class ToolGateGuardrail(CustomGuardrail):
                 f"gate cannot claim under litellm.callbacks; it was not sent. Use "
                 f"ToolGate.{kind}(...) or litellm.a{kind}(...)"
             )
+        if kind == "completion":
+            # The route table, as ToolGate and the async hook apply it: a route whose wire
+            # the gate does not read is refused here, before anything is sent.
+            known = ROUTES.get(route)
+            decision = known.chat if known is not None else None
+            if not isinstance(decision, Gated):
+                why = decision.reason if isinstance(decision, Refused) else "not in the table"
+                raise UngatedCallRefused(
+                    f"toolgate does not gate the {route or '(unknown)'}/ route for chat "
+                    f"({why}); this sync litellm.completion was not sent"
+                )
+        elif kind in _SYNC_RESPONSES and route:
+            # The same for the Responses API, with litellm asked how it serves the model (a
+            # made-up stream has no wire to gate): as route_for does for ToolGate.
+            params = kwargs.get("litellm_params")
+            base = params.get("api_base") if isinstance(params, Mapping) else None
+            bare = str(kwargs.get("model") or "")
+            try:
+                route_for(
+                    {
+                        "model": bare if bare.startswith(f"{route}/") else f"{route}/{bare}",
+                        "custom_llm_provider": route,
+                        "api_base": base,
+                        "stream": bool(kwargs.get("stream")),
+                    },
+                    Api.RESPONSES,
+                )
+            except RouteNotGated as refused:
+                raise UngatedCallRefused(
+                    f"{refused}; this sync litellm.{kind} was not sent"
+                ) from None
+        sdk = sync_route_sdk(route, kind)
+        if sdk and not sdkclaim_streamed(kwargs):
+            # The SDK reads a whole body inside litellm's error handling, which would turn a
+            # quarantine into a retryable server error of litellm's.
+            raise UngatedCallRefused(
+                f"a sync litellm.{kind} without stream=True on the {route}/ route cannot "
+                f"hand a quarantine to the caller under litellm.callbacks (the OpenAI SDK "
+                f"reads the whole body inside litellm's error handling); it was not sent. "
+                f"Use stream=True, ToolGate.{kind}(...) or litellm.a{kind}(...)"
+            )
         extra = kwargs.get("additional_args")
         body = extra.get("complete_input_dict") if isinstance(extra, Mapping) else None
         streamed = bool(kwargs.get("stream")) or bool(
@@ -398,7 +454,10 @@ class ToolGateGuardrail(CustomGuardrail):
             ),
             event_check=responses_event_check(model) if tap.responses_api else None,
         )
-        arm(kwargs, tap, holding)
+        if sdk:
+            arm_sdk(kwargs, route, tap, holding)
+        else:
+            arm(kwargs, tap, holding)
 
     def log_post_api_call(
         self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any

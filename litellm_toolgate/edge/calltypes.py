@@ -66,11 +66,21 @@ REFUSED = ANTHROPIC_MESSAGES | frozenset(
     }
 )
 
-# Sync routes whose calls go out through an OpenAI SDK client, which ignores
-# litellm.sync_transport: the gate cannot claim them under litellm.callbacks (chat only;
-# their Responses calls use litellm's own client).
-_SDK_CLIENT_ROUTES = frozenset(
-    {"openai", "azure", "azure_ai", "custom_openai", "text-completion-openai"}
+# Sync routes whose chat calls go out through an OpenAI SDK client, which ignores
+# litellm.sync_transport (their Responses calls use litellm's own client). Those in
+# _SDK_CLAIMED are claimed on litellm.client_session (see sdkclaim); the others are refused
+# before sending under litellm.callbacks.
+_SDK_CLAIMED = frozenset({"openai", "azure"})
+_SDK_CLIENT_ROUTES = _SDK_CLAIMED | frozenset(
+    {
+        "azure_ai",
+        "custom_openai",
+        "text-completion-openai",
+        # Chat through litellm's OpenAI route (the route table's OpenAI SDK routes).
+        "perplexity",
+        "cerebras",
+        "litellm_proxy",
+    }
 )
 
 
@@ -87,7 +97,12 @@ def handling(call_type: str) -> Handling | None:
 
 def sync_route_refused(route: str, call_type: str) -> bool:
     """Whether a sync ``call_type`` on ``route`` goes out through a client the gate cannot see."""
-    return call_type == "completion" and route in _SDK_CLIENT_ROUTES
+    return call_type == "completion" and route in _SDK_CLIENT_ROUTES - _SDK_CLAIMED
+
+
+def sync_route_sdk(route: str, call_type: str) -> bool:
+    """Whether a sync ``call_type`` on ``route`` is claimed on the OpenAI SDK's http client."""
+    return call_type == "completion" and route in _SDK_CLAIMED
 
 
 # The function of litellm's Messages entry point that hands a call to a bridge (chat or
@@ -205,4 +220,5 @@ __all__ = [
     "handling",
     "in_messages_entry_point",
     "sync_route_refused",
+    "sync_route_sdk",
 ]

@@ -27,6 +27,11 @@ the HTTP transport litellm's own sync client is built on: litellm reads a module
    client the gate cannot see (a ``client=`` passed by hand, ``litellm.force_ipv4``): it is
    refused there, before a byte of its body is read.
 
+A claimed request the upstream answers with a redirect is refused, not followed: the request
+that follows it would carry no marker. The OpenAI SDK routes (``openai/``, ``azure/`` chat)
+send through ``litellm.client_session`` instead of ``litellm.sync_transport``: their claim is
+:mod:`sdkclaim`'s, on the same transport.
+
 Refusals that cannot be a quarantine (nothing was observed) raise
 :class:`UngatedCallRefused`, a ``BaseException``: litellm swallows every narrower exception
 a logging hook raises.
@@ -44,7 +49,7 @@ import os
 import secrets
 import threading
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -79,6 +84,15 @@ class _Claim:
     gate: Withholding
     ssl_verify: Any = None
     claimed: bool = field(default=False)
+    # How the request's URL is checked (the exact URL, or an SDK route's base URL) and what
+    # to undo once the request is claimed or the call is settled (see sdkclaim).
+    url_matches: Callable[[httpx.URL], bool] | None = None
+    restore: Callable[[], None] | None = None
+
+    def settled(self) -> None:
+        if self.restore is not None:
+            self.restore()
+            self.restore = None
 
 
 class _Claims:
@@ -158,9 +172,16 @@ def is_vouched_client(client: Any) -> bool:
 class ClaimingTransport(httpx.BaseTransport):
     """``litellm.sync_transport`` while a gate is a callback. See the module docstring."""
 
-    def __init__(self, inner: httpx.BaseTransport | None) -> None:
+    def __init__(
+        self,
+        inner: httpx.BaseTransport | None,
+        sends_as: Callable[[Any], httpx.Client] | None = None,
+    ) -> None:
         # The transport the user put in litellm.sync_transport, or None: send as litellm would.
         self.inner = inner
+        # How litellm would have set up the client this transport stands in for (by the
+        # call's ssl_verify): litellm's own HTTP handler by default.
+        self._sends_as = sends_as or _default_client
         self._lock = threading.Lock()
         self._defaults: dict[str, httpx.Client] = {}
 
@@ -171,7 +192,7 @@ class ClaimingTransport(httpx.BaseTransport):
         with self._lock:
             client = self._defaults.get(key)
             if client is None:
-                client = self._defaults[key] = _default_client(ssl_verify)
+                client = self._defaults[key] = self._sends_as(ssl_verify)
         # httpx's own choice of transport for this URL: the environment's proxy, or none.
         transport: httpx.BaseTransport = client._transport_for_url(request.url)
         return transport
@@ -189,9 +210,18 @@ class ClaimingTransport(httpx.BaseTransport):
                 "armed it; it was not sent"
             )
         claim.claimed = True
+        claim.settled()
         tap = claim.tap
         tap.prepare(request)
         response = self._route(request, claim.ssl_verify).handle_request(request)
+        if response.has_redirect_location:
+            # The client would follow it with a request that carries no marker, and the
+            # answer to that one would reach the caller unread: not followed.
+            response.close()
+            raise UngatedCallRefused(
+                "the upstream answered a gated sync call with a redirect; it was not "
+                "followed and nothing of it was read (point api_base at the final URL)"
+            )
         if not tap.bind(response, request):
             return response
         assert isinstance(response.stream, httpx.SyncByteStream)
@@ -202,11 +232,12 @@ class ClaimingTransport(httpx.BaseTransport):
         return HeldResponse(response, whole, request, tap, claim.gate)
 
     def close(self) -> None:
-        with self._lock:
-            clients = list(self._defaults.values())
-            self._defaults.clear()
-        for client in clients:
-            client.close()
+        # Every sync client litellm builds sits on this one transport, and httpx closes a
+        # client's transport with the client: litellm closes a handler it drops (its
+        # ``__del__`` does), while other threads are sending through the same connections.
+        # Closing anything here broke their requests (EBADF); the transport lives as long
+        # as the process, and so do the clients it sends on.
+        return
 
 
 def _default_client(ssl_verify: Any) -> httpx.Client:
@@ -223,7 +254,12 @@ def _default_client(ssl_verify: Any) -> httpx.Client:
 
 
 def _matches(claim: _Claim, request: httpx.Request) -> bool:
-    if claim.thread != threading.get_ident() or str(request.url) != claim.url:
+    if claim.thread != threading.get_ident():
+        return False
+    if claim.url_matches is not None:
+        if not claim.url_matches(request.url):
+            return False
+    elif str(request.url) != claim.url:
         return False
     try:
         sent = json.loads(request.content)
@@ -316,6 +352,7 @@ def check_claimed(kwargs: Mapping[str, Any]) -> None:
     headers = extra.get("headers") if isinstance(extra, Mapping) else None
     if isinstance(headers, dict):
         headers.pop(MARKER, None)
+    claim.settled()
     if not claim.claimed:
         raise UngatedCallRefused(
             "this sync call went out through an HTTP client the gate cannot see (a client= "
