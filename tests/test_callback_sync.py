@@ -299,6 +299,12 @@ def test_an_sdk_route_stream_is_claimed_and_its_marker_never_sent(
         assert synccall.MARKER not in sent and sent.get("x-trace") == "t-1"
     assert mine == {"X-Trace": "t-1"}  # the caller's headers never held the marker
     assert isinstance(litellm.client_session, sdkclaim.ClaimingSession)
+    # litellm's one raw use of the session (Azure's legacy image generation, through an
+    # HTTPHandler that takes the session's timeout) keeps the 600 s it has with none set.
+    from litellm.llms.custom_httpx.http_handler import HTTPHandler
+
+    raw = HTTPHandler(client=litellm.client_session)
+    assert raw.client.timeout == httpx.Timeout(600.0, connect=5.0)
 
 
 @pytest.mark.parametrize("route", SDK_ROUTES)

@@ -9,8 +9,8 @@ settings *before* any hook of the call runs. So the claim moves one level up:
 1. **Install.** When ``litellm.client_session`` is unset, the gate sets it to a
    :class:`ClaimingSession` of its own (as it sets ``litellm.sync_transport``): an
    ``httpx.Client`` with the session-level settings of the one litellm would have built for
-   the SDK client (redirects followed, httpx's default timeout and headers; the SDK sets
-   each request's timeout itself) on a :class:`~.synccall.ClaimingTransport` that sends as
+   the SDK client (redirects followed, httpx's default headers, litellm's 600 s timeout; the
+   SDK sets each request's timeout itself) on a :class:`~.synccall.ClaimingTransport` that sends as
    the client litellm builds would have (litellm builds it, with its own code: its TLS
    settings, http2, the environment's proxies). A session the user set is theirs: it is
    never rewritten, and sync calls on these routes are refused before sending while it is
@@ -56,6 +56,7 @@ from .withhold import Withholding
 # The request dict's entries that the SDK turns into request options, not body fields.
 _SDK_OPTIONS = ("extra_headers", "extra_query", "extra_body")
 _ABSENT = object()
+_UNSET_SESSION_TIMEOUT = httpx.Timeout(600.0, connect=5.0)
 
 
 class ClaimingSession(httpx.Client):
@@ -83,7 +84,14 @@ def session() -> ClaimingSession:
     def sends_as(ssl_verify: Any = None) -> httpx.Client:
         return litellm_client  # that path reads no per-call ssl_verify
 
-    return ClaimingSession(transport=ClaimingTransport(None, sends_as), follow_redirects=True)
+    # The SDK sets every request's timeout itself; litellm's one raw use of the session (Azure's
+    # legacy image generation, through an HTTPHandler that then ignores its own timeout)
+    # would otherwise get httpx's 5 s default instead of the 600 s litellm gives it unset.
+    return ClaimingSession(
+        transport=ClaimingTransport(None, sends_as),
+        follow_redirects=True,
+        timeout=_UNSET_SESSION_TIMEOUT,
+    )
 
 
 _install_lock = threading.Lock()
