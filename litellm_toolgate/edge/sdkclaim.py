@@ -40,8 +40,6 @@ litellm's error handling, which would turn a quarantine into a retryable server 
 from __future__ import annotations
 
 import contextlib
-import json
-import secrets
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -49,7 +47,7 @@ from typing import Any
 import httpx
 import litellm
 
-from .synccall import CLAIMS, MARKER, ClaimingTransport, UngatedCallRefused, _Claim
+from .synccall import CLAIMS, MARKER, ClaimingTransport, UngatedCallRefused
 from .transport import WireTap
 from .withhold import Withholding
 
@@ -200,20 +198,8 @@ def arm_sdk(kwargs: Mapping[str, Any], route: str, tap: WireTap, gate: Withholdi
         else:
             data["extra_headers"] = original
 
-    token = secrets.token_urlsafe(18)
-    CLAIMS.add(
-        _Claim(
-            token=token,
-            call_id=str(kwargs.get("litellm_call_id") or ""),
-            thread=threading.get_ident(),
-            url=url,
-            body=json.loads(json.dumps(body)),
-            tap=tap,
-            gate=gate,
-            ssl_verify=None,
-            url_matches=_base_matcher(url),
-            restore=restore,
-        )
+    token = CLAIMS.arm(
+        kwargs, tap, gate, url=url, body=body, url_matches=_base_matcher(url), restore=restore
     )
     # A new dict: the caller's own extra_headers never hold the marker.
     data["extra_headers"] = {**mine, MARKER: token}

@@ -116,6 +116,36 @@ class _Claims:
                 self._by_token.pop(previous.token, None)
             self._by_call[(claim.thread, claim.call_id)] = claim
 
+    def arm(
+        self,
+        kwargs: Mapping[str, Any],
+        tap: WireTap,
+        gate: Withholding,
+        *,
+        url: str,
+        body: Any,
+        ssl_verify: Any = None,
+        url_matches: Callable[[httpx.URL], bool] | None = None,
+        restore: Callable[[], None] | None = None,
+    ) -> str:
+        """Arm one request of the call on this thread; the one-time marker it must carry."""
+        token = secrets.token_urlsafe(18)
+        self.add(
+            _Claim(
+                token=token,
+                call_id=str(kwargs.get("litellm_call_id") or ""),
+                thread=threading.get_ident(),
+                url=url,
+                body=json.loads(json.dumps(body)),
+                tap=tap,
+                gate=gate,
+                ssl_verify=ssl_verify,
+                url_matches=url_matches,
+                restore=restore,
+            )
+        )
+        return token
+
     def take(self, token: str) -> _Claim | None:
         with self._lock:
             return self._by_token.pop(token, None)
@@ -326,21 +356,9 @@ def arm(kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding) -> None:
             "and this call may be sent through it; it was not sent (the client is dropped: "
             "the next call is gated)"
         )
-    token = secrets.token_urlsafe(18)
     params = kwargs.get("litellm_params")
-    CLAIMS.add(
-        _Claim(
-            token=token,
-            call_id=str(kwargs.get("litellm_call_id") or ""),
-            thread=threading.get_ident(),
-            url=url,
-            body=json.loads(json.dumps(body)),
-            tap=tap,
-            gate=gate,
-            ssl_verify=params.get("ssl_verify") if isinstance(params, Mapping) else None,
-        )
-    )
-    headers[MARKER] = token
+    ssl_verify = params.get("ssl_verify") if isinstance(params, Mapping) else None
+    headers[MARKER] = CLAIMS.arm(kwargs, tap, gate, url=url, body=body, ssl_verify=ssl_verify)
 
 
 def check_claimed(kwargs: Mapping[str, Any]) -> None:
