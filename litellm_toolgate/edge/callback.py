@@ -26,7 +26,7 @@ who hands the result to the caller.
 * **SDK, sync ``litellm.completion`` / ``litellm.responses``.** litellm runs no sync hook
   that can change the request, so the gate arms the call in ``log_pre_api_call`` and a
   transport installed as ``litellm.sync_transport`` claims exactly that request and
-  withholds like the async client (:mod:`synccall`); ``openai/`` and ``azure/`` chat
+  withholds like the async client (:mod:`synccall`); the OpenAI SDK routes' chat
   streams go out through the OpenAI SDK, and are claimed on a ``litellm.client_session``
   the gate sets when none is set (:mod:`sdkclaim`). What it cannot claim is refused before
   it is sent (:class:`UngatedCallRefused`, a ``BaseException``: litellm swallows anything

@@ -1,4 +1,4 @@
-"""Sync ``openai/`` and ``azure/`` chat streams under ``litellm.callbacks``: claimed on the
+"""Sync chat streams of the OpenAI SDK routes under ``litellm.callbacks``: claimed on the
 OpenAI SDK client's http client.
 
 On these routes litellm sends through an ``openai.OpenAI`` / ``AzureOpenAI`` client, whose

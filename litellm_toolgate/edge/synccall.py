@@ -28,7 +28,7 @@ the HTTP transport litellm's own sync client is built on: litellm reads a module
    refused there, before a byte of its body is read.
 
 A claimed request the upstream answers with a redirect is refused, not followed: the request
-that follows it would carry no marker. The OpenAI SDK routes (``openai/``, ``azure/`` chat)
+that follows it would carry no marker. The OpenAI SDK routes (``openai/``, ``azure/``, ...)
 send through ``litellm.client_session`` instead of ``litellm.sync_transport``: their claim is
 :mod:`sdkclaim`'s, on the same transport.
 
