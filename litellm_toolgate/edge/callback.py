@@ -188,6 +188,67 @@ def _carrier_of_whole(response: Any) -> Carrier:
     return carrier_of_result(response)
 
 
+def _sync_refusal(kind: str, route: str, kwargs: Mapping[str, Any], streamed: bool) -> str | None:
+    """Why a sync call under the callback must not be sent, or None when it can be claimed.
+
+    Each rule names a sync call the gate could not hand a quarantine to the caller for, so
+    it is refused in ``log_pre_api_call``, before anything is sent.
+    """
+    if sync_route_refused(route, kind):
+        return (
+            f"a sync litellm.{kind} on the {route}/ route goes out through a client the "
+            f"gate cannot claim under litellm.callbacks; it was not sent. Use "
+            f"ToolGate.{kind}(...) or litellm.a{kind}(...)"
+        )
+    if kind == "completion":
+        # The route table, as ToolGate and the async hook apply it: a route whose wire the
+        # gate does not read.
+        known = ROUTES.get(route)
+        decision = known.chat if known is not None else None
+        if not isinstance(decision, Gated):
+            why = decision.reason if isinstance(decision, Refused) else "not in the table"
+            return (
+                f"toolgate does not gate the {route or '(unknown)'}/ route for chat "
+                f"({why}); this sync litellm.completion was not sent"
+            )
+    elif kind in _SYNC_RESPONSES and route:
+        # The same for the Responses API, with litellm asked how it serves the model (a
+        # made-up stream has no wire to gate): as route_for does for ToolGate.
+        params = kwargs.get("litellm_params")
+        base = params.get("api_base") if isinstance(params, Mapping) else None
+        bare = str(kwargs.get("model") or "")
+        try:
+            route_for(
+                {
+                    "model": bare if bare.startswith(f"{route}/") else f"{route}/{bare}",
+                    "custom_llm_provider": route,
+                    "api_base": base,
+                    "stream": bool(kwargs.get("stream")),
+                },
+                Api.RESPONSES,
+            )
+        except RouteNotGated as refused:
+            return f"{refused}; this sync litellm.{kind} was not sent"
+    if sync_route_sdk(route, kind) and not sdkclaim_streamed(kwargs):
+        # The SDK reads a whole body inside litellm's error handling, which would turn a
+        # quarantine into a retryable server error of litellm's.
+        return (
+            f"a sync litellm.{kind} without stream=True on the {route}/ route cannot "
+            f"hand a quarantine to the caller under litellm.callbacks (the OpenAI SDK "
+            f"reads the whole body inside litellm's error handling); it was not sent. "
+            f"Use stream=True, ToolGate.{kind}(...) or litellm.a{kind}(...)"
+        )
+    if streamed and in_messages_entry_point():
+        # litellm's sync Messages adapter ends the stream quietly on any exception.
+        return (
+            "a sync litellm.anthropic.messages.create(stream=True) on a model litellm "
+            "bridges to chat or Responses ends its stream quietly on any error, so a "
+            "quarantine could not reach you; it was not sent. Use "
+            "litellm.anthropic.messages.acreate(...) or ToolGate.messages(...)"
+        )
+    return None
+
+
 class ToolGateGuardrail(CustomGuardrail):
     """The gate as a litellm ``CustomLogger`` and ``CustomGuardrail``. See the module docstring.
 
@@ -369,65 +430,15 @@ class ToolGateGuardrail(CustomGuardrail):
         if is_vouched(call_id):
             return  # a ToolGate's own call, with that gate's client: gated by that gate
         route = str(kwargs.get("custom_llm_provider") or "")
-        if sync_route_refused(route, kind):
-            raise UngatedCallRefused(
-                f"a sync litellm.{kind} on the {route}/ route goes out through a client the "
-                f"gate cannot claim under litellm.callbacks; it was not sent. Use "
-                f"ToolGate.{kind}(...) or litellm.a{kind}(...)"
-            )
-        if kind == "completion":
-            # The route table, as ToolGate and the async hook apply it: a route whose wire
-            # the gate does not read is refused here, before anything is sent.
-            known = ROUTES.get(route)
-            decision = known.chat if known is not None else None
-            if not isinstance(decision, Gated):
-                why = decision.reason if isinstance(decision, Refused) else "not in the table"
-                raise UngatedCallRefused(
-                    f"toolgate does not gate the {route or '(unknown)'}/ route for chat "
-                    f"({why}); this sync litellm.completion was not sent"
-                )
-        elif kind in _SYNC_RESPONSES and route:
-            # The same for the Responses API, with litellm asked how it serves the model (a
-            # made-up stream has no wire to gate): as route_for does for ToolGate.
-            params = kwargs.get("litellm_params")
-            base = params.get("api_base") if isinstance(params, Mapping) else None
-            bare = str(kwargs.get("model") or "")
-            try:
-                route_for(
-                    {
-                        "model": bare if bare.startswith(f"{route}/") else f"{route}/{bare}",
-                        "custom_llm_provider": route,
-                        "api_base": base,
-                        "stream": bool(kwargs.get("stream")),
-                    },
-                    Api.RESPONSES,
-                )
-            except RouteNotGated as refused:
-                raise UngatedCallRefused(
-                    f"{refused}; this sync litellm.{kind} was not sent"
-                ) from None
-        sdk = sync_route_sdk(route, kind)
-        if sdk and not sdkclaim_streamed(kwargs):
-            # The SDK reads a whole body inside litellm's error handling, which would turn a
-            # quarantine into a retryable server error of litellm's.
-            raise UngatedCallRefused(
-                f"a sync litellm.{kind} without stream=True on the {route}/ route cannot "
-                f"hand a quarantine to the caller under litellm.callbacks (the OpenAI SDK "
-                f"reads the whole body inside litellm's error handling); it was not sent. "
-                f"Use stream=True, ToolGate.{kind}(...) or litellm.a{kind}(...)"
-            )
         extra = kwargs.get("additional_args")
         body = extra.get("complete_input_dict") if isinstance(extra, Mapping) else None
         streamed = bool(kwargs.get("stream")) or bool(
             isinstance(body, Mapping) and body.get("stream")
         )
-        if streamed and in_messages_entry_point():
-            raise UngatedCallRefused(
-                "a sync litellm.anthropic.messages.create(stream=True) on a model litellm "
-                "bridges to chat or Responses ends its stream quietly on any error, so a "
-                "quarantine could not reach you; it was not sent. Use "
-                "litellm.anthropic.messages.acreate(...) or ToolGate.messages(...)"
-            )
+        refusal = _sync_refusal(kind, route, kwargs, streamed)
+        if refusal is not None:
+            raise UngatedCallRefused(refusal)
+        sdk = sync_route_sdk(route, kind)
         tools = body.get("tools") if isinstance(body, Mapping) else None
         # The logging kwargs name the model without its provider: the route (and so its
         # profile) is the provider's.
