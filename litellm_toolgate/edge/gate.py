@@ -26,7 +26,7 @@ from litellm import anthropic_interface
 from litellm.types.llms.openai import ResponsesAPIResponse
 from litellm.types.utils import ModelResponse
 
-from ..core.attempt import Attempt
+from ..core.attempt import Attempt, Carrier
 from ..core.errors import (
     GateConfigError,
     QuarantineReason,
@@ -53,7 +53,7 @@ from .logs import emit_records
 from .messages import AnthropicEvents, message_carrier
 from .policy import aapprove_whole, approve_whole
 from .routes import Api, ClientKind, route_for
-from .stream import AsyncGatedStream, GatedStream
+from .stream import AsyncGatedStream, CarrierAdapter, GatedStream
 from .synccall import vouch_client, vouched
 from .transport import AsyncTapTransport, TapTransport, WireTap
 
@@ -304,15 +304,7 @@ class ToolGate:
     def completion(self, *, stream: bool, **kwargs: Any) -> GatedStream | ModelResponse: ...
     def completion(self, **kwargs: Any) -> Any:
         """``litellm.completion`` with every tool call gated."""
-        handler = self._client_for(kwargs, asynchronous=False, api=Api.CHAT)
-        kwargs["client"] = handler
-        result = self._invoke_sync(handler, litellm.completion, kwargs)
-        if kwargs.get("stream"):
-            return GatedStream(result, handler.tap, self.policy)
-        if approve_whole(handler.tap.attempt, response_carrier(result), self.policy):
-            return self._release_response(handler.tap.attempt, result)
-        del result  # litellm's response holds the arguments: not in a frame of the raise
-        self._raise_quarantine(handler.tap.attempt)
+        return self._gated(Api.CHAT, litellm.completion, kwargs, response_carrier)
 
     @overload
     async def acompletion(self, *, stream: Literal[True], **kwargs: Any) -> AsyncGatedStream: ...
@@ -326,15 +318,7 @@ class ToolGate:
     ) -> AsyncGatedStream | ModelResponse: ...
     async def acompletion(self, **kwargs: Any) -> Any:
         """``litellm.acompletion`` with every tool call gated."""
-        handler = self._client_for(kwargs, asynchronous=True, api=Api.CHAT)
-        kwargs["client"] = handler
-        result = await self._ainvoke(handler, litellm.acompletion, kwargs)
-        if kwargs.get("stream"):
-            return AsyncGatedStream(result, handler.tap, self.policy)
-        if await aapprove_whole(handler.tap.attempt, response_carrier, result, self.policy):
-            return self._release_response(handler.tap.attempt, result)
-        del result
-        self._raise_quarantine(handler.tap.attempt)
+        return await self._agated(Api.CHAT, litellm.acompletion, kwargs, response_carrier)
 
     @overload
     def responses(self, *, stream: Literal[True], **kwargs: Any) -> GatedStream: ...
@@ -344,16 +328,9 @@ class ToolGate:
     def responses(self, *, stream: bool, **kwargs: Any) -> GatedStream | ResponsesAPIResponse: ...
     def responses(self, **kwargs: Any) -> Any:
         """``litellm.responses`` with every function call gated (bridged or native route)."""
-        handler = self._client_for(kwargs, asynchronous=False, api=Api.RESPONSES)
-        kwargs["client"] = handler
-        result = self._invoke_sync(handler, litellm.responses, kwargs)
-        if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
-            return GatedStream(result, handler.tap, self.policy, CarrierEvents())
-        # A whole response (asked for, or handed back instead of a stream) is checked whole.
-        if approve_whole(handler.tap.attempt, carrier_of_response(result), self.policy):
-            return self._release_response(handler.tap.attempt, result)
-        del result
-        self._raise_quarantine(handler.tap.attempt)
+        return self._gated(
+            Api.RESPONSES, litellm.responses, kwargs, carrier_of_response, CarrierEvents
+        )
 
     @overload
     async def aresponses(self, *, stream: Literal[True], **kwargs: Any) -> AsyncGatedStream: ...
@@ -367,15 +344,9 @@ class ToolGate:
     ) -> AsyncGatedStream | ResponsesAPIResponse: ...
     async def aresponses(self, **kwargs: Any) -> Any:
         """``litellm.aresponses`` with every function call gated (bridged or native route)."""
-        handler = self._client_for(kwargs, asynchronous=True, api=Api.RESPONSES)
-        kwargs["client"] = handler
-        result = await self._ainvoke(handler, litellm.aresponses, kwargs)
-        if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
-            return AsyncGatedStream(result, handler.tap, self.policy, CarrierEvents())
-        if await aapprove_whole(handler.tap.attempt, carrier_of_response, result, self.policy):
-            return self._release_response(handler.tap.attempt, result)
-        del result
-        self._raise_quarantine(handler.tap.attempt)
+        return await self._agated(
+            Api.RESPONSES, litellm.aresponses, kwargs, carrier_of_response, CarrierEvents
+        )
 
     def messages(self, **kwargs: Any) -> Any:
         """``litellm.anthropic.messages.create`` with every tool_use block gated.
@@ -385,26 +356,54 @@ class ToolGate:
         sync path for ``anthropic/`` models (it raises ``ValueError`` before sending); bridged
         models (``openai/``, ``cometapi/``, ...) work sync too.
         """
-        handler = self._client_for(kwargs, asynchronous=False, api=Api.CHAT)
-        kwargs["client"] = handler
-        result = self._invoke_sync(handler, anthropic_interface.messages.create, kwargs)
-        if kwargs.get("stream"):
-            return GatedStream(result, handler.tap, self.policy, AnthropicEvents())
-        if approve_whole(handler.tap.attempt, message_carrier(result), self.policy):
-            return self._release_response(handler.tap.attempt, result)
-        del result  # the message holds the arguments: not in this frame when it raises
-        self._raise_quarantine(handler.tap.attempt)
+        return self._gated(
+            Api.CHAT, anthropic_interface.messages.create, kwargs, message_carrier, AnthropicEvents
+        )
 
     async def amessages(self, **kwargs: Any) -> Any:
         """``litellm.anthropic.messages.acreate`` with every tool_use block gated."""
-        handler = self._client_for(kwargs, asynchronous=True, api=Api.CHAT)
+        return await self._agated(
+            Api.CHAT, anthropic_interface.messages.acreate, kwargs, message_carrier, AnthropicEvents
+        )
+
+    # ---- the one call path of every entry point, sync and async --------------------------
+    # A stream is handed back gated (``carrier`` makes the adapter for litellm's Responses or
+    # Anthropic objects; chat chunks need none). A whole result (asked for, or handed back by
+    # litellm's Responses route instead of a stream) is approved whole or quarantined.
+    def _gated(
+        self,
+        api: Api,
+        call: Callable[..., Any],
+        kwargs: dict[str, Any],
+        carrier_of: Callable[[Any], Carrier],
+        carrier: Callable[[], CarrierAdapter] | None = None,
+    ) -> Any:
+        handler = self._client_for(kwargs, asynchronous=False, api=api)
         kwargs["client"] = handler
-        result = await self._ainvoke(handler, anthropic_interface.messages.acreate, kwargs)
-        if kwargs.get("stream"):
-            return AsyncGatedStream(result, handler.tap, self.policy, AnthropicEvents())
-        if await aapprove_whole(handler.tap.attempt, message_carrier, result, self.policy):
+        result = self._invoke_sync(handler, call, kwargs)
+        if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
+            return GatedStream(result, handler.tap, self.policy, carrier and carrier())
+        if approve_whole(handler.tap.attempt, carrier_of(result), self.policy):
             return self._release_response(handler.tap.attempt, result)
-        del result  # the message holds the arguments: not in this frame when it raises
+        del result  # litellm's result holds the arguments: not in a frame of the raise
+        self._raise_quarantine(handler.tap.attempt)
+
+    async def _agated(
+        self,
+        api: Api,
+        call: Callable[..., Awaitable[Any]],
+        kwargs: dict[str, Any],
+        carrier_of: Callable[[Any], Carrier],
+        carrier: Callable[[], CarrierAdapter] | None = None,
+    ) -> Any:
+        handler = self._client_for(kwargs, asynchronous=True, api=api)
+        kwargs["client"] = handler
+        result = await self._ainvoke(handler, call, kwargs)
+        if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
+            return AsyncGatedStream(result, handler.tap, self.policy, carrier and carrier())
+        if await aapprove_whole(handler.tap.attempt, carrier_of, result, self.policy):
+            return self._release_response(handler.tap.attempt, result)
+        del result  # litellm's result holds the arguments: not in a frame of the raise
         self._raise_quarantine(handler.tap.attempt)
 
     def guard(self, stream: Any, client: Any = None) -> GatedStream | AsyncGatedStream:
