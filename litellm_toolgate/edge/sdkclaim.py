@@ -39,7 +39,6 @@ litellm's error handling, which would turn a quarantine into a retryable server 
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -47,7 +46,7 @@ from typing import Any
 import httpx
 import litellm
 
-from .synccall import CLAIMS, MARKER, ClaimingTransport, UngatedCallRefused
+from .synccall import CLAIMS, MARKER, ClaimingTransport, UngatedCallRefused, evict_cached
 from .transport import WireTap
 from .withhold import Withholding
 
@@ -114,17 +113,9 @@ def evict_foreign_sdk_clients() -> int:
     """Drop litellm's cached sync SDK clients not on a claiming session; how many."""
     import openai
 
-    cache: Any = getattr(litellm, "in_memory_llm_clients_cache", None)
-    table = getattr(cache, "cache_dict", None)
-    if not isinstance(table, dict):
-        return 0
-    evicted = 0
-    for key, value in list(table.items()):
-        if isinstance(value, openai.OpenAI) and not _on_claiming_session(value):
-            evicted += 1
-            with contextlib.suppress(Exception):
-                cache.delete_cache(key)
-    return evicted
+    return evict_cached(
+        lambda _key, value: isinstance(value, openai.OpenAI) and not _on_claiming_session(value)
+    )
 
 
 def streamed(kwargs: Mapping[str, Any]) -> bool:

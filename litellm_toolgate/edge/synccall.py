@@ -313,22 +313,31 @@ def install() -> ClaimingTransport:
     return claiming
 
 
-def evict_foreign_clients(claiming: ClaimingTransport) -> int:
-    """Drop litellm's cached sync clients that were built on another transport; how many."""
+def evict_cached(foreign: Callable[[object, object], bool]) -> int:
+    """Drop the entries of litellm's client cache that ``foreign(key, client)`` names; how
+    many. Dropped clients are not closed here (litellm closes the ones it owns, later)."""
     cache: Any = getattr(litellm, "in_memory_llm_clients_cache", None)
     table = getattr(cache, "cache_dict", None)
     if not isinstance(table, dict):
         return 0
     evicted = 0
     for key, value in list(table.items()):
-        if not (isinstance(key, str) and key.startswith("httpx_client")):
-            continue
-        client = getattr(value, "client", None)
-        if getattr(client, "_transport", None) is not claiming:
+        if foreign(key, value):
             evicted += 1
             with contextlib.suppress(Exception):
                 cache.delete_cache(key)
     return evicted
+
+
+def evict_foreign_clients(claiming: ClaimingTransport) -> int:
+    """Drop litellm's cached sync clients that were built on another transport; how many."""
+
+    def foreign(key: object, value: object) -> bool:
+        if not (isinstance(key, str) and key.startswith("httpx_client")):
+            return False
+        return getattr(getattr(value, "client", None), "_transport", None) is not claiming
+
+    return evict_cached(foreign)
 
 
 def arm(kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding) -> None:
