@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from itertools import pairwise
 from typing import Any
 
@@ -22,7 +23,16 @@ import litellm
 from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, HTTPHandler
 
 from bench.bodies import TOOLS, count_events
-from bench.common import Row, Timer, Upstream, failed_row, gate_sections, pair_rows, summary
+from bench.common import (
+    Row,
+    Timer,
+    Upstream,
+    failed_row,
+    gate_sections,
+    pair_rows,
+    summary,
+    timer_cost_ms,
+)
 from bench.report import log
 from litellm_toolgate import ToolGate
 
@@ -91,20 +101,65 @@ class EndToEnd:
         return t, n
 
 
-def attributed(row: Row, base: list[Timer], gate_cpu_ms: list[float]) -> None:
+class GateCPU:
+    """The gate's own CPU time in each gated run: its timed sections, less what is not its own.
+
+    Taken off each run's sum: the garbage collector's passes that happened to run inside a
+    section (see ``bench.common._Collections``) and the timer's own cost per section
+    (``bench.common.timer_cost_ms``, measured once per process). Both raw and corrected
+    sums are kept in the row.
+    """
+
+    timer_ms: float | None = None
+
+    def __init__(self) -> None:
+        if GateCPU.timer_ms is None:
+            GateCPU.timer_ms = timer_cost_ms()
+        self.raw_ms: list[float] = []
+        self.gc_ms: list[float] = []
+        self.sections: list[int] = []
+
+    @contextmanager
+    def run(self) -> Iterator[None]:
+        sections: list[tuple[str, float, float]] = []
+        collected: list[float] = []
+        with gate_sections(None, sections, collected):
+            yield
+        self.raw_ms.append(sum(cpu for _, _, cpu in sections))
+        self.gc_ms.append(sum(collected))
+        self.sections.append(len(sections))
+
+    @property
+    def own_ms(self) -> list[float]:
+        timer = GateCPU.timer_ms or 0.0
+        return [
+            max(0.0, raw - gc_ms - n * timer)
+            for raw, gc_ms, n in zip(self.raw_ms, self.gc_ms, self.sections, strict=True)
+        ]
+
+
+def attributed(row: Row, base: list[Timer], gate: GateCPU) -> None:
     """The gate's own CPU time in each gated run, over the paired plain run's CPU time.
 
     On a shared machine the ratio of two whole runs wanders by more than the 2 % the budget
     allows; this figure wanders far less, because it counts only the CPU time spent inside
     the gate's entry points (the wire tap, the carrier, the decision, the release), timed
-    in the gated runs themselves. It leaves out what happens between them (the gated
+    in the gated runs themselves, less the collector's passes that fell inside them and the
+    timer's own cost (:class:`GateCPU`). It leaves out what happens between them (the gated
     iterator's own frames, one more httpx client per call), so it is read together with
     the paired ratio, which includes everything (and the timing wrappers' own cost).
     """
-    ratios = [1 + g / (b.cpu * 1000) for g, b in zip(gate_cpu_ms, base, strict=True)]
-    row["gate_cpu_ms"] = statistics.median(gate_cpu_ms)
+    own = gate.own_ms
+    ratios = [1 + g / (b.cpu * 1000) for g, b in zip(own, base, strict=True)]
+    raw = [1 + g / (b.cpu * 1000) for g, b in zip(gate.raw_ms, base, strict=True)]
+    row["gate_cpu_ms"] = statistics.median(own)
+    row["gate_cpu_raw_ms"] = statistics.median(gate.raw_ms)
+    row["gate_gc_ms"] = statistics.median(gate.gc_ms)
+    row["gate_sections"] = statistics.median(gate.sections)
+    row["timer_us"] = (GateCPU.timer_ms or 0.0) * 1000
     row["plain_cpu_ms"] = statistics.median(b.cpu for b in base) * 1000
     row["attributed_ratio"] = summary(ratios)
+    row["attributed_raw_ratio"] = summary(raw)
     row["met"] = statistics.median(ratios) <= 1.02
 
 
@@ -120,13 +175,11 @@ def e2e_section(up: Upstream, shapes: list[tuple[str, bytes, int]]) -> list[Row]
         events = count_events(body)
         base: list[Timer] = []
         gated: list[Timer] = []
-        gate_cpu: list[float] = []
+        gate_cpu = GateCPU()
 
-        def gated_run(gate_cpu: list[float] = gate_cpu) -> tuple[Timer, int]:
-            sections: list[tuple[str, float, float]] = []
-            with gate_sections(None, sections):
+        def gated_run(gate_cpu: GateCPU = gate_cpu) -> tuple[Timer, int]:
+            with gate_cpu.run():
                 result: tuple[Timer, int] = e2e.gated_sync()
-            gate_cpu.append(sum(cpu for _, _, cpu in sections))
             return result
 
         try:
@@ -154,13 +207,11 @@ def e2e_section(up: Upstream, shapes: list[tuple[str, bytes, int]]) -> list[Row]
             events = count_events(body)
             base: list[Timer] = []
             gated: list[Timer] = []
-            gate_cpu: list[float] = []
+            gate_cpu = GateCPU()
 
-            async def gated_run(gate_cpu: list[float] = gate_cpu) -> Timer:
-                sections: list[tuple[str, float, float]] = []
-                with gate_sections(None, sections):
+            async def gated_run(gate_cpu: GateCPU = gate_cpu) -> Timer:
+                with gate_cpu.run():
                     timer: Timer = (await e2e.gated_async())[0]
-                gate_cpu.append(sum(cpu for _, _, cpu in sections))
                 return timer
 
             try:
