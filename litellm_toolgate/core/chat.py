@@ -28,8 +28,7 @@ import json
 import json.decoder
 import json.scanner
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import jiter
 
@@ -112,19 +111,24 @@ def load_object_reference(data: str) -> dict[str, Any]:
 _scanstring: Any = json.decoder.scanstring  # type: ignore[attr-defined]
 
 
-@dataclass(frozen=True, slots=True)
-class _Template:
+class _Template(NamedTuple):
     """A data line of a stream whose lines differ only in one string: the text or arguments.
 
     ``prefix`` ends with the string's opening quote, ``suffix`` starts with its closing quote;
-    ``index`` is the tool index of an argument fragment (None: visible text). See
+    ``tool_index`` is the tool index of an argument fragment (None: visible text). See
     :meth:`ChatNormalizer._learn` for why a line ``prefix + s + suffix`` is then known
-    without parsing it.
+    without parsing it. ``start`` and ``tail`` are the two parts' lengths.
     """
 
     prefix: str
     suffix: str
-    index: int | None
+    tool_index: int | None
+    start: int
+    tail: int
+
+
+def _template(prefix: str, suffix: str, index: int | None) -> _Template:
+    return _Template(prefix, suffix, index, len(prefix), len(suffix))
 
 
 _TEMPLATES = 4  # interleaved calls each have their own line (the tool index differs)
@@ -161,13 +165,23 @@ class ChatNormalizer:
             return [Unknown(event[:64])]
         if data == "[DONE]":
             return [DoneMarker()]
-        for template in self._templates:
-            if data.startswith(template.prefix) and data.endswith(template.suffix):
-                value = _middle(data, template)
+        for prefix, suffix, index, start, tail in self._templates:
+            if data.startswith(prefix) and data.endswith(suffix):
+                # _middle, inlined: this runs for nearly every line of a long stream.
+                value: Any = None
+                stop = len(data) - tail
+                if stop >= start:
+                    try:
+                        value, end = _scanstring(data, start, True)
+                    except ValueError:  # its message quotes the line: dropped here
+                        value = None
+                    else:
+                        if end != stop + 1:
+                            value = None
                 if value:
-                    if template.index is None:
+                    if index is None:
                         return [TextDelta(0, value)]
-                    return [ArgumentDelta(0, template.index, value)]
+                    return [ArgumentDelta(0, index, value)]
                 break
         obj = load_object(data)
         events = self.chunk(obj, streamed=True)
@@ -216,7 +230,7 @@ class ChatNormalizer:
             _, end = _scanstring(data, start, True)
         except ValueError:  # its message quotes the line: dropped here
             return
-        template = _Template(data[:start], data[end - 1 :], index)
+        template = _template(data[:start], data[end - 1 :], index)
         if _middle(data, template) != value:
             return
         for sentinel in _SENTINELS:
@@ -415,8 +429,8 @@ def _string_start(data: str, key: str) -> int | None:
 def _middle(data: str, template: _Template) -> str | None:
     """The value of the string between ``template``'s prefix and suffix, or None when that
     text is not one JSON string body ending at the suffix's quote."""
-    start = len(template.prefix)
-    stop = len(data) - len(template.suffix)
+    start = template.start
+    stop = len(data) - template.tail
     if stop < start:
         return None
     try:
