@@ -186,7 +186,16 @@ def _timed(
     out: list[tuple[str, float, float]],
     collections: _Collections | None,
     collected: list[float] | None,
+    wall_only: bool = False,
 ) -> Callable[..., Any]:
+    """``fn`` timed: each call appends ``(label, wall ms, CPU ms)`` to ``out``.
+
+    The clocks are read first thing after ``fn`` returns, and the CPU clock innermost.
+    ``wall_only``: the monotonic clock alone (a vDSO read, no system call), whose reading
+    then stands for both; see :data:`bench.e2e.PER_CHUNK`.
+    """
+    ns = time.perf_counter_ns
+
     def timed(*args: Any, **kwargs: Any) -> Any:
         if loop_thread is not None and threading.current_thread() is not loop_thread:
             return fn(*args, **kwargs)
@@ -197,22 +206,38 @@ def _timed(
         try:
             return fn(*args, **kwargs)
         finally:
+            cpu_ms = (time.thread_time() - cpu) * 1000
             wall_ms = (time.perf_counter() - started) * 1000
-            out.append((label, wall_ms, (time.thread_time() - cpu) * 1000))
+            out.append((label, wall_ms, cpu_ms))
             if collections is not None and collected is not None:
                 collected.append(collections.ms.get(thread, 0.0) - before)
 
-    return timed
+    def timed_wall(*args: Any, **kwargs: Any) -> Any:
+        if loop_thread is not None and threading.current_thread() is not loop_thread:
+            return fn(*args, **kwargs)
+        thread = threading.get_ident()
+        before = 0.0 if collections is None else collections.ms.get(thread, 0.0)
+        started = ns()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            wall_ms = (ns() - started) / 1e6
+            out.append((label, wall_ms, wall_ms))
+            if collections is not None and collected is not None:
+                collected.append(collections.ms.get(thread, 0.0) - before)
+
+    return timed_wall if wall_only else timed
 
 
-def timer_cost_ms(rounds: int = 7, calls: int = 2_000) -> float:
-    """The CPU time one timed section reports around a call that does nothing, in ms.
+def timer_cost_ms(*, wall_only: bool = False, rounds: int = 7, calls: int = 2_000) -> float:
+    """What one timed section reports around a call that does nothing, in ms.
 
-    Each section reads the thread's CPU clock twice (a system call, not a vDSO read) and
-    forwards its arguments: about 0.7 µs per section on the bench machine, which the
-    section reports as the gate's. A per-chunk entry point runs once per chunk, so this is
-    a few per cent of what is measured; the end-to-end rows take it off (the minimum over
-    a few rounds, so never more than the wrapper really costs).
+    A section on the CPU clock reads it twice (a system call, not a vDSO read) and forwards
+    its arguments: about 0.7 µs per section here, reported as the gate's; on the wall clock
+    alone about 0.1 µs. The end-to-end rows take it off (the minimum over a few rounds, in
+    a tight loop: never more than the wrapper costs; in a real stream, where its code and
+    the kernel's are cold, a CPU-clock section costs about twice this, which is why the
+    per-chunk entry point is timed on the wall clock, see :data:`bench.e2e.PER_CHUNK`).
     """
 
     def nothing(_: object) -> None:
@@ -222,7 +247,13 @@ def timer_cost_ms(rounds: int = 7, calls: int = 2_000) -> float:
     for _ in range(rounds):
         out: list[tuple[str, float, float]] = []
         timed = _timed(
-            "nothing", nothing, loop_thread=None, out=out, collections=None, collected=None
+            "nothing",
+            nothing,
+            loop_thread=None,
+            out=out,
+            collections=None,
+            collected=None,
+            wall_only=wall_only,
         )
         for _ in range(calls):
             timed(None)
@@ -235,13 +266,15 @@ def gate_sections(
     loop_thread: threading.Thread | None,
     out: list[tuple[str, float, float]],
     collected: list[float] | None = None,
+    wall_only: frozenset[str] = frozenset(),
 ) -> Iterator[None]:
     """Time every gate entry point that runs on the loop's thread (the bench's own wrapper).
 
     Both wall time and the thread's own CPU time are kept: wall time also counts waiting for
     the GIL while other threads (litellm's logging pool, the decision worker) run, CPU time
     only what the gate itself did on the loop. With ``collected``, each section also appends
-    the garbage collector's CPU time inside it (see :class:`_Collections`), in ms.
+    the garbage collector's CPU time inside it (see :class:`_Collections`), in ms. The
+    entry points labelled in ``wall_only`` read the wall clock alone (see :func:`_timed`).
     """
     targets: list[tuple[Any, str]] = [
         (transport_mod.WireTap, "feed"),
@@ -265,6 +298,7 @@ def gate_sections(
             out=out,
             collections=collections,
             collected=collected,
+            wall_only=label in wall_only,
         )
         setattr(owner, name, timed)
     try:

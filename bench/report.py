@@ -68,11 +68,13 @@ def brief(row: Row) -> str:
 
 def _taken_off(row: Row) -> str:
     """What the gate's own CPU leaves out of its timed sections (rows from older runs: none)."""
-    if "gate_cpu_raw_ms" not in row:
+    if "interrupted_sections" not in row:
         return ""
     return (
-        f"; sections {row['gate_cpu_raw_ms']:.1f} ms less {row['gate_gc_ms']:.1f} ms of "
-        f"collector passes and {row['gate_sections']:.0f} × {row['timer_us']:.2f} µs of timer"
+        f"; {row['gate_sections']:.0f} sections read {row['gate_cpu_raw_ms']:.1f} ms, less "
+        f"{row['gate_gc_ms']:.1f} ms of collector passes, the timer "
+        f"({row['timer_us'][0]:.2f} / {row['timer_us'][1]:.2f} µs a section) and "
+        f"{row['interrupted_sections']:.0f} interruptions"
     )
 
 
