@@ -10,6 +10,7 @@ escapes, control characters, lone surrogates, another field changed, the key rep
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -226,3 +227,22 @@ def test_templates_hold_no_argument_text() -> None:
 
 def test_the_fixture_folder_is_where_the_tests_look() -> None:
     assert Path(CHAT).is_dir()
+
+
+def test_the_two_per_event_events_are_still_frozen_values() -> None:
+    """TextDelta and ArgumentDelta store their fields through their slots (a faster
+    __init__): still frozen, equal and hashed by value, the fragment out of the repr."""
+    fragment = ArgumentDelta(0, 2, "SECRET-3")
+    assert fragment == ArgumentDelta(choice=0, index=2, fragment="SECRET-3")
+    assert hash(fragment) == hash(ArgumentDelta(0, 2, "SECRET-3"))
+    assert fragment != ArgumentDelta(0, 1, "SECRET-3")
+    assert "SECRET" not in repr(fragment)
+    assert dataclasses.replace(fragment, index=5) == ArgumentDelta(0, 5, "SECRET-3")
+    text = TextDelta(0, "hello")
+    assert (text.choice, text.text) == (0, "hello") and text == TextDelta(choice=0, text="hello")
+    for event, name in ((fragment, "index"), (text, "text")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(event, name, 1)
+        assert not hasattr(event, "__dict__")
+    with pytest.raises(TypeError):
+        TextDelta(0)  # type: ignore[call-arg]
