@@ -282,12 +282,12 @@ class CarrierChunks:
         if function_call is not None:
             self.foreign = True
         for fragment in tool_calls or []:
-            values: dict[str, Any] | None = None
             if type(fragment) is ChatCompletionDeltaToolCall and _PLAIN_FRAGMENT:
-                values = fragment.__dict__
-            if values is not None and "index" in values and "id" in values and "function" in values:
-                # Declared fields of litellm's type: kept in the instance dict.
-                index, call_id, function = values["index"], values["id"], values["function"]
+                values = fragment.__dict__  # declared fields of litellm's type live here
+                try:
+                    index, call_id, function = values["index"], values["id"], values["function"]
+                except KeyError:
+                    index, call_id, function = _attrs(fragment, _FRAGMENT)
             else:
                 index, call_id, function = _attrs(fragment, _FRAGMENT)
             if not isinstance(index, int):
@@ -296,15 +296,18 @@ class CarrierChunks:
             call = self.calls.get(index)
             if call is None:
                 call = self.calls[index] = _Assembled()
-            call.call_id = call.call_id or call_id
-            values = None
+            if not call.call_id:  # the first id given is kept
+                call.call_id = call_id
             if type(function) is Function and _PLAIN_FUNCTION:
                 values = function.__dict__
-            if values is not None and "name" in values and "arguments" in values:
-                name, arguments = values["name"], values["arguments"]
+                try:
+                    name, arguments = values["name"], values["arguments"]
+                except KeyError:
+                    name, arguments = _attrs(function, _FUNCTION)
             else:
                 name, arguments = _attrs(function, _FUNCTION)
-            call.name = call.name or name
+            if not call.name:
+                call.name = name
             if arguments:
                 call.fragments.append(arguments)
 
