@@ -22,7 +22,9 @@ from litellm_toolgate.core import (
     QuarantineReason,
     ToolRegistry,
     Wire,
+    find_quarantine,
 )
+from litellm_toolgate.core.errors import quarantine
 from litellm_toolgate.core.sse import SSEDecoder, SSEMessage
 from litellm_toolgate.core.state import StreamState
 from litellm_toolgate.core.withhold import Check, Withholder
@@ -318,3 +320,13 @@ def test_the_core_imports_nothing_of_the_edge_or_of_io() -> None:
             not n.startswith("litellm_toolgate.") or n.startswith("litellm_toolgate.core")
             for n in names
         ), path.name
+
+
+def test_find_quarantine_walks_causes_and_contexts_and_stops_at_a_cycle() -> None:
+    fault = quarantine(R.CANCELLED, "att-1")
+    outer, middle = RuntimeError("outer"), ValueError("middle")
+    outer.__cause__, middle.__context__ = middle, fault
+    assert find_quarantine(outer) is fault and find_quarantine(fault) is fault
+    looped_a, looped_b = RuntimeError("a"), RuntimeError("b")
+    looped_a.__context__, looped_b.__context__ = looped_b, looped_a
+    assert find_quarantine(looped_a) is None and find_quarantine(None) is None

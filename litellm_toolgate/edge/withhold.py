@@ -15,7 +15,7 @@ rule applies. Before a message goes out it is given to litellm's own parser for 
 A non-streamed body is held whole and let through once it ended cleanly (the callback then
 checks litellm's response against it). On any fault the stream raises the attempt's
 :class:`ToolCallQuarantined` instead; litellm turns that into its own exception with the
-quarantine as ``__cause__`` (find it with :func:`find_quarantine`).
+quarantine as ``__cause__`` (find it with :func:`~litellm_toolgate.find_quarantine`).
 
 There is no carrier cross-check in this mode (litellm assembles the calls after the gate let
 them go), which is why litellm is handed the unambiguous form.
@@ -44,17 +44,6 @@ from .offload import decide_off_loop
 from .policy import ajudge, judge
 from .preflight import ChunkCheck, chat_body_parses
 from .transport import AsyncTapTransport, WireTap
-
-
-def find_quarantine(error: BaseException | None) -> ToolCallQuarantined | None:
-    """The gate's quarantine behind an exception litellm raised, if there is one."""
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, ToolCallQuarantined):
-            return error
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return None
 
 
 class _Faces:
