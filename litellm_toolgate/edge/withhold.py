@@ -24,6 +24,7 @@ them go), which is why litellm is handed the unambiguous form.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Generic, TypeVar
 
 import httpx
 
@@ -45,11 +46,16 @@ from .policy import ajudge, judge
 from .preflight import ChunkCheck, chat_body_parses
 from .transport import AsyncTapTransport, WireTap
 
+_Inner = TypeVar("_Inner", bound=httpx.SyncByteStream | httpx.AsyncByteStream)
 
-class _Faces:
+
+class _Faces(Generic[_Inner]):
     """What the sync and async faces share: the tap, the core's withholder, the raise."""
 
-    def __init__(self, tap: WireTap, gate: Withholding, defer: bool) -> None:
+    def __init__(
+        self, inner: _Inner, tap: WireTap, gate: Withholding, *, defer: bool = False
+    ) -> None:
+        self._inner = inner
         self._tap = tap
         self._gate = gate
         # The core's rule, asking litellm's parsers for the route before anything goes out.
@@ -73,13 +79,7 @@ class _Faces:
             raise_clean(self._gate.typed(fault, before_first_chunk=not self._holder.passed_live))
 
 
-class _WithholdingStream(_Faces, httpx.AsyncByteStream):
-    def __init__(
-        self, inner: httpx.AsyncByteStream, tap: WireTap, gate: Withholding, *, defer: bool = False
-    ) -> None:
-        super().__init__(tap, gate, defer)
-        self._inner = inner
-
+class _WithholdingStream(_Faces[httpx.AsyncByteStream], httpx.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         holder = self._holder
         if holder.decided:
@@ -114,14 +114,8 @@ class _WithholdingStream(_Faces, httpx.AsyncByteStream):
         await self._inner.aclose()
 
 
-class SyncWithholdingStream(_Faces, httpx.SyncByteStream):
+class SyncWithholdingStream(_Faces[httpx.SyncByteStream], httpx.SyncByteStream):
     """The sync face: the same rule, the policy run on the caller's thread."""
-
-    def __init__(
-        self, inner: httpx.SyncByteStream, tap: WireTap, gate: Withholding, *, defer: bool = False
-    ) -> None:
-        super().__init__(tap, gate, defer)
-        self._inner = inner
 
     def __iter__(self) -> Iterator[bytes]:
         holder = self._holder
