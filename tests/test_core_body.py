@@ -1,4 +1,4 @@
-"""One HTTP body into its attempt (core/body.py), through its public API, no network."""
+"""A request and its body into the attempt (core/body.py, core/wires/chat.py), no network."""
 
 from __future__ import annotations
 
@@ -7,9 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from litellm_toolgate.core import Attempt, Limits, QuarantineReason, ToolRegistry
+from litellm_toolgate.core import (
+    Attempt,
+    Limits,
+    QuarantineReason,
+    ToolCallQuarantined,
+    ToolRegistry,
+)
 from litellm_toolgate.core.body import BodyReader
 from litellm_toolgate.core.state import StreamState
+from litellm_toolgate.core.wires import chat as chat_wire
 
 R = QuarantineReason
 CHAT = Path(__file__).resolve().parent.parent / "fixtures" / "chat"
@@ -90,3 +97,30 @@ def test_an_interrupted_body_ends_reading(reason: QuarantineReason) -> None:
     assert read.attempt.quarantined is not None and read.attempt.quarantined.reason is reason
     read.eof()  # nothing more: the body already ended
     assert read.attempt.quarantined.reason is reason
+
+
+@pytest.mark.parametrize(
+    ("body", "fields"),
+    [
+        (
+            b'{"model": "m", "n": 2, "tool_choice": "required", "tools": []}',
+            {"n": 2, "tool_choice": "required"},
+        ),
+        (b'{"model": "m"}', {}),
+        (b"", {}),
+        (b"[1]", {}),
+        (b"{not json", {}),
+    ],
+)
+def test_a_chat_request_gives_the_attempt_the_fields_it_reads(
+    body: bytes, fields: dict[str, object]
+) -> None:
+    assert chat_wire.request_fields(body) == fields
+    attempt = Attempt(ToolRegistry.from_tools(TOOLS))
+    refused = fields.get("n") == 2
+    try:
+        attempt.bind_request("/v1/chat/completions", chat_wire.request_fields(body))
+    except ToolCallQuarantined as fault:
+        assert refused and fault.reason is R.UNSUPPORTED_REQUEST
+    else:
+        assert not refused

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import httpx
@@ -32,6 +31,7 @@ import httpx
 from ..core.attempt import Attempt
 from ..core.body import BodyReader
 from ..core.errors import QuarantineReason, ToolCallQuarantined
+from ..core.wires import chat as chat_wire
 
 R = QuarantineReason
 # One read from the socket can hold 64 KiB, hundreds of events. The gate decodes what it is
@@ -116,12 +116,9 @@ def _request_fields(request: httpx.Request) -> dict[str, object]:
     if not request.url.path.rstrip("/").endswith("/chat/completions"):
         return {}  # only a chat request has fields the gate reads (Responses: none yet)
     try:
-        body = json.loads(request.content) if request.content else None
-    except (ValueError, httpx.RequestNotRead):
+        return chat_wire.request_fields(request.content)
+    except httpx.RequestNotRead:
         return {}
-    if not isinstance(body, dict):
-        return {}
-    return {k: body[k] for k in ("n", "tool_choice") if k in body}
 
 
 class RequestRefused(httpx.TransportError):
