@@ -34,6 +34,7 @@ from ..core.errors import (
     WireNotObservable,
     raise_clean,
 )
+from ..core.gated import CarrierAdapter
 from ..core.limits import Limits
 from ..core.policy import Policy
 from ..core.profiles import check_overrides
@@ -53,7 +54,7 @@ from .logs import emit_records
 from .messages import AnthropicEvents, message_carrier
 from .policy import aapprove_whole, approve_whole
 from .routes import Api, ClientKind, route_for
-from .stream import AsyncGatedStream, CarrierAdapter, GatedStream
+from .stream import AsyncGatedStream, GatedStream
 from .synccall import vouch_client, vouched
 from .transport import AsyncTapTransport, TapTransport, WireTap
 

@@ -1,0 +1,77 @@
+"""One HTTP body into its attempt: what every transport of the edge feeds, and what it is told.
+
+A stream is fed to the attempt piece by piece (:meth:`~.attempt.Attempt.receive_bytes`) as
+it is read; a whole (non-streamed) body is collected, up to ``max_body_bytes``, and given to
+the attempt whole once it ended (:meth:`~.attempt.Attempt.receive_body`). The first fault
+stops the feeding: the quarantine stays on the attempt for whoever gates the call to raise,
+and is never raised from here (the reader may be inside a client library's own request).
+The body ends once: cleanly (:meth:`BodyReader.eof`) or cut short (:meth:`BodyReader.interrupt`,
+a stall or a disconnect the edge saw), and whatever was collected is dropped then.
+"""
+
+from __future__ import annotations
+
+from .attempt import Attempt
+from .errors import QuarantineReason, ToolCallQuarantined
+
+R = QuarantineReason
+
+
+class BodyReader:
+    """Feeds one attempt the body of its one HTTP response, streamed or whole."""
+
+    def __init__(self, attempt: Attempt, *, streamed: bool) -> None:
+        self.attempt = attempt
+        self.streamed = streamed
+        self.ended = False
+        self._body = bytearray()
+
+    @property
+    def faulted(self) -> bool:
+        return self.attempt.quarantined is not None
+
+    def feed(self, data: bytes) -> bool:
+        """Give the attempt one piece of body; False once the attempt is quarantined."""
+        if self.faulted:
+            return False
+        try:
+            if self.streamed:
+                self.attempt.receive_bytes(data)
+            elif len(self._body) + len(data) > self.attempt.limits.max_body_bytes:
+                self._body = bytearray()
+                self.attempt.interrupt(R.BODY_TOO_LARGE)
+            else:
+                self._body += data
+        except ToolCallQuarantined:
+            pass
+        return not self.faulted
+
+    def eof(self) -> None:
+        """The body ended cleanly (taken once; nothing is fed after a fault)."""
+        if self.ended:
+            return
+        self.ended = True
+        if self.faulted:
+            return
+        try:
+            if self.streamed:
+                self.attempt.receive_eof()
+            else:
+                self.attempt.receive_body(bytes(self._body))
+        except ToolCallQuarantined:
+            pass
+        finally:
+            self._body = bytearray()
+
+    def interrupt(self, reason: QuarantineReason) -> None:
+        """The body was cut short (``stalled``, ``disconnected``)."""
+        self.ended = True
+        self._body = bytearray()
+        self.attempt.interrupt(reason)
+
+    @property
+    def wants_drain(self) -> bool:
+        """Whether the rest of the body should still be read: the gate decides only on a
+        body read to its end; a quarantined attempt needs no more bytes (and a cancelled one
+        must not wait for them)."""
+        return not self.ended and not self.faulted

@@ -1,0 +1,126 @@
+"""A request and its body into the attempt (core/body.py, core/wires/chat.py), no network."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from litellm_toolgate.core import (
+    Attempt,
+    Limits,
+    QuarantineReason,
+    ToolCallQuarantined,
+    ToolRegistry,
+)
+from litellm_toolgate.core.body import BodyReader
+from litellm_toolgate.core.state import StreamState
+from litellm_toolgate.core.wires import chat as chat_wire
+
+R = QuarantineReason
+CHAT = Path(__file__).resolve().parent.parent / "fixtures" / "chat"
+TOOLS = json.loads((CHAT / "manifest.json").read_text())["tools"]
+STREAM = (CHAT / "multiply_basic.sse").read_bytes()
+WHOLE = json.dumps(
+    {
+        "id": "chatcmpl-w",
+        "object": "chat.completion",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+        ],
+    }
+).encode()
+
+
+def reader(streamed: bool, limits: Limits | None = None) -> BodyReader:
+    attempt = Attempt(ToolRegistry.from_tools(TOOLS), limits)
+    media = "text/event-stream" if streamed else "application/json"
+    attempt.bind_response(content_type=media, streamed=streamed)
+    return BodyReader(attempt, streamed=streamed)
+
+
+@pytest.mark.parametrize(("streamed", "body"), [(True, STREAM), (False, WHOLE)])
+def test_a_body_read_to_its_end_reaches_the_attempt_once(streamed: bool, body: bytes) -> None:
+    read = reader(streamed)
+    assert read.wants_drain
+    assert all(read.feed(body[i : i + 7]) for i in range(0, len(body), 7))
+    read.eof()
+    read.eof()  # taken once
+    assert read.ended and not read.wants_drain and not read.faulted
+    calls = read.attempt.conclude()
+    assert [c.name for c in calls] == (["multiply"] if streamed else [])
+
+
+def test_a_fault_stops_the_feeding_and_is_kept_not_raised() -> None:
+    read = reader(True)
+    assert not read.feed(b"data: {not json\n\n")
+    assert read.faulted and not read.wants_drain
+    assert read.attempt.quarantined is not None
+    assert read.attempt.quarantined.reason is R.MALFORMED_EVENT
+    assert not read.feed(STREAM)
+    read.eof()
+    assert read.ended and read.attempt.state is StreamState.QUARANTINED
+
+
+def test_a_stream_that_ends_without_its_terminal_is_quarantined_at_eof() -> None:
+    read = reader(True)
+    assert read.feed(STREAM[: len(STREAM) // 2])
+    read.eof()
+    assert read.faulted
+
+
+def test_a_whole_body_past_the_limit_is_refused_and_dropped() -> None:
+    read = reader(False, Limits(max_body_bytes=len(WHOLE) - 1))
+    assert read.feed(WHOLE[:10])
+    assert not read.feed(WHOLE[10:])
+    assert read.attempt.quarantined is not None
+    assert read.attempt.quarantined.reason is R.BODY_TOO_LARGE
+    read.eof()
+    assert read.attempt.quarantined.reason is R.BODY_TOO_LARGE
+
+
+def test_a_body_that_is_no_utf8_is_refused_at_its_end() -> None:
+    read = reader(False)
+    assert read.feed(b"\xff" + WHOLE)
+    read.eof()
+    assert read.attempt.quarantined is not None
+    assert read.attempt.quarantined.reason is R.INVALID_UTF8
+
+
+@pytest.mark.parametrize("reason", [R.STALLED, R.DISCONNECTED])
+def test_an_interrupted_body_ends_reading(reason: QuarantineReason) -> None:
+    read = reader(False)
+    assert read.feed(WHOLE[:10])
+    read.interrupt(reason)
+    assert read.ended and not read.wants_drain
+    assert read.attempt.quarantined is not None and read.attempt.quarantined.reason is reason
+    read.eof()  # nothing more: the body already ended
+    assert read.attempt.quarantined.reason is reason
+
+
+@pytest.mark.parametrize(
+    ("body", "fields"),
+    [
+        (
+            b'{"model": "m", "n": 2, "tool_choice": "required", "tools": []}',
+            {"n": 2, "tool_choice": "required"},
+        ),
+        (b'{"model": "m"}', {}),
+        (b"", {}),
+        (b"[1]", {}),
+        (b"{not json", {}),
+    ],
+)
+def test_a_chat_request_gives_the_attempt_the_fields_it_reads(
+    body: bytes, fields: dict[str, object]
+) -> None:
+    assert chat_wire.request_fields(body) == fields
+    attempt = Attempt(ToolRegistry.from_tools(TOOLS))
+    refused = fields.get("n") == 2
+    try:
+        attempt.bind_request("/v1/chat/completions", chat_wire.request_fields(body))
+    except ToolCallQuarantined as fault:
+        assert refused and fault.reason is R.UNSUPPORTED_REQUEST
+    else:
+        assert not refused
