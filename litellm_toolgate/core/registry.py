@@ -133,10 +133,11 @@ class ToolSpec:
     def validate(self, value: Any) -> SchemaVerdict | None:
         """``None`` if ``value`` satisfies the schema, else the verdict of the best error."""
         if self.fast is not None:
-            accepted = False
             # Any failure of the fast path just leaves the decision to the reference.
-            with contextlib.suppress(Exception):
+            try:
                 accepted = self.fast(value)
+            except Exception:
+                accepted = False
             if accepted is True:
                 return None
         try:
