@@ -354,10 +354,14 @@ class Attempt:
         wire = self._ledger.wire
         # The end of the body is an input the edge feeds (receive_eof); a decision asked
         # for before it was seen is a move of the table like any other, never an end made up.
-        outcome = next_stream_state(self._state, StreamInput.CONCLUDE, wire)
-        if isinstance(outcome, QuarantineReason):
-            return outcome
-        if wire is Wire.CHAT and bool(self._calls) != self._calls_terminal():
+        outcome = STREAM_TABLES[wire].get((self._state, StreamInput.CONCLUDE))
+        if type(outcome) is not StreamState:
+            outcome = next_stream_state(self._state, StreamInput.CONCLUDE, wire)
+            if isinstance(outcome, QuarantineReason):
+                return outcome
+        if wire is Wire.CHAT and bool(self._calls) != (
+            self._ledger.finish_reason == "tool_calls" or self._stop_with_calls()
+        ):
             return R.FINISH_REASON_MISMATCH
         if wire is Wire.ANTHROPIC:
             stop = stop_reason_fault(self.finish_reason, bool(self._calls))

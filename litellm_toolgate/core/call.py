@@ -133,16 +133,55 @@ class CallAccumulator:
         hmac_key: bytes | None,
         clock: Callable[[], float],
     ) -> None:
-        """Join the fragments once; parse, then schema. A failure is kept in ``error``."""
+        """Take the withheld bytes; parse, then schema. A failure is kept in ``error``."""
         started = clock()
-        data = self.withheld()
+        data = self.data if self.data is not None else self.withheld()
         if hmac_key is not None:
             self.digest = hmac.new(hmac_key, data, sha256).hexdigest()
-        rule = ITEMS[self.kind]
-        if rule.input is Input.FREE_TEXT:
+        kind = ITEMS[self.kind].input
+        if kind is Input.FREE_TEXT:
             self._validate_free_text(registry, self.join())
+            self.validation_ms = (clock() - started) * 1000
+            return
+        reason: QuarantineReason | None = None
+        value: dict[str, Any] | None = None
+        try:
+            value = parse_utf8_arguments(data, max_depth=max_depth)
+        except ArgumentsError as err:
+            reason = err.reason
+        if reason is not None or value is None:
+            self.json_status = "invalid"
+            self.trailing = reason is R.TRAILING_DATA
+            self.error = reason
+        elif kind is Input.JSON_ARGUMENTS:
+            self.json_status, self.trailing = "valid", False
+            # The two moves a valid call makes, as table hits (move() for anything else).
+            table = CALL_TABLES[self.wire]
+            moved = table.get((self.state, CallInput.PARSED))
+            if type(moved) is CallState:
+                self.state = moved
+            else:
+                self.move(CallInput.PARSED)
+            spec = registry.get(self.name)
+            if spec is None:
+                self.schema_status, self.error = "unknown_tool", R.UNKNOWN_TOOL
+            else:
+                verdict = spec.validate(value)
+                if verdict is None:
+                    self.schema_status = "valid"
+                    self.value = value
+                    moved = table.get((self.state, CallInput.SCHEMA_VALID))
+                    if type(moved) is CallState:
+                        self.state = moved
+                    else:
+                        self.move(CallInput.SCHEMA_VALID)
+                else:
+                    self.schema_status, self.error = "invalid", R.SCHEMA_INVALID
+                    self.keyword, self.path = verdict.keyword, verdict.path
         else:
-            self._validate_json(registry, data, max_depth, rule.input)
+            self.json_status, self.trailing = "valid", False
+            self.move(CallInput.PARSED)
+            self._validate_structure(registry, value)
         self.validation_ms = (clock() - started) * 1000
 
     def _validate_free_text(self, registry: ToolRegistry, text: str) -> None:
@@ -159,39 +198,6 @@ class CallAccumulator:
         self.schema_status = "not_checked"
         self.value = {"input": text}
         self.move(CallInput.SCHEMA_VALID)
-
-    def _validate_json(
-        self, registry: ToolRegistry, data: bytes, max_depth: int, kind: Input
-    ) -> None:
-        reason: QuarantineReason | None = None
-        value: dict[str, Any] | None = None
-        try:
-            value = parse_utf8_arguments(data, max_depth=max_depth)
-        except ArgumentsError as err:
-            reason = err.reason
-        if reason is not None or value is None:
-            self.json_status = "invalid"
-            self.trailing = reason is R.TRAILING_DATA
-            self.error = reason
-        elif kind is Input.JSON_ARGUMENTS:
-            self.json_status, self.trailing = "valid", False
-            self.move(CallInput.PARSED)
-            spec = registry.get(self.name)
-            if spec is None:
-                self.schema_status, self.error = "unknown_tool", R.UNKNOWN_TOOL
-            else:
-                verdict = spec.validate(value)
-                if verdict is None:
-                    self.schema_status = "valid"
-                    self.value = value
-                    self.move(CallInput.SCHEMA_VALID)
-                else:
-                    self.schema_status, self.error = "invalid", R.SCHEMA_INVALID
-                    self.keyword, self.path = verdict.keyword, verdict.path
-        else:
-            self.json_status, self.trailing = "valid", False
-            self.move(CallInput.PARSED)
-            self._validate_structure(registry, value)
 
     def _validate_structure(self, registry: ToolRegistry, value: dict[str, Any]) -> None:
         """A structured client item (its shape, and that it was declared), or a report."""

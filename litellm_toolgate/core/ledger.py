@@ -131,7 +131,8 @@ class Ledger:
         self._clock = clock
 
     def ordered(self) -> list[CallAccumulator]:
-        return [self.calls[i] for i in sorted(self.calls)]
+        calls = self.calls
+        return list(map(calls.__getitem__, sorted(calls)))
 
     def apply(self, event: WireEvent) -> None:
         """Feed one event the stream's state already accepted; raises :class:`WireFault`."""
