@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 from .anthropic import AnthropicNormalizer
-from .call import CallAccumulator
+from .call import EXECUTOR_NAMES, CallAccumulator
 from .chat import ChatNormalizer
 from .errors import Fault, QuarantineReason, ToolCallQuarantined, quarantine, raise_clean
 from .events import WireEvent
@@ -75,6 +75,11 @@ __all__ = ["Attempt", "Carrier", "CarrierCall"]
 R = QuarantineReason
 
 _MEDIA = {True: "text/event-stream", False: "application/json"}
+# Enum members the decision reads once per attempt or call, read once here (a read from
+# the class costs about 70 ns on CPython 3.11).
+_CHAT, _ANTHROPIC = Wire.CHAT, Wire.ANTHROPIC
+_CONCLUDE, _RELEASE = StreamInput.CONCLUDE, StreamInput.RELEASE
+_APPROVED, _RELEASE_CALL, _CLIENT = CallInput.APPROVED, CallInput.RELEASE, Executor.CLIENT
 
 
 class Attempt:
@@ -340,10 +345,13 @@ class Attempt:
             # Quarantine drops every call's buffers, these locals' included.
             raise_clean(self._quarantine(first.error, first.index))
         attempt_id = self.attempt_id
-        return [
-            ToolCall(attempt_id, c.index, c.call_id, c.name, c.value or {}, c.kind, c.executor_name)
-            for c in calls
-        ]
+        concluded: list[ToolCall] = []
+        for c in calls:
+            executor = EXECUTOR_NAMES[c.kind]
+            concluded.append(
+                ToolCall(attempt_id, c.index, c.call_id, c.name, c.value or {}, c.kind, executor)
+            )
+        return concluded
 
     def _checked_terminal(self, carrier: Carrier | None) -> QuarantineReason | None:
         """The first fault of the terminal and the carrier; faults of the body are kept."""
@@ -354,16 +362,16 @@ class Attempt:
         wire = self._ledger.wire
         # The end of the body is an input the edge feeds (receive_eof); a decision asked
         # for before it was seen is a move of the table like any other, never an end made up.
-        outcome = STREAM_TABLES[wire].get((self._state, StreamInput.CONCLUDE))
+        outcome = STREAM_TABLES[wire].get((self._state, _CONCLUDE))
         if type(outcome) is not StreamState:
-            outcome = next_stream_state(self._state, StreamInput.CONCLUDE, wire)
+            outcome = next_stream_state(self._state, _CONCLUDE, wire)
             if isinstance(outcome, QuarantineReason):
                 return outcome
-        if wire is Wire.CHAT and bool(self._calls) != (
+        if wire is _CHAT and bool(self._calls) != (
             self._ledger.finish_reason == "tool_calls" or self._stop_with_calls()
         ):
             return R.FINISH_REASON_MISMATCH
-        if wire is Wire.ANTHROPIC:
+        if wire is _ANTHROPIC:
             stop = stop_reason_fault(self.finish_reason, bool(self._calls))
             if stop is not None:
                 return stop
@@ -394,21 +402,22 @@ class Attempt:
             call.policy_status = "denied"
             raise_clean(self._quarantine(R.POLICY_DENIED, index))
         call.policy_status = "approved"
-        call.move(CallInput.APPROVED)
+        call.move(_APPROVED)
 
     def release(self) -> list[ReleasedCall]:
         """Hand back every call; each must be POLICY_APPROVED (the table refuses otherwise)."""
         self._raise_if_faulted()
         calls = self._ordered()
         # Every move is checked before any is made: all calls go out, or none.
-        states = [next_call_state(c.state, CallInput.RELEASE, self.wire) for c in calls]
-        stream = next_stream_state(self._state, StreamInput.RELEASE, self.wire)
+        wire = self._ledger.wire
+        states = [next_call_state(c.state, _RELEASE_CALL, wire) for c in calls]
+        stream = next_stream_state(self._state, _RELEASE, wire)
         released: list[ReleasedCall] = []
         for call, state in zip(calls, states, strict=True):
             assert isinstance(state, CallState)
             call.state = state
             assert call.data is not None and call.value is not None
-            if call.executor is not Executor.CLIENT:
+            if call.executor is not _CLIENT:
                 continue  # a server's report goes out with the response, never as a call
             # The text if one was made (or lent by the carrier), else the withheld bytes:
             # the released call decodes them only if its text is read.

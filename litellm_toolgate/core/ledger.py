@@ -52,6 +52,9 @@ from .state import CallInput, CallState, Wire
 from .wires.responses import ITEMS, Input
 
 _TEXT_INPUTS = (Input.JSON_ARGUMENTS, Input.FREE_TEXT)
+# Enum members read once (a read from the class costs about 70 ns on CPython 3.11).
+_ITEM_OPEN, _ITEM_TERMINAL = CallState.ITEM_OPEN, CallState.ITEM_TERMINAL
+_ARGUMENTS, _TERMINAL = CallInput.ARGUMENTS, CallInput.TERMINAL
 
 R = QuarantineReason
 
@@ -132,7 +135,9 @@ class Ledger:
 
     def ordered(self) -> list[CallAccumulator]:
         calls = self.calls
-        return list(map(calls.__getitem__, sorted(calls)))
+        if len(calls) < 2:  # most responses open one call
+            return list(calls.values())
+        return [calls[i] for i in sorted(calls)]
 
     def apply(self, event: WireEvent) -> None:
         """Feed one event the stream's state already accepted; raises :class:`WireFault`."""
@@ -193,8 +198,8 @@ class Ledger:
             raise WireFault(R.ARGUMENTS_TOO_LARGE, index)
         if self.argument_bytes + self.identity_bytes > limits.max_total_argument_bytes:
             raise WireFault(R.TOTAL_ARGUMENTS_TOO_LARGE, index)  # as _check_total, inlined
-        if call.state is not CallState.ITEM_OPEN:  # (ITEM_OPEN, ARGUMENTS) stays put
-            call.move(CallInput.ARGUMENTS)
+        if call.state is not _ITEM_OPEN:  # (ITEM_OPEN, ARGUMENTS) stays put
+            call.move(_ARGUMENTS)
         buffer = call.buffer
         assert buffer is not None  # taken only at the terminal, after which no delta moves
         buffer.write(encoded)
@@ -343,7 +348,7 @@ class Ledger:
         every call, in index order."""
         calls = self.ordered()
         for call in calls:
-            if call.state is not CallState.ITEM_TERMINAL:
-                call.move(CallInput.TERMINAL)
+            if call.state is not _ITEM_TERMINAL:
+                call.move(_TERMINAL)
                 call.last_event = "terminal"
         return calls

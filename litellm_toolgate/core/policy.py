@@ -41,12 +41,17 @@ class PolicyDecision:
 
     @classmethod
     def approve(cls, reason: str | None = None) -> PolicyDecision:
+        if reason is None and cls is PolicyDecision:
+            return _APPROVED  # immutable: one answer serves every call
         return cls(True, reason)
 
     @classmethod
     def deny(cls, reason: str) -> PolicyDecision:
         return cls(False, reason)
 
+
+_APPROVED = PolicyDecision(True)
+_DENIED = PolicyDecision(False)
 
 PolicyResult = PolicyDecision | bool
 Policy = Callable[[ToolCall], PolicyResult | Awaitable[PolicyResult]]
@@ -58,7 +63,7 @@ def as_decision(result: object) -> PolicyDecision | None:
     if isinstance(result, PolicyDecision):
         return result
     if isinstance(result, bool):
-        return PolicyDecision(result)
+        return _APPROVED if result else _DENIED
     return None
 
 
