@@ -168,7 +168,7 @@ class ToolRegistry:
             if spec.name in table:
                 raise GateConfigError(f"tool {spec.name!r} is declared more than once")
             table[spec.name] = spec
-        self._specs: Mapping[str, ToolSpec] = MappingProxyType(table)
+        self._specs: dict[str, ToolSpec] = table  # never handed out: read-only by design
 
     @classmethod
     def from_tools(cls, tools: Iterable[Mapping[str, Any]]) -> ToolRegistry:
