@@ -9,7 +9,9 @@ bytes for the parser.
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 import tracemalloc
 from typing import Any
 
@@ -154,3 +156,5 @@ def test_a_released_call_decodes_its_bytes_when_read() -> None:
         call.name = "other"  # type: ignore[misc]
     with pytest.raises(TypeError):
         hash(call)
+    assert pickle.loads(pickle.dumps(call)) == call
+    assert copy.copy(call) == call and copy.deepcopy(call) == call

@@ -133,5 +133,9 @@ class ReleasedCall:
 
     __hash__ = None  # type: ignore[assignment]  # its value is a dict
 
+    def __reduce__(self) -> tuple[type[ReleasedCall], tuple[Any, ...]]:
+        # Pickled and copied through the constructor (the slots refuse assignment).
+        return (ReleasedCall, (self.index, self.call_id, self.name, self.arguments, self.value))
+
     def __repr__(self) -> str:
         return f"ReleasedCall(index={self.index!r}, call_id={self.call_id!r}, name={self.name!r})"
