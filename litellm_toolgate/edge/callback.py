@@ -67,10 +67,8 @@ into every subclass and refuses a subclass that replaces them, so a subclass sta
 from __future__ import annotations
 
 import contextlib
-import secrets
 import time
 import weakref
-from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, NoReturn
@@ -88,6 +86,7 @@ from ..core.errors import (
     raise_clean,
 )
 from ..core.limits import Limits
+from ..core.pending import PendingTable
 from ..core.policy import Policy
 from ..core.state import StreamState
 from .calltypes import (
@@ -322,7 +321,7 @@ class ToolGateGuardrail(CustomGuardrail):
         self.retry_stream_faults = retry_stream_faults
         kwargs.setdefault("guardrail_name", "toolgate")
         super().__init__(**kwargs)
-        self._pending: OrderedDict[str, WireTap] = OrderedDict()
+        self._pending: PendingTable[WireTap] = PendingTable(_METADATA, _TOKEN)
         # Sync calls are claimed by litellm.sync_transport, which litellm reads only when it
         # builds a client: put it in place now, and drop the clients built without it, so
         # that no sync call made after this gate exists can go out on an unclaimed client.
@@ -477,42 +476,14 @@ class ToolGateGuardrail(CustomGuardrail):
             check_claimed(kwargs)
 
     def _remember(self, kwargs: dict[str, Any], tap: WireTap) -> None:
-        """Keep the tap for the proxy's later hooks, under a key only this gate makes.
-
-        The key is a fresh random token written into the request's metadata (the proxy hands
-        its later hooks the same metadata); whatever the client put there under that name is
-        overwritten. A request that already carries a token of this gate's is litellm retrying
-        it: the earlier attempt's tap is dropped, it never reaches a later hook.
-        """
-        token = secrets.token_hex(16)
-        holders = [kwargs[name] for name in _METADATA if isinstance(kwargs.get(name), dict)]
-        if not holders:
-            kwargs["metadata"] = {}
-            holders = [kwargs["metadata"]]
-        for holder in holders:
-            previous = holder.get(_TOKEN)
-            if isinstance(previous, str):
-                self._pending.pop(previous, None)
-            holder[_TOKEN] = token
-        self._pending[token] = tap
-        while len(self._pending) > _MAX_PENDING:
-            self._pending.popitem(last=False)
+        """Keep the tap for the proxy's later hooks, under a token of this gate's written into
+        the request's metadata (see :mod:`~..core.pending`); a retried request's earlier tap
+        is dropped."""
+        self._pending.remember(kwargs, tap, bound=_MAX_PENDING)
 
     def _take(self, request: Mapping[str, Any]) -> WireTap | None:
         """The request's tap, forgotten; None when there is none or the request is ambiguous."""
-        tokens = {
-            holder.get(_TOKEN)
-            for holder in (request.get(name) for name in _METADATA)
-            if isinstance(holder, Mapping) and holder.get(_TOKEN) is not None
-        }
-        if len(tokens) != 1:
-            # None (never tapped, or evicted) or two different ones: refused, never merged.
-            for token in tokens:
-                if isinstance(token, str):
-                    self._pending.pop(token, None)
-            return None
-        (token,) = tokens
-        return self._pending.pop(token, None) if isinstance(token, str) else None
+        return self._pending.take(request)
 
     # ---- proxy: the stream ---------------------------------------------------------------
     async def async_post_call_streaming_iterator_hook(
