@@ -88,6 +88,30 @@ def _refuse_unparsed_body(tap: WireTap) -> None:
         attempt.interrupt(R.CARRIER_MISMATCH)
 
 
+class _Invoking:
+    """Around litellm's call, sync or async: the client is forgotten once the call is made,
+    and litellm's exception is swallowed (so that nothing chains to the quarantine raised
+    after it) exactly when the failure is the gate's to type."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._tap: WireTap = client.tap
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        forget(self._client)
+        if exc_type is None or not issubclass(exc_type, Exception):
+            return False
+        return self._tap.faulted or _whole_body_arrived(self._tap)
+
+
 class ToolGate:
     """Withholds tool calls until terminal, strict parse, schema and policy all pass.
 
@@ -435,36 +459,22 @@ class ToolGate:
             return self._invoke(client, call, kwargs)
 
     def _invoke(self, client: Any, call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-        tap: WireTap = client.tap
-        failed = False
-        try:
+        with _Invoking(client):
             return call(**kwargs)
-        except Exception:
-            if not tap.faulted and not _whole_body_arrived(tap):
-                raise
-            failed = True
-        finally:
-            forget(client)
-        if failed:
-            _refuse_unparsed_body(tap)
-            self._raise_quarantine(tap.attempt)
+        self._refuse_failed(client.tap)
 
     async def _ainvoke(
         self, client: Any, call: Callable[..., Awaitable[Any]], kwargs: dict[str, Any]
     ) -> Any:
-        tap: WireTap = client.tap
-        failed = False
-        try:
+        with _Invoking(client):
             return await call(**kwargs)
-        except Exception:
-            if not tap.faulted and not _whole_body_arrived(tap):
-                raise
-            failed = True
-        finally:
-            forget(client)
-        if failed:
-            _refuse_unparsed_body(tap)
-            self._raise_quarantine(tap.attempt)
+        self._refuse_failed(client.tap)
+
+    def _refuse_failed(self, tap: WireTap) -> NoReturn:
+        """litellm's call failed on a wire the gate faulted, or on a whole body that
+        arrived: the attempt's quarantine, raised outside litellm's exception."""
+        _refuse_unparsed_body(tap)
+        self._raise_quarantine(tap.attempt)
 
     # A whole result is approved or not here; the caller raises the quarantine itself, from
     # a frame that no longer holds litellm's result (it carries the arguments).
