@@ -46,16 +46,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import httpx
 import litellm
 
+from ..core.claims import ClaimTable, Vouches, new_token
 from .transport import WireTap, _wrap
 from .withhold import HeldResponse, SyncWithholdingStream, Withholding
 
@@ -95,26 +95,8 @@ class _Claim:
             self.restore = None
 
 
-class _Claims:
-    """Armed calls, by token and by call id; each is claimed at most once."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_token: dict[str, _Claim] = {}
-        self._by_call: dict[tuple[int, str], _Claim] = {}
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._by_token)
-
-    def add(self, claim: _Claim) -> None:
-        with self._lock:
-            self._by_token[claim.token] = claim
-            previous = self._by_call.get((claim.thread, claim.call_id))
-            if previous is not None:
-                # litellm re-arms the same call on its own retry: the old claim is void.
-                self._by_token.pop(previous.token, None)
-            self._by_call[(claim.thread, claim.call_id)] = claim
+class _Claims(ClaimTable[_Claim]):
+    """Armed calls (the core's table of them), each claimed at most once."""
 
     def arm(
         self,
@@ -129,7 +111,7 @@ class _Claims:
         restore: Callable[[], None] | None = None,
     ) -> str:
         """Arm one request of the call on this thread; the one-time marker it must carry."""
-        token = secrets.token_urlsafe(18)
+        token = new_token()
         self.add(
             _Claim(
                 token=token,
@@ -146,41 +128,15 @@ class _Claims:
         )
         return token
 
-    def take(self, token: str) -> _Claim | None:
-        with self._lock:
-            return self._by_token.pop(token, None)
-
-    def settle(self, call_id: str) -> _Claim | None:
-        """The call's claim, forgotten (it is armed once per request litellm makes)."""
-        with self._lock:
-            claim = self._by_call.pop((threading.get_ident(), call_id), None)
-            if claim is not None:
-                self._by_token.pop(claim.token, None)
-            return claim
-
 
 CLAIMS = _Claims()
-
-_vouch_lock = threading.Lock()
-_vouched: set[tuple[int, str]] = set()
-
-
-@contextlib.contextmanager
-def vouched(call_id: str) -> Iterator[None]:
-    """While litellm makes ``call_id`` on this thread, a gate gates it itself."""
-    key = (threading.get_ident(), call_id)
-    with _vouch_lock:
-        _vouched.add(key)
-    try:
-        yield
-    finally:
-        with _vouch_lock:
-            _vouched.discard(key)
+# ToolGate's own sync calls, by call id and thread while litellm makes them.
+_VOUCHES = Vouches()
+vouched = _VOUCHES.vouched
 
 
 def is_vouched(call_id: str) -> bool:
-    with _vouch_lock:
-        return (threading.get_ident(), call_id) in _vouched
+    return call_id in _VOUCHES
 
 
 _vouched_clients: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -284,8 +240,7 @@ def _default_client(ssl_verify: Any) -> httpx.Client:
 
 
 def _matches(claim: _Claim, request: httpx.Request) -> bool:
-    if claim.thread != threading.get_ident():
-        return False
+    # The core's table gives a claim only to the thread that armed it.
     if claim.url_matches is not None:
         if not claim.url_matches(request.url):
             return False
