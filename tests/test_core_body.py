@@ -124,3 +124,46 @@ def test_a_chat_request_gives_the_attempt_the_fields_it_reads(
         assert refused and fault.reason is R.UNSUPPORTED_REQUEST
     else:
         assert not refused
+
+
+def test_a_request_for_several_choices_is_refused_unsent() -> None:
+    read = BodyReader(Attempt(ToolRegistry.from_tools(TOOLS)), streamed=True)
+    read.bind_request("/v1/chat/completions", {"n": 1})
+    assert not read.refused
+    refused = BodyReader(Attempt(ToolRegistry.from_tools(TOOLS)), streamed=True)
+    refused.bind_request("/v1/chat/completions", {"n": 2})  # kept on the attempt, not raised
+    assert refused.refused and refused.faulted
+    assert not refused.bind_response(500, "text/event-stream", "/v1/chat/completions")
+
+
+@pytest.mark.parametrize(
+    ("streamed", "read", "expected"),
+    [
+        (True, None, 5.0),
+        (True, 60.0, 5.0),
+        (True, 2.0, 2.0),
+        (False, None, None),
+        (False, 60.0, 60.0),
+    ],
+)
+def test_only_a_stream_has_its_read_timeout_lowered_to_the_idle_limit(
+    streamed: bool, read: float | None, expected: float | None
+) -> None:
+    body = BodyReader(
+        Attempt(ToolRegistry.from_tools(TOOLS), Limits(idle_timeout=5.0)), streamed=streamed
+    )
+    assert body.read_timeout(read) == expected
+
+
+def test_only_a_successful_response_is_bound() -> None:
+    for status in (199, 300, 404, 500):
+        read = BodyReader(Attempt(ToolRegistry.from_tools(TOOLS)), streamed=True)
+        assert not read.bind_response(status, "text/event-stream", "/v1/chat/completions")
+        assert not read.attempt.observed
+    read = BodyReader(Attempt(ToolRegistry.from_tools(TOOLS)), streamed=True)
+    assert read.bind_response(200, "text/event-stream", "/v1/chat/completions")
+    assert read.attempt.observed and not read.faulted
+    # A second response is a retry spliced onto the attempt: kept on it, not raised.
+    assert read.bind_response(200, "text/event-stream", "/v1/chat/completions")
+    assert read.faulted and read.attempt.quarantined is not None
+    assert read.attempt.quarantined.reason is R.SPLICED_RESPONSE
