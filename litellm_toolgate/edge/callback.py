@@ -372,14 +372,15 @@ class ToolGateGuardrail(CustomGuardrail):
             self.gate.new_attempt(tools=kwargs.get("tools"), model=str(kwargs.get("model", ""))),
             streamed=streamed,
         )
-        tap.responses_api = _call_type(call_type) in _RESPONSES_CALLS
-        tap.messages_api = _call_type(call_type) in _MESSAGES_CALLS
+        tap.responses_api = kind in _RESPONSES_CALLS
+        tap.messages_api = kind in _MESSAGES_CALLS
         wrap: Callable[[Any], Any]
         if in_proxy and streamed:
 
             def wrap(base: Any) -> Any:
                 return AsyncTapTransport(base, tap)
         else:
+            model, provider = str(kwargs.get("model", "")), kwargs.get("custom_llm_provider")
             started = time.time()
 
             def report(attempt: Attempt) -> None:
@@ -390,21 +391,15 @@ class ToolGateGuardrail(CustomGuardrail):
                 report,
                 intervene=not in_proxy,
                 retry_stream_faults=self.retry_stream_faults,
-                chunk_check=chat_chunk_check(
-                    str(kwargs.get("model", "")), kwargs.get("custom_llm_provider")
-                ),
-                event_check=responses_event_check(
-                    str(kwargs.get("model", "")), kwargs.get("custom_llm_provider")
-                )
-                if tap.responses_api
-                else None,
+                chunk_check=chat_chunk_check(model, provider),
+                event_check=responses_event_check(model, provider) if tap.responses_api else None,
             )
 
             def wrap(base: Any) -> Any:
                 return WithholdingTransport(base, tap, holding)
 
         # The client kind the route takes; a route the gate does not gate is refused here.
-        api = Api.RESPONSES if _call_type(call_type) in _RESPONSES_CALLS else Api.CHAT
+        api = Api.RESPONSES if tap.responses_api else Api.CHAT
         kwargs["client"] = vouch_client(
             self.gate.tapped_client(kwargs, api, wrap, asynchronous=True)
         )
