@@ -167,3 +167,57 @@ def test_only_a_successful_response_is_bound() -> None:
     assert read.bind_response(200, "text/event-stream", "/v1/chat/completions")
     assert read.faulted and read.attempt.quarantined is not None
     assert read.attempt.quarantined.reason is R.SPLICED_RESPONSE
+
+
+def test_only_a_whole_body_read_to_its_end_has_arrived() -> None:
+    streamed = reader(True)
+    assert streamed.feed(STREAM)
+    streamed.eof()
+    assert not streamed.whole_body_arrived  # a stream's chunks may already be out
+    whole = reader(False)
+    assert whole.feed(WHOLE) and not whole.whole_body_arrived
+    whole.eof()
+    assert whole.whole_body_arrived
+    unbound = BodyReader(Attempt(ToolRegistry.from_tools(TOOLS)), streamed=False)
+    unbound.eof()
+    assert not unbound.whole_body_arrived  # no response was read at all
+
+
+def test_a_body_the_client_failed_on_is_a_carrier_mismatch_when_the_wire_passes() -> None:
+    read = reader(False)
+    assert read.feed(WHOLE)
+    read.eof()
+    read.refuse_unparsed()
+    assert read.attempt.quarantined is not None
+    assert read.attempt.quarantined.reason is R.CARRIER_MISMATCH
+
+
+def test_the_wires_own_fault_wins_over_the_clients_failure() -> None:
+    cut = reader(False)
+    assert cut.feed(WHOLE[:-5])
+    cut.eof()  # the body is no JSON: the attempt concludes for the wire's fault
+    cut.refuse_unparsed()
+    assert cut.attempt.quarantined is not None
+    assert cut.attempt.quarantined.reason is not R.CARRIER_MISMATCH
+    faulted = reader(True)
+    assert not faulted.feed(b"data: {not json\n\n")
+    faulted.refuse_unparsed()
+    assert faulted.attempt.quarantined is not None
+    assert faulted.attempt.quarantined.reason is R.MALFORMED_EVENT
+
+
+def test_a_whole_body_whose_call_fails_its_checks_keeps_that_reason() -> None:
+    call = {"id": "call_1", "type": "function", "function": {"name": "multiply", "arguments": "{"}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    body = {
+        "id": "c",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+    }
+    read = reader(False)
+    assert read.feed(json.dumps(body).encode())
+    read.eof()
+    assert not read.faulted  # nothing concluded yet: the calls are checked at conclude
+    read.refuse_unparsed()
+    assert read.attempt.quarantined is not None
+    assert read.attempt.quarantined.reason is R.INVALID_JSON

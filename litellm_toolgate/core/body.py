@@ -119,3 +119,18 @@ class BodyReader:
         body read to its end; a quarantined attempt needs no more bytes (and a cancelled one
         must not wait for them)."""
         return not self.ended and not self.faulted
+
+    @property
+    def whole_body_arrived(self) -> bool:
+        """Whether a whole (non-streamed) body reached its end: a failure of the client
+        library after that is about what it made of the body (a field outside the calls it
+        cannot convert), not about the wire, and nothing was released."""
+        return not self.streamed and self.ended and self.attempt.observed
+
+    def refuse_unparsed(self) -> None:
+        """The client library failed on the body the attempt read: the wire's own fault
+        wins (the attempt is concluded for it), a wire that passes is a carrier mismatch."""
+        if self.attempt.quarantined is None:
+            with contextlib.suppress(ToolCallQuarantined):
+                self.attempt.conclude()
+            self.attempt.interrupt(R.CARRIER_MISMATCH)

@@ -14,7 +14,6 @@ a closed gate refuses new calls. Clients the caller passed stay the caller's.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -29,8 +28,6 @@ from litellm.types.utils import ModelResponse
 from ..core.attempt import Attempt, Carrier
 from ..core.errors import (
     GateConfigError,
-    QuarantineReason,
-    ToolCallQuarantined,
     WireNotObservable,
     raise_clean,
 )
@@ -58,34 +55,12 @@ from .stream import AsyncGatedStream, GatedStream
 from .synccall import vouch_client, vouched
 from .transport import AsyncTapTransport, TapTransport, WireTap
 
-R = QuarantineReason
-
 _HOW = (
     "the gate must see the raw wire of a call to gate it: make the call through "
     "gate.completion(...) / gate.acompletion(...) (or gate.responses / gate.aresponses), "
     "or pass client=gate.http_client() "
     "(async: gate.async_http_client()) to litellm and then gate.guard(stream, client)"
 )
-
-
-def _whole_body_arrived(tap: WireTap) -> bool:
-    """Whether litellm failed after a whole (non-streamed) body reached it in full.
-
-    The body arrived, so litellm's error is about what it made of it (a field outside the
-    calls it cannot convert), and its message quotes the body: the failure is the gate's to
-    type (:func:`_refuse_unparsed_body`). Nothing was released.
-    """
-    return not tap.streamed and tap.ended and tap.attempt.observed
-
-
-def _refuse_unparsed_body(tap: WireTap) -> None:
-    """Quarantine an attempt whose whole body litellm failed on: the wire's own fault wins,
-    a wire that passes is a carrier mismatch. Called outside litellm's ``except`` block."""
-    attempt = tap.attempt
-    if attempt.quarantined is None:
-        with contextlib.suppress(ToolCallQuarantined):
-            attempt.conclude()
-        attempt.interrupt(R.CARRIER_MISMATCH)
 
 
 class _Invoking:
@@ -109,7 +84,9 @@ class _Invoking:
         forget(self._client)
         if exc_type is None or not issubclass(exc_type, Exception):
             return False
-        return self._tap.faulted or _whole_body_arrived(self._tap)
+        # The body arrived whole: litellm's error is about what it made of it, and its
+        # message quotes the body; the failure is the gate's to type (refuse_unparsed).
+        return self._tap.faulted or self._tap.whole_body_arrived
 
 
 class ToolGate:
@@ -473,7 +450,7 @@ class ToolGate:
     def _refuse_failed(self, tap: WireTap) -> NoReturn:
         """litellm's call failed on a wire the gate faulted, or on a whole body that
         arrived: the attempt's quarantine, raised outside litellm's exception."""
-        _refuse_unparsed_body(tap)
+        tap.refuse_unparsed()
         self._raise_quarantine(tap.attempt)
 
     # A whole result is approved or not here; the caller raises the quarantine itself, from
