@@ -221,3 +221,27 @@ def test_a_whole_body_whose_call_fails_its_checks_keeps_that_reason() -> None:
     read.refuse_unparsed()
     assert read.attempt.quarantined is not None
     assert read.attempt.quarantined.reason is R.INVALID_JSON
+
+
+def test_an_attempts_summary_holds_its_outcome_and_sanitized_records() -> None:
+    from litellm_toolgate.core.policy import PolicyDecision
+    from litellm_toolgate.core.records import attempt_summary
+
+    read = reader(True)
+    assert read.feed(STREAM)
+    read.eof()
+    attempt = read.attempt
+    for call in attempt.conclude():
+        attempt.decide(call.index, PolicyDecision.approve())
+    attempt.release()
+    summary = attempt_summary(attempt.attempt_id, attempt.quarantined, attempt.records())
+    assert summary["attempt_id"] == attempt.attempt_id
+    assert (summary["outcome"], summary["reason"]) == ("released", None)
+    assert [r["execution_state"] for r in summary["records"]] == ["released"]
+    json.dumps(summary)  # JSON-ready as it is
+
+    cut = reader(True)
+    assert not cut.feed(b"data: {not json\n\n")
+    fault = cut.attempt.quarantined
+    summary = attempt_summary(cut.attempt.attempt_id, fault, cut.attempt.records())
+    assert (summary["outcome"], summary["reason"]) == ("quarantined", "malformed_event")

@@ -88,6 +88,7 @@ from ..core.errors import (
 from ..core.limits import Limits
 from ..core.pending import PendingTable
 from ..core.policy import Policy
+from ..core.records import attempt_summary
 from ..core.state import StreamState
 from .calltypes import (
     CallRefused,
@@ -595,13 +596,7 @@ class ToolGateGuardrail(CustomGuardrail):
     def _report(self, request: dict[str, Any], attempt: Attempt, started: float) -> None:
         """The attempt's sanitized records into litellm's standard logging for this request."""
         fault = attempt.quarantined
-        records: list[dict[str, Any]] = [r.model_dump(mode="json") for r in attempt.records()]
-        summary = {
-            "attempt_id": attempt.attempt_id,
-            "outcome": "released" if fault is None else "quarantined",
-            "reason": None if fault is None else fault.reason.value,
-            "records": records,
-        }
+        summary = attempt_summary(attempt.attempt_id, fault, attempt.records())
         ended = time.time()
         # Logging must never decide: the decision stands as made whatever logging does.
         with contextlib.suppress(Exception):
