@@ -118,6 +118,7 @@ from .synccall import (
     install,
     is_vouched,
     is_vouched_client,
+    sent,
     vouch_client,
 )
 from .transport import AsyncTapTransport, WireTap
@@ -425,8 +426,7 @@ class ToolGateGuardrail(CustomGuardrail):
         if is_vouched(call_id):
             return  # a ToolGate's own call, with that gate's client: gated by that gate
         route = str(kwargs.get("custom_llm_provider") or "")
-        extra = kwargs.get("additional_args")
-        body = extra.get("complete_input_dict") if isinstance(extra, Mapping) else None
+        body = sent(kwargs, "complete_input_dict")
         streamed = bool(kwargs.get("stream")) or bool(
             isinstance(body, Mapping) and body.get("stream")
         )

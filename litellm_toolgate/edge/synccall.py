@@ -65,6 +65,13 @@ MARKER = "x-toolgate-claim"
 """The one-time header that binds a sync request to the call that armed it (never sent)."""
 
 
+def sent(kwargs: Mapping[str, Any], name: str) -> Any:
+    """What litellm's ``log_pre_api_call`` kwargs say of the request about to be sent
+    (``additional_args``: ``api_base``, ``headers``, ``complete_input_dict``), or None."""
+    extra = kwargs.get("additional_args")
+    return extra.get(name) if isinstance(extra, Mapping) else None
+
+
 class UngatedCallRefused(BaseException):
     """A sync call under the callback that the gate cannot gate; it was not sent.
 
@@ -302,10 +309,9 @@ def arm(kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding) -> None:
             "litellm.force_ipv4 makes litellm build its own sync transport, which the gate "
             "cannot see; this sync call was not sent (use the async call, or ToolGate)"
         )
-    extra = kwargs.get("additional_args")
-    headers = extra.get("headers") if isinstance(extra, Mapping) else None
-    url = extra.get("api_base") if isinstance(extra, Mapping) else None
-    body = extra.get("complete_input_dict") if isinstance(extra, Mapping) else None
+    headers = sent(kwargs, "headers")
+    url = sent(kwargs, "api_base")
+    body = sent(kwargs, "complete_input_dict")
     if not isinstance(headers, dict) or not isinstance(url, str) or body is None:
         raise UngatedCallRefused(
             "this sync call's request is not visible to the gate; it was not sent"
@@ -330,8 +336,7 @@ def check_claimed(kwargs: Mapping[str, Any]) -> None:
     claim = CLAIMS.settle(str(kwargs.get("litellm_call_id") or ""))
     if claim is None:
         return
-    extra = kwargs.get("additional_args")
-    headers = extra.get("headers") if isinstance(extra, Mapping) else None
+    headers = sent(kwargs, "headers")
     if isinstance(headers, dict):
         headers.pop(MARKER, None)
     claim.settled()
