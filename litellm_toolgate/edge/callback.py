@@ -106,7 +106,7 @@ from .logs import emit_records
 from .messages import AnthropicEvents, message_carrier
 from .policy import aapprove_whole
 from .preflight import chat_chunk_check, responses_event_check
-from .routes import ROUTES, Api, Gated, Refused, route_for
+from .routes import Api, Refused, decision_for, route_for
 from .sdkclaim import arm_sdk, evict_foreign_sdk_clients, install_session
 from .sdkclaim import streamed as sdkclaim_streamed
 from .stream import AsyncGatedStream
@@ -204,13 +204,11 @@ def _sync_refusal(kind: str, route: str, kwargs: Mapping[str, Any], streamed: bo
     if kind == "completion":
         # The route table, as ToolGate and the async hook apply it: a route whose wire the
         # gate does not read.
-        known = ROUTES.get(route)
-        decision = known.chat if known is not None else None
-        if not isinstance(decision, Gated):
-            why = decision.reason if isinstance(decision, Refused) else "not in the table"
+        decision = decision_for(route, Api.CHAT)
+        if isinstance(decision, Refused):
             return (
                 f"toolgate does not gate the {route or '(unknown)'}/ route for chat "
-                f"({why}); this sync litellm.completion was not sent"
+                f"({decision.reason}); this sync litellm.completion was not sent"
             )
     elif kind in _SYNC_RESPONSES and route:
         # The same for the Responses API, with litellm asked how it serves the model (a
