@@ -68,6 +68,10 @@ def test_an_ambiguous_or_unknown_request_gets_nothing() -> None:
     assert table.take({}) is None
     assert table.take({"metadata": {"token": 7}}) is None  # not a token of the table's
     assert table.take({"metadata": "not a mapping"}) is None
+    table.remember(one, "one", bound=10)
+    forged = {"metadata": {"token": 7}, "litellm_metadata": one["metadata"]}
+    assert table.take(forged) is None  # two values, one of them not even a token
+    assert len(table) == 0
 
 
 def test_the_table_is_bounded_oldest_out_first() -> None:
