@@ -124,3 +124,124 @@ def test_a_chat_request_gives_the_attempt_the_fields_it_reads(
         assert refused and fault.reason is R.UNSUPPORTED_REQUEST
     else:
         assert not refused
+
+
+def test_a_request_for_several_choices_is_refused_unsent() -> None:
+    read = BodyReader(Attempt(ToolRegistry.from_tools(TOOLS)), streamed=True)
+    read.bind_request("/v1/chat/completions", {"n": 1})
+    assert not read.refused
+    refused = BodyReader(Attempt(ToolRegistry.from_tools(TOOLS)), streamed=True)
+    refused.bind_request("/v1/chat/completions", {"n": 2})  # kept on the attempt, not raised
+    assert refused.refused and refused.faulted
+    assert not refused.bind_response(500, "text/event-stream", "/v1/chat/completions")
+
+
+@pytest.mark.parametrize(
+    ("streamed", "read", "expected"),
+    [
+        (True, None, 5.0),
+        (True, 60.0, 5.0),
+        (True, 2.0, 2.0),
+        (False, None, None),
+        (False, 60.0, 60.0),
+    ],
+)
+def test_only_a_stream_has_its_read_timeout_lowered_to_the_idle_limit(
+    streamed: bool, read: float | None, expected: float | None
+) -> None:
+    body = BodyReader(
+        Attempt(ToolRegistry.from_tools(TOOLS), Limits(idle_timeout=5.0)), streamed=streamed
+    )
+    assert body.read_timeout(read) == expected
+
+
+def test_only_a_successful_response_is_bound() -> None:
+    for status in (199, 300, 404, 500):
+        read = BodyReader(Attempt(ToolRegistry.from_tools(TOOLS)), streamed=True)
+        assert not read.bind_response(status, "text/event-stream", "/v1/chat/completions")
+        assert not read.attempt.observed
+    read = BodyReader(Attempt(ToolRegistry.from_tools(TOOLS)), streamed=True)
+    assert read.bind_response(200, "text/event-stream", "/v1/chat/completions")
+    assert read.attempt.observed and not read.faulted
+    # A second response is a retry spliced onto the attempt: kept on it, not raised.
+    assert read.bind_response(200, "text/event-stream", "/v1/chat/completions")
+    assert read.faulted and read.attempt.quarantined is not None
+    assert read.attempt.quarantined.reason is R.SPLICED_RESPONSE
+
+
+def test_only_a_whole_body_read_to_its_end_has_arrived() -> None:
+    streamed = reader(True)
+    assert streamed.feed(STREAM)
+    streamed.eof()
+    assert not streamed.whole_body_arrived  # a stream's chunks may already be out
+    whole = reader(False)
+    assert whole.feed(WHOLE) and not whole.whole_body_arrived
+    whole.eof()
+    assert whole.whole_body_arrived
+    unbound = BodyReader(Attempt(ToolRegistry.from_tools(TOOLS)), streamed=False)
+    unbound.eof()
+    assert not unbound.whole_body_arrived  # no response was read at all
+
+
+def test_a_body_the_client_failed_on_is_a_carrier_mismatch_when_the_wire_passes() -> None:
+    read = reader(False)
+    assert read.feed(WHOLE)
+    read.eof()
+    read.refuse_unparsed()
+    assert read.attempt.quarantined is not None
+    assert read.attempt.quarantined.reason is R.CARRIER_MISMATCH
+
+
+def test_the_wires_own_fault_wins_over_the_clients_failure() -> None:
+    cut = reader(False)
+    assert cut.feed(WHOLE[:-5])
+    cut.eof()  # the body is no JSON: the attempt concludes for the wire's fault
+    cut.refuse_unparsed()
+    assert cut.attempt.quarantined is not None
+    assert cut.attempt.quarantined.reason is not R.CARRIER_MISMATCH
+    faulted = reader(True)
+    assert not faulted.feed(b"data: {not json\n\n")
+    faulted.refuse_unparsed()
+    assert faulted.attempt.quarantined is not None
+    assert faulted.attempt.quarantined.reason is R.MALFORMED_EVENT
+
+
+def test_a_whole_body_whose_call_fails_its_checks_keeps_that_reason() -> None:
+    call = {"id": "call_1", "type": "function", "function": {"name": "multiply", "arguments": "{"}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    body = {
+        "id": "c",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+    }
+    read = reader(False)
+    assert read.feed(json.dumps(body).encode())
+    read.eof()
+    assert not read.faulted  # nothing concluded yet: the calls are checked at conclude
+    read.refuse_unparsed()
+    assert read.attempt.quarantined is not None
+    assert read.attempt.quarantined.reason is R.INVALID_JSON
+
+
+def test_an_attempts_summary_holds_its_outcome_and_sanitized_records() -> None:
+    from litellm_toolgate.core.policy import PolicyDecision
+    from litellm_toolgate.core.records import attempt_summary
+
+    read = reader(True)
+    assert read.feed(STREAM)
+    read.eof()
+    attempt = read.attempt
+    for call in attempt.conclude():
+        attempt.decide(call.index, PolicyDecision.approve())
+    attempt.release()
+    summary = attempt_summary(attempt.attempt_id, attempt.quarantined, attempt.records())
+    assert summary["attempt_id"] == attempt.attempt_id
+    assert (summary["outcome"], summary["reason"]) == ("released", None)
+    assert [r["execution_state"] for r in summary["records"]] == ["released"]
+    json.dumps(summary)  # JSON-ready as it is
+
+    cut = reader(True)
+    assert not cut.feed(b"data: {not json\n\n")
+    fault = cut.attempt.quarantined
+    summary = attempt_summary(cut.attempt.attempt_id, fault, cut.attempt.records())
+    assert (summary["outcome"], summary["reason"]) == ("quarantined", "malformed_event")

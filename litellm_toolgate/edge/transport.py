@@ -23,7 +23,6 @@ and the end of reading mean.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import httpx
@@ -69,42 +68,19 @@ class WireTap(BodyReader):
 
     def prepare(self, request: httpx.Request) -> None:
         """Hand the attempt the request's fields; lower a stream's read timeout to the idle
-        limit (a whole response keeps its own).
-
-        A non-streamed call sends nothing until it is done (a long reasoning call may think
-        for minutes), so the idle limit, a bound on the silence *between* pieces of a
-        stream, does not apply to it.
-        """
-        with contextlib.suppress(ToolCallQuarantined):  # kept on the attempt: see refused
-            self.attempt.bind_request(request.url.path, _request_fields(request))
+        limit (a whole response keeps its own: :meth:`~..core.body.BodyReader.read_timeout`)."""
+        self.bind_request(request.url.path, _request_fields(request))
         if not self.streamed:
             return
         timeout = dict(request.extensions.get("timeout") or {})
-        idle = self.attempt.limits.idle_timeout
-        read = timeout.get("read")
-        timeout["read"] = idle if read is None else min(read, idle)
+        timeout["read"] = self.read_timeout(timeout.get("read"))
         request.extensions["timeout"] = timeout
 
-    @property
-    def refused(self) -> bool:
-        """The request itself cannot be gated (chat ``n > 1``): it must not be sent."""
-        return self.faulted and not self.attempt.observed
-
     def bind(self, response: httpx.Response, request: httpx.Request | None = None) -> bool:
-        """Attach a response; False when it is not the gate's to read (an HTTP error).
-
-        The request's path tells the attempt which wire it reads (chat or Responses).
-        """
-        if not 200 <= response.status_code < 300:
-            return False
+        """Attach a response; False when it is not the gate's to read (an HTTP error)."""
         path = "/chat/completions" if request is None else request.url.path
-        with contextlib.suppress(ToolCallQuarantined):
-            self.attempt.bind_response(
-                content_type=response.headers.get("content-type", ""),
-                streamed=self.streamed,
-                path=path,
-            )
-        return True
+        content_type = response.headers.get("content-type", "")
+        return self.bind_response(response.status_code, content_type, path)
 
     def fail(self, error: BaseException) -> None:
         """Reading failed: a read timeout is a stall, any other error a disconnect."""
