@@ -26,8 +26,8 @@ import litellm
 
 from bench.bodies import TOOLS
 from litellm_toolgate.core.attempt import Attempt
+from litellm_toolgate.core.body import BodyReader
 from litellm_toolgate.edge import carrier as carrier_mod
-from litellm_toolgate.edge import transport as transport_mod
 
 litellm.suppress_debug_info = True
 
@@ -277,8 +277,8 @@ def gate_sections(
     entry points labelled in ``wall_only`` read the wall clock alone (see :func:`_timed`).
     """
     targets: list[tuple[Any, str]] = [
-        (transport_mod.WireTap, "feed"),
-        (transport_mod.WireTap, "eof"),
+        (BodyReader, "feed"),
+        (BodyReader, "eof"),
         (carrier_mod.CarrierChunks, "admit"),
         (carrier_mod.CarrierChunks, "release"),
         (Attempt, "conclude"),

@@ -30,13 +30,13 @@ from .core import (
     ToolGateError,
     WireNotObservable,
     WireUnread,
+    find_quarantine,
 )
 
 if TYPE_CHECKING:
     from .edge.callback import GuardrailConfigError, ToolGateGuardrail, UngatedCallRefused
     from .edge.gate import ToolGate
     from .edge.stream import AsyncGatedStream, GatedStream
-    from .edge.withhold import find_quarantine
 
 __version__ = "0.1.0"
 
@@ -47,7 +47,6 @@ _EDGE = {
     "ToolGateGuardrail": "callback",
     "GuardrailConfigError": "callback",
     "UngatedCallRefused": "callback",
-    "find_quarantine": "withhold",
 }
 
 

@@ -124,9 +124,7 @@ def test_litellm_logs_what_the_caller_received(
         chunks = asyncio.run(go()) if asynchronous else list(gate.completion(stream=True, **BASE))
         logged = recorder.wait()
     received = _calls_of_chunks(chunks)
-    assert received == [
-        (c["id"], c["name"], c["arguments"]) for c in CASES[name].get("calls", [])
-    ]
+    assert received == [(c["id"], c["name"], c["arguments"]) for c in CASES[name].get("calls", [])]
     assert _calls_of_response(logged) == received
     assert (logged.choices[0].message.content or "") == _text_of_chunks(chunks)
     finish = [ch.finish_reason for c in chunks for ch in c.choices if ch.finish_reason]

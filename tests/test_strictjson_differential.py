@@ -2,12 +2,14 @@
 
 ``parse_arguments`` takes jiter's value only when the specification would accept the text
 with that very value; every other text goes to the specification, which names the reason.
-So the two must agree exactly: the same texts accepted, with equal values (types and the
-sign of zero included), the same refused, with the same reason. Checked over the fixtures'
-argument texts, the property generators' (tests/chatgen.py, also used by respgen), and edge
-cases built around every check jiter does not make itself; tests/fuzz/fuzz_json_fast.py
-runs the same comparison under the fuzzer. And nothing of jiter's own error (its message
-quotes the text) may reach the error the gate raises.
+``parse_utf8_arguments`` does the same from the text's UTF-8 bytes (``surrogatepass``), the
+form the gate withholds argument text in. So the three must agree exactly: the same texts
+accepted, with equal values (types and the sign of zero included), the same refused, with
+the same reason. Checked over the fixtures' argument texts, the property generators'
+(tests/chatgen.py, also used by respgen), and edge cases built around every check jiter
+does not make itself; tests/fuzz/fuzz_json_fast.py runs the same comparison under the
+fuzzer. And nothing of jiter's own error (its message quotes the text) may reach the error
+the gate raises.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from litellm_toolgate.core.strictjson import (
     ArgumentsError,
     parse_arguments,
     parse_arguments_reference,
+    parse_utf8_arguments,
 )
 
 SAFE = 2**53 - 1
@@ -56,10 +59,15 @@ def outcome(parse: Any, text: str, max_depth: int) -> tuple[str, Any]:
         return ("refused", error.reason)
 
 
+def from_utf8(text: str, *, max_depth: int) -> dict[str, Any]:
+    return parse_utf8_arguments(text.encode("utf-8", "surrogatepass"), max_depth=max_depth)
+
+
 def assert_agree(text: str, max_depth: int = 64) -> None:
     fast = outcome(parse_arguments, text, max_depth)
     spec = outcome(parse_arguments_reference, text, max_depth)
     assert fast == spec, text[:200]
+    assert outcome(from_utf8, text, max_depth) == spec, text[:200]
 
 
 def test_the_fast_path_is_taken() -> None:
@@ -75,6 +83,9 @@ def test_the_fast_path_is_taken() -> None:
     try:
         assert parse_arguments('{"a": [1, 2.5, "x"], "b": {"c": null}}', max_depth=64)
         assert parse_arguments('{"s": "' + "x" * 100_000 + '"}', max_depth=64)
+        assert from_utf8('{"s": "' + "é" * 50_000 + '", "n": [1, {"k": 2}]}', max_depth=64)
+        rows = ",".join(['{"t": [1, 2.5], "s": "a"}'] * 2000)
+        assert from_utf8('{"rows": [' + rows + "]}", max_depth=64)
     finally:
         strictjson._parse = real
     assert calls == 0
@@ -169,10 +180,11 @@ def test_generated_values(value: dict[str, Any], ascii_only: bool) -> None:
 CANARY = "CANARY-5e1f"
 
 
-def test_jiter_error_leaves_no_trace() -> None:
+@pytest.mark.parametrize("parse", [parse_arguments, from_utf8])
+def test_jiter_error_leaves_no_trace(parse: Any) -> None:
     text = '{"' + CANARY + '": 1, "' + CANARY + '": 2}'
     with pytest.raises(ArgumentsError) as caught:
-        parse_arguments(text, max_depth=64)
+        parse(text, max_depth=64)
     error = caught.value
     assert error.reason.value == "duplicate_key"
     assert error.__cause__ is None and error.__context__ is None
@@ -183,6 +195,27 @@ def test_jiter_error_leaves_no_trace() -> None:
         for local in frame.f_locals.values():
             assert not (isinstance(local, ValueError) and not isinstance(local, ArgumentsError))
             assert "Detected duplicate key" not in repr(local)
+
+
+def test_lone_surrogate_bytes_anywhere_in_a_string() -> None:
+    # The bytes surrogatepass makes of a literal lone surrogate, at every offset of strings
+    # and keys long enough for jiter's wide string scanning: it checks its UTF-8 there too.
+    for length in (1, 7, 15, 16, 17, 31, 32, 33, 64, 100):
+        for at in sorted({0, 1, length // 2, length - 1}):
+            for lone in ("\ud800", "\udbff", "\udc00", "\udfff"):
+                chars = "a" * at + lone + "b" * (length - at - 1)
+                assert_agree('{"s": "' + chars + '", "n": 1}')
+                assert_agree('{"' + chars + '": 1}')
+    assert outcome(from_utf8, '{"s": "x\ud800"}', 64) == ("refused", strictjson.R.INVALID_STRING)
+
+
+def test_bytes_that_decode_to_no_text() -> None:
+    with pytest.raises(ArgumentsError) as caught:
+        parse_utf8_arguments(b'{"s": "\xff"}', max_depth=64)
+    assert caught.value.reason is strictjson.R.INVALID_STRING
+    assert caught.value.__context__ is None and caught.value.__cause__ is None
+    with pytest.raises(TypeError):
+        parse_utf8_arguments(bytearray(b"{}"), max_depth=64)  # type: ignore[arg-type]
 
 
 def test_a_float_that_overflows_is_refused_on_both_paths() -> None:
@@ -207,6 +240,19 @@ tricky_values = st.recursive(
     ),
     max_leaves=12,
 )
+
+
+@pytest.mark.parametrize("odd", ['"a[b"', '"\\\\"', '"\\"]"', '"x"', "[]", '"}{"'])
+def test_the_bracket_scan_with_many_strings(odd: str) -> None:
+    # Many strings without brackets (each an adjacent pair of quotes once reduced) and one
+    # odd one out: the scan must still measure the nesting outside strings exactly.
+    rows = ['{"k": "v", "t": ["x", "y"]}'] * 40
+    for where in (0, 20, 39):
+        value_text = "[" + ",".join([*rows[:where], "[" + odd + "]", *rows[where:]]) + "]"
+        value = json.loads(value_text)
+        data = ('{"rows": ' + value_text + "}").encode()
+        for max_depth in range(1, 7):
+            assert strictjson._shallow(data, max_depth) == (1 + depth_of(value) <= max_depth)
 
 
 @settings(max_examples=300, deadline=None)

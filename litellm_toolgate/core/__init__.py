@@ -24,6 +24,7 @@ from .errors import (
     ToolGateError,
     WireNotObservable,
     WireUnread,
+    find_quarantine,
 )
 from .limits import Limits
 from .policy import Policy, PolicyDecision, ReleasedCall, ToolCall
@@ -58,4 +59,5 @@ __all__ = [
     "RouteNotGated",
     "WireNotObservable",
     "WireUnread",
+    "find_quarantine",
 ]

@@ -9,14 +9,21 @@ buffer at once (:meth:`discard`). Its stage moves follow the call table of its w
 Why bytes: a model streams arguments a few characters at a time, and a list of small ``str``
 objects costs about 60 bytes of overhead per fragment, several times the text itself. The
 attempt already encodes each fragment to count its bytes against the limits, so the encoded
-fragment is appended to one ``bytearray`` (amortized growth, about 1.1x the text) and decoded
-once at the terminal. ``surrogatepass`` both ways makes the round trip exact, lone surrogates
-included (the strict parse refuses them later, as before).
+fragment is appended to one ``BytesIO`` (amortized growth, about 1.1x the text). At the
+terminal its ``getvalue`` hands over that very buffer as ``bytes``, trimmed in place, not
+copied, and jiter parses those bytes; the text is made as a ``str`` only when something
+needs it (the specification's parse of a refused text, a carrier's check that could not be
+made on bytes, a caller reading :attr:`ReleasedCall.arguments`). Comparisons with a text
+(:meth:`CallAccumulator.same_text`) encode the other side instead. So the decision holds
+the bytes and the parsed value, not the bytes, their text and the value. ``surrogatepass``
+both ways makes the round trip exact, lone surrogates included (the strict parse refuses
+them later, as before).
 """
 
 from __future__ import annotations
 
 import hmac
+import io
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from hashlib import sha256
@@ -26,11 +33,18 @@ from .chat import WireFault
 from .errors import QuarantineReason
 from .records import DecisionRecord, JsonStatus, PolicyStatus, SchemaStatus
 from .registry import ToolRegistry
-from .state import CallInput, CallState, Wire, next_call_state
-from .strictjson import ArgumentsError, parse_arguments
+from .state import CALL_TABLES, CallInput, CallState, Wire, next_call_state
+from .strictjson import ArgumentsError, parse_utf8_arguments
 from .wires.responses import ITEMS, Executor, Input, check_input
 
 R = QuarantineReason
+
+EXECUTOR_NAMES = {kind: rule.executor.value for kind, rule in ITEMS.items()}
+_INPUT_OF = {kind: rule.input for kind, rule in ITEMS.items()}
+# An enum member read from its class costs about 70 ns on CPython 3.11 (10 for a global):
+# the members the decision reads for every call, read once here.
+_FREE_TEXT, _JSON_ARGUMENTS = Input.FREE_TEXT, Input.JSON_ARGUMENTS
+_PARSED, _SCHEMA_VALID = CallInput.PARSED, CallInput.SCHEMA_VALID
 
 
 @dataclass(slots=True)
@@ -44,8 +58,10 @@ class CallAccumulator:
     kind: str = "function_call"
     """The item type (``wires/responses.ITEMS``): how the input is checked, who runs it."""
     state: CallState = CallState.ITEM_OPEN
-    buffer: bytearray = field(default_factory=bytearray, repr=False)
-    """The fragments so far, UTF-8 (``surrogatepass``); emptied once joined or dropped."""
+    buffer: io.BytesIO | None = field(default_factory=io.BytesIO, repr=False)
+    """The fragments so far, UTF-8 (``surrogatepass``); None once taken or dropped."""
+    data: bytes | None = field(default=None, repr=False)
+    """The whole withheld text as UTF-8, once taken from the buffer (:meth:`withheld`)."""
     nbytes: int = 0
     last_event: str = "call_started"
     stream_ms: float = 0.0
@@ -59,23 +75,52 @@ class CallAccumulator:
     validation_ms: float = 0.0
     policy_ms: float = 0.0
     error: QuarantineReason | None = None
-    arguments: str | None = None
-    value: dict[str, Any] | None = None
+    arguments: str | None = field(default=None, repr=False)
+    value: dict[str, Any] | None = field(default=None, repr=False)
     digest: str | None = None
 
     def move(self, event: CallInput) -> None:
         """Take one stage; a move the wire's table refuses raises its :class:`WireFault`."""
-        outcome = next_call_state(self.state, event, self.wire)
-        if isinstance(outcome, QuarantineReason):
-            raise WireFault(outcome, self.index)
+        # A table hit that names a state is the whole move; anything else (a reason, a
+        # missing entry) goes through next_call_state, which raises for a missing one.
+        outcome = CALL_TABLES[self.wire].get((self.state, event))
+        if type(outcome) is not CallState:
+            outcome = next_call_state(self.state, event, self.wire)
+            if isinstance(outcome, QuarantineReason):
+                raise WireFault(outcome, self.index)
         self.state = outcome
 
+    def withheld(self) -> bytes:
+        """The whole withheld text as UTF-8 bytes: the buffer's own, taken once, not copied."""
+        data = self.data
+        if data is None:
+            buffer = self.buffer
+            data = b"" if buffer is None else buffer.getvalue()
+            self.data, self.buffer = data, None
+        return data
+
     def join(self) -> str:
-        """The whole withheld text, decoded once and kept; the byte buffer is released."""
+        """The whole withheld text, decoded once and kept."""
         if self.arguments is None:
-            self.arguments = self.buffer.decode("utf-8", "surrogatepass")
-            self.buffer = bytearray()
+            self.arguments = self.withheld().decode("utf-8", "surrogatepass")
         return self.arguments
+
+    def same_text(self, text: str) -> bool:
+        """Whether ``text`` is the withheld text, compared without decoding the withheld bytes
+        (``text`` is encoded instead: ``surrogatepass`` is one to one both ways)."""
+        if self.arguments is not None:
+            return text == self.arguments
+        held = self.data
+        if held is None:
+            # getvalue shares the buffer's bytes (a write after it would copy them first).
+            held = b"" if self.buffer is None else self.buffer.getvalue()
+        return held == text.encode("utf-8", "surrogatepass")
+
+    def adopt(self, text: str) -> None:
+        """Keep ``text``, just found equal to the withheld text, as the text: a carrier's
+        own copy serves as the released text, and none is decoded."""
+        if self.arguments is None and type(text) is str:
+            self.arguments = text
 
     @property
     def executor(self) -> Executor:
@@ -88,18 +133,59 @@ class CallAccumulator:
         hmac_key: bytes | None,
         clock: Callable[[], float],
     ) -> None:
-        """Join the fragments once; parse, then schema. A failure is kept in ``error``."""
+        """Take the withheld bytes; parse, then schema. A failure is kept in ``error``."""
         started = clock()
-        text = self.join()
+        data = self.data
+        if data is None:  # withheld(), inline: the buffer's own bytes, taken once
+            buffer = self.buffer
+            data = b"" if buffer is None else buffer.getvalue()
+            self.data, self.buffer = data, None
         if hmac_key is not None:
-            self.digest = hmac.new(
-                hmac_key, text.encode("utf-8", "surrogatepass"), sha256
-            ).hexdigest()
-        rule = ITEMS[self.kind]
-        if rule.input is Input.FREE_TEXT:
-            self._validate_free_text(registry, text)
+            self.digest = hmac.new(hmac_key, data, sha256).hexdigest()
+        kind = _INPUT_OF[self.kind]
+        if kind is _FREE_TEXT:
+            self._validate_free_text(registry, self.join())
+            self.validation_ms = (clock() - started) * 1000
+            return
+        reason: QuarantineReason | None = None
+        value: dict[str, Any] | None = None
+        try:
+            value = parse_utf8_arguments(data, max_depth=max_depth)
+        except ArgumentsError as err:
+            reason = err.reason
+        if reason is not None or value is None:
+            self.json_status = "invalid"
+            self.trailing = reason is R.TRAILING_DATA
+            self.error = reason
+        elif kind is _JSON_ARGUMENTS:
+            self.json_status, self.trailing = "valid", False
+            # The two moves a valid call makes, as table hits (move() for anything else).
+            table = CALL_TABLES[self.wire]
+            moved = table.get((self.state, _PARSED))
+            if type(moved) is CallState:
+                self.state = moved
+            else:
+                self.move(_PARSED)
+            spec = registry.get(self.name)
+            if spec is None:
+                self.schema_status, self.error = "unknown_tool", R.UNKNOWN_TOOL
+            else:
+                verdict = spec.validate(value)
+                if verdict is None:
+                    self.schema_status = "valid"
+                    self.value = value
+                    moved = table.get((self.state, _SCHEMA_VALID))
+                    if type(moved) is CallState:
+                        self.state = moved
+                    else:
+                        self.move(_SCHEMA_VALID)
+                else:
+                    self.schema_status, self.error = "invalid", R.SCHEMA_INVALID
+                    self.keyword, self.path = verdict.keyword, verdict.path
         else:
-            self._validate_json(registry, text, max_depth, rule.input)
+            self.json_status, self.trailing = "valid", False
+            self.move(CallInput.PARSED)
+            self._validate_structure(registry, value)
         self.validation_ms = (clock() - started) * 1000
 
     def _validate_free_text(self, registry: ToolRegistry, text: str) -> None:
@@ -116,39 +202,6 @@ class CallAccumulator:
         self.schema_status = "not_checked"
         self.value = {"input": text}
         self.move(CallInput.SCHEMA_VALID)
-
-    def _validate_json(
-        self, registry: ToolRegistry, text: str, max_depth: int, kind: Input
-    ) -> None:
-        reason: QuarantineReason | None = None
-        value: dict[str, Any] | None = None
-        try:
-            value = parse_arguments(text, max_depth=max_depth)
-        except ArgumentsError as err:
-            reason = err.reason
-        if reason is not None or value is None:
-            self.json_status = "invalid"
-            self.trailing = reason is R.TRAILING_DATA
-            self.error = reason
-        elif kind is Input.JSON_ARGUMENTS:
-            self.json_status, self.trailing = "valid", False
-            self.move(CallInput.PARSED)
-            spec = registry.get(self.name)
-            if spec is None:
-                self.schema_status, self.error = "unknown_tool", R.UNKNOWN_TOOL
-            else:
-                verdict = spec.validate(value)
-                if verdict is None:
-                    self.schema_status = "valid"
-                    self.value = value
-                    self.move(CallInput.SCHEMA_VALID)
-                else:
-                    self.schema_status, self.error = "invalid", R.SCHEMA_INVALID
-                    self.keyword, self.path = verdict.keyword, verdict.path
-        else:
-            self.json_status, self.trailing = "valid", False
-            self.move(CallInput.PARSED)
-            self._validate_structure(registry, value)
 
     def _validate_structure(self, registry: ToolRegistry, value: dict[str, Any]) -> None:
         """A structured client item (its shape, and that it was declared), or a report."""
@@ -173,7 +226,8 @@ class CallAccumulator:
         if self.stream_ms == 0.0:
             self.stream_ms = (now - self.opened_at) * 1000
         self.state = CallState.QUARANTINED
-        self.buffer = bytearray()
+        self.buffer = None
+        self.data = None
         self.arguments = None
         self.value = None
 

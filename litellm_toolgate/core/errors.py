@@ -310,6 +310,18 @@ def raise_clean(fault: ToolCallQuarantined) -> NoReturn:
     raise fault
 
 
+def find_quarantine(error: BaseException | None) -> ToolCallQuarantined | None:
+    """The gate's quarantine behind an exception another layer raised (litellm wraps it as
+    the ``__cause__`` or ``__context__`` of its own), if there is one."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, ToolCallQuarantined):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
 R = QuarantineReason
 _FAMILY: dict[QuarantineReason, type[ToolCallQuarantined]] = {
     **dict.fromkeys(

@@ -41,12 +41,17 @@ class PolicyDecision:
 
     @classmethod
     def approve(cls, reason: str | None = None) -> PolicyDecision:
+        if reason is None and cls is PolicyDecision:
+            return _APPROVED  # immutable: one answer serves every call
         return cls(True, reason)
 
     @classmethod
     def deny(cls, reason: str) -> PolicyDecision:
         return cls(False, reason)
 
+
+_APPROVED = PolicyDecision(True)
+_DENIED = PolicyDecision(False)
 
 PolicyResult = PolicyDecision | bool
 Policy = Callable[[ToolCall], PolicyResult | Awaitable[PolicyResult]]
@@ -58,16 +63,79 @@ def as_decision(result: object) -> PolicyDecision | None:
     if isinstance(result, PolicyDecision):
         return result
     if isinstance(result, bool):
-        return PolicyDecision(result)
+        return _APPROVED if result else _DENIED
     return None
 
 
-@dataclass(frozen=True, slots=True)
 class ReleasedCall:
-    """A call released to the caller: ``arguments`` is the wire's text, byte for byte."""
+    """A call released to the caller: ``arguments`` is the wire's text, byte for byte.
+
+    The gate withholds argument text as UTF-8 bytes. ``arguments`` may be given as those
+    bytes (``surrogatepass``); the text is then decoded when it is first read, so a release
+    whose text nobody reads (a carrier that hands on the upstream's own events) never makes
+    it. Immutable; ``repr`` shows neither the text nor the value.
+    """
+
+    __slots__ = ("_text", "_utf8", "call_id", "index", "name", "value")
 
     index: int
     call_id: str
     name: str
-    arguments: str = field(repr=False)
-    value: Mapping[str, Any] = field(repr=False)
+    value: Mapping[str, Any]
+    _text: str | None
+    _utf8: bytes | None
+
+    def __init__(
+        self, index: int, call_id: str, name: str, arguments: str | bytes, value: Mapping[str, Any]
+    ) -> None:
+        text, utf8 = (None, arguments) if isinstance(arguments, bytes) else (arguments, None)
+        for slot, item in (
+            ("index", index),
+            ("call_id", call_id),
+            ("name", name),
+            ("value", value),
+            ("_text", text),
+            ("_utf8", utf8),
+        ):
+            object.__setattr__(self, slot, item)
+
+    @property
+    def arguments(self) -> str:
+        text: str | None = self._text
+        if text is None:
+            utf8: bytes | None = self._utf8
+            if utf8 is None:  # another thread decoded it just now (it sets the text first)
+                text = self._text
+                assert text is not None
+                return text
+            text = utf8.decode("utf-8", "surrogatepass")
+            # The same text whichever thread decodes first; the bytes are not needed after.
+            object.__setattr__(self, "_text", text)
+            object.__setattr__(self, "_utf8", None)
+        return text
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"ReleasedCall is immutable: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"ReleasedCall is immutable: cannot delete {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ReleasedCall):
+            return NotImplemented
+        return (self.index, self.call_id, self.name, self.arguments, self.value) == (
+            other.index,
+            other.call_id,
+            other.name,
+            other.arguments,
+            other.value,
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # its value is a dict
+
+    def __reduce__(self) -> tuple[type[ReleasedCall], tuple[Any, ...]]:
+        # Pickled and copied through the constructor (the slots refuse assignment).
+        return (ReleasedCall, (self.index, self.call_id, self.name, self.arguments, self.value))
+
+    def __repr__(self) -> str:
+        return f"ReleasedCall(index={self.index!r}, call_id={self.call_id!r}, name={self.name!r})"

@@ -133,10 +133,11 @@ class ToolSpec:
     def validate(self, value: Any) -> SchemaVerdict | None:
         """``None`` if ``value`` satisfies the schema, else the verdict of the best error."""
         if self.fast is not None:
-            accepted = False
             # Any failure of the fast path just leaves the decision to the reference.
-            with contextlib.suppress(Exception):
+            try:
                 accepted = self.fast(value)
+            except Exception:
+                accepted = False
             if accepted is True:
                 return None
         try:
@@ -167,7 +168,7 @@ class ToolRegistry:
             if spec.name in table:
                 raise GateConfigError(f"tool {spec.name!r} is declared more than once")
             table[spec.name] = spec
-        self._specs: Mapping[str, ToolSpec] = MappingProxyType(table)
+        self._specs: dict[str, ToolSpec] = table  # never handed out: read-only by design
 
     @classmethod
     def from_tools(cls, tools: Iterable[Mapping[str, Any]]) -> ToolRegistry:

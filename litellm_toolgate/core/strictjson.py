@@ -25,14 +25,18 @@ Two parsers, one answer
 than the stdlib here) and takes its value only when the specification below would accept
 the text with that very value; any other text goes to the specification, which then decides
 and names the reason. jiter itself refuses duplicate keys (after unescaping), NaN and
-infinities, a BOM, trailing data, raw control characters, escaped lone surrogates and every
-grammar error, and rounds floats exactly as Python does; a literal lone surrogate cannot be
-encoded for it. What it does not check is checked on its value (depth, integers past
-2**53 - 1, a float that overflowed to infinity), by a walk with no Python step per node,
-unless a short text's scan shows there is nothing to find (see ``_accept_fast``).
-:func:`parse_arguments_reference` is the specification alone; tests and a fuzz harness hold
-the two to the same answers. jiter's messages quote the text (a duplicated key, by name):
-its errors are dropped where they are caught and never chained.
+infinities, a BOM, trailing data, raw control characters, lone surrogates (escaped, or the
+bytes ``surrogatepass`` makes of a literal one: it checks its UTF-8) and every grammar
+error, and rounds floats exactly as Python does. What it does not check (depth, integers
+past 2**53 - 1, a float that overflowed to infinity) is checked by whichever is cheaper for
+the text at hand (see ``_accept_fast``): a walk of its value with no Python step per node
+(a long text of few nodes, such as one long string), or byte scans of the text, which
+settle most texts without a walk (many small objects). :func:`parse_utf8_arguments` is the
+same parse for the text's UTF-8 bytes, the form the gate withholds argument text in: jiter
+reads the bytes as they are, and the text is decoded only if the specification must
+decide. :func:`parse_arguments_reference` is the specification alone; tests and a fuzz
+harness hold the three to the same answers. jiter's messages quote the text (a duplicated
+key, by name): its errors are dropped where they are caught and never chained.
 
 The specification
 -----------------
@@ -72,7 +76,12 @@ import jiter
 
 from .errors import Fault, GateConfigError, QuarantineReason
 
-__all__ = ["ArgumentsError", "parse_arguments", "parse_arguments_reference"]
+__all__ = [
+    "ArgumentsError",
+    "parse_arguments",
+    "parse_arguments_reference",
+    "parse_utf8_arguments",
+]
 
 R = QuarantineReason
 
@@ -92,13 +101,15 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 # Signs are deleted, so "e+000" and "e-000" read "e000" (deleting can only join runs, so
 # the test can only say "at risk" more often, never less).
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789E", b"000000000e")
+_MARKS = bytes.maketrans(b"123456789E[{", b"000000000e((")
 _SIGNS = b"+-"
 _SIXTEEN_DIGITS = b"0" * 16
 _EXPONENT = b"e000"
 _WINDOW = 64 * 1024
-_SCAN_LIMIT = 16 * 1024
-# Scanning a byte costs about a twenty-fourth of walking a node (measured on CPython 3.11).
-_BYTES_PER_NODE = 24
+# Texts this short are scanned first: a few microseconds at most.
+_SCAN_FIRST = 4 * 1024
+# Scanning a byte costs about a fortieth of walking a node (measured on CPython 3.11).
+_BYTES_PER_NODE = 40
 _BRACKETS = bytes.maketrans(b"{[}]", b"(())")
 _NOT_STRUCTURE = bytes(set(range(256)) - set(b'"[]{}'))
 _CONTAINERS = frozenset({dict, list})
@@ -115,9 +126,33 @@ class ArgumentsError(Fault):
 def parse_arguments(text: str, *, max_depth: int) -> dict[str, Any]:
     """Parse ``text`` as exactly one JSON object, or raise :class:`ArgumentsError`."""
     _check_call(text, max_depth)
-    accepted = _accept_fast(text, max_depth)
+    # surrogatepass never fails; jiter refuses the bytes a lone surrogate becomes.
+    accepted = _accept_fast(text.encode("utf-8", "surrogatepass"), max_depth)
     if accepted is not None:
         return accepted
+    return _parse(text, max_depth)
+
+
+def parse_utf8_arguments(data: bytes, *, max_depth: int) -> dict[str, Any]:
+    """:func:`parse_arguments` of ``data.decode("utf-8", "surrogatepass")``, read from the
+    bytes: the form the gate withholds argument text in, so the text is made only when the
+    specification has to decide. Bytes that decode to no text (never the gate's own, which
+    come from encoding text) are ``INVALID_STRING``."""
+    if type(data) is not bytes:
+        raise TypeError("argument bytes must be bytes")
+    if type(max_depth) is not int:
+        _check_call("", max_depth)
+    elif max_depth < 1:
+        raise GateConfigError("max_depth must be a positive integer")
+    accepted = _accept_fast(data, max_depth)
+    if accepted is not None:
+        return accepted
+    text: str | None = None
+    # The decode error's .object is the whole of data: dropped here, raised after.
+    with contextlib.suppress(UnicodeDecodeError):
+        text = data.decode("utf-8", "surrogatepass")
+    if text is None:
+        raise ArgumentsError(R.INVALID_STRING)
     return _parse(text, max_depth)
 
 
@@ -134,19 +169,16 @@ def _check_call(text: str, max_depth: int) -> None:
         raise GateConfigError("max_depth must be a positive integer")
 
 
-def _accept_fast(text: str, max_depth: int) -> dict[str, Any] | None:
-    """jiter's value when the specification accepts ``text`` with that very value, else
-    None: the specification then decides, and names the reason.
+def _accept_fast(data: bytes, max_depth: int) -> dict[str, Any] | None:
+    """jiter's value when the specification accepts the text ``data`` encodes with that
+    very value, else None: the specification then decides, and names the reason.
 
     jiter refuses duplicate keys (after unescaping, at any depth), NaN and infinities, a BOM,
-    trailing data, control characters in strings, escaped lone surrogates and every other
-    grammar error, and its floats are correctly rounded, as Python's are. A lone surrogate
-    in the text itself cannot be encoded for it. What it does not check (depth, integers
-    past 2**53 - 1, a float that overflows to infinity) is checked on its value.
+    trailing data, control characters in strings, lone surrogates (escaped, or the bytes
+    ``surrogatepass`` makes of a literal one) and every other grammar error, and its floats
+    are correctly rounded, as Python's are. What it does not check (depth, integers past
+    2**53 - 1, a float that overflows to infinity) is checked on its value or its text.
     """
-    data = b""
-    with contextlib.suppress(UnicodeEncodeError):  # its .object is the whole text
-        data = text.encode("utf-8")
     value: Any = None
     # jiter's messages quote the input (a duplicated key, by name): the error is dropped in
     # the except clause, and the fall-back is taken after it has been left.
@@ -156,35 +188,60 @@ def _accept_fast(text: str, max_depth: int) -> dict[str, Any] | None:
         value = None
     if type(value) is not dict:
         return None
-    # Two ways to check what jiter leaves, both exact: scans of the text (about 5 ns a byte)
-    # and a walk of the value (about 120 ns a node). A short text is scanned; a long one is
-    # walked unless it turns out dense in nodes (many small objects), then scanned. When a
-    # scan cannot rule the problem out, the walk decides.
-    if len(text) <= _SCAN_LIMIT:
-        settled: bool | None = None
-    else:
-        settled = _within_limits(value, max_depth, budget=len(data) // _BYTES_PER_NODE)
+    # Two ways to check what jiter leaves, both exact: scans of the bytes (1 to 3 ns a byte)
+    # and a walk of the value (50 to 120 ns a node). A short text is scanned; a long
+    # one is walked unless it turns out dense in nodes (many small objects), then scanned.
+    # When a scan cannot rule the problem out, the walk decides.
+    size = len(data)
+    if size <= _SCAN_FIRST:
+        # _scanned for one window, inline: the common short call pays no further frame.
+        marks = data.translate(_MARKS, _SIGNS)
+        if (_SIXTEEN_DIGITS not in marks and _EXPONENT not in marks) and (
+            marks.count(b"(") <= max_depth or _shallow(data, max_depth)
+        ):
+            return value
+        return value if _within_limits(value, max_depth) else None
+    settled = _within_limits(value, max_depth, size)
     if settled is None:
-        scanned = not _numbers_at_risk(text) and (
-            (len(text) <= _SCAN_LIMIT and text.count("[") + text.count("{") <= max_depth)
-            or _shallow(data, max_depth)
-        )
-        settled = scanned or _within_limits(value, max_depth)
+        settled = _scanned(data, max_depth) or bool(_within_limits(value, max_depth))
     return value if settled else None
+
+
+def _scanned(data: bytes, max_depth: int) -> bool:
+    """True when scans of the bytes show no number out of range and no nesting deeper than
+    ``max_depth`` (False: they cannot rule it out). A text of one window is mapped once:
+    every digit to "0", "E" to "e", both openers to "(", signs deleted (see
+    :func:`_numbers_at_risk`); fewer "(" than ``max_depth`` then settle the depth without
+    :func:`_shallow` (strings may hold some: the count can only be too high)."""
+    if len(data) > _WINDOW:
+        return not _numbers_at_risk(data) and _shallow(data, max_depth)
+    marks = data.translate(_MARKS, _SIGNS)
+    if _SIXTEEN_DIGITS in marks or _EXPONENT in marks:
+        return False
+    return marks.count(b"(") <= max_depth or _shallow(data, max_depth)
 
 
 def _shallow(data: bytes, max_depth: int) -> bool:
     """Whether valid JSON text nests no deeper than ``max_depth``, by bytes operations only.
 
     Escaped backslashes and quotes are removed, so every remaining quote opens or closes a
-    string; the text between quotes is dropped, leaving the brackets outside strings, and
-    each pass of removing ``()`` pairs takes one level off the deepest nesting.
+    string, and only quotes and brackets are kept. Fewer openers than ``max_depth`` settle
+    it. Otherwise the strings are taken out: when none holds a bracket, each is an adjacent
+    pair of quotes (the pairs ``count`` finds, left to right, cover every quote exactly
+    then); else the text between quotes is dropped. Each pass of removing ``()`` pairs from
+    the brackets left takes one level off the deepest nesting.
     """
     if b"\\" in data:
         data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
     brackets = data.translate(_BRACKETS, _NOT_STRUCTURE)
-    if b'"' in brackets:
-        brackets = b"".join(brackets.split(b'"')[::2])
+    if brackets.count(b"(") <= max_depth:
+        return True
+    quotes = brackets.count(b'"')
+    if quotes:
+        if quotes == 2 * brackets.count(b'""'):
+            brackets = brackets.translate(None, b'"')
+        else:
+            brackets = b"".join(brackets.split(b'"')[::2])
     for _ in range(max_depth):
         if not brackets:
             return True
@@ -194,23 +251,32 @@ def _shallow(data: bytes, max_depth: int) -> bool:
 
 def _within_limits(root: dict[str, Any], max_depth: int, budget: int | None = None) -> bool | None:
     """Depth and number range of a decoded value, level by level, with no Python step per
-    node (as in :func:`_inspect`): only the kinds present on a level are looked at. None
-    when more than ``budget`` nodes would have to be looked at (then scanning is cheaper)."""
-    level: list[Any] = [root]
+    node (as in :func:`_inspect`): only the kinds present on a level are looked at. With a
+    ``budget`` (the text's size in bytes), None when the walk would cost more than scanning
+    the text (then the scans are cheaper)."""
+    objects: list[Any] = [root]
+    arrays: list[Any] = []
     depth = 1
-    while level:
-        if depth > max_depth:
-            return False
+    if budget is not None:
+        budget //= _BYTES_PER_NODE
+    while True:
         if budget is not None:
-            budget -= sum(map(len, level))  # this level's children, before building them
-            if budget < 0:
+            # This level's children, counted before they are gathered; and when its first
+            # child is a container, the next level guessed from it (many rows alike): a
+            # walk that would run out of budget a level later is not started.
+            count = sum(map(len, objects)) + sum(map(len, arrays))
+            budget -= count
+            first = (
+                next(iter(objects[0].values()), None) if objects else next(iter(arrays[0]), None)
+            )
+            if budget < 0 or (isinstance(first, dict | list) and count * len(first) > budget):
                 return None
-        is_object = list(map(is_, map(type, level), repeat(dict)))
-        objects = compress(level, is_object)
-        arrays = compress(level, map(not_, is_object))
-        children = list(
-            chain(chain.from_iterable(map(dict.values, objects)), chain.from_iterable(arrays))
-        )
+        if depth == 1:
+            children = list(root.values())
+        else:
+            children = list(
+                chain(chain.from_iterable(map(dict.values, objects)), chain.from_iterable(arrays))
+            )
         kinds = list(map(type, children))
         present = set(kinds)
         if int in present:
@@ -221,12 +287,13 @@ def _within_limits(root: dict[str, Any], max_depth: int, budget: int | None = No
             floats = list(compress(children, map(is_, kinds, repeat(float))))
             if max(floats) == math.inf or min(floats) == -math.inf:
                 return False
-        if dict in present or list in present:
-            level = list(compress(children, map(_CONTAINERS.__contains__, kinds)))
-        else:
-            level = []
+        if dict not in present and list not in present:
+            return True
+        if depth == max_depth:  # the containers among the children are one level deeper
+            return False
+        objects = list(compress(children, map(is_, kinds, repeat(dict))))
+        arrays = list(compress(children, map(is_, kinds, repeat(list))))
         depth += 1
-    return True
 
 
 def _parse(text: str, max_depth: int) -> dict[str, Any]:
@@ -239,7 +306,7 @@ def _parse(text: str, max_depth: int) -> dict[str, Any]:
     # of 3 digits can spell an integer past 2**53 - 1 or a double that overflows (15 digits
     # stay below 10**15, and without a 3-digit exponent a value stays below 10**114), so when
     # the text has neither, the C decoder's own int() and float() give the same values.
-    risky = _numbers_at_risk(text)
+    risky = _numbers_at_risk_in_text(text)
     decoder = json.JSONDecoder(
         object_pairs_hook=_unique_object,
         parse_float=_finite_float if risky else None,
@@ -274,16 +341,25 @@ def _parse(text: str, max_depth: int) -> dict[str, Any]:
     return value  # type: ignore[no-any-return]
 
 
-def _numbers_at_risk(text: str) -> bool:
-    """Whether the text holds a 16-digit run or a 3-digit exponent (see parse_arguments).
+def _numbers_at_risk(data: bytes) -> bool:
+    """Whether the text ``data`` encodes holds a 16-digit run or a 3-digit exponent (see
+    parse_arguments).
 
     Window by window, so the copies stay small next to the text; windows overlap by 15
-    characters, so a pattern (at most 16 long) that straddles a boundary is still seen whole.
+    bytes, so a pattern (at most 16 long) that straddles a boundary is still seen whole.
     """
-    for start in range(0, len(text), _WINDOW):
-        window = text[start : start + _WINDOW + 15].encode("utf-8", "surrogatepass")
+    for start in range(0, len(data), _WINDOW):
+        window = data if len(data) <= _WINDOW else data[start : start + _WINDOW + 15]
         digits = window.translate(_DIGITS_AS_ZERO, _SIGNS)
         if _SIXTEEN_DIGITS in digits or _EXPONENT in digits:
+            return True
+    return False
+
+
+def _numbers_at_risk_in_text(text: str) -> bool:
+    """:func:`_numbers_at_risk` of a text, encoded window by window (characters this time)."""
+    for start in range(0, len(text), _WINDOW):
+        if _numbers_at_risk(text[start : start + _WINDOW + 15].encode("utf-8", "surrogatepass")):
             return True
     return False
 

@@ -67,10 +67,8 @@ into every subclass and refuses a subclass that replaces them, so a subclass sta
 from __future__ import annotations
 
 import contextlib
-import secrets
 import time
 import weakref
-from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, NoReturn
@@ -88,7 +86,9 @@ from ..core.errors import (
     raise_clean,
 )
 from ..core.limits import Limits
+from ..core.pending import PendingTable
 from ..core.policy import Policy
+from ..core.records import attempt_summary
 from ..core.state import StreamState
 from .calltypes import (
     CallRefused,
@@ -106,7 +106,7 @@ from .logs import emit_records
 from .messages import AnthropicEvents, message_carrier
 from .policy import aapprove_whole
 from .preflight import chat_chunk_check, responses_event_check
-from .routes import ROUTES, Api, Gated, Refused, route_for
+from .routes import Api, Refused, decision_for, route_for
 from .sdkclaim import arm_sdk, evict_foreign_sdk_clients, install_session
 from .sdkclaim import streamed as sdkclaim_streamed
 from .stream import AsyncGatedStream
@@ -118,6 +118,7 @@ from .synccall import (
     install,
     is_vouched,
     is_vouched_client,
+    sent,
     vouch_client,
 )
 from .transport import AsyncTapTransport, WireTap
@@ -203,13 +204,11 @@ def _sync_refusal(kind: str, route: str, kwargs: Mapping[str, Any], streamed: bo
     if kind == "completion":
         # The route table, as ToolGate and the async hook apply it: a route whose wire the
         # gate does not read.
-        known = ROUTES.get(route)
-        decision = known.chat if known is not None else None
-        if not isinstance(decision, Gated):
-            why = decision.reason if isinstance(decision, Refused) else "not in the table"
+        decision = decision_for(route, Api.CHAT)
+        if isinstance(decision, Refused):
             return (
                 f"toolgate does not gate the {route or '(unknown)'}/ route for chat "
-                f"({why}); this sync litellm.completion was not sent"
+                f"({decision.reason}); this sync litellm.completion was not sent"
             )
     elif kind in _SYNC_RESPONSES and route:
         # The same for the Responses API, with litellm asked how it serves the model (a
@@ -322,7 +321,7 @@ class ToolGateGuardrail(CustomGuardrail):
         self.retry_stream_faults = retry_stream_faults
         kwargs.setdefault("guardrail_name", "toolgate")
         super().__init__(**kwargs)
-        self._pending: OrderedDict[str, WireTap] = OrderedDict()
+        self._pending: PendingTable[WireTap] = PendingTable(_METADATA, _TOKEN)
         # Sync calls are claimed by litellm.sync_transport, which litellm reads only when it
         # builds a client: put it in place now, and drop the clients built without it, so
         # that no sync call made after this gate exists can go out on an unclaimed client.
@@ -373,14 +372,15 @@ class ToolGateGuardrail(CustomGuardrail):
             self.gate.new_attempt(tools=kwargs.get("tools"), model=str(kwargs.get("model", ""))),
             streamed=streamed,
         )
-        tap.responses_api = _call_type(call_type) in _RESPONSES_CALLS
-        tap.messages_api = _call_type(call_type) in _MESSAGES_CALLS
+        tap.responses_api = kind in _RESPONSES_CALLS
+        tap.messages_api = kind in _MESSAGES_CALLS
         wrap: Callable[[Any], Any]
         if in_proxy and streamed:
 
             def wrap(base: Any) -> Any:
                 return AsyncTapTransport(base, tap)
         else:
+            model, provider = str(kwargs.get("model", "")), kwargs.get("custom_llm_provider")
             started = time.time()
 
             def report(attempt: Attempt) -> None:
@@ -391,21 +391,15 @@ class ToolGateGuardrail(CustomGuardrail):
                 report,
                 intervene=not in_proxy,
                 retry_stream_faults=self.retry_stream_faults,
-                chunk_check=chat_chunk_check(
-                    str(kwargs.get("model", "")), kwargs.get("custom_llm_provider")
-                ),
-                event_check=responses_event_check(
-                    str(kwargs.get("model", "")), kwargs.get("custom_llm_provider")
-                )
-                if tap.responses_api
-                else None,
+                chunk_check=chat_chunk_check(model, provider),
+                event_check=responses_event_check(model, provider) if tap.responses_api else None,
             )
 
             def wrap(base: Any) -> Any:
                 return WithholdingTransport(base, tap, holding)
 
         # The client kind the route takes; a route the gate does not gate is refused here.
-        api = Api.RESPONSES if _call_type(call_type) in _RESPONSES_CALLS else Api.CHAT
+        api = Api.RESPONSES if tap.responses_api else Api.CHAT
         kwargs["client"] = vouch_client(
             self.gate.tapped_client(kwargs, api, wrap, asynchronous=True)
         )
@@ -430,8 +424,7 @@ class ToolGateGuardrail(CustomGuardrail):
         if is_vouched(call_id):
             return  # a ToolGate's own call, with that gate's client: gated by that gate
         route = str(kwargs.get("custom_llm_provider") or "")
-        extra = kwargs.get("additional_args")
-        body = extra.get("complete_input_dict") if isinstance(extra, Mapping) else None
+        body = sent(kwargs, "complete_input_dict")
         streamed = bool(kwargs.get("stream")) or bool(
             isinstance(body, Mapping) and body.get("stream")
         )
@@ -477,42 +470,14 @@ class ToolGateGuardrail(CustomGuardrail):
             check_claimed(kwargs)
 
     def _remember(self, kwargs: dict[str, Any], tap: WireTap) -> None:
-        """Keep the tap for the proxy's later hooks, under a key only this gate makes.
-
-        The key is a fresh random token written into the request's metadata (the proxy hands
-        its later hooks the same metadata); whatever the client put there under that name is
-        overwritten. A request that already carries a token of this gate's is litellm retrying
-        it: the earlier attempt's tap is dropped, it never reaches a later hook.
-        """
-        token = secrets.token_hex(16)
-        holders = [kwargs[name] for name in _METADATA if isinstance(kwargs.get(name), dict)]
-        if not holders:
-            kwargs["metadata"] = {}
-            holders = [kwargs["metadata"]]
-        for holder in holders:
-            previous = holder.get(_TOKEN)
-            if isinstance(previous, str):
-                self._pending.pop(previous, None)
-            holder[_TOKEN] = token
-        self._pending[token] = tap
-        while len(self._pending) > _MAX_PENDING:
-            self._pending.popitem(last=False)
+        """Keep the tap for the proxy's later hooks, under a token of this gate's written into
+        the request's metadata (see :mod:`~..core.pending`); a retried request's earlier tap
+        is dropped."""
+        self._pending.remember(kwargs, tap, bound=_MAX_PENDING)
 
     def _take(self, request: Mapping[str, Any]) -> WireTap | None:
         """The request's tap, forgotten; None when there is none or the request is ambiguous."""
-        tokens = {
-            holder.get(_TOKEN)
-            for holder in (request.get(name) for name in _METADATA)
-            if isinstance(holder, Mapping) and holder.get(_TOKEN) is not None
-        }
-        if len(tokens) != 1:
-            # None (never tapped, or evicted) or two different ones: refused, never merged.
-            for token in tokens:
-                if isinstance(token, str):
-                    self._pending.pop(token, None)
-            return None
-        (token,) = tokens
-        return self._pending.pop(token, None) if isinstance(token, str) else None
+        return self._pending.take(request)
 
     # ---- proxy: the stream ---------------------------------------------------------------
     async def async_post_call_streaming_iterator_hook(
@@ -629,13 +594,7 @@ class ToolGateGuardrail(CustomGuardrail):
     def _report(self, request: dict[str, Any], attempt: Attempt, started: float) -> None:
         """The attempt's sanitized records into litellm's standard logging for this request."""
         fault = attempt.quarantined
-        records: list[dict[str, Any]] = [r.model_dump(mode="json") for r in attempt.records()]
-        summary = {
-            "attempt_id": attempt.attempt_id,
-            "outcome": "released" if fault is None else "quarantined",
-            "reason": None if fault is None else fault.reason.value,
-            "records": records,
-        }
+        summary = attempt_summary(attempt.attempt_id, fault, attempt.records())
         ended = time.time()
         # Logging must never decide: the decision stands as made whatever logging does.
         with contextlib.suppress(Exception):

@@ -14,7 +14,6 @@ a closed gate refuses new calls. Clients the caller passed stay the caller's.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -29,11 +28,10 @@ from litellm.types.utils import ModelResponse
 from ..core.attempt import Attempt, Carrier
 from ..core.errors import (
     GateConfigError,
-    QuarantineReason,
-    ToolCallQuarantined,
     WireNotObservable,
     raise_clean,
 )
+from ..core.gated import CarrierAdapter
 from ..core.limits import Limits
 from ..core.policy import Policy
 from ..core.profiles import check_overrides
@@ -53,11 +51,9 @@ from .logs import emit_records
 from .messages import AnthropicEvents, message_carrier
 from .policy import aapprove_whole, approve_whole
 from .routes import Api, ClientKind, route_for
-from .stream import AsyncGatedStream, CarrierAdapter, GatedStream
+from .stream import AsyncGatedStream, GatedStream
 from .synccall import vouch_client, vouched
 from .transport import AsyncTapTransport, TapTransport, WireTap
-
-R = QuarantineReason
 
 _HOW = (
     "the gate must see the raw wire of a call to gate it: make the call through "
@@ -67,24 +63,30 @@ _HOW = (
 )
 
 
-def _whole_body_arrived(tap: WireTap) -> bool:
-    """Whether litellm failed after a whole (non-streamed) body reached it in full.
+class _Invoking:
+    """Around litellm's call, sync or async: the client is forgotten once the call is made,
+    and litellm's exception is swallowed (so that nothing chains to the quarantine raised
+    after it) exactly when the failure is the gate's to type."""
 
-    The body arrived, so litellm's error is about what it made of it (a field outside the
-    calls it cannot convert), and its message quotes the body: the failure is the gate's to
-    type (:func:`_refuse_unparsed_body`). Nothing was released.
-    """
-    return not tap.streamed and tap.ended and tap.attempt.observed
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._tap: WireTap = client.tap
 
+    def __enter__(self) -> None:
+        return None
 
-def _refuse_unparsed_body(tap: WireTap) -> None:
-    """Quarantine an attempt whose whole body litellm failed on: the wire's own fault wins,
-    a wire that passes is a carrier mismatch. Called outside litellm's ``except`` block."""
-    attempt = tap.attempt
-    if attempt.quarantined is None:
-        with contextlib.suppress(ToolCallQuarantined):
-            attempt.conclude()
-        attempt.interrupt(R.CARRIER_MISMATCH)
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        forget(self._client)
+        if exc_type is None or not issubclass(exc_type, Exception):
+            return False
+        # The body arrived whole: litellm's error is about what it made of it, and its
+        # message quotes the body; the failure is the gate's to type (refuse_unparsed).
+        return self._tap.faulted or self._tap.whole_body_arrived
 
 
 class ToolGate:
@@ -434,36 +436,22 @@ class ToolGate:
             return self._invoke(client, call, kwargs)
 
     def _invoke(self, client: Any, call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-        tap: WireTap = client.tap
-        failed = False
-        try:
+        with _Invoking(client):
             return call(**kwargs)
-        except Exception:
-            if not tap.faulted and not _whole_body_arrived(tap):
-                raise
-            failed = True
-        finally:
-            forget(client)
-        if failed:
-            _refuse_unparsed_body(tap)
-            self._raise_quarantine(tap.attempt)
+        self._refuse_failed(client.tap)
 
     async def _ainvoke(
         self, client: Any, call: Callable[..., Awaitable[Any]], kwargs: dict[str, Any]
     ) -> Any:
-        tap: WireTap = client.tap
-        failed = False
-        try:
+        with _Invoking(client):
             return await call(**kwargs)
-        except Exception:
-            if not tap.faulted and not _whole_body_arrived(tap):
-                raise
-            failed = True
-        finally:
-            forget(client)
-        if failed:
-            _refuse_unparsed_body(tap)
-            self._raise_quarantine(tap.attempt)
+        self._refuse_failed(client.tap)
+
+    def _refuse_failed(self, tap: WireTap) -> NoReturn:
+        """litellm's call failed on a wire the gate faulted, or on a whole body that
+        arrived: the attempt's quarantine, raised outside litellm's exception."""
+        tap.refuse_unparsed()
+        self._raise_quarantine(tap.attempt)
 
     # A whole result is approved or not here; the caller raises the quarantine itself, from
     # a frame that no longer holds litellm's result (it carries the arguments).

@@ -27,12 +27,12 @@ cannot fail part way through a release either.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import litellm
 
-ChunkCheck = Callable[[Mapping[str, Any]], bool]
+from ..core.withhold import Check as ChunkCheck
 
 # Responses events after which litellm reads the ``response`` they carry as an object.
 _TERMINALS = frozenset({"response.completed", "response.incomplete", "response.failed"})

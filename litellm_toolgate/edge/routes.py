@@ -186,7 +186,7 @@ def route_for(request: Mapping[str, Any], api: Api) -> Gated:
         other = provider_of(request, with_base=False)
         if other is not None and other != found:
             candidates.append(other)
-    decisions = [(model, provider, _decision(provider, api)) for model, provider in candidates]
+    decisions = [(model, provider, decision_for(provider, api)) for model, provider in candidates]
     for model, provider, decision in decisions:
         if isinstance(decision, Refused):
             raise RouteNotGated(provider, api.value, decision.reason)
@@ -197,7 +197,8 @@ def route_for(request: Mapping[str, Any], api: Api) -> Gated:
     return gated
 
 
-def _decision(provider: str, api: Api) -> Decision:
+def decision_for(provider: str, api: Api) -> Decision:
+    """What the table says of ``provider`` on ``api``: refused when it is not in it."""
     route = ROUTES.get(provider)
     return _UNKNOWN if route is None else route.decision(api)
 

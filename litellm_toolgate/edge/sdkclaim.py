@@ -46,7 +46,7 @@ from typing import Any
 import httpx
 import litellm
 
-from .synccall import CLAIMS, MARKER, ClaimingTransport, UngatedCallRefused, evict_cached
+from .synccall import CLAIMS, MARKER, ClaimingTransport, UngatedCallRefused, evict_cached, sent
 from .transport import WireTap
 from .withhold import Withholding
 
@@ -120,8 +120,7 @@ def evict_foreign_sdk_clients() -> int:
 
 def streamed(kwargs: Mapping[str, Any]) -> bool:
     """Whether the request litellm is about to send asks for a stream (its body says)."""
-    extra = kwargs.get("additional_args")
-    data = extra.get("complete_input_dict") if isinstance(extra, Mapping) else None
+    data = sent(kwargs, "complete_input_dict")
     return isinstance(data, Mapping) and data.get("stream") is True
 
 
@@ -157,9 +156,7 @@ def arm_sdk(kwargs: Mapping[str, Any], route: str, tap: WireTap, gate: Withholdi
             f"installed), and this call may go out through it; it was not sent (the client "
             f"is dropped from litellm's cache: the next call without client= is gated)"
         )
-    extra = kwargs.get("additional_args")
-    base = extra.get("api_base") if isinstance(extra, Mapping) else None
-    data = extra.get("complete_input_dict") if isinstance(extra, Mapping) else None
+    base, data = sent(kwargs, "api_base"), sent(kwargs, "complete_input_dict")
     url = str(base) if base is not None else ""
     headers = data.get("extra_headers", _ABSENT) if isinstance(data, dict) else None
     extra_body = data.get("extra_body") if isinstance(data, dict) else None

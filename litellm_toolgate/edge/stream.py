@@ -11,130 +11,54 @@ every ``except`` block and from a frame holding nothing but the stream, which by
 let go of litellm's stream and of every withheld chunk: litellm's own error (which may quote
 the body) is not chained to it, and no traceback frame holds argument text.
 
-:class:`GatedStream` and :class:`AsyncGatedStream` are thin loops around :class:`_Base`,
-which owns every decision: what is ready to hand out (:meth:`_Base._ready`), what a chunk
-from litellm becomes (:meth:`_Base._take`) and what an ended stream concludes.
+:class:`GatedStream` and :class:`AsyncGatedStream` are thin loops around the core's
+:class:`~..core.gated.GatedItems`, which owns every decision: what is ready to hand out, what
+a chunk from litellm becomes and what an ended stream concludes. They add what is litellm's
+and I/O: reading its stream, closing the wire, running the policy (awaited, and off the
+loop by the one offload rule, in the async face).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import AsyncIterator, Iterator
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn
 
-from ..core.attempt import Attempt, Carrier
-from ..core.errors import QuarantineReason, ToolCallQuarantined, raise_clean
-from ..core.policy import Policy, ReleasedCall, ToolCall
+from ..core.attempt import Attempt
+from ..core.errors import raise_clean
+from ..core.gated import END, FAULT, MORE, CarrierAdapter, GatedItems
+from ..core.policy import Policy
 from .carrier import CarrierChunks
 from .logs import emit_records
 from .offload import decide_off_loop
 from .policy import ajudge, judge
 from .transport import WireTap
 
-R = QuarantineReason
-
-
-class CarrierAdapter(Protocol):
-    """What a gated stream needs from its carrier: admit, assemble, release."""
-
-    def admit(self, item: Any) -> Any | None: ...
-
-    def carrier(self) -> Carrier: ...
-
-    def release(self, released: list[ReleasedCall]) -> list[Any]: ...
-
-
-class _Dropped:
-    """The carrier of a quarantined stream: it holds nothing and takes nothing."""
-
-    def admit(self, item: Any) -> Any | None:
-        return None
-
-    def carrier(self) -> Carrier:
-        return Carrier({}, None)
-
-    def release(self, released: list[ReleasedCall]) -> list[Any]:
-        return []
-
-
-_MORE = object()  # nothing is ready: read the next chunk from litellm
-_END = object()  # the stream is over
-_FAULT = object()  # the attempt is quarantined: raise it
-
 
 class _Base:
+    """What the sync and async streams share: the tap and the core's gated items."""
+
     def __init__(
         self, tap: WireTap, policy: Policy | None, carrier: CarrierAdapter | None = None
     ) -> None:
         self.tap = tap
         self.attempt: Attempt = tap.attempt
         self._policy = policy
-        self._chunks: CarrierAdapter = carrier or CarrierChunks()
-        self._out: deque[Any] = deque()
-        self._done = False
-        self._logged = False
-
-    def _log(self) -> None:
-        if not self._logged:
-            self._logged = True
-            emit_records(self.attempt)
-
-    def _ready(self) -> Any:
-        """A chunk to hand out, or ``_FAULT``, ``_END`` or ``_MORE``."""
-        if self._out:
-            return self._out.popleft()
-        if self.attempt.quarantined is not None:
-            self._drop()
-            return _FAULT
-        return _END if self._done else _MORE
-
-    def _take(self, chunk: Any) -> Any:
-        """What one chunk from litellm becomes: a chunk to hand out, or ``_MORE``."""
-        admitted = self._chunks.admit(chunk)
-        if self.attempt.quarantined is not None:
-            return _FAULT
-        return _MORE if admitted is None else admitted
-
-    def _drop(self) -> None:
-        """Quarantined: nothing withheld is kept, and litellm's stream is let go."""
-        self._done = True
-        self._out.clear()
-        self._chunks = _Dropped()
-        self._forget_wrapper()
-        self._log()
+        self._gated = GatedItems(tap.attempt, carrier or CarrierChunks(), emit_records)
 
     def _forget_wrapper(self) -> None:
         raise NotImplementedError
 
     def _raise(self) -> NoReturn:
-        fault = self.attempt.quarantined
+        # Nothing withheld is kept, and litellm's stream is let go, before the raise.
+        fault = self._gated.drop()
+        self._forget_wrapper()
         assert fault is not None
-        self._drop()
         raise_clean(fault)
 
-    def _litellm_failed(self) -> None:
-        if self.attempt.quarantined is None:
-            # litellm gave up on a stream the wire did not fault: they disagree.
-            self.attempt.interrupt(R.CARRIER_MISMATCH)
-
-    def _conclude(self) -> list[ToolCall] | None:
-        """Conclude the attempt; None when it was quarantined."""
-        try:
-            return self.attempt.conclude(self._chunks.carrier())
-        except ToolCallQuarantined:
-            return None
-
-    def _release(self) -> None:
-        released = self.attempt.release()
-        self._out.extend(self._chunks.release(released))
-        self._done = True
-        self._log()
-
     def _cancel(self) -> None:
-        if not self._done:
-            self.attempt.interrupt(R.CANCELLED)
-            self._drop()
+        if self._gated.cancel():
+            self._forget_wrapper()
 
     @property
     def attempt_id(self) -> str:
@@ -159,18 +83,18 @@ class GatedStream(_Base):
 
     def __next__(self) -> Any:
         item = self._advance()
-        if item is _FAULT:
+        if item is FAULT:
             self._raise()
         return item
 
     def _advance(self) -> Any:
         while True:
-            item = self._ready()
-            if item is _END:
+            item = self._gated.ready()
+            if item is END:
                 raise StopIteration
-            if item is _MORE:
+            if item is MORE:
                 item = self._pull()
-            if item is not _MORE:
+            if item is not MORE:
                 return item
 
     def _pull(self) -> Any:
@@ -179,24 +103,22 @@ class GatedStream(_Base):
             chunk = next(self._it)
         except StopIteration:
             self._finish()
-            return _MORE
+            return MORE
         except Exception:
             failed = True
         if failed:
-            self._litellm_failed()
+            self._gated.carrier_failed()
             self._finish()
-            return _MORE
-        return self._take(chunk)
+            return MORE
+        return self._gated.take(chunk)
 
     def _forget_wrapper(self) -> None:
         self._it = iter(())
 
     def _finish(self) -> None:
         self._close_wire()
-        calls = self._conclude()
-        if calls is not None and judge(self.attempt, calls, self._policy):
-            self._release()
-        self._done = True
+        calls = self._gated.conclude()
+        self._gated.decide(calls is not None and judge(self.attempt, calls, self._policy))
 
     def _close_wire(self) -> None:
         if self.tap.close_sync is not None:
@@ -241,18 +163,18 @@ class AsyncGatedStream(_Base):
             self._cancel()
             await self._aclose_wire()
             raise asyncio.CancelledError
-        if item is _FAULT:
+        if item is FAULT:
             self._raise()
         return item
 
     async def _advance(self) -> Any:
         while True:
-            item = self._ready()
-            if item is _END:
+            item = self._gated.ready()
+            if item is END:
                 raise StopAsyncIteration
-            if item is _MORE:
+            if item is MORE:
                 item = await self._pull()
-            if item is not _MORE:
+            if item is not MORE:
                 return item
 
     async def _pull(self) -> Any:
@@ -261,24 +183,22 @@ class AsyncGatedStream(_Base):
             chunk = await self._it.__anext__()
         except StopAsyncIteration:
             await self._finish()
-            return _MORE
+            return MORE
         except Exception:
             failed = True
         if failed:
-            self._litellm_failed()
+            self._gated.carrier_failed()
             await self._finish()
-            return _MORE
-        return self._take(chunk)
+            return MORE
+        return self._gated.take(chunk)
 
     def _forget_wrapper(self) -> None:
         self._it = _EmptyAsync()
 
     async def _finish(self) -> None:
         await self._aclose_wire()
-        calls = await decide_off_loop(self.attempt, self._conclude)
-        if calls is not None and await ajudge(self.attempt, calls, self._policy):
-            self._release()
-        self._done = True
+        calls = await decide_off_loop(self.attempt, self._gated.conclude)
+        self._gated.decide(calls is not None and await ajudge(self.attempt, calls, self._policy))
 
     async def _aclose_wire(self) -> None:
         if self.tap.close_async is not None:

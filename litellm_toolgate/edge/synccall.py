@@ -46,16 +46,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import httpx
 import litellm
 
+from ..core.claims import ClaimTable, Vouches, new_token
 from .transport import WireTap, _wrap
 from .withhold import HeldResponse, SyncWithholdingStream, Withholding
 
@@ -63,6 +63,13 @@ _C = TypeVar("_C")
 
 MARKER = "x-toolgate-claim"
 """The one-time header that binds a sync request to the call that armed it (never sent)."""
+
+
+def sent(kwargs: Mapping[str, Any], name: str) -> Any:
+    """What litellm's ``log_pre_api_call`` kwargs say of the request about to be sent
+    (``additional_args``: ``api_base``, ``headers``, ``complete_input_dict``), or None."""
+    extra = kwargs.get("additional_args")
+    return extra.get(name) if isinstance(extra, Mapping) else None
 
 
 class UngatedCallRefused(BaseException):
@@ -95,26 +102,8 @@ class _Claim:
             self.restore = None
 
 
-class _Claims:
-    """Armed calls, by token and by call id; each is claimed at most once."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_token: dict[str, _Claim] = {}
-        self._by_call: dict[tuple[int, str], _Claim] = {}
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._by_token)
-
-    def add(self, claim: _Claim) -> None:
-        with self._lock:
-            self._by_token[claim.token] = claim
-            previous = self._by_call.get((claim.thread, claim.call_id))
-            if previous is not None:
-                # litellm re-arms the same call on its own retry: the old claim is void.
-                self._by_token.pop(previous.token, None)
-            self._by_call[(claim.thread, claim.call_id)] = claim
+class _Claims(ClaimTable[_Claim]):
+    """Armed calls (the core's table of them), each claimed at most once."""
 
     def arm(
         self,
@@ -129,7 +118,7 @@ class _Claims:
         restore: Callable[[], None] | None = None,
     ) -> str:
         """Arm one request of the call on this thread; the one-time marker it must carry."""
-        token = secrets.token_urlsafe(18)
+        token = new_token()
         self.add(
             _Claim(
                 token=token,
@@ -146,41 +135,15 @@ class _Claims:
         )
         return token
 
-    def take(self, token: str) -> _Claim | None:
-        with self._lock:
-            return self._by_token.pop(token, None)
-
-    def settle(self, call_id: str) -> _Claim | None:
-        """The call's claim, forgotten (it is armed once per request litellm makes)."""
-        with self._lock:
-            claim = self._by_call.pop((threading.get_ident(), call_id), None)
-            if claim is not None:
-                self._by_token.pop(claim.token, None)
-            return claim
-
 
 CLAIMS = _Claims()
-
-_vouch_lock = threading.Lock()
-_vouched: set[tuple[int, str]] = set()
-
-
-@contextlib.contextmanager
-def vouched(call_id: str) -> Iterator[None]:
-    """While litellm makes ``call_id`` on this thread, a gate gates it itself."""
-    key = (threading.get_ident(), call_id)
-    with _vouch_lock:
-        _vouched.add(key)
-    try:
-        yield
-    finally:
-        with _vouch_lock:
-            _vouched.discard(key)
+# ToolGate's own sync calls, by call id and thread while litellm makes them.
+_VOUCHES = Vouches()
+vouched = _VOUCHES.vouched
 
 
 def is_vouched(call_id: str) -> bool:
-    with _vouch_lock:
-        return (threading.get_ident(), call_id) in _vouched
+    return call_id in _VOUCHES
 
 
 _vouched_clients: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -284,8 +247,7 @@ def _default_client(ssl_verify: Any) -> httpx.Client:
 
 
 def _matches(claim: _Claim, request: httpx.Request) -> bool:
-    if claim.thread != threading.get_ident():
-        return False
+    # The core's table gives a claim only to the thread that armed it.
     if claim.url_matches is not None:
         if not claim.url_matches(request.url):
             return False
@@ -347,10 +309,9 @@ def arm(kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding) -> None:
             "litellm.force_ipv4 makes litellm build its own sync transport, which the gate "
             "cannot see; this sync call was not sent (use the async call, or ToolGate)"
         )
-    extra = kwargs.get("additional_args")
-    headers = extra.get("headers") if isinstance(extra, Mapping) else None
-    url = extra.get("api_base") if isinstance(extra, Mapping) else None
-    body = extra.get("complete_input_dict") if isinstance(extra, Mapping) else None
+    headers = sent(kwargs, "headers")
+    url = sent(kwargs, "api_base")
+    body = sent(kwargs, "complete_input_dict")
     if not isinstance(headers, dict) or not isinstance(url, str) or body is None:
         raise UngatedCallRefused(
             "this sync call's request is not visible to the gate; it was not sent"
@@ -375,8 +336,7 @@ def check_claimed(kwargs: Mapping[str, Any]) -> None:
     claim = CLAIMS.settle(str(kwargs.get("litellm_call_id") or ""))
     if claim is None:
         return
-    extra = kwargs.get("additional_args")
-    headers = extra.get("headers") if isinstance(extra, Mapping) else None
+    headers = sent(kwargs, "headers")
     if isinstance(headers, dict):
         headers.pop(MARKER, None)
     claim.settled()

@@ -23,14 +23,14 @@ and the end of reading mean.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import httpx
 
 from ..core.attempt import Attempt
+from ..core.body import BodyReader
 from ..core.errors import QuarantineReason, ToolCallQuarantined
+from ..core.wires import chat as chat_wire
 
 R = QuarantineReason
 # One read from the socket can hold 64 KiB, hundreds of events. The gate decodes what it is
@@ -53,107 +53,38 @@ class StreamQuarantined(httpx.ReadError):
         super().__init__("the gate quarantined this stream")
 
 
-class WireTap:
-    """Binds one attempt to the HTTP responses of one litellm call."""
+class WireTap(BodyReader):
+    """Binds one attempt to the HTTP responses of one litellm call (the core's
+    :class:`~..core.body.BodyReader` feeds it the body)."""
 
     def __init__(self, attempt: Attempt, *, streamed: bool) -> None:
-        self.attempt = attempt
-        self.streamed = streamed
+        super().__init__(attempt, streamed=streamed)
         # Whether litellm hands the caller Responses events (either route) or chat chunks.
         self.responses_api = False
         # Whether litellm hands the caller Anthropic Messages events (``/v1/messages``).
         self.messages_api = False
-        self.ended = False
-        self._body = bytearray()
         self.close_sync: Callable[[], None] | None = None
         self.close_async: Callable[[], Awaitable[None]] | None = None
 
-    @property
-    def faulted(self) -> bool:
-        return self.attempt.quarantined is not None
-
     def prepare(self, request: httpx.Request) -> None:
         """Hand the attempt the request's fields; lower a stream's read timeout to the idle
-        limit (a whole response keeps its own).
-
-        A non-streamed call sends nothing until it is done (a long reasoning call may think
-        for minutes), so the idle limit, a bound on the silence *between* pieces of a
-        stream, does not apply to it.
-        """
-        with contextlib.suppress(ToolCallQuarantined):  # kept on the attempt: see refused
-            self.attempt.bind_request(request.url.path, _request_fields(request))
+        limit (a whole response keeps its own: :meth:`~..core.body.BodyReader.read_timeout`)."""
+        self.bind_request(request.url.path, _request_fields(request))
         if not self.streamed:
             return
         timeout = dict(request.extensions.get("timeout") or {})
-        idle = self.attempt.limits.idle_timeout
-        read = timeout.get("read")
-        timeout["read"] = idle if read is None else min(read, idle)
+        timeout["read"] = self.read_timeout(timeout.get("read"))
         request.extensions["timeout"] = timeout
 
-    @property
-    def refused(self) -> bool:
-        """The request itself cannot be gated (chat ``n > 1``): it must not be sent."""
-        return self.faulted and not self.attempt.observed
-
     def bind(self, response: httpx.Response, request: httpx.Request | None = None) -> bool:
-        """Attach a response; False when it is not the gate's to read (an HTTP error).
-
-        The request's path tells the attempt which wire it reads (chat or Responses).
-        """
-        if not 200 <= response.status_code < 300:
-            return False
+        """Attach a response; False when it is not the gate's to read (an HTTP error)."""
         path = "/chat/completions" if request is None else request.url.path
-        with contextlib.suppress(ToolCallQuarantined):
-            self.attempt.bind_response(
-                content_type=response.headers.get("content-type", ""),
-                streamed=self.streamed,
-                path=path,
-            )
-        return True
-
-    def feed(self, data: bytes) -> bool:
-        """Give the attempt one piece of body; False once the attempt is quarantined."""
-        if self.faulted:
-            return False
-        try:
-            if self.streamed:
-                self.attempt.receive_bytes(data)
-            elif len(self._body) + len(data) > self.attempt.limits.max_body_bytes:
-                self._body = bytearray()
-                self.attempt.interrupt(R.BODY_TOO_LARGE)
-            else:
-                self._body += data
-        except ToolCallQuarantined:
-            pass
-        return not self.faulted
-
-    def eof(self) -> None:
-        if self.ended:
-            return
-        self.ended = True
-        if self.faulted:
-            return
-        try:
-            if self.streamed:
-                self.attempt.receive_eof()
-            else:
-                self.attempt.receive_body(bytes(self._body))
-        except ToolCallQuarantined:
-            pass
-        finally:
-            self._body = bytearray()
+        content_type = response.headers.get("content-type", "")
+        return self.bind_response(response.status_code, content_type, path)
 
     def fail(self, error: BaseException) -> None:
-        self.ended = True
-        self._body = bytearray()
-        reason = R.STALLED if isinstance(error, httpx.TimeoutException) else R.DISCONNECTED
-        self.attempt.interrupt(reason)
-
-    @property
-    def wants_drain(self) -> bool:
-        # The gate decides only on a body read to its end; a quarantined attempt needs no
-        # more bytes (and a cancelled one must not wait for them).
-        return not self.ended and not self.faulted
+        """Reading failed: a read timeout is a stall, any other error a disconnect."""
+        self.interrupt(R.STALLED if isinstance(error, httpx.TimeoutException) else R.DISCONNECTED)
 
 
 def _request_fields(request: httpx.Request) -> dict[str, object]:
@@ -161,12 +92,9 @@ def _request_fields(request: httpx.Request) -> dict[str, object]:
     if not request.url.path.rstrip("/").endswith("/chat/completions"):
         return {}  # only a chat request has fields the gate reads (Responses: none yet)
     try:
-        body = json.loads(request.content) if request.content else None
-    except (ValueError, httpx.RequestNotRead):
+        return chat_wire.request_fields(request.content)
+    except httpx.RequestNotRead:
         return {}
-    if not isinstance(body, dict):
-        return {}
-    return {k: body[k] for k in ("n", "tool_choice") if k in body}
 
 
 class RequestRefused(httpx.TransportError):

@@ -5,35 +5,26 @@ stream to the caller and no hook can hold a chunk back: the only place the gate 
 between the upstream and the caller is the HTTP client it injects before the request. So the
 client's transport does the withholding, on SSE messages rather than litellm chunks.
 
-Every piece of body goes to the attempt first (exactly as :mod:`transport` does), and through
-a second, framing-only :class:`SSEDecoder` that cuts it into messages. A message that the core's
-classification of its wire (``core/wires``) says may pass live (chat: text, role or usage
-only; Responses: text, reasoning, items that are no tool, lifecycle events with nothing
-hidden in them) is passed on at once; from the first message that may not, every message is
-held. Through
-litellm's bridge (``cometapi/...``) the wire is chat, so the chat rule applies. When
-the body has ended cleanly the attempt concludes, the policy runs (awaited right here, on the
-caller's loop), and only then are the held messages let through. A non-streamed body is
-held whole and let through once it ended cleanly (the callback then checks litellm's
-response against it). On any fault the stream
-raises the attempt's :class:`ToolCallQuarantined` instead; litellm turns that into its own
-exception with the quarantine as ``__cause__`` (find it with :func:`find_quarantine`).
+Every piece of body goes to the attempt first (exactly as :mod:`transport` does), then to the
+core's :class:`~..core.withhold.Withholder`, which passes on at once what may pass live,
+holds the rest, and re-encodes each message in a form litellm cannot misread (the rule, and
+why, is there). Through litellm's bridge (``cometapi/...``) the wire is chat, so the chat
+rule applies. Before a message goes out it is given to litellm's own parser for the route
+(:mod:`preflight`). When the body has ended cleanly the attempt concludes, the policy runs
+(awaited right here, on the caller's loop), and only then are the held messages let through.
+A non-streamed body is held whole and let through once it ended cleanly (the callback then
+checks litellm's response against it). On any fault the stream raises the attempt's
+:class:`ToolCallQuarantined` instead; litellm turns that into its own exception with the
+quarantine as ``__cause__`` (find it with :func:`~litellm_toolgate.find_quarantine`).
 
-Messages are passed on re-encoded, one ``data:`` line each, as ASCII-only JSON of the same
-value. Argument strings come out identical, and litellm's line-based parser can no longer
-lose a message split over two ``data:`` lines or cut at a raw U+2028. There is no carrier
-cross-check in this mode (litellm assembles the calls after the gate let them go), which is
-why litellm is handed this unambiguous form. Comments and ``id`` fields carry nothing litellm
-reads and are dropped, and so are the ``event:`` names: on a chat wire litellm reads only
-unnamed messages (others are dropped here too), and on a Responses wire it reads each
-event's ``type`` from its data.
+There is no carrier cross-check in this mode (litellm assembles the calls after the gate let
+them go), which is why litellm is handed the unambiguous form.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from typing import Generic, TypeVar
 
 import httpx
 
@@ -41,17 +32,13 @@ from ..core.attempt import Attempt
 from ..core.errors import (
     Interrupted,
     Party,
-    QuarantineReason,
     StreamFault,
     ToolCallQuarantined,
     raise_clean,
 )
-from ..core.policy import Policy, ToolCall
-from ..core.sse import SSEDecoder, SSEMessage
+from ..core.policy import Policy
 from ..core.state import Wire
-from ..core.wires import anthropic as anthropic_wire
-from ..core.wires import chat as chat_wire
-from ..core.wires import responses as responses_wire
+from ..core.withhold import Withholder
 from .intervention import as_intervention
 from .logs import emit_records
 from .offload import decide_off_loop
@@ -59,191 +46,43 @@ from .policy import ajudge, judge
 from .preflight import ChunkCheck, chat_body_parses
 from .transport import AsyncTapTransport, WireTap
 
-R = QuarantineReason
+_Inner = TypeVar("_Inner", bound=httpx.SyncByteStream | httpx.AsyncByteStream)
 
 
-def find_quarantine(error: BaseException | None) -> ToolCallQuarantined | None:
-    """The gate's quarantine behind an exception litellm raised, if there is one."""
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        if isinstance(error, ToolCallQuarantined):
-            return error
-        seen.add(id(error))
-        error = error.__cause__ or error.__context__
-    return None
+class _Faces(Generic[_Inner]):
+    """What the sync and async faces share: the tap, the core's withholder, the raise."""
 
-
-def _passes_live(
-    message: SSEMessage, wire: Wire, classifier: anthropic_wire.EventClassifier
-) -> bool:
-    """Whether a message may go out before the decision: the core's one answer per wire."""
-    if message.data == "[DONE]" or message.event == "error":
-        return False
-    try:
-        value = json.loads(message.data)
-    except ValueError:
-        return False
-    if not isinstance(value, dict):
-        return False
-    if wire is Wire.ANTHROPIC:
-        # Text and lifecycle pass; from the first tool block, terminal or unknown event on,
-        # everything is held.
-        return classifier.passes_live(value)
-    if wire is Wire.RESPONSES:
-        return responses_wire.passes_live(value)
-    return chat_wire.passes_live(value)
-
-
-def _encode(message: SSEMessage, *, named: bool) -> bytes:
-    """One message as ASCII JSON on one ``data:`` line; ``named`` keeps its ``event:`` name
-    (the Anthropic wire, whose events litellm reads by name)."""
-    if message.data == "[DONE]":
-        return b"data: [DONE]\n\n"
-    value: Any = json.loads(message.data) if message.data else None
-    data = b"data: " + json.dumps(value, separators=(",", ":")).encode("ascii") + b"\n\n"
-    if named and message.event:
-        return b"event: " + message.event.encode("ascii", "replace") + b"\n" + data
-    return data
-
-
-class _Held:
-    """What the sync and async faces share: the framing, the held messages, the decision."""
-
-    def __init__(self, tap: WireTap, gate: Withholding) -> None:
+    def __init__(
+        self, inner: _Inner, tap: WireTap, gate: Withholding, *, defer: bool = False
+    ) -> None:
+        self._inner = inner
         self._tap = tap
         self._gate = gate
-        self._framer = SSEDecoder(max_event_bytes=tap.attempt.limits.max_event_bytes)
-        self._held: list[bytes] = []
-        self._decided = False
-        self._passed_live = False  # whether any message went out before the decision
-        self._classifier = anthropic_wire.EventClassifier()
-
-    def _hold(self, piece: bytes) -> list[bytes]:
-        """What may go out now; the rest is held. A whole body is always held to its end."""
-        if not self._tap.streamed:
-            self._held.append(piece)
-            return []
-        live: list[bytes] = []
-        wire = self._tap.attempt.wire
-        for message in self._framer.feed(piece):
-            if wire is Wire.CHAT and message.event not in ("", "message"):
-                continue
-            if not self._carried(message, wire):
-                # litellm could not parse it: nothing more goes out, the attempt is refused.
-                self._tap.attempt.interrupt(R.CARRIER_MISMATCH)
-                self._held = []
-                return live
-            out = _encode(message, named=wire is Wire.ANTHROPIC)
-            if not self._held and _passes_live(message, wire, self._classifier):
-                live.append(out)
-                self._passed_live = True
-            else:
-                self._held.append(out)
-        return live
-
-    def _carried(self, message: SSEMessage, wire: Wire) -> bool:
-        """Whether litellm's own parser for the route takes this message (chat, Responses)."""
-        check = self._gate.chunk_check if wire is Wire.CHAT else None
-        if wire is Wire.RESPONSES:
-            check = self._gate.event_check
-        if check is None or message.data == "[DONE]":
-            return True
-        try:
-            value = json.loads(message.data)
-        except ValueError:
-            return True  # the attempt itself judges malformed messages
-        return not isinstance(value, dict) or check(value)
-
-    def _concludes_here(self) -> bool | None:
-        """Whether the attempt is concluded here: None after a fault, False for a whole body
-        the callback judges later against litellm's result."""
-        self._decided = True
-        if self._tap.attempt.quarantined is not None:
-            return None
-        return self._tap.streamed or self._gate.whole_here
-
-    def _calls(self) -> list[ToolCall] | None:
-        """The calls awaiting the policy; None when there is nothing to judge."""
-        here = self._concludes_here()
-        if not here:
-            return None if here is None else []
-        try:
-            return self._tap.attempt.conclude()
-        except ToolCallQuarantined:
-            return None
-
-    async def _acalls(self) -> list[ToolCall] | None:
-        """:meth:`_calls` with the parse and schema off the event loop (one offload rule)."""
-        here = self._concludes_here()
-        if not here:
-            return None if here is None else []
-        attempt = self._tap.attempt
-        try:
-            return await decide_off_loop(attempt, attempt.conclude)
-        except ToolCallQuarantined:
-            return None
-
-    def _whole_carried(self) -> bool:
-        """Whether litellm's converter takes the held whole chat body (see preflight)."""
-        if self._tap.streamed or self._tap.attempt.wire is not Wire.CHAT:
-            return True
-        try:
-            value = json.loads(b"".join(self._held))
-        except ValueError:
-            return True  # the attempt itself judges a body that is no JSON
-        return not isinstance(value, dict) or chat_body_parses(
-            value, bridged=self._tap.responses_api
+        # The core's rule, asking litellm's parsers for the route before anything goes out.
+        self._holder = Withholder(
+            tap.attempt,
+            streamed=tap.streamed,
+            whole_here=gate.whole_here,
+            checks={Wire.CHAT: gate.chunk_check, Wire.RESPONSES: gate.event_check},
+            body_check=lambda body: chat_body_parses(body, bridged=tap.responses_api),
+            on_decided=gate.decided,
         )
-
-    def _check_whole(self, approved: bool) -> None:
-        """An approved whole body litellm would fail on (with an error of its own, quoting
-        it) is refused, typed, before litellm sees a byte of it (the async face runs this
-        by the one offload rule: a large body takes milliseconds)."""
-        attempt = self._tap.attempt
-        if approved and attempt.quarantined is None and not self._whole_carried():
-            self._held = []
-            attempt.interrupt(R.CARRIER_MISMATCH)
-
-    def _finish(self, approved: bool) -> list[bytes]:
-        """The held messages if the gate released them (and tell the owner either way)."""
-        attempt = self._tap.attempt
-        if approved and attempt.quarantined is None:
-            if self._tap.streamed or self._gate.whole_here:
-                attempt.release()
-                self._gate.decided(attempt)
-            out = self._held
-        else:
-            self._gate.decided(attempt)
-            out = []
-        self._held = []
-        return out
+        # A whole body is read inside litellm's request call, which turns any exception into
+        # its own; there the quarantine is raised later, by the response (see synccall).
+        self._defer = defer
 
     def _raise_if_quarantined(self) -> None:
         fault = self._tap.attempt.quarantined
-        if fault is not None:
+        if fault is not None and not self._defer:
             # Raised outside every except block: litellm chains its own error to this one,
             # never the other way round.
-            raise_clean(self._gate.typed(fault, before_first_chunk=not self._passed_live))
-
-    def _cancel(self) -> None:
-        if not self._decided:
-            # The reader stopped before the gate decided: nothing held goes out.
-            self._decided = True
-            self._held = []
-            if self._tap.attempt.interrupt(R.CANCELLED) is not None:
-                self._gate.decided(self._tap.attempt)
+            raise_clean(self._gate.typed(fault, before_first_chunk=not self._holder.passed_live))
 
 
-class _WithholdingStream(_Held, httpx.AsyncByteStream):
-    def __init__(
-        self, inner: httpx.AsyncByteStream, tap: WireTap, gate: Withholding, *, defer: bool = False
-    ) -> None:
-        super().__init__(tap, gate)
-        self._inner = inner
-        self._defer = defer  # see SyncWithholdingStream
-
+class _WithholdingStream(_Faces[httpx.AsyncByteStream], httpx.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        if self._decided:
+        holder = self._holder
+        if holder.decided:
             # Read once only: the OpenAI SDK reads a body again to drain it after [DONE].
             return
         error: httpx.TransportError | None = None
@@ -251,7 +90,7 @@ class _WithholdingStream(_Held, httpx.AsyncByteStream):
             async for piece in self._inner:
                 if not self._tap.feed(piece):
                     break
-                for out in self._hold(piece):
+                for out in holder.feed(piece):
                     yield out
             else:
                 self._tap.eof()
@@ -259,57 +98,50 @@ class _WithholdingStream(_Held, httpx.AsyncByteStream):
             error = exc
         if error is not None:
             self._tap.fail(error)
-        calls = await self._acalls()
-        approved = calls is not None and await ajudge(self._tap.attempt, calls, self._gate.policy)
+        holder.begin_decision()
+        attempt = self._tap.attempt
+        calls = await decide_off_loop(attempt, holder.conclude)
+        approved = calls is not None and await ajudge(attempt, calls, self._gate.policy)
         calls = None
-        await decide_off_loop(self._tap.attempt, lambda: self._check_whole(approved))
-        for out in self._finish(approved):
+        await decide_off_loop(attempt, lambda: holder.check_whole(approved))
+        for out in holder.release(approved):
             yield out
-        if not self._defer:
-            piece = out = b""  # wire bytes: not in this frame's locals when the fault is raised
-            self._raise_if_quarantined()
+        piece = out = b""  # wire bytes: not in this frame's locals when the fault is raised
+        self._raise_if_quarantined()
 
     async def aclose(self) -> None:
-        self._cancel()
+        self._holder.cancel()
         await self._inner.aclose()
 
 
-class SyncWithholdingStream(_Held, httpx.SyncByteStream):
+class SyncWithholdingStream(_Faces[httpx.SyncByteStream], httpx.SyncByteStream):
     """The sync face: the same rule, the policy run on the caller's thread."""
 
-    def __init__(
-        self, inner: httpx.SyncByteStream, tap: WireTap, gate: Withholding, *, defer: bool = False
-    ) -> None:
-        super().__init__(tap, gate)
-        self._inner = inner
-        # A whole body is read inside litellm's request call, which turns any exception into
-        # its own; there the quarantine is raised later, by the response (see synccall).
-        self._defer = defer
-
     def __iter__(self) -> Iterator[bytes]:
+        holder = self._holder
         error: httpx.TransportError | None = None
         try:
             for piece in self._inner:
                 if not self._tap.feed(piece):
                     break
-                yield from self._hold(piece)
+                yield from holder.feed(piece)
             else:
                 self._tap.eof()
         except httpx.TransportError as exc:
             error = exc
         if error is not None:
             self._tap.fail(error)
-        calls = self._calls()
+        holder.begin_decision()
+        calls = holder.conclude()
         approved = calls is not None and judge(self._tap.attempt, calls, self._gate.policy)
         calls = None
-        self._check_whole(approved)
-        yield from self._finish(approved)
-        if not self._defer:
-            piece = b""  # wire bytes: not in this frame's locals when the fault is raised
-            self._raise_if_quarantined()
+        holder.check_whole(approved)
+        yield from holder.release(approved)
+        piece = b""  # wire bytes: not in this frame's locals when the fault is raised
+        self._raise_if_quarantined()
 
     def close(self) -> None:
-        self._cancel()
+        self._holder.cancel()
         self._inner.close()
 
 

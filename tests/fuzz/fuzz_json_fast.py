@@ -1,9 +1,10 @@
 """Fuzz the fast strict parse (jiter plus checks on its value) against the specification.
 
 Input: one byte for the depth limit (1-64), then the argument text (UTF-8, lone surrogates
-allowed through ``surrogatepass``). ``parse_arguments`` and ``parse_arguments_reference``
-must accept the same texts with equal values (types and the sign of zero included) and
-refuse the same texts with the same reason. Anything else either raises is a crash.
+allowed through ``surrogatepass``). ``parse_arguments``, ``parse_utf8_arguments`` (the
+same text as UTF-8 bytes) and ``parse_arguments_reference`` must accept the same texts with
+equal values (types and the sign of zero included) and refuse the same texts with the same
+reason. Anything else either raises is a crash.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ with atheris.instrument_imports(include=["litellm_toolgate"]):
         ArgumentsError,
         parse_arguments,
         parse_arguments_reference,
+        parse_utf8_arguments,
     )
 
 
@@ -51,6 +53,9 @@ def one_input(data: bytes) -> None:
     fast = outcome(parse_arguments, text, max_depth)
     spec = outcome(parse_arguments_reference, text, max_depth)
     assert fast == spec, (fast, spec, text)
+    encoded = text.encode("utf-8", "surrogatepass")
+    utf8 = outcome(lambda _, **kw: parse_utf8_arguments(encoded, **kw), text, max_depth)
+    assert utf8 == spec, (utf8, spec, text)
 
 
 def main() -> None:

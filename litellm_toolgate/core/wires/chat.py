@@ -13,6 +13,7 @@ is held, so a call in a field the gate does not know cannot pass live either.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,6 +54,21 @@ def passes_live(chunk: Mapping[str, Any]) -> bool:
         if any(v is not None for k, v in delta.items() if k not in VISIBLE_DELTA_KEYS):
             return False
     return True
+
+
+REQUEST_FIELDS = ("n", "tool_choice")
+"""The top-level fields of a chat request the gate reads (``Attempt.bind_request``)."""
+
+
+def request_fields(body: bytes) -> dict[str, object]:
+    """The :data:`REQUEST_FIELDS` a chat request body holds; none when it is no JSON object."""
+    try:
+        value = json.loads(body) if body else None
+    except ValueError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {k: value[k] for k in REQUEST_FIELDS if k in value}
 
 
 def request_fault(fields: Mapping[str, Any]) -> QuarantineReason | None:

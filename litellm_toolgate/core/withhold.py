@@ -1,0 +1,212 @@
+"""Withholding on the wire itself: which SSE messages go out before the decision, which wait.
+
+Where the gate stands only between the upstream and a client that parses the wire itself
+(litellm, when the gate is a callback), it withholds whole SSE messages rather than the
+client's chunks. :class:`Withholder` is that rule for one body of one attempt. The edge feeds
+each piece of body to the attempt first, then to :meth:`Withholder.feed`, which hands back what
+may go out now and holds the rest; once the body ended, :meth:`Withholder.conclude` gives the
+calls for the policy (which the edge runs, sync or awaited) and :meth:`Withholder.release` the
+held messages, or nothing. The edge's sync and async streams are thin loops over these steps.
+
+Framing. A second, framing-only :class:`~.sse.SSEDecoder` cuts the body into messages; the
+attempt decodes the same pieces with its own, and the edge stops feeding at the attempt's
+first fault, so a message the attempt refused is never passed on.
+
+Live or held. A message that its wire's own classification (``wires``) says may pass live
+(chat: text, role or usage only; Responses: text, reasoning, items that are no tool, lifecycle
+events with nothing hidden in them; Anthropic: text blocks and lifecycle events) is passed on at
+once, as long as nothing is held yet; from the first message that may not, every message is
+held. ``[DONE]`` and ``error`` events never pass live. A whole (non-streamed) body is held whole
+to its end.
+
+What the client takes. Before a message goes out, live or held, the client's own parser for
+the wire (a :data:`Check` the edge passes in) is asked whether it takes the message's value; one
+it refuses quarantines the attempt as a carrier mismatch and drops everything held, so the
+client can never fail part way through a released call. An approved whole chat body is asked
+the same of the client's converter of whole results.
+
+Encoding. Messages are passed on re-encoded, one ``data:`` line each, as ASCII-only JSON of
+the same value: argument strings come out identical, and a line-based parser can no longer
+lose a message split over two ``data:`` lines or cut at a raw U+2028. Comments and ``id``
+fields carry nothing the client reads and are dropped. Event names are dropped too, except on
+the Anthropic wire (whose events are read by name); on a chat wire only unnamed messages are
+read, so named ones are dropped whole.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .attempt import Attempt
+from .errors import QuarantineReason, ToolCallQuarantined
+from .policy import ToolCall
+from .sse import SSEDecoder, SSEMessage
+from .state import Wire
+from .wires import chat as chat_wire
+from .wires import responses as responses_wire
+from .wires.anthropic import EventClassifier
+
+R = QuarantineReason
+
+Check = Callable[[Mapping[str, Any]], bool]
+"""A client's parser asked about one message's value (or a whole body's): True if it takes it."""
+
+_DONE = b"data: [DONE]\n\n"
+_UNREAD = object()  # a message whose data is no JSON
+
+
+def encode(message: SSEMessage, value: Any, *, named: bool) -> bytes:
+    """``value`` (the message's data, decoded) as ASCII JSON on one ``data:`` line; ``named``
+    keeps the message's ``event:`` name."""
+    data = b"data: " + json.dumps(value, separators=(",", ":")).encode("ascii") + b"\n\n"
+    if named and message.event:
+        return b"event: " + message.event.encode("ascii", "replace") + b"\n" + data
+    return data
+
+
+def _decoded(data: str | bytes) -> Any:
+    """Data as a JSON value (empty data is ``null``), or ``_UNREAD``."""
+    if not data:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return _UNREAD
+
+
+class Withholder:
+    """The held messages of one body and the steps of its decision (see the module's text).
+
+    ``whole_here``: a whole body is judged here, on the wire alone; otherwise it is only held,
+    and its owner judges it later (against what the client made of it). A stream is always
+    judged here. ``on_decided`` is told once the attempt's fate is settled here: released,
+    refused or cancelled.
+    """
+
+    def __init__(
+        self,
+        attempt: Attempt,
+        *,
+        streamed: bool,
+        whole_here: bool = False,
+        checks: Mapping[Wire, Check | None] | None = None,
+        body_check: Check | None = None,
+        on_decided: Callable[[Attempt], None] | None = None,
+    ) -> None:
+        self.attempt = attempt
+        self.streamed = streamed
+        self._here = streamed or whole_here
+        self._checks = checks or {}
+        self._body_check = body_check
+        self._on_decided = on_decided
+        self._framer = SSEDecoder(max_event_bytes=attempt.limits.max_event_bytes)
+        self._classifier = EventClassifier()
+        self._held: list[bytes] = []
+        self.decided = False  # reading is over: the decision is under way or made
+        self.passed_live = False  # whether any message went out before the decision
+
+    def feed(self, piece: bytes) -> list[bytes]:
+        """What may go out now of one piece of body; the rest is held."""
+        if not self.streamed:
+            self._held.append(piece)
+            return []
+        live: list[bytes] = []
+        wire = self.attempt.wire
+        check = self._checks.get(wire)
+        for message in self._framer.feed(piece):
+            if wire is Wire.CHAT and message.event not in ("", "message"):
+                continue
+            if message.data == "[DONE]":
+                self._held.append(_DONE)
+                continue
+            value = _decoded(message.data)
+            is_object = isinstance(value, dict)
+            fault = None
+            if value is _UNREAD:
+                fault = R.MALFORMED_EVENT  # the attempt refuses such a message before this
+            elif is_object and check is not None and not check(value):
+                fault = R.CARRIER_MISMATCH  # the client could not parse it
+            if fault is not None:
+                # Nothing more goes out: the attempt is refused.
+                self.attempt.interrupt(fault)
+                self._held = []
+                return live
+            out = encode(message, value, named=wire is Wire.ANTHROPIC)
+            if not self._held and is_object and self._passes_live(message, value, wire):
+                live.append(out)
+                self.passed_live = True
+            else:
+                self._held.append(out)
+        return live
+
+    def _passes_live(self, message: SSEMessage, value: dict[str, Any], wire: Wire) -> bool:
+        """Whether a message may go out before the decision: the core's one answer per wire."""
+        if message.event == "error":
+            return False
+        if wire is Wire.ANTHROPIC:
+            # Stateful: a block's type is learnt from its start, seen only while nothing is held.
+            return self._classifier.passes_live(value)
+        if wire is Wire.RESPONSES:
+            return responses_wire.passes_live(value)
+        return chat_wire.passes_live(value)
+
+    def begin_decision(self) -> None:
+        """Reading is over; from here a cancel drops nothing more (the decision is under way)."""
+        self.decided = True
+
+    def conclude(self) -> list[ToolCall] | None:
+        """The calls awaiting the policy: none when the body is not judged here; None after
+        a fault."""
+        if self.attempt.quarantined is not None:
+            return None
+        if not self._here:
+            return []
+        try:
+            return self.attempt.conclude()
+        except ToolCallQuarantined:
+            return None
+
+    def check_whole(self, approved: bool) -> None:
+        """Refuse an approved whole chat body the client's converter would fail on (with an
+        error of its own, quoting the body) before the client sees a byte of it."""
+        attempt = self.attempt
+        if approved and attempt.quarantined is None and not self._whole_carried():
+            self._held = []
+            attempt.interrupt(R.CARRIER_MISMATCH)
+
+    def _whole_carried(self) -> bool:
+        if self.streamed or self._body_check is None or self.attempt.wire is not Wire.CHAT:
+            return True
+        value = _decoded(b"".join(self._held))
+        # The attempt itself judges a body that is no JSON object.
+        return not isinstance(value, dict) or self._body_check(value)
+
+    def release(self, approved: bool) -> list[bytes]:
+        """The held messages if the gate released them, else nothing; the owner is told when
+        the attempt's fate was settled here."""
+        attempt = self.attempt
+        if approved and attempt.quarantined is None:
+            out = self._held
+            if self._here:
+                attempt.release()
+                self._tell()
+        else:
+            out = []
+            self._tell()
+        self._held = []
+        return out
+
+    def cancel(self) -> None:
+        """The reader stopped before the decision: nothing held goes out."""
+        if self.decided:
+            return
+        self.decided = True
+        self._held = []
+        if self.attempt.interrupt(R.CANCELLED) is not None:
+            self._tell()
+
+    def _tell(self) -> None:
+        if self._on_decided is not None:
+            self._on_decided(self.attempt)

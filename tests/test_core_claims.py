@@ -1,0 +1,82 @@
+"""core.claims: calls armed per thread and call id, claimed once by a one-time token."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from litellm_toolgate.core.claims import ClaimTable, Vouches, new_token
+
+
+@dataclass
+class Claim:
+    call_id: str
+    token: str = field(default_factory=new_token)
+    thread: int = field(default_factory=threading.get_ident)
+
+
+def _elsewhere(work: Any) -> Any:
+    """``work()`` run on another thread; its result."""
+    out: list[Any] = []
+    thread = threading.Thread(target=lambda: out.append(work()))
+    thread.start()
+    thread.join()
+    return out[0]
+
+
+def test_a_claim_is_taken_once_by_its_token() -> None:
+    table: ClaimTable[Claim] = ClaimTable()
+    claim = Claim("call-1")
+    table.add(claim)
+    assert len(table) == 1
+    assert table.take(claim.token) is claim
+    assert table.take(claim.token) is None
+    assert table.take(new_token()) is None
+
+
+def test_a_claim_is_taken_only_on_the_thread_that_armed_it() -> None:
+    table: ClaimTable[Claim] = ClaimTable()
+    claim = Claim("call-1")
+    table.add(claim)
+    assert _elsewhere(lambda: table.take(claim.token)) is None
+    assert len(table) == 0  # forgotten: the request carrying it was refused
+    assert table.take(claim.token) is None
+
+
+def test_arming_a_call_again_voids_its_earlier_claim() -> None:
+    table: ClaimTable[Claim] = ClaimTable()
+    first, retry = Claim("call-1"), Claim("call-1")
+    table.add(first)
+    table.add(retry)
+    assert len(table) == 1
+    assert table.take(first.token) is None
+    assert table.take(retry.token) is retry
+
+
+def test_settling_forgets_this_threads_claim_of_the_call() -> None:
+    table: ClaimTable[Claim] = ClaimTable()
+    claim = Claim("call-1")
+    table.add(claim)
+    assert _elsewhere(lambda: table.settle("call-1")) is None  # same id, another thread
+    assert table.settle("call-2") is None
+    assert table.settle("call-1") is claim
+    assert len(table) == 0
+    assert table.take(claim.token) is None
+    assert table.settle("call-1") is None
+
+
+def test_a_call_is_vouched_for_on_its_thread_while_it_is_made() -> None:
+    vouches = Vouches()
+    assert "call-1" not in vouches
+    with vouches.vouched("call-1"):
+        assert "call-1" in vouches
+        assert "call-2" not in vouches
+        assert not _elsewhere(lambda: "call-1" in vouches)
+    assert "call-1" not in vouches
+
+
+def test_tokens_are_fresh_and_header_safe() -> None:
+    tokens = {new_token() for _ in range(100)}
+    assert len(tokens) == 100
+    assert all(t.replace("-", "").replace("_", "").isalnum() for t in tokens)
