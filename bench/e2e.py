@@ -61,6 +61,27 @@ def once_more(fn: Callable[..., Any]) -> Callable[..., Any]:
     return asynchronous if asyncio.iscoroutinefunction(fn) else sync
 
 
+class Lent(httpx.AsyncBaseTransport):
+    """The shared async transport, lent to one litellm handler: closing it leaves it open.
+
+    litellm (1.110) closes a handler's own httpx client when the handler is collected, and
+    closing an httpx client closes its transport. Handed the shared transport bare, a
+    handler collected by a garbage-collector pass during a later long stream closed the
+    connection pool that stream was reading (``ClosedResourceError``, then litellm's
+    ``MidStreamFallbackError``: the failed 20,000-event async rows). The gate lends its
+    own shared transport the same way (its tap's ``aclose`` does nothing).
+    """
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        pass
+
+
 class EndToEnd:
     def __init__(self, upstream: Upstream) -> None:
         self.up = upstream
@@ -86,7 +107,7 @@ class EndToEnd:
         if self.async_transport is None:
             self.async_transport = httpx.AsyncHTTPTransport()
         with Timer() as t:
-            client = AsyncHTTPHandler(transport=self.async_transport)
+            client = AsyncHTTPHandler(transport=Lent(self.async_transport))
             n = 0
             async for _ in await litellm.acompletion(**self.up.kwargs(client=client)):
                 n += 1
@@ -330,7 +351,7 @@ def ttft_section(up: Upstream, body: bytes, repeats: int) -> list[Row]:
         if gated:
             stream = await e2e.gate.acompletion(**up.kwargs())
         else:
-            client = AsyncHTTPHandler(transport=e2e.async_transport)
+            client = AsyncHTTPHandler(transport=Lent(e2e.async_transport))
             stream = await litellm.acompletion(**up.kwargs(client=client))
         first = None
         async for chunk in stream:
