@@ -201,7 +201,7 @@ def test_fast_reading_agrees_on_odd_chunks(seed: int) -> None:
 
 def test_a_changed_litellm_type_takes_the_general_reading(monkeypatch: pytest.MonkeyPatch) -> None:
     """Were a name the carrier reads a property on litellm's type, the fast reading is off."""
-    monkeypatch.setattr(carrier_mod, "_PLAIN_CHOICE", False)
+    monkeypatch.setattr(carrier_mod, "_PLAIN_TYPES", False)
     general: list[Any] = []
     original = CarrierChunks._admit_any
     monkeypatch.setattr(

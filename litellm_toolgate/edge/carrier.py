@@ -113,11 +113,13 @@ def _all_plain(cls: type, names: tuple[str, ...]) -> bool:
 # dicts, without a call per name: litellm yields one chunk per wire event, and the reads
 # were most of the carrier's cost per chunk. Asked once; a litellm that turns one of these
 # into a property takes the general path, which asks per type.
-_PLAIN_CHUNK = _all_plain(ModelResponseStream, ("choices", "usage"))
-_PLAIN_CHOICE = _all_plain(StreamingChoices, _CHOICE)
-_PLAIN_DELTA = _all_plain(Delta, _DELTA + LITELLM_VISIBLE_DELTA_FIELDS)
-_PLAIN_FRAGMENT = _all_plain(ChatCompletionDeltaToolCall, _FRAGMENT)
-_PLAIN_FUNCTION = _all_plain(Function, _FUNCTION)
+_PLAIN_TYPES = (
+    _all_plain(ModelResponseStream, ("choices", "usage"))
+    and _all_plain(StreamingChoices, _CHOICE)
+    and _all_plain(Delta, _DELTA + LITELLM_VISIBLE_DELTA_FIELDS)
+    and _all_plain(ChatCompletionDeltaToolCall, _FRAGMENT)
+    and _all_plain(Function, _FUNCTION)
+)
 _DELTA_READ = frozenset(_DELTA + LITELLM_VISIBLE_DELTA_FIELDS)
 
 
@@ -188,31 +190,30 @@ class CarrierChunks:
 
     def admit(self, chunk: Any) -> Any | None:
         """The chunk to pass on now, or None when it is withheld or held."""
-        if type(chunk) is ModelResponseStream and _PLAIN_CHUNK and not self.held:
-            # Nearly every chunk: litellm's own type, one choice, nothing held yet.
-            values = chunk.__dict__
-            choices = values.get("choices", _ABSENT)
-            if type(choices) is list and len(choices) == 1:
-                choice = choices[0]
-                if type(choice) is StreamingChoices and _PLAIN_CHOICE and not choice.__dict__:
-                    extra = choice.__pydantic_extra__
-                    if type(extra) is dict:
-                        return self._admit_one(chunk, values, extra)
-        return self._admit_any(chunk)
-
-    def _admit_one(self, chunk: Any, values: dict[str, Any], choice: dict[str, Any]) -> Any | None:
-        """:meth:`_admit_any` for a chunk of one choice, with nothing held: the same steps,
-        reading litellm's models from their dicts (``values``: the chunk's, ``choice``: the
-        choice's extras, where litellm keeps all of its fields)."""
+        # Nearly every chunk is litellm's own type with one choice, and nothing is held yet:
+        # then the steps of _admit_any, reading litellm's models from their dicts (the
+        # chunk's, and the choice's extras, where litellm keeps all of a choice's fields).
+        if type(chunk) is not ModelResponseStream or not _PLAIN_TYPES or self.held:
+            return self._admit_any(chunk)
+        values = chunk.__dict__
+        choices = values.get("choices", _ABSENT)
+        if type(choices) is not list or len(choices) != 1:
+            return self._admit_any(chunk)
+        model = choices[0]
+        if type(model) is not StreamingChoices or model.__dict__:
+            return self._admit_any(chunk)
+        choice = model.__pydantic_extra__
+        if type(choice) is not dict:
+            return self._admit_any(chunk)
         index = choice.get("index", 0)  # what _admit_any reads for an absent or None index
         if index != 0:
             self.foreign = True
             return None
         delta = choice.get("delta")
         withheld = False
-        fields: dict[str, Any] | None = None  # the delta's, when all it is asked are extras
+        fields: dict[str, Any] | None = None  # the delta's extras, holding every name read
         if delta is not None:
-            if type(delta) is Delta and _PLAIN_DELTA:
+            if type(delta) is Delta:
                 extra = delta.__pydantic_extra__
                 if type(extra) is dict and delta.__dict__.keys().isdisjoint(_DELTA_READ):
                     fields = extra
@@ -231,11 +232,10 @@ class CarrierChunks:
             return None
         if not withheld:
             return chunk
-        shows = (
-            any(map(fields.get, LITELLM_VISIBLE_DELTA_FIELDS))
-            if fields is not None
-            else _shows(delta)
-        )
+        if fields is not None:
+            shows = any(map(fields.get, LITELLM_VISIBLE_DELTA_FIELDS))
+        else:
+            shows = _shows(delta)
         if shows:
             return _without_calls(chunk)
         if "usage" in values:
@@ -282,7 +282,7 @@ class CarrierChunks:
         if function_call is not None:
             self.foreign = True
         for fragment in tool_calls or []:
-            if type(fragment) is ChatCompletionDeltaToolCall and _PLAIN_FRAGMENT:
+            if type(fragment) is ChatCompletionDeltaToolCall and _PLAIN_TYPES:
                 values = fragment.__dict__  # declared fields of litellm's type live here
                 try:
                     index, call_id, function = values["index"], values["id"], values["function"]
@@ -298,7 +298,7 @@ class CarrierChunks:
                 call = self.calls[index] = _Assembled()
             if not call.call_id:  # the first id given is kept
                 call.call_id = call_id
-            if type(function) is Function and _PLAIN_FUNCTION:
+            if type(function) is Function and _PLAIN_TYPES:
                 values = function.__dict__
                 try:
                     name, arguments = values["name"], values["arguments"]
