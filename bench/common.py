@@ -9,6 +9,8 @@ end-to-end rows' attributed cost and for the event-loop section.
 
 from __future__ import annotations
 
+import gc
+import math
 import statistics
 import subprocess
 import sys
@@ -152,15 +154,127 @@ def failed_row(section: str, name: str, exc: Exception) -> Row:
 
 
 # ---- timing the gate's own entry points -------------------------------------------------
+class _Collections:
+    """The CPU time the garbage collector took on each thread, in ms (``gc.callbacks``).
+
+    A collection runs on whichever thread allocates the object that crosses the threshold,
+    and scans the whole heap: in a long litellm stream, litellm's own kept chunks. The gate
+    allocates during its sections too, so a collection (hundreds of milliseconds for a
+    full one at 20,000 chunks) lands inside a gate section now and then, by chance. Such a
+    pass is not the gate's own work: the short-lived objects the gate makes are freed in
+    the section that made them and do not advance the collector's count.
+    """
+
+    def __init__(self) -> None:
+        self.ms: dict[int, float] = {}
+        self._started: dict[int, float] = {}
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        thread = threading.get_ident()
+        if phase == "start":
+            self._started[thread] = time.thread_time()
+        elif thread in self._started:
+            spent = (time.thread_time() - self._started.pop(thread)) * 1000
+            self.ms[thread] = self.ms.get(thread, 0.0) + spent
+
+
+def _timed(
+    label: str,
+    fn: Callable[..., Any],
+    *,
+    loop_thread: threading.Thread | None,
+    out: list[tuple[str, float, float]],
+    collections: _Collections | None,
+    collected: list[float] | None,
+    wall_only: bool = False,
+) -> Callable[..., Any]:
+    """``fn`` timed: each call appends ``(label, wall ms, CPU ms)`` to ``out``.
+
+    The clocks are read first thing after ``fn`` returns, and the CPU clock innermost.
+    ``wall_only``: the monotonic clock alone (a vDSO read, no system call), whose reading
+    then stands for both; see :data:`bench.e2e.PER_CHUNK`.
+    """
+    ns = time.perf_counter_ns
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        if loop_thread is not None and threading.current_thread() is not loop_thread:
+            return fn(*args, **kwargs)
+        thread = threading.get_ident()
+        before = 0.0 if collections is None else collections.ms.get(thread, 0.0)
+        started = time.perf_counter()
+        cpu = time.thread_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            cpu_ms = (time.thread_time() - cpu) * 1000
+            wall_ms = (time.perf_counter() - started) * 1000
+            out.append((label, wall_ms, cpu_ms))
+            if collections is not None and collected is not None:
+                collected.append(collections.ms.get(thread, 0.0) - before)
+
+    def timed_wall(*args: Any, **kwargs: Any) -> Any:
+        if loop_thread is not None and threading.current_thread() is not loop_thread:
+            return fn(*args, **kwargs)
+        thread = threading.get_ident()
+        before = 0.0 if collections is None else collections.ms.get(thread, 0.0)
+        started = ns()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            wall_ms = (ns() - started) / 1e6
+            out.append((label, wall_ms, wall_ms))
+            if collections is not None and collected is not None:
+                collected.append(collections.ms.get(thread, 0.0) - before)
+
+    return timed_wall if wall_only else timed
+
+
+def timer_cost_ms(*, wall_only: bool = False, rounds: int = 7, calls: int = 2_000) -> float:
+    """What one timed section reports around a call that does nothing, in ms.
+
+    A section on the CPU clock reads it twice (a system call, not a vDSO read) and forwards
+    its arguments: about 0.7 µs per section here, reported as the gate's; on the wall clock
+    alone about 0.1 µs. The end-to-end rows take it off (the minimum over a few rounds, in
+    a tight loop: never more than the wrapper costs; in a real stream, where its code and
+    the kernel's are cold, a CPU-clock section costs about twice this, which is why the
+    per-chunk entry point is timed on the wall clock, see :data:`bench.e2e.PER_CHUNK`).
+    """
+
+    def nothing(_: object) -> None:
+        return None
+
+    best = math.inf
+    for _ in range(rounds):
+        out: list[tuple[str, float, float]] = []
+        timed = _timed(
+            "nothing",
+            nothing,
+            loop_thread=None,
+            out=out,
+            collections=None,
+            collected=None,
+            wall_only=wall_only,
+        )
+        for _ in range(calls):
+            timed(None)
+        best = min(best, sum(cpu for _, _, cpu in out) / calls)
+    return best
+
+
 @contextmanager
 def gate_sections(
-    loop_thread: threading.Thread | None, out: list[tuple[str, float, float]]
+    loop_thread: threading.Thread | None,
+    out: list[tuple[str, float, float]],
+    collected: list[float] | None = None,
+    wall_only: frozenset[str] = frozenset(),
 ) -> Iterator[None]:
     """Time every gate entry point that runs on the loop's thread (the bench's own wrapper).
 
     Both wall time and the thread's own CPU time are kept: wall time also counts waiting for
     the GIL while other threads (litellm's logging pool, the decision worker) run, CPU time
-    only what the gate itself did on the loop.
+    only what the gate itself did on the loop. With ``collected``, each section also appends
+    the garbage collector's CPU time inside it (see :class:`_Collections`), in ms. The
+    entry points labelled in ``wall_only`` read the wall clock alone (see :func:`_timed`).
     """
     targets: list[tuple[Any, str]] = [
         (BodyReader, "feed"),
@@ -172,25 +286,25 @@ def gate_sections(
         (Attempt, "release"),
     ]
     saved = [(owner, name, owner.__dict__[name]) for owner, name in targets]
-
-    def wrap(label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            if loop_thread is not None and threading.current_thread() is not loop_thread:
-                return fn(*args, **kwargs)
-            started = time.perf_counter()
-            cpu = time.thread_time()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                wall_ms = (time.perf_counter() - started) * 1000
-                out.append((label, wall_ms, (time.thread_time() - cpu) * 1000))
-
-        return timed
-
+    collections = None if collected is None else _Collections()
+    if collections is not None:
+        gc.callbacks.append(collections)
     for owner, name, fn in saved:
-        setattr(owner, name, wrap(f"{owner.__name__}.{name}", fn))
+        label = f"{owner.__name__}.{name}"
+        timed = _timed(
+            label,
+            fn,
+            loop_thread=loop_thread,
+            out=out,
+            collections=collections,
+            collected=collected,
+            wall_only=label in wall_only,
+        )
+        setattr(owner, name, timed)
     try:
         yield
     finally:
         for owner, name, fn in saved:
             setattr(owner, name, fn)
+        if collections is not None:
+            gc.callbacks.remove(collections)

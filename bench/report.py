@@ -28,7 +28,7 @@ def brief(row: Row) -> str:
         return (
             f"paired ×{fmt_range(row['ratio_wall'])} wall, ×{fmt_range(row['ratio_cpu'])} cpu; "
             f"gate's own CPU ×{fmt_range(row['attributed_ratio'])} ({row['gate_cpu_ms']:.1f} of "
-            f"{row['plain_cpu_ms']:.0f} ms); plain litellm "
+            f"{row['plain_cpu_ms']:.0f} ms{_taken_off(row)}); plain litellm "
             f"{row['baseline_us_per_event']['median']:.0f} µs/event"
         )
     if section in ("core", "reference"):
@@ -64,6 +64,18 @@ def brief(row: Row) -> str:
             f"{row['worst_gate_section_wall_ms']:.2f} ms wall)"
         )
     return ""
+
+
+def _taken_off(row: Row) -> str:
+    """What the gate's own CPU leaves out of its timed sections (rows from older runs: none)."""
+    if "interrupted_sections" not in row:
+        return ""
+    return (
+        f"; {row['gate_sections']:.0f} sections read {row['gate_cpu_raw_ms']:.1f} ms, less "
+        f"{row['gate_gc_ms']:.1f} ms of collector passes, the timer "
+        f"({row['timer_us'][0]:.2f} / {row['timer_us'][1]:.2f} µs a section) and "
+        f"{row['interrupted_sections']:.0f} interruptions"
+    )
 
 
 def headline(row: Row) -> str:

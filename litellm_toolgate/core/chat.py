@@ -25,9 +25,10 @@ Faults are raised as :class:`WireFault`, which carries a reason and never the me
 from __future__ import annotations
 
 import json
+import json.decoder
 import json.scanner
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import jiter
 
@@ -105,6 +106,37 @@ def load_object_reference(data: str) -> dict[str, Any]:
     return value
 
 
+# json.loads' own string scanner (C): a JSON string's value and the offset past its closing
+# quote, refusing what json.loads refuses inside a string (control characters, bad escapes).
+_scanstring: Any = json.decoder.scanstring  # type: ignore[attr-defined]
+
+
+class _Template(NamedTuple):
+    """A data line of a stream whose lines differ only in one string: the text or arguments.
+
+    ``prefix`` ends with the string's opening quote, ``suffix`` starts with its closing quote;
+    ``tool_index`` is the tool index of an argument fragment (None: visible text). See
+    :meth:`ChatNormalizer._learn` for why a line ``prefix + s + suffix`` is then known
+    without parsing it. ``start`` and ``tail`` are the two parts' lengths.
+    """
+
+    prefix: str
+    suffix: str
+    tool_index: int | None
+    start: int
+    tail: int
+
+
+def _template(prefix: str, suffix: str, index: int | None) -> _Template:
+    return _Template(prefix, suffix, index, len(prefix), len(suffix))
+
+
+_TEMPLATES = 4  # interleaved calls each have their own line (the tool index differs)
+_LEARNS = 8  # attempts per stream: a wire whose other fields change per line gains nothing
+_TEMPLATE_CHARS = 4096  # a text or fragment line is a few hundred; bounds what is kept
+_SENTINELS = ("A", "B")
+
+
 class ChatNormalizer:
     """Normalizes one chat-completions response; keeps the pinned call identities."""
 
@@ -114,6 +146,8 @@ class ChatNormalizer:
         self._response_id: str | None = None
         self._parts = profile.accepts(Deviation.CONTENT_AS_PARTS)
         self._whole = profile.accepts(Deviation.WHOLE_CALLS_WITHOUT_INDEX)
+        self._templates: list[_Template] = []
+        self._learns = 0
 
     @property
     def response_id(self) -> str | None:
@@ -131,7 +165,86 @@ class ChatNormalizer:
             return [Unknown(event[:64])]
         if data == "[DONE]":
             return [DoneMarker()]
-        return self.chunk(load_object(data), streamed=True)
+        for prefix, suffix, index, start, tail in self._templates:
+            if data.startswith(prefix) and data.endswith(suffix):
+                # _middle, inlined: this runs for nearly every line of a long stream.
+                value: Any = None
+                stop = len(data) - tail
+                if stop >= start:
+                    try:
+                        value, end = _scanstring(data, start, True)
+                    except ValueError:  # its message quotes the line: dropped here
+                        value = None
+                    else:
+                        if end != stop + 1:
+                            value = None
+                if value:
+                    if index is None:
+                        return [TextDelta(0, value)]
+                    return [ArgumentDelta(0, index, value)]
+                break
+        obj = load_object(data)
+        events = self.chunk(obj, streamed=True)
+        if len(events) == 1 and self._learns < _LEARNS and len(data) <= _TEMPLATE_CHARS:
+            self._learn(data, obj, events[0])
+        return events
+
+    def _learn(self, data: str, obj: dict[str, Any], event: WireEvent) -> None:
+        """Keep ``data`` as a template when its one event is text or an argument fragment.
+
+        Theory. The line parsed to ``obj``, whose one string at a known place (the delta's
+        ``content``, or its one fragment's ``function.arguments``) made the one event. Cut
+        the line around that string: ``prefix`` up to its opening quote, ``suffix`` from
+        its closing quote. The cut is kept only if ``prefix + "A" + suffix`` and ``prefix +
+        "B" + suffix`` parse (by :func:`load_object`, the specification) to ``obj`` with
+        just that string replaced by "A", and by "B". These letters can only stand inside
+        a string (no JSON literal holds them, nor NaN or Infinity, which json.loads reads),
+        so the prefix ends inside one; that string then holds exactly the letter,
+        and it is the one at that place, since nothing else differs between the two parses
+        (a key would change the keys; a value overwritten by a duplicate key would change
+        nothing). So any line ``prefix + s + suffix`` in which ``s`` is read as one JSON
+        string body ending at the suffix's quote (:func:`_middle` asks json.loads' own
+        string scanner) parses to ``obj`` with that string replaced by the value of ``s``.
+
+        The event such a line makes is then known: text is the same event with the new
+        value whatever came before, and an argument fragment of an index already opened
+        stays one (a pinned identity is never unpinned). An empty value takes the full
+        path (it makes another event), as does every line that is not a template's.
+        """
+        if type(event) is TextDelta:
+            key, index, value = "content", None, event.text
+        elif type(event) is ArgumentDelta:
+            key, index, value = "arguments", event.index, event.fragment
+        else:
+            return
+        self._learns += 1
+        holder = _holder(obj, index)
+        if holder is None or holder.get(key) != value:
+            return
+        start = _string_start(data, key)
+        if start is None:
+            return
+        # The suffix starts at the string's closing quote: where json.loads' scanner ends it.
+        end = start
+        try:
+            _, end = _scanstring(data, start, True)
+        except ValueError:  # its message quotes the line: dropped here
+            return
+        template = _template(data[:start], data[end - 1 :], index)
+        if _middle(data, template) != value:
+            return
+        for sentinel in _SENTINELS:
+            holder[key] = sentinel  # ``obj`` is this call's own parse: nothing else holds it
+            same = False
+            try:
+                same = load_object(template.prefix + sentinel + template.suffix) == obj
+            except (WireFault, RecursionError):  # refused, or nested past what == can compare
+                same = False
+            if not same:
+                return
+        if len(self._templates) == _TEMPLATES:
+            del self._templates[0]
+        self._templates.append(template)
 
     def body(self, data: str) -> list[WireEvent]:
         """Normalize a whole non-streamed response body (``stream=False``)."""
@@ -279,3 +392,49 @@ class ChatNormalizer:
             raise WireFault(R.IDENTITY_CONFLICT, index)
         if arguments:
             events.append(ArgumentDelta(0, index, arguments))
+
+
+def _holder(obj: dict[str, Any], index: int | None) -> dict[str, Any] | None:
+    """The dict holding the event's string: the delta (text) or the fragment's function."""
+    choices = obj.get("choices")
+    if type(choices) is not list or len(choices) != 1 or type(choices[0]) is not dict:
+        return None
+    delta = choices[0].get("delta")
+    if type(delta) is not dict or index is None:
+        return delta if type(delta) is dict else None
+    calls = delta.get("tool_calls")
+    if type(calls) is not list or len(calls) != 1 or type(calls[0]) is not dict:
+        return None
+    function = calls[0].get("function")
+    return function if type(function) is dict else None
+
+
+def _string_start(data: str, key: str) -> int | None:
+    """Where the string value of the only ``"key":`` member of ``data`` starts (after its
+    opening quote), or None. Only a guess: :meth:`ChatNormalizer._learn` proves it."""
+    quoted = f'"{key}"'
+    at = data.find(quoted)
+    if at < 0 or data.find(quoted, at + 1) >= 0:
+        return None
+    rest = data[at + len(quoted) :]
+    after = rest.lstrip(" \t\r\n")
+    if after[:1] != ":":
+        return None
+    after = after[1:].lstrip(" \t\r\n")
+    if after[:1] != '"':
+        return None
+    return len(data) - len(after) + 1
+
+
+def _middle(data: str, template: _Template) -> str | None:
+    """The value of the string between ``template``'s prefix and suffix, or None when that
+    text is not one JSON string body ending at the suffix's quote."""
+    start = template.start
+    stop = len(data) - template.tail
+    if stop < start:
+        return None
+    try:
+        value, end = _scanstring(data, start, True)
+    except ValueError:  # its message quotes the line: dropped here
+        return None
+    return value if end == stop + 1 else None

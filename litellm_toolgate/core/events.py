@@ -19,6 +19,7 @@ as the ``Finish``, and one stage of its own: ``BlockStop``, a tool block's
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -29,12 +30,23 @@ class ResponseStarted:
     response_id: str
 
 
-@dataclass(frozen=True, slots=True)
+# The two events of nearly every wire event are built once per event, and a frozen
+# dataclass's own __init__ stores each field through object.__setattr__, which looks the
+# name up on the type each time: for these two, half the cost of building one. Their
+# __init__ stores each field through its slot's descriptor instead (bound below, once the
+# slotted class exists): the same object, still frozen, equal and hashed as before.
+
+
+@dataclass(frozen=True, slots=True, init=False)
 class TextDelta:
     """Visible text for the caller; counted, never buffered by the gate."""
 
     choice: int
     text: str
+
+    def __init__(self, choice: int, text: str) -> None:
+        _text_choice(self, choice)
+        _text_text(self, text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,13 +63,30 @@ class CallStarted:
     """The item type (``core/wires/responses.ITEMS``); a chat tool call is a function call."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class ArgumentDelta:
     """A fragment of a call's arguments, appended to that call's accumulator only."""
 
     choice: int
     index: int
     fragment: str = field(repr=False)
+
+    def __init__(self, choice: int, index: int, fragment: str) -> None:
+        _argument_choice(self, choice)
+        _argument_index(self, index)
+        _argument_fragment(self, fragment)
+
+
+def _slot_setter(cls: type, name: str) -> Callable[[object, object], None]:
+    setter: Callable[[object, object], None] = vars(cls)[name].__set__
+    return setter
+
+
+_text_choice = _slot_setter(TextDelta, "choice")
+_text_text = _slot_setter(TextDelta, "text")
+_argument_choice = _slot_setter(ArgumentDelta, "choice")
+_argument_index = _slot_setter(ArgumentDelta, "index")
+_argument_fragment = _slot_setter(ArgumentDelta, "fragment")
 
 
 @dataclass(frozen=True, slots=True)

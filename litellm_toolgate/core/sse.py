@@ -227,6 +227,23 @@ class SSEDecoder:
         data_bytes = self._data_bytes
         last_id = self._id
         comments = self._comments
+        if not data and not event and last_id is None:
+            # Nearly every message of a stream is one "data:" line and a blank line. While
+            # nothing is under assembly, each such pair is the message the loop below would
+            # dispatch (its blank line cannot exceed the limit once its data line did not),
+            # and leaves nothing under assembly; anything else goes to the loop.
+            start = 0
+            pairs = len(lines) - 1
+            while start < pairs and not lines[start + 1]:
+                line = lines[start]
+                if line[:5] != "data:" or (
+                    (len(line) if line.isascii() else len(line.encode())) > limit
+                ):
+                    break
+                out.append(("", line[6:] if line[5:6] == " " else line[5:], None))
+                start += 2
+            if start:
+                lines = lines[start:]
         for line in lines:
             size = len(line) if line.isascii() else len(line.encode())
             if size + data_bytes > limit:

@@ -69,6 +69,10 @@ def _plain(cls: type, name: str) -> bool:
     return plain
 
 
+def _defined_on_class(cls: type, name: str) -> bool:
+    return any(name in k.__dict__ for k in cls.__mro__)
+
+
 def _attrs(obj: Any, names: tuple[str, ...]) -> list[Any]:
     """``[_attr(obj, name) for name in names]``, reading the model's two dicts once."""
     plain = _PLAIN.get((type(obj), names))
@@ -98,6 +102,25 @@ _CHOICE = ("index", "delta", "finish_reason")
 _DELTA = ("function_call", "tool_calls")
 _FRAGMENT = ("index", "id", "function")
 _FUNCTION = ("name", "arguments")
+
+
+def _all_plain(cls: type, names: tuple[str, ...]) -> bool:
+    return all(_attr_is_plain(cls, n) for n in names)
+
+
+# Whether litellm's own chunk types keep every name the carrier reads as a plain value (see
+# _attr). Then :meth:`CarrierChunks.admit` reads them straight from the instance's two
+# dicts, without a call per name: litellm yields one chunk per wire event, and the reads
+# were most of the carrier's cost per chunk. Asked once; a litellm that turns one of these
+# into a property takes the general path, which asks per type.
+_PLAIN_TYPES = (
+    _all_plain(ModelResponseStream, ("choices", "usage"))
+    and _all_plain(StreamingChoices, _CHOICE)
+    and _all_plain(Delta, _DELTA + LITELLM_VISIBLE_DELTA_FIELDS)
+    and _all_plain(ChatCompletionDeltaToolCall, _FRAGMENT)
+    and _all_plain(Function, _FUNCTION)
+)
+_DELTA_READ = frozenset(_DELTA + LITELLM_VISIBLE_DELTA_FIELDS)
 
 
 @dataclass
@@ -156,10 +179,6 @@ def _without_calls(chunk: Any) -> Any:
     return copied
 
 
-def _defined_on_class(cls: type, name: str) -> bool:
-    return any(name in k.__dict__ for k in cls.__mro__)
-
-
 class CarrierChunks:
     """Withholds tool-call fragments and the finish; builds the release. No I/O."""
 
@@ -171,6 +190,63 @@ class CarrierChunks:
 
     def admit(self, chunk: Any) -> Any | None:
         """The chunk to pass on now, or None when it is withheld or held."""
+        # Nearly every chunk is litellm's own type with one choice, and nothing is held yet:
+        # then the steps of _admit_any, reading litellm's models from their dicts (the
+        # chunk's, and the choice's extras, where litellm keeps all of a choice's fields).
+        if type(chunk) is not ModelResponseStream or not _PLAIN_TYPES or self.held:
+            return self._admit_any(chunk)
+        values = chunk.__dict__
+        choices = values.get("choices", _ABSENT)
+        if type(choices) is not list or len(choices) != 1:
+            return self._admit_any(chunk)
+        model = choices[0]
+        if type(model) is not StreamingChoices or model.__dict__:
+            return self._admit_any(chunk)
+        choice = model.__pydantic_extra__
+        if type(choice) is not dict:
+            return self._admit_any(chunk)
+        index = choice.get("index", 0)  # what _admit_any reads for an absent or None index
+        if index != 0:
+            self.foreign = True
+            return None
+        delta = choice.get("delta")
+        withheld = False
+        fields: dict[str, Any] | None = None  # the delta's extras, holding every name read
+        if delta is not None:
+            if type(delta) is Delta:
+                extra = delta.__pydantic_extra__
+                if type(extra) is dict and delta.__dict__.keys().isdisjoint(_DELTA_READ):
+                    fields = extra
+            if fields is not None:
+                function_call = fields.get("function_call")
+                tool_calls = fields.get("tool_calls")
+            else:
+                function_call, tool_calls = _attrs(delta, _DELTA)
+            if function_call is not None or tool_calls is not None:
+                self._collect(function_call, tool_calls)
+                withheld = True
+        finish = choice.get("finish_reason")
+        if finish:
+            self.finish_reason = finish if self.finish_reason is None else "<repeated>"
+            self.held.append(_without_calls(chunk) if withheld else chunk)
+            return None
+        if not withheld:
+            return chunk
+        if fields is not None:
+            shows = any(map(fields.get, LITELLM_VISIBLE_DELTA_FIELDS))
+        else:
+            shows = _shows(delta)
+        if shows:
+            return _without_calls(chunk)
+        if "usage" in values:
+            usage = values["usage"]
+        else:
+            extra = chunk.__pydantic_extra__
+            usage = extra.get("usage") if type(extra) is dict else _attr(chunk, "usage")
+        return _without_calls(chunk) if usage else None
+
+    def _admit_any(self, chunk: Any) -> Any | None:
+        """:meth:`admit` for any chunk, asking each name through :func:`_attr`."""
         withheld = False
         read = []
         for choice in _attr(chunk, "choices") or []:
@@ -206,16 +282,32 @@ class CarrierChunks:
         if function_call is not None:
             self.foreign = True
         for fragment in tool_calls or []:
-            index, call_id, function = _attrs(fragment, _FRAGMENT)
+            if type(fragment) is ChatCompletionDeltaToolCall and _PLAIN_TYPES:
+                values = fragment.__dict__  # declared fields of litellm's type live here
+                try:
+                    index, call_id, function = values["index"], values["id"], values["function"]
+                except KeyError:
+                    index, call_id, function = _attrs(fragment, _FRAGMENT)
+            else:
+                index, call_id, function = _attrs(fragment, _FRAGMENT)
             if not isinstance(index, int):
                 self.foreign = True
                 continue
             call = self.calls.get(index)
             if call is None:
                 call = self.calls[index] = _Assembled()
-            call.call_id = call.call_id or call_id
-            name, arguments = _attrs(function, _FUNCTION)
-            call.name = call.name or name
+            if not call.call_id:  # the first id given is kept
+                call.call_id = call_id
+            if type(function) is Function and _PLAIN_TYPES:
+                values = function.__dict__
+                try:
+                    name, arguments = values["name"], values["arguments"]
+                except KeyError:
+                    name, arguments = _attrs(function, _FUNCTION)
+            else:
+                name, arguments = _attrs(function, _FUNCTION)
+            if not call.name:
+                call.name = name
             if arguments:
                 call.fragments.append(arguments)
 
