@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh --matrix
 export LITELLM_LOCAL_MODEL_COST_MAP=True
 .venv/bin/ruff check litellm_toolgate tests fixtures bench
+.venv/bin/ruff format --check litellm_toolgate tests fixtures bench
 .venv/bin/mypy --strict litellm_toolgate bench
 echo "== tests on litellm $(.venv/bin/python -c 'from importlib.metadata import version; print(version("litellm"))') =="
 echo "   (tests/test_proxy_e2e.py and tests/test_proxy_anthropic.py, the real-proxy tests, are left out here: litellm 1.110.2's [proxy]"
