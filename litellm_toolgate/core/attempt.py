@@ -275,15 +275,18 @@ class Attempt:
             def normalize(event: str, data: str, last_id: str | None = None) -> list[WireEvent]:
                 return normalizer.message(SSEMessage(event, data, last_id))
 
-        limit = self.limits.max_events
+        # The event limit, counted once per batch: the messages within it are applied in
+        # order (a fault among them comes first), and the one past it is the fault.
+        room = self.limits.max_events - self.events
+        over = len(messages) > room
+        if over:
+            messages = messages[: max(room, 0)]
+        self.events += len(messages)
         inputs = EVENT_INPUTS
         table = STREAM_TABLES[self._ledger.wire]
         ledger = self._ledger
         apply = ledger.apply
         for event_type, data, last_id in messages:
-            self.events += 1
-            if self.events > limit:
-                raise Fault(R.TOO_MANY_EVENTS)
             if known is not None and not event_type:
                 hit = known(data)
                 if hit is not None:
@@ -307,6 +310,9 @@ class Attempt:
                 apply(event)
                 if events is not None:
                     events.append(event)
+        if over:
+            self.events += 1
+            raise Fault(R.TOO_MANY_EVENTS)
 
     def receive_eof(self) -> None:
         """The body ended cleanly (the transport saw its end, not an error)."""
