@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chatgen import MESSAGE_MUTATIONS, Knobs, siblings, wire
+from chatgen import MESSAGE_MUTATIONS, TOOLS, Knobs, siblings, wire
 from conftest import CHAT, ROOT
 
-from litellm_toolgate.core import chat
+from litellm_toolgate.core import Attempt, ToolCallQuarantined, ToolRegistry, chat
 from litellm_toolgate.core.chat import ChatNormalizer, WireFault
 from litellm_toolgate.core.events import ArgumentDelta, TextDelta, WireEvent
 from litellm_toolgate.core.profiles import profile_for
@@ -246,3 +246,52 @@ def test_the_two_per_event_events_are_still_frozen_values() -> None:
         assert not hasattr(event, "__dict__")
     with pytest.raises(TypeError):
         TextDelta(0)  # type: ignore[call-arg]
+
+
+# ---- the attempt's loop: a template's line applied without its event -----------------------
+_REGISTRY = ToolRegistry.from_tools(TOOLS)
+
+
+def _attempt_outcome(body: bytes, cuts: list[int], *, take: bool, learn: bool) -> Any:
+    """What an attempt made of ``body`` fed in the pieces ``cuts`` make: its records (less
+    the time it was made) and its calls' texts, or its fault."""
+    attempt = Attempt(_REGISTRY, attempt_id="att-1", run_id="run-1", clock=lambda: 0.0)
+    attempt.bind_response(content_type="text/event-stream", streamed=True)
+    normalizer = attempt._normalizer
+    assert isinstance(normalizer, ChatNormalizer)
+    if not learn:
+        normalizer._learns = chat._LEARNS
+    events: list[WireEvent] = []
+    texts: list[str] | None = None
+    try:
+        for start, stop in zip([0, *cuts], [*cuts, len(body)], strict=True):
+            if take:
+                attempt.take_bytes(body[start:stop])
+            else:
+                events += attempt.receive_bytes(body[start:stop])
+        attempt.receive_eof()
+        texts = [call.arguments for call in attempt.conclude()]
+    except ToolCallQuarantined:
+        pass
+    records = [r.model_dump(exclude={"observed_at"}) for r in attempt.records()]
+    return records, texts, attempt.quarantined and attempt.quarantined.reason, events
+
+
+@pytest.mark.parametrize("block", range(2))
+def test_the_attempt_applies_a_template_line_as_its_event(block: int) -> None:
+    """Fed through take_bytes (no events built) or receive_bytes, learning or not, the
+    attempt ends in the same records, calls and fault; receive_bytes returns the same
+    events whether the lines were templates or not."""
+    rng = random.Random(block)
+    bodies = [path.read_bytes() for path in sorted(CHAT.glob("*.sse"))] if block == 0 else []
+    for seed in range(block * 25, (block + 1) * 25):
+        bodies += [
+            wire(k).body
+            for k in siblings(Knobs(seed, (), None, "\n", False), True, MESSAGE_MUTATIONS)
+        ]
+    for body in bodies:
+        cuts = sorted(rng.sample(range(1, len(body)), min(3, len(body) - 1))) if body else []
+        reference = _attempt_outcome(body, cuts, take=False, learn=False)
+        assert _attempt_outcome(body, cuts, take=False, learn=True) == reference
+        records, texts, reason, _ = _attempt_outcome(body, cuts, take=True, learn=True)
+        assert (records, texts, reason) == reference[:3]

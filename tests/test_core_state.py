@@ -735,6 +735,33 @@ def test_max_events_excludes_comments() -> None:
     assert fault.reason is R.TOO_MANY_EVENTS
 
 
+def test_max_events_is_the_same_limit_however_the_body_is_split() -> None:
+    """The limit is counted per piece fed: the event past it faults wherever the pieces
+    end, and a fault of an event before it comes first."""
+    texts = b"".join(chunk({"content": f"t{i}"}) for i in range(12))
+    body = texts + chunk(finish="stop") + b"data: [DONE]\n\n"
+    events = body.count(b"data: ")
+
+    def fed(pieces: list[bytes], limits: Limits) -> tuple[Attempt, R | None]:
+        attempt = bound(limits)
+        try:
+            for piece in pieces:
+                attempt.receive_bytes(piece)
+        except ToolCallQuarantined as fault:
+            return attempt, fault.reason
+        return attempt, None
+
+    for size in (1, 7, 40, len(texts) // 3, len(body)):
+        pieces = [body[i : i + size] for i in range(0, len(body), size)]
+        attempt, reason = fed(pieces, Limits(max_events=events))
+        assert reason is None and attempt.events == events
+        for limit in (events - 1, 5):
+            attempt, reason = fed(pieces, Limits(max_events=limit))
+            assert reason is R.TOO_MANY_EVENTS and attempt.events == limit + 1
+        # The fourth text is over the text limit: that fault, not the event count's.
+        assert fed(pieces, Limits(max_events=5, max_text_bytes=7))[1] is R.TEXT_TOO_LARGE
+
+
 def test_max_event_bytes() -> None:
     line = max(len(piece) for piece in ONE_CALL.split(b"\n"))
     run(ONE_CALL, Limits(max_event_bytes=line))

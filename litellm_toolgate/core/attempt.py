@@ -43,7 +43,7 @@ from .anthropic import AnthropicNormalizer
 from .call import EXECUTOR_NAMES, CallAccumulator
 from .chat import ChatNormalizer
 from .errors import Fault, QuarantineReason, ToolCallQuarantined, quarantine, raise_clean
-from .events import WireEvent
+from .events import ArgumentDelta, TextDelta, WireEvent
 from .ledger import Carrier, CarrierCall, Ledger
 from .limits import Limits
 from .policy import PolicyDecision, ReleasedCall, ToolCall
@@ -79,6 +79,7 @@ _MEDIA = {True: "text/event-stream", False: "application/json"}
 # the class costs about 70 ns on CPython 3.11).
 _CHAT, _ANTHROPIC = Wire.CHAT, Wire.ANTHROPIC
 _CONCLUDE, _RELEASE = StreamInput.CONCLUDE, StreamInput.RELEASE
+_TEXT, _ARGUMENTS = StreamInput.TEXT, StreamInput.ARGUMENTS
 _APPROVED, _RELEASE_CALL, _CLIENT = CallInput.APPROVED, CallInput.RELEASE, Executor.CLIENT
 
 
@@ -215,20 +216,34 @@ class Attempt:
 
     def receive_bytes(self, data: bytes) -> list[WireEvent]:
         """Feed raw wire bytes; returns the events they completed."""
-        if self._fault is not None:
-            del data
-            raise_clean(self._fault)
-        if self._state in (StreamState.CLOSED, StreamState.RELEASED):
-            raise TransitionError(f"stream in state {self._state.value} cannot take bytes")
         events: list[WireEvent] = []
-        reason, index = self._feed(data, events)
-        if reason is not None:
+        fault = self._receive(data, events)
+        if fault is not None:
             del data, events  # wire bytes and argument text: not in a frame of the raise
-            raise_clean(self._quarantine(reason, index))
+            raise_clean(fault)
         return events
 
+    def take_bytes(self, data: bytes) -> None:
+        """:meth:`receive_bytes`, building no events: what the edge feeds a stream through
+        (it reads the attempt, never the events)."""
+        fault = self._receive(data, None)
+        if fault is not None:
+            del data
+            raise_clean(fault)
+
+    def _receive(self, data: bytes, events: list[WireEvent] | None) -> ToolCallQuarantined | None:
+        """Feed ``data``; the quarantine to raise (the caller raises it, holding no bytes)."""
+        if self._fault is not None:
+            return self._fault
+        if self._state in (StreamState.CLOSED, StreamState.RELEASED):
+            raise TransitionError(f"stream in state {self._state.value} cannot take bytes")
+        reason, index = self._feed(data, events)
+        if reason is not None:
+            return self._quarantine(reason, index)
+        return None
+
     def _feed(
-        self, data: bytes, events: list[WireEvent]
+        self, data: bytes, events: list[WireEvent] | None
     ) -> tuple[QuarantineReason | None, int | None]:
         """Decode, normalize and apply ``data``; the fault found, if any (never raised)."""
         try:
@@ -239,33 +254,65 @@ class Attempt:
             return fault.reason, fault.index
         return self._decoder.error, None
 
-    def _take(self, messages: list[tuple[str, str, str | None]], events: list[WireEvent]) -> None:
+    def _take(
+        self, messages: list[tuple[str, str, str | None]], events: list[WireEvent] | None
+    ) -> None:
         """Normalize and apply decoded messages: the loop every wire event goes through.
 
         What :meth:`_apply` does, with what it looks up once per event read once per call.
+        A chat line that is one of the normalizer's templates (nearly every line of a long
+        stream, :meth:`.chat.ChatNormalizer.known`) is applied without building its event
+        (built only when ``events`` collects them): the same state move, the same ledger
+        step as the event would make.
         """
         normalizer = self._normalizer
+        known: Callable[[str], tuple[int | None, str] | None] | None = None
         if type(normalizer) is ChatNormalizer:
             normalize = normalizer.fields
+            known = normalizer.known
         else:
 
             def normalize(event: str, data: str, last_id: str | None = None) -> list[WireEvent]:
                 return normalizer.message(SSEMessage(event, data, last_id))
 
-        limit = self.limits.max_events
+        # The event limit, counted once per batch: the messages within it are applied in
+        # order (a fault among them comes first), and the one past it is the fault.
+        room = self.limits.max_events - self.events
+        over = len(messages) > room
+        if over:
+            messages = messages[: max(room, 0)]
+        self.events += len(messages)
         inputs = EVENT_INPUTS
         table = STREAM_TABLES[self._ledger.wire]
-        apply = self._ledger.apply
+        ledger = self._ledger
+        apply = ledger.apply
         for event_type, data, last_id in messages:
-            self.events += 1
-            if self.events > limit:
-                raise Fault(R.TOO_MANY_EVENTS)
+            if known is not None and not event_type:
+                hit = known(data)
+                if hit is not None:
+                    index, value = hit
+                    step = _TEXT if index is None else _ARGUMENTS
+                    moved = table.get((self._state, step))
+                    self._state = moved if type(moved) is StreamState else self._stream_move(step)
+                    if index is None:
+                        ledger.text(value)
+                        if events is not None:
+                            events.append(TextDelta(0, value))
+                    else:
+                        ledger.fragment(index, value)
+                        if events is not None:
+                            events.append(ArgumentDelta(0, index, value))
+                    continue
             for event in normalize(event_type, data, last_id):
                 step = inputs[type(event)]
                 moved = table.get((self._state, step))
                 self._state = moved if type(moved) is StreamState else self._stream_move(step)
                 apply(event)
-                events.append(event)
+                if events is not None:
+                    events.append(event)
+        if over:
+            self.events += 1
+            raise Fault(R.TOO_MANY_EVENTS)
 
     def receive_eof(self) -> None:
         """The body ended cleanly (the transport saw its end, not an error)."""

@@ -1,6 +1,6 @@
 """One HTTP body into its attempt: what every transport of the edge feeds, and what it is told.
 
-A stream is fed to the attempt piece by piece (:meth:`~.attempt.Attempt.receive_bytes`) as
+A stream is fed to the attempt piece by piece (:meth:`~.attempt.Attempt.take_bytes`) as
 it is read; a whole (non-streamed) body is collected, up to ``max_body_bytes``, and given to
 the attempt whole once it ended (:meth:`~.attempt.Attempt.receive_body`). The first fault
 stops the feeding: the quarantine stays on the attempt for whoever gates the call to raise,
@@ -80,7 +80,7 @@ class BodyReader:
             return False
         try:
             if self.streamed:
-                self.attempt.receive_bytes(data)
+                self.attempt.take_bytes(data)
             elif len(self._body) + len(data) > self.attempt.limits.max_body_bytes:
                 self._body = bytearray()
                 self.attempt.interrupt(R.BODY_TOO_LARGE)

@@ -165,6 +165,25 @@ class ChatNormalizer:
             return [Unknown(event[:64])]
         if data == "[DONE]":
             return [DoneMarker()]
+        known = self.known(data)
+        if known is not None:
+            index, value = known
+            if index is None:
+                return [TextDelta(0, value)]
+            return [ArgumentDelta(0, index, value)]
+        obj = load_object(data)
+        events = self.chunk(obj, streamed=True)
+        if len(events) == 1 and self._learns < _LEARNS and len(data) <= _TEMPLATE_CHARS:
+            self._learn(data, obj, events[0])
+        return events
+
+    def known(self, data: str) -> tuple[int | None, str] | None:
+        """The one event of a data line that is a template's (see :meth:`_learn`), as
+        ``(tool index, fragment)`` or ``(None, text)``; None for any other line.
+
+        What :meth:`fields` returns for such a line, without building the event: the
+        attempt's loop applies it to the state and the ledger directly.
+        """
         for prefix, suffix, index, start, tail in self._templates:
             if data.startswith(prefix) and data.endswith(suffix):
                 # _middle, inlined: this runs for nearly every line of a long stream.
@@ -179,15 +198,9 @@ class ChatNormalizer:
                         if end != stop + 1:
                             value = None
                 if value:
-                    if index is None:
-                        return [TextDelta(0, value)]
-                    return [ArgumentDelta(0, index, value)]
+                    return index, value
                 break
-        obj = load_object(data)
-        events = self.chunk(obj, streamed=True)
-        if len(events) == 1 and self._learns < _LEARNS and len(data) <= _TEMPLATE_CHARS:
-            self._learn(data, obj, events[0])
-        return events
+        return None
 
     def _learn(self, data: str, obj: dict[str, Any], event: WireEvent) -> None:
         """Keep ``data`` as a template when its one event is text or an argument fragment.

@@ -143,13 +143,9 @@ class Ledger:
         """Feed one event the stream's state already accepted; raises :class:`WireFault`."""
         # The two events of nearly every chunk come first.
         if isinstance(event, ArgumentDelta):
-            self._fragment(event)
+            self.fragment(event.index, event.fragment)
         elif isinstance(event, TextDelta):
-            text = event.text
-            # isascii() is O(1): the common case needs no encoding to be counted.
-            self.text_bytes += len(text) if text.isascii() else _size(text)
-            if self.text_bytes > self.limits.max_text_bytes:
-                raise WireFault(R.TEXT_TOO_LARGE)
+            self.text(event.text)
         elif isinstance(event, CallStarted):
             if len(self.calls) >= self.limits.max_calls:
                 raise WireFault(R.TOO_MANY_CALLS, event.index)
@@ -186,10 +182,17 @@ class Ledger:
         elif isinstance(event, Unknown):
             self.unknown_events += 1
 
-    def _fragment(self, event: ArgumentDelta) -> None:
-        index = event.index
+    def text(self, text: str) -> None:
+        """:meth:`apply` of a :class:`TextDelta` of ``text``."""
+        # isascii() is O(1): the common case needs no encoding to be counted.
+        self.text_bytes += len(text) if text.isascii() else _size(text)
+        if self.text_bytes > self.limits.max_text_bytes:
+            raise WireFault(R.TEXT_TOO_LARGE)
+
+    def fragment(self, index: int, fragment: str) -> None:
+        """:meth:`apply` of an :class:`ArgumentDelta` of call ``index``."""
         call = self.calls[index]  # the normalizer opens every call first
-        encoded = event.fragment.encode("utf-8", "surrogatepass")
+        encoded = fragment.encode("utf-8", "surrogatepass")
         size = len(encoded)
         call.nbytes += size
         self.argument_bytes += size
