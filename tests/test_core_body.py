@@ -225,7 +225,6 @@ def test_a_whole_body_whose_call_fails_its_checks_keeps_that_reason() -> None:
 
 def test_an_attempts_summary_holds_its_outcome_and_sanitized_records() -> None:
     from litellm_toolgate.core.policy import PolicyDecision
-    from litellm_toolgate.core.records import attempt_summary
 
     read = reader(True)
     assert read.feed(STREAM)
@@ -234,7 +233,7 @@ def test_an_attempts_summary_holds_its_outcome_and_sanitized_records() -> None:
     for call in attempt.conclude():
         attempt.decide(call.index, PolicyDecision.approve())
     attempt.release()
-    summary = attempt_summary(attempt.attempt_id, attempt.quarantined, attempt.records())
+    summary = attempt.summary()
     assert summary["attempt_id"] == attempt.attempt_id
     assert (summary["outcome"], summary["reason"]) == ("released", None)
     assert [r["execution_state"] for r in summary["records"]] == ["released"]
@@ -242,6 +241,5 @@ def test_an_attempts_summary_holds_its_outcome_and_sanitized_records() -> None:
 
     cut = reader(True)
     assert not cut.feed(b"data: {not json\n\n")
-    fault = cut.attempt.quarantined
-    summary = attempt_summary(cut.attempt.attempt_id, fault, cut.attempt.records())
+    summary = cut.attempt.summary()
     assert (summary["outcome"], summary["reason"]) == ("quarantined", "malformed_event")

@@ -38,6 +38,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from .anthropic import AnthropicNormalizer
 from .call import EXECUTOR_NAMES, CallAccumulator
@@ -502,6 +503,17 @@ class Attempt:
             )
             for c in self._ordered()
         ]
+
+    def summary(self) -> dict[str, Any]:
+        """The attempt's outcome and its records as JSON-ready data, for a host's own logging
+        (the LiteLLM proxy's guardrail information): as sanitized as the records themselves."""
+        fault = self.quarantined
+        return {
+            "attempt_id": self.attempt_id,
+            "outcome": "released" if fault is None else "quarantined",
+            "reason": None if fault is None else fault.reason.value,
+            "records": [r.model_dump(mode="json") for r in self.records()],
+        }
 
     # ---- internals -----------------------------------------------------------------------
     def _stop_with_calls(self) -> bool:

@@ -9,14 +9,10 @@ that must correlate by content); a plain digest is never stored.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
-
-if TYPE_CHECKING:
-    from .errors import ToolCallQuarantined
 
 JsonStatus = Literal["valid", "invalid", "not_parsed"]
 SchemaStatus = Literal["valid", "invalid", "unknown_tool", "not_checked"]
@@ -63,16 +59,3 @@ class DecisionRecord(BaseModel):
     executor: Literal["client", "server"] = "client"
     """Who runs it: ``client`` (released to the caller) or ``server`` (a hosted tool's
     report, never released as a call)."""
-
-
-def attempt_summary(
-    attempt_id: str, fault: ToolCallQuarantined | None, records: Iterable[DecisionRecord]
-) -> dict[str, Any]:
-    """One attempt's outcome and its records as JSON-ready data, for a host's own logging
-    (the LiteLLM proxy's guardrail information): as sanitized as the records themselves."""
-    return {
-        "attempt_id": attempt_id,
-        "outcome": "released" if fault is None else "quarantined",
-        "reason": None if fault is None else fault.reason.value,
-        "records": [r.model_dump(mode="json") for r in records],
-    }

@@ -88,7 +88,6 @@ from ..core.errors import (
 from ..core.limits import Limits
 from ..core.pending import PendingTable
 from ..core.policy import Policy
-from ..core.records import attempt_summary
 from ..core.state import StreamState
 from .calltypes import (
     CallRefused,
@@ -594,7 +593,7 @@ class ToolGateGuardrail(CustomGuardrail):
     def _report(self, request: dict[str, Any], attempt: Attempt, started: float) -> None:
         """The attempt's sanitized records into litellm's standard logging for this request."""
         fault = attempt.quarantined
-        summary = attempt_summary(attempt.attempt_id, fault, attempt.records())
+        summary = attempt.summary()
         ended = time.time()
         # Logging must never decide: the decision stands as made whatever logging does.
         with contextlib.suppress(Exception):
