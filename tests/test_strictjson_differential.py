@@ -41,20 +41,9 @@ from litellm_toolgate.core.strictjson import (
 SAFE = 2**53 - 1
 
 
-def typed(value: Any) -> Any:
-    """A form of a JSON value in which 1, 1.0, True, 0.0 and -0.0 all differ."""
-    if isinstance(value, dict):
-        return ("object", [(key, typed(item)) for key, item in value.items()])
-    if isinstance(value, list):
-        return ("array", [typed(item) for item in value])
-    if isinstance(value, float):
-        return ("float", repr(value))
-    return (type(value).__name__, value)
-
-
 def outcome(parse: Any, text: str, max_depth: int) -> tuple[str, Any]:
     try:
-        return ("accepted", typed(parse(text, max_depth=max_depth)))
+        return ("accepted", _common.typed(parse(text, max_depth=max_depth)))
     except ArgumentsError as error:
         return ("refused", error.reason)
 

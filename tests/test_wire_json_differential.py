@@ -29,20 +29,9 @@ from litellm_toolgate.core.chat import WireFault, load_object, load_object_refer
 from litellm_toolgate.core.errors import QuarantineReason
 
 
-def typed(value: Any) -> Any:
-    """A form of a JSON value in which 1, 1.0, True, 0.0 and -0.0 all differ."""
-    if isinstance(value, dict):
-        return ("object", [(key, typed(item)) for key, item in value.items()])
-    if isinstance(value, list):
-        return ("array", [typed(item) for item in value])
-    if isinstance(value, float):
-        return ("float", repr(value))
-    return (type(value).__name__, value)
-
-
 def outcome(load: Any, text: str) -> tuple[str, Any]:
     try:
-        return ("accepted", typed(load(text)))
+        return ("accepted", _common.typed(load(text)))
     except WireFault as fault:
         return ("refused", fault.reason)
 

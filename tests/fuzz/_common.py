@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent
@@ -52,3 +53,15 @@ def data_lines() -> list[bytes]:
             if line.startswith(b"data:"):
                 lines.append(line[5:].removeprefix(b" "))
     return lines
+
+
+def typed(value: Any) -> Any:
+    """A form of a JSON value in which 1, 1.0, True, 0.0 and -0.0 all differ, for comparing
+    what two parsers made of the same text."""
+    if isinstance(value, dict):
+        return ("object", [(key, typed(item)) for key, item in value.items()])
+    if isinstance(value, list):
+        return ("array", [typed(item) for item in value])
+    if isinstance(value, float):
+        return ("float", repr(value))
+    return (type(value).__name__, value)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import _common  # noqa: F401  (import paths)
+import _common  # import paths, and the shared helpers
 import atheris
 
 with atheris.instrument_imports(include=["litellm_toolgate"]):
@@ -24,19 +24,9 @@ with atheris.instrument_imports(include=["litellm_toolgate"]):
     )
 
 
-def typed(value: Any) -> Any:
-    if isinstance(value, dict):
-        return ("object", [(key, typed(item)) for key, item in value.items()])
-    if isinstance(value, list):
-        return ("array", [typed(item) for item in value])
-    if isinstance(value, float):
-        return ("float", repr(value))
-    return (type(value).__name__, value)
-
-
 def outcome(parse: Any, text: str, max_depth: int) -> tuple[str, Any]:
     try:
-        return ("accepted", typed(parse(text, max_depth=max_depth)))
+        return ("accepted", _common.typed(parse(text, max_depth=max_depth)))
     except ArgumentsError as error:
         return ("refused", error.reason)
 

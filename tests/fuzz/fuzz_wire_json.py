@@ -11,26 +11,16 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import _common  # noqa: F401  (import paths)
+import _common  # import paths, and the shared helpers
 import atheris
 
 with atheris.instrument_imports(include=["litellm_toolgate"]):
     from litellm_toolgate.core import chat
 
 
-def typed(value: Any) -> Any:
-    if isinstance(value, dict):
-        return ("object", [(key, typed(item)) for key, item in value.items()])
-    if isinstance(value, list):
-        return ("array", [typed(item) for item in value])
-    if isinstance(value, float):
-        return ("float", repr(value))
-    return (type(value).__name__, value)
-
-
 def outcome(load: Any, text: str) -> tuple[str, Any]:
     try:
-        return ("accepted", typed(load(text)))
+        return ("accepted", _common.typed(load(text)))
     except chat.WireFault as fault:
         return ("refused", fault.reason)
 
