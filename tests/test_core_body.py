@@ -52,6 +52,52 @@ def test_a_body_read_to_its_end_reaches_the_attempt_once(streamed: bool, body: b
     assert [c.name for c in calls] == (["multiply"] if streamed else [])
 
 
+def test_the_kept_quarantine_holds_no_frame_of_the_piece_that_faulted() -> None:
+    """The quarantine a feed keeps on the attempt has no traceback taking in the feeding
+    frames, whose piece of wire holds argument text (an error tracker reads every frame's
+    locals of an exception it is handed, and the edge hands this one on)."""
+    import leakcheck
+
+    read = reader(True)
+    opened = {
+        "id": "c",
+        "choices": [
+            {
+                "index": 0,
+                "delta": {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "multiply", "arguments": ""},
+                        }
+                    ]
+                },
+            }
+        ],
+    }
+    fragment = {
+        "id": "c",
+        "choices": [
+            {
+                "index": 0,
+                "delta": {
+                    "tool_calls": [
+                        {"index": 0, "function": {"arguments": '{"a": "' + leakcheck.CANARY}}
+                    ]
+                },
+            }
+        ],
+    }
+    piece = b"".join(b"data: " + json.dumps(o).encode() + b"\n\n" for o in (opened, fragment))
+    assert not read.feed(piece + b"data: {not json\n\n")
+    fault = read.attempt.quarantined
+    assert fault is not None and fault.reason is R.MALFORMED_EVENT
+    assert leakcheck.find_in_frames(fault, leakcheck.CANARY) == []
+    assert fault.__traceback__ is None
+
+
 def test_a_fault_stops_the_feeding_and_is_kept_not_raised() -> None:
     read = reader(True)
     assert not read.feed(b"data: {not json\n\n")

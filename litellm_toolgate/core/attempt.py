@@ -224,13 +224,12 @@ class Attempt:
             raise_clean(fault)
         return events
 
-    def take_bytes(self, data: bytes) -> None:
-        """:meth:`receive_bytes`, building no events: what the edge feeds a stream through
-        (it reads the attempt, never the events)."""
-        fault = self._receive(data, None)
-        if fault is not None:
-            del data
-            raise_clean(fault)
+    def take_bytes(self, data: bytes) -> ToolCallQuarantined | None:
+        """:meth:`receive_bytes`, building no events and raising nothing: what the edge feeds
+        a stream through (it reads the attempt, never the events). Returns the quarantine, if
+        any. Not raised, so that the stored quarantine's traceback never takes in the
+        caller's frame, which holds the piece of wire (argument text)."""
+        return self._receive(data, None)
 
     def _receive(self, data: bytes, events: list[WireEvent] | None) -> ToolCallQuarantined | None:
         """Feed ``data``; the quarantine to raise (the caller raises it, holding no bytes)."""

@@ -78,16 +78,13 @@ class BodyReader:
         """Give the attempt one piece of body; False once the attempt is quarantined."""
         if self.faulted:
             return False
-        try:
-            if self.streamed:
-                self.attempt.take_bytes(data)
-            elif len(self._body) + len(data) > self.attempt.limits.max_body_bytes:
-                self._body = bytearray()
-                self.attempt.interrupt(R.BODY_TOO_LARGE)
-            else:
-                self._body += data
-        except ToolCallQuarantined:
-            pass
+        if self.streamed:
+            self.attempt.take_bytes(data)  # its quarantine stays on the attempt, unraised
+        elif len(self._body) + len(data) > self.attempt.limits.max_body_bytes:
+            self._body = bytearray()
+            self.attempt.interrupt(R.BODY_TOO_LARGE)
+        else:
+            self._body += data
         return not self.faulted
 
     def eof(self) -> None:
