@@ -307,6 +307,35 @@ def test_an_sdk_route_stream_is_claimed_and_its_marker_never_sent(
     assert raw.client.timeout == httpx.Timeout(600.0, connect=5.0)
 
 
+def test_a_call_the_gate_fails_to_arm_is_refused_unsent(upstream: Recorder) -> None:
+    """litellm logs and drops any Exception a pre-call hook raises and sends the call anyway;
+    a call the gate could not arm (here: an extra_body value the OpenAI SDK serializes but
+    the claim's own copy of the body cannot) is refused, never sent unclaimed."""
+    from pydantic import BaseModel
+
+    class Tag(BaseModel):
+        name: str
+
+    before = len(upstream.bodies)
+    with pytest.raises(UngatedCallRefused, match="could not prepare") as refused:
+        list(
+            litellm.completion(
+                **sdk_kwargs(
+                    upstream,
+                    "unknown_tool",
+                    "openai",
+                    stream=True,
+                    extra_body={"metadata_tag": Tag(name="t")},
+                )
+            )
+        )
+    assert len(upstream.bodies) == before
+    error: BaseException | None = refused.value
+    while error is not None:  # a refusal of the gate's own making, with no chain
+        assert isinstance(error, UngatedCallRefused)
+        error = error.__cause__ or error.__context__
+
+
 @pytest.mark.parametrize("route", SDK_ROUTES)
 def test_a_whole_sync_response_on_an_sdk_route_is_refused_unsent(
     upstream: Recorder, route: str

@@ -410,6 +410,22 @@ class ToolGateGuardrail(CustomGuardrail):
 
     # ---- sync calls: armed here, claimed by the sync transport (see synccall) -------------
     def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
+        # litellm logs and drops any Exception this hook raises and sends the call anyway
+        # (only a BaseException, such as UngatedCallRefused, stops it): a call the gate
+        # failed to check or arm must be refused here, never sent unclaimed. Raised outside
+        # the handler, so no chain holds the request.
+        failed = False
+        try:
+            self._arm_sync(kwargs)
+        except Exception:
+            failed = True
+        if failed:
+            raise UngatedCallRefused(
+                "toolgate could not prepare this sync call to be gated; it was not sent"
+            )
+
+    def _arm_sync(self, kwargs: Any) -> None:
+        """Refuse a sync call the gate cannot gate, or arm it to be claimed (see synccall)."""
         if not isinstance(kwargs, Mapping):
             return
         kind = _call_type(kwargs.get("call_type"))
