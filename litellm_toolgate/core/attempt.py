@@ -268,7 +268,9 @@ class Attempt:
         normalizer = self._normalizer
         known: Callable[[str], tuple[int | None, str] | None] | None = None
         if type(normalizer) is ChatNormalizer:
-            normalize = normalizer.fields
+            # A line known() does not know is read without asking it again. A line named
+            # "message" is not asked at all: read in full, to the same events.
+            normalize = normalizer.read
             known = normalizer.known
         else:
 
@@ -414,9 +416,7 @@ class Attempt:
             outcome = next_stream_state(self._state, _CONCLUDE, wire)
             if isinstance(outcome, QuarantineReason):
                 return outcome
-        if wire is _CHAT and bool(self._calls) != (
-            self._ledger.finish_reason == "tool_calls" or self._stop_with_calls()
-        ):
+        if wire is _CHAT and bool(self._calls) != self._calls_terminal():
             return R.FINISH_REASON_MISMATCH
         if wire is _ANTHROPIC:
             stop = stop_reason_fault(self.finish_reason, bool(self._calls))

@@ -159,18 +159,24 @@ class ChatNormalizer:
 
     def fields(self, event: str, data: str, last_id: str | None = None) -> list[WireEvent]:
         """:meth:`message`, given the message's fields (this wire does not read its id)."""
+        if not event or event == "message":
+            known = self.known(data)
+            if known is not None:
+                index, value = known
+                if index is None:
+                    return [TextDelta(0, value)]
+                return [ArgumentDelta(0, index, value)]
+        return self.read(event, data)
+
+    def read(self, event: str, data: str, last_id: str | None = None) -> list[WireEvent]:
+        """:meth:`fields` for a message :meth:`known` was already asked about and did not
+        know: read in full (and learned from)."""
         if event and event != "message":
             if event == "error":
                 return [StreamError("event")]
             return [Unknown(event[:64])]
         if data == "[DONE]":
             return [DoneMarker()]
-        known = self.known(data)
-        if known is not None:
-            index, value = known
-            if index is None:
-                return [TextDelta(0, value)]
-            return [ArgumentDelta(0, index, value)]
         obj = load_object(data)
         events = self.chunk(obj, streamed=True)
         if len(events) == 1 and self._learns < _LEARNS and len(data) <= _TEMPLATE_CHARS:
