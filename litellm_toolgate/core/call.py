@@ -135,11 +135,7 @@ class CallAccumulator:
     ) -> None:
         """Take the withheld bytes; parse, then schema. A failure is kept in ``error``."""
         started = clock()
-        data = self.data
-        if data is None:  # withheld(), inline: the buffer's own bytes, taken once
-            buffer = self.buffer
-            data = b"" if buffer is None else buffer.getvalue()
-            self.data, self.buffer = data, None
+        data = self.withheld()
         if hmac_key is not None:
             self.digest = hmac.new(hmac_key, data, sha256).hexdigest()
         kind = _INPUT_OF[self.kind]
@@ -159,13 +155,7 @@ class CallAccumulator:
             self.error = reason
         elif kind is _JSON_ARGUMENTS:
             self.json_status, self.trailing = "valid", False
-            # The two moves a valid call makes, as table hits (move() for anything else).
-            table = CALL_TABLES[self.wire]
-            moved = table.get((self.state, _PARSED))
-            if type(moved) is CallState:
-                self.state = moved
-            else:
-                self.move(_PARSED)
+            self.move(_PARSED)
             spec = registry.get(self.name)
             if spec is None:
                 self.schema_status, self.error = "unknown_tool", R.UNKNOWN_TOOL
@@ -174,11 +164,7 @@ class CallAccumulator:
                 if verdict is None:
                     self.schema_status = "valid"
                     self.value = value
-                    moved = table.get((self.state, _SCHEMA_VALID))
-                    if type(moved) is CallState:
-                        self.state = moved
-                    else:
-                        self.move(_SCHEMA_VALID)
+                    self.move(_SCHEMA_VALID)
                 else:
                     self.schema_status, self.error = "invalid", R.SCHEMA_INVALID
                     self.keyword, self.path = verdict.keyword, verdict.path
