@@ -103,7 +103,8 @@ class _WithholdingStream(_Faces[httpx.AsyncByteStream], httpx.AsyncByteStream):
         calls = await decide_off_loop(attempt, holder.conclude)
         approved = calls is not None and await ajudge(attempt, calls, self._gate.policy)
         calls = None
-        await decide_off_loop(attempt, lambda: holder.check_whole(approved))
+        if not self._tap.streamed:  # only a whole body has anything for check_whole to parse
+            await decide_off_loop(attempt, lambda: holder.check_whole(approved))
         for out in holder.release(approved):
             yield out
         piece = out = b""  # wire bytes: not in this frame's locals when the fault is raised
