@@ -261,12 +261,25 @@ def timer_cost_ms(*, wall_only: bool = False, rounds: int = 7, calls: int = 2_00
     return best
 
 
+GATE_ENTRY_POINTS: list[tuple[Any, str]] = [
+    (BodyReader, "feed"),
+    (BodyReader, "eof"),
+    (carrier_mod.CarrierChunks, "admit"),
+    (carrier_mod.CarrierChunks, "release"),
+    (Attempt, "conclude"),
+    (Attempt, "decide"),
+    (Attempt, "release"),
+]
+"""The gate's entry points a stream runs through, timed by :func:`gate_sections`."""
+
+
 @contextmanager
 def gate_sections(
     loop_thread: threading.Thread | None,
     out: list[tuple[str, float, float]],
     collected: list[float] | None = None,
     wall_only: frozenset[str] = frozenset(),
+    targets: list[tuple[Any, str]] = GATE_ENTRY_POINTS,
 ) -> Iterator[None]:
     """Time every gate entry point that runs on the loop's thread (the bench's own wrapper).
 
@@ -275,16 +288,8 @@ def gate_sections(
     only what the gate itself did on the loop. With ``collected``, each section also appends
     the garbage collector's CPU time inside it (see :class:`_Collections`), in ms. The
     entry points labelled in ``wall_only`` read the wall clock alone (see :func:`_timed`).
+    ``targets``: other methods to time the same way (the end-to-end rows' floor gate).
     """
-    targets: list[tuple[Any, str]] = [
-        (BodyReader, "feed"),
-        (BodyReader, "eof"),
-        (carrier_mod.CarrierChunks, "admit"),
-        (carrier_mod.CarrierChunks, "release"),
-        (Attempt, "conclude"),
-        (Attempt, "decide"),
-        (Attempt, "release"),
-    ]
     saved = [(owner, name, owner.__dict__[name]) for owner, name in targets]
     collections = None if collected is None else _Collections()
     if collections is not None:

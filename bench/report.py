@@ -28,7 +28,7 @@ def brief(row: Row) -> str:
         return (
             f"paired ×{fmt_range(row['ratio_wall'])} wall, ×{fmt_range(row['ratio_cpu'])} cpu; "
             f"gate's own CPU ×{fmt_range(row['attributed_ratio'])} ({row['gate_cpu_ms']:.1f} of "
-            f"{row['plain_cpu_ms']:.0f} ms{_taken_off(row)}); plain litellm "
+            f"{row['plain_cpu_ms']:.0f} ms{_taken_off(row)}){_floor(row)}; plain litellm "
             f"{row['baseline_us_per_event']['median']:.0f} µs/event"
         )
     if section in ("core", "reference"):
@@ -75,6 +75,19 @@ def _taken_off(row: Row) -> str:
         f"{row['gate_gc_ms']:.1f} ms of collector passes, the timer "
         f"({row['timer_us'][0]:.2f} / {row['timer_us'][1]:.2f} µs a section) and "
         f"{row['interrupted_sections']:.0f} interruptions"
+    )
+
+
+def _floor(row: Row) -> str:
+    """The floor gate's figure beside the gate's, and both by part (rows from older runs:
+    none)."""
+    if "floor_ratio" not in row:
+        return ""
+    gate, floor = row["gate_parts_ms"], row["floor_parts_ms"]
+    parts = ", ".join(f"{k} {gate[k]:.2f} / {floor[k]:.2f}" for k in gate)
+    return (
+        f"; floor ×{fmt_range(row['floor_ratio'])} ({row['floor_cpu_ms']:.1f} ms; "
+        f"gate / floor ms by part: {parts})"
     )
 
 
@@ -139,6 +152,8 @@ def markdown(results: dict[str, Any], previous: dict[str, Any] | None = None) ->
         elif row["section"] == "loop" and "met" in row:
             budget = "no gate section > 5 ms CPU"
         met = {True: "yes", False: "**no**"}.get(row.get("met"), "")
+        if row.get("met") is False and row.get("floor_over_budget"):
+            met = "**no**: the floor is over it too"
         earlier = before.get((row["section"], row["name"]), "")
         lines.append(
             f"| {row['section']} | {row['name']} | {brief(row)} | {earlier} | {budget} | {met} |"

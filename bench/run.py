@@ -15,7 +15,10 @@ Sections (each row of the output names its section):
   gated, sync and async, text-only and tool-call bodies of 200 / 2,000 / 20,000 events and
   four interleaved calls of 16 KB. The plain baseline gets a client built the way the gate
   builds its own (a fresh litellm handler around one shared httpx transport), so the ratio
-  is the gate's cost, not a difference between HTTP stacks. The OpenAI SDK's
+  is the gate's cost, not a difference between HTTP stacks. A third run in each turn is
+  the floor (``bench/floor.py``): the least a gate doing the same checks can do, written
+  plainly, timed the same way; a row over its budget says whether the floor is over it
+  too. The OpenAI SDK's
   ``chat.completions.stream()`` helper and its plain ``create(stream=True)`` are reference
   rows (ratio against plain litellm on the same body).
 * ``core``: the gate core alone fed the raw body in 64 KiB pieces, vs the floor: a bare SSE

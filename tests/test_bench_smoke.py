@@ -67,6 +67,10 @@ def test_quick_benchmark_writes_every_row(tmp_path: Path) -> None:
                 assert stats["median"] > 0
         if row["section"] == "memory":
             assert row["streaming_peak_ratio"] > 0.5  # the withheld bytes were traced
+        if row["section"] == "e2e":  # the gate's and the floor gate's sections were timed
+            assert row["gate_sections"] > 0
+            assert row["floor_cpu_ms"] > 0
+            assert set(row["floor_parts_ms"]) == set(row["gate_parts_ms"])
         if row["section"] == "loop" and "gated" in row["name"]:
             assert row["gate_sections"] > 0  # the gate's own sections were timed
     assert counts == EXPECTED_ROWS
