@@ -635,8 +635,8 @@ def test_merged_data_lines_dispatch_as_written(values: list[str]) -> None:
 
 
 def test_internal_faults_are_not_public_errors() -> None:
-    from litellm_toolgate.core.chat import WireFault
     from litellm_toolgate.core.strictjson import ArgumentsError
+    from litellm_toolgate.core.wires.loads import WireFault
 
     for internal in (Fault, SSEDecodeError, WireFault, ArgumentsError):
         assert not issubclass(internal, ToolGateError), internal

@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).parent / "fuzz"))
 import _common
 
-from litellm_toolgate.core import chat
-from litellm_toolgate.core.chat import WireFault, load_object, load_object_reference
 from litellm_toolgate.core.errors import QuarantineReason
+from litellm_toolgate.core.wires import loads
+from litellm_toolgate.core.wires.loads import WireFault, load_object, load_object_reference
 
 
 def outcome(load: Any, text: str) -> tuple[str, Any]:
@@ -60,7 +60,7 @@ def test_every_recorded_data_line() -> None:
 
 def test_the_fast_path_is_taken() -> None:
     calls = 0
-    real = chat.load_object_reference
+    real = loads.load_object_reference
 
     def counting(data: str) -> dict[str, Any]:
         nonlocal calls
@@ -70,7 +70,7 @@ def test_the_fast_path_is_taken() -> None:
     # Lines of ordinary chunks: objects, with nothing jiter leaves to json.loads.
     ordinary = [line for line in recorded_lines() if line.startswith('{"') and "\\u" not in line]
     assert len(ordinary) > 300
-    chat.load_object_reference = counting
+    loads.load_object_reference = counting
     try:
         for line in ordinary:
             try:
@@ -78,7 +78,7 @@ def test_the_fast_path_is_taken() -> None:
             except WireFault:
                 continue
     finally:
-        chat.load_object_reference = real
+        loads.load_object_reference = real
     assert calls < len(ordinary) // 20  # the odd malformed fixture line, no more
 
 

@@ -46,7 +46,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .chat import WireFault, load_object
 from .errors import QuarantineReason
 from .events import (
     ArgumentDelta,
@@ -69,42 +68,9 @@ from .wires.anthropic import (
     PASSING_BLOCKS,
     TOOL_USE,
 )
+from .wires.loads import WireFault, load_object, load_strict
 
 R = QuarantineReason
-
-
-class _Duplicate(Exception):
-    pass
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        raise _Duplicate
-    return obj
-
-
-def load_strict(data: str) -> dict[str, Any]:
-    """A data line as a JSON object, refusing a duplicate key anywhere in it.
-
-    Used for a whole body, whose ``input`` objects arrive parsed: their text is
-    re-serialized for the strict parser, and a duplicate key would already have been
-    silently merged by then.
-    """
-    reason: QuarantineReason | None = None
-    value: Any = None
-    try:
-        value = json.loads(data, object_pairs_hook=_pairs)
-    except _Duplicate:
-        reason = R.DUPLICATE_KEY
-    except (ValueError, RecursionError):
-        reason = R.MALFORMED_EVENT
-    # Raised outside the handler: a JSONDecodeError's ``doc`` is the raw line.
-    if reason is not None:
-        raise WireFault(reason)
-    if not isinstance(value, dict):
-        raise WireFault(R.MALFORMED_EVENT)
-    return value
 
 
 def _serialize(value: Mapping[str, Any]) -> str:

@@ -29,12 +29,12 @@ from dataclasses import dataclass, field
 from hashlib import sha256
 from typing import Any
 
-from .chat import WireFault
 from .errors import QuarantineReason
 from .records import DecisionRecord, JsonStatus, PolicyStatus, SchemaStatus
 from .registry import ToolRegistry
 from .state import CALL_TABLES, CallInput, CallState, Wire, next_call_state
 from .strictjson import ArgumentsError, parse_utf8_arguments
+from .wires.loads import WireFault
 from .wires.responses import ITEMS, Executor, Input, check_input
 
 R = QuarantineReason

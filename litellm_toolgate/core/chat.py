@@ -24,15 +24,11 @@ Faults are raised as :class:`WireFault`, which carries a reason and never the me
 
 from __future__ import annotations
 
-import json
 import json.decoder
-import json.scanner
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-import jiter
-
-from .errors import Fault, QuarantineReason
+from .errors import QuarantineReason
 from .events import (
     ArgumentDelta,
     CallStarted,
@@ -47,63 +43,9 @@ from .events import (
 )
 from .profiles import STRICT, Deviation, Profile
 from .sse import SSEMessage
+from .wires.loads import WireFault, load_object
 
 R = QuarantineReason
-
-
-class WireFault(Fault):
-    """A protocol fault found while normalizing; carries only a reason and a tool index."""
-
-
-_jiter: Any = jiter.from_json  # see load_object
-
-# The C scanner behind json.loads, called directly: a data line is almost always exactly one
-# object with no surrounding whitespace, and then this skips json.loads' Python layers (two
-# regex matches and two frames). Anything else takes json.loads itself, so what is accepted
-# and refused is json.loads' answer either way.
-_scan: Any = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
-
-
-def load_object(data: str) -> dict[str, Any]:
-    """One data line as a JSON object (every wire); anything else is ``malformed_event``.
-
-    The answer is json.loads' (the specification here). jiter (pydantic-core's parser,
-    already a dependency of the core) parses a line in about half the time, and every text
-    it accepts json.loads accepts with an equal value: duplicate keys keep the last value,
-    NaN and the infinities are read alike, and what jiter alone refuses (nesting deeper
-    than 200, a lone surrogate escape, a number past its range) goes to json.loads, which
-    decides. Its cache is off (``cache_mode="none"``), so no wire text outlives the call;
-    its errors quote the line and are dropped where they are caught.
-    """
-    value: Any = None
-    try:
-        value = _jiter(data.encode(), cache_mode="none")
-    except ValueError:
-        value = None
-    if type(value) is dict:
-        return value
-    return load_object_reference(data)
-
-
-def load_object_reference(data: str) -> dict[str, Any]:
-    """:func:`load_object` by json.loads alone: the specification the fast read is held to."""
-    failed = False
-    value: Any = None
-    try:
-        value, end = _scan(data, 0)
-        if end != len(data):
-            value = json.loads(data)
-    except StopIteration:  # not a value at offset 0 (e.g. leading whitespace)
-        try:
-            value = json.loads(data)
-        except (ValueError, RecursionError):
-            failed = True
-    except (ValueError, RecursionError):
-        failed = True
-    # Raised outside the handler: a JSONDecodeError's ``doc`` is the raw line.
-    if failed or not isinstance(value, dict):
-        raise WireFault(R.MALFORMED_EVENT)
-    return value
 
 
 # json.loads' own string scanner (C): a JSON string's value and the offset past its closing

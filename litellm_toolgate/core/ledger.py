@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .call import CallAccumulator
-from .chat import WireFault
 from .errors import QuarantineReason
 from .events import (
     ArgumentDelta,
@@ -49,6 +48,7 @@ from .events import (
 )
 from .limits import Limits
 from .state import CallInput, CallState, Wire
+from .wires.loads import WireFault
 from .wires.responses import ITEMS, Input
 
 _TEXT_INPUTS = (Input.JSON_ARGUMENTS, Input.FREE_TEXT)

@@ -45,7 +45,6 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .chat import WireFault, load_object
 from .errors import QuarantineReason
 from .events import (
     ArgumentDelta,
@@ -66,6 +65,7 @@ from .events import (
 from .profiles import STRICT, Deviation, Profile
 from .sse import SSEMessage
 from .wires import responses as wire
+from .wires.loads import WireFault, load_object
 from .wires.responses import ITEMS, Executor, Input, Kind
 
 R = QuarantineReason

@@ -15,13 +15,13 @@ import _common  # import paths, and the shared helpers
 import atheris
 
 with atheris.instrument_imports(include=["litellm_toolgate"]):
-    from litellm_toolgate.core import chat
+    from litellm_toolgate.core.wires import loads
 
 
 def outcome(load: Any, text: str) -> tuple[str, Any]:
     try:
         return ("accepted", _common.typed(load(text)))
-    except chat.WireFault as fault:
+    except loads.WireFault as fault:
         return ("refused", fault.reason)
 
 
@@ -30,8 +30,8 @@ def one_input(data: bytes) -> None:
         text = data.decode("utf-8", "surrogatepass")
     except UnicodeDecodeError:
         text = data.decode("latin-1")
-    fast = outcome(chat.load_object, text)
-    spec = outcome(chat.load_object_reference, text)
+    fast = outcome(loads.load_object, text)
+    spec = outcome(loads.load_object_reference, text)
     assert fast == spec, (fast, spec, text)
 
 
