@@ -20,11 +20,12 @@ import pytest
 from chatgen import MESSAGE_MUTATIONS, TOOLS, Knobs, siblings, wire
 from conftest import CHAT, ROOT
 
-from litellm_toolgate.core import Attempt, ToolCallQuarantined, ToolRegistry, chat
-from litellm_toolgate.core.chat import ChatNormalizer
+from litellm_toolgate.core import Attempt, ToolCallQuarantined, ToolRegistry
 from litellm_toolgate.core.events import ArgumentDelta, TextDelta, WireEvent
 from litellm_toolgate.core.profiles import profile_for
 from litellm_toolgate.core.sse import SSEDecoder
+from litellm_toolgate.core.wires import chat
+from litellm_toolgate.core.wires.chat import ChatNormalizer
 from litellm_toolgate.core.wires.loads import WireFault
 
 Outcome = list[WireEvent] | tuple[str, int | None]

@@ -40,7 +40,6 @@ from litellm_toolgate.core import (
     ToolRegistry,
     WireUnread,
 )
-from litellm_toolgate.core.chat import ChatNormalizer
 from litellm_toolgate.core.errors import quarantine
 from litellm_toolgate.core.events import (
     ArgumentDelta,
@@ -69,6 +68,7 @@ from litellm_toolgate.core.state import (
     next_call_state,
     next_stream_state,
 )
+from litellm_toolgate.core.wires.chat import ChatNormalizer
 
 R = QuarantineReason
 S = StreamState

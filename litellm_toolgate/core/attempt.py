@@ -5,7 +5,7 @@ its request path picks the wire, ``/chat/completions``, ``/responses`` or ``/v1/
 (Anthropic), and its content type must be the one that wire streams), then hands this machine
 the raw bytes (:meth:`Attempt.receive_bytes`, then :meth:`receive_eof`), or a whole body for
 a non-streamed call. Bytes go through the SSE decoder, then the wire's normalizer
-(``chat.py``, ``responses.py`` or ``anthropic.py``); each event moves the stream's state
+(``wires/chat.py``, ``responses.py`` or ``anthropic.py``); each event moves the stream's state
 (``state.STREAM_TABLES``) and feeds the ledger (``ledger.py``), where exactly one call's
 accumulator takes it. Argument text stays opaque until the stream is CLOSED. On a chat
 wire that means the upstream sent its own ``finish_reason``, then ``[DONE]``, then the body
@@ -42,7 +42,6 @@ from typing import Any
 
 from .anthropic import AnthropicNormalizer
 from .call import EXECUTOR_NAMES, CallAccumulator
-from .chat import ChatNormalizer
 from .errors import Fault, QuarantineReason, ToolCallQuarantined, quarantine, raise_clean
 from .events import ArgumentDelta, TextDelta, WireEvent
 from .ledger import Carrier, CarrierCall, Ledger
@@ -69,6 +68,7 @@ from .state import (
 )
 from .wires import chat as chat_wire
 from .wires.anthropic import stop_reason_fault
+from .wires.chat import ChatNormalizer
 from .wires.responses import Executor
 
 __all__ = ["Attempt", "Carrier", "CarrierCall"]
