@@ -5,7 +5,7 @@ its request path picks the wire, ``/chat/completions``, ``/responses`` or ``/v1/
 (Anthropic), and its content type must be the one that wire streams), then hands this machine
 the raw bytes (:meth:`Attempt.receive_bytes`, then :meth:`receive_eof`), or a whole body for
 a non-streamed call. Bytes go through the SSE decoder, then the wire's normalizer
-(``wires/chat.py``, ``responses.py`` or ``anthropic.py``); each event moves the stream's state
+(``wires/chat.py``, ``wires/responses.py`` or ``anthropic.py``); each event moves the stream's state
 (``state.STREAM_TABLES``) and feeds the ledger (``ledger.py``), where exactly one call's
 accumulator takes it. Argument text stays opaque until the stream is CLOSED. On a chat
 wire that means the upstream sent its own ``finish_reason``, then ``[DONE]``, then the body
@@ -50,7 +50,6 @@ from .policy import PolicyDecision, ReleasedCall, ToolCall
 from .profiles import profile_for, stop_with_calls_accepted
 from .records import DecisionRecord, ExecutionState
 from .registry import ToolRegistry
-from .responses import ResponsesNormalizer
 from .sse import SSEDecoder, SSEMessage
 from .state import (
     EVENT_INPUTS,
@@ -69,7 +68,7 @@ from .state import (
 from .wires import chat as chat_wire
 from .wires.anthropic import stop_reason_fault
 from .wires.chat import ChatNormalizer
-from .wires.responses import Executor
+from .wires.responses import Executor, ResponsesNormalizer
 
 __all__ = ["Attempt", "Carrier", "CarrierCall"]
 

@@ -1,7 +1,7 @@
 """The small vocabulary every wire protocol is normalized into.
 
-A protocol normalizer (``wires/chat.py`` for chat-completions SSE, ``responses.py`` for Responses
-SSE) turns each decoded SSE message into zero or more of these events; the attempt machine
+A protocol normalizer (``wires/chat.py`` for chat-completions SSE, ``wires/responses.py`` for
+Responses SSE) turns each decoded SSE message into zero or more of these events; the attempt machine
 (``attempt.py``, through ``ledger.py``) consumes them. The events hold what the state
 machine needs and nothing more: argument text is carried opaque and never interpreted
 before the terminal, and it is kept out of every ``repr``.

@@ -1,4 +1,5 @@
-"""The Responses wire: what each output item is, what each event is, and where calls hide.
+"""The Responses wire: what each output item is, what each event is, where calls hide, and
+the normalizer that reads the wire's events into the gate's.
 
 The item taxonomy (:data:`ITEMS`) is the one table that says, for every output item type the
 gate knows, who executes it and therefore what the gate does with it:
@@ -19,21 +20,83 @@ gate knows, who executes it and therefore what the gate does with it:
 Any other item type is a tool the gate cannot classify: ``unsupported_tool_type``.
 
 :func:`classify` is the one classification of a Responses event, used by the normalizer
-(``core/responses.py``), the withholding client and the Responses carrier alike, and
-:func:`passes_live` is the one rule for what may reach the caller before the decision.
-:func:`hidden_items` names every place outside ``output_item.added``/``.done`` and the
-completed listing where an item can appear (a lifecycle event's ``response`` snapshot, an
-unknown event's ``item`` or ``response``): a tool item there is a fault.
+(:class:`ResponsesNormalizer`, below), the withholding client and the Responses carrier
+alike, and :func:`passes_live` is the one rule for what may reach the caller before the
+decision. :func:`hidden_items` names every place outside ``output_item.added``/``.done`` and
+the completed listing where an item can appear (a lifecycle event's ``response`` snapshot,
+an unknown event's ``item`` or ``response``): a tool item there is a fault.
+
+The normalizer's input is one decoded SSE message of a streamed Responses call
+(``event: <type>`` + ``data: {...}``), or a whole ``stream=False`` response body; its output
+is a list of :mod:`events`. Output items are keyed by ``output_index``; the normalizer pins,
+per index, the item's type and, for a function call, its ``id``, ``call_id`` and ``name``.
+It checks what the *shape* of the protocol guarantees:
+
+* Every data line is a JSON object whose ``type`` names the event (and equals the SSE
+  ``event`` field when one is given). ``data: [DONE]`` is the optional end marker; an SSE
+  ``event: error`` is an error whatever its data.
+* ``output_item.added`` opens an index once. What an item is comes from the one taxonomy
+  (:data:`ITEMS`): a client item (``function_call``, ``custom_tool_call``, the shell, patch
+  and computer calls) must carry a non-empty ``id``, ``call_id`` and name
+  (``missing_call_identity``), a server report (a hosted tool the upstream ran) its ``id``;
+  no id may already belong to another item. Items that are no tool (``message``,
+  ``reasoning``, ``compaction``...) pass, never looked into; an item type the taxonomy does
+  not know is ``unsupported_tool_type``.
+* Argument (or custom input) deltas and ``.done`` and ``output_item.done`` must name an
+  index this stream opened as that kind of item, with the same item id;
+  ``output_item.done`` must repeat the pinned ids and name. Anything else is an unknown or
+  changed item (``identity_conflict``). A structured item (shell, patch, computer, or a
+  server report) has no deltas: its ``output_item.done`` carries its whole input, which the
+  completed listing must repeat exactly.
+* Every stage's own status must agree: a client item that is not ``completed`` at
+  ``output_item.done`` or in the completed listing is ``incomplete_item``.
+* Calls hide nowhere else: a tool item inside a lifecycle event's ``response`` snapshot or
+  inside an unknown event is ``item_mismatch`` (:func:`hidden_items`).
+* What a route really sends, where it departs from the above, is its profile's business
+  (``core/profiles.py``): arguments only in ``.done``, a rotating response id, a program's
+  call still ``in_progress`` at ``output_item.done``.
+* ``error`` and ``response.failed`` are in-stream errors; ``response.incomplete``, or a
+  final response whose status is not ``completed``, is an incomplete response; refusal
+  events and refusal content parts are refusals. A later event naming another response id
+  is a spliced response.
+
+What the normalizer cannot know (whether ``.done`` repeats the accumulated arguments,
+whether ``response.completed`` lists exactly the streamed calls) the ledger checks against
+its accumulators. Faults are raised as :class:`WireFault` (``core/wires/loads.py``): a
+reason, never message text.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..enums import IdentityEnum
+from ..errors import QuarantineReason
+from ..events import (
+    ArgumentDelta,
+    ArgumentsDone,
+    CallStarted,
+    CompletedCall,
+    DoneMarker,
+    ItemDone,
+    Metadata,
+    ResponseCompleted,
+    ResponseIncomplete,
+    ResponseStarted,
+    StreamError,
+    TextDelta,
+    Unknown,
+    WireEvent,
+)
+from ..profiles import STRICT, Deviation, Profile
+from ..sse import SSEMessage
+from .loads import WireFault, load_object
+
+R = QuarantineReason
 
 
 class Executor(IdentityEnum):
@@ -390,3 +453,287 @@ def diff_fault(operation: str, diff: object) -> str | None:
         elif not (line.startswith(" ") or line in ("", "*** End of File") or _HUNK.match(line)):
             return "/diff"
     return None if changed else "/diff"
+
+
+# ---- the normalizer --------------------------------------------------------------------------
+_TEXT_INPUTS = (Input.JSON_ARGUMENTS, Input.FREE_TEXT)
+# The delta/.done events of each text-input item type.
+_INPUT_EVENTS = {
+    "function_call": "response.function_call_arguments.",
+    "custom_tool_call": "response.custom_tool_call_input.",
+}
+
+
+def _text(value: object) -> str | None:
+    """A string field, or None when absent; any other type is malformed."""
+    if value is None or isinstance(value, str):
+        return value
+    raise WireFault(R.MALFORMED_EVENT)
+
+
+def _check_message(item: Mapping[str, Any]) -> None:
+    content = item.get("content") or []
+    if not isinstance(content, list):
+        raise WireFault(R.MALFORMED_EVENT)
+    if any(isinstance(part, dict) and part.get("type") == "refusal" for part in content):
+        raise WireFault(R.REFUSAL)
+
+
+def _canonical(value: object) -> str:
+    """One text for a structured input, so every stage can be compared byte for byte."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _payload(kind: str, item: Mapping[str, Any]) -> str:
+    """The input text of an item without deltas: its input field, or a report's own fields."""
+    rule = ITEMS[kind]
+    if rule.executor is Executor.SERVER:
+        return _canonical({k: v for k, v in item.items() if k != "status"})
+    if rule.field is None:
+        return _canonical({k: item[k] for k in INPUT_FIELDS[kind] if k in item})
+    return _canonical(item.get(rule.field))
+
+
+def _by_program(item: Mapping[str, Any]) -> bool:
+    caller = item.get("caller")
+    return isinstance(caller, dict) and caller.get("type") == "program"
+
+
+class ResponsesNormalizer:
+    """Normalizes one Responses response; keeps the pinned item identities."""
+
+    def __init__(self, profile: Profile = STRICT) -> None:
+        self._profile = profile
+        self._kinds: dict[int, str] = {}
+        self._identity: dict[int, tuple[str, str, str]] = {}
+        self._taken: set[str] = set()
+        self._streamed: set[int] = set()
+        self._response_id: str | None = None
+
+    @property
+    def response_id(self) -> str | None:
+        return self._response_id
+
+    def message(self, message: SSEMessage) -> list[WireEvent]:
+        """Normalize one SSE message of a streamed response."""
+        if message.event == "error":
+            # An upstream error is an error whatever its data looks like, even ``[DONE]``:
+            # read as the end marker, it would end a completed stream cleanly.
+            return [StreamError("error")]
+        if message.data == "[DONE]":
+            return [DoneMarker()]
+        obj = load_object(message.data)
+        kind = obj.get("type")
+        if not isinstance(kind, str) or message.event not in ("", "message", kind):
+            raise WireFault(R.MALFORMED_EVENT)
+        return self._event(kind, obj)
+
+    def body(self, data: str) -> list[WireEvent]:
+        """Normalize a whole non-streamed response body: every stage is in the one object."""
+        obj = load_object(data)
+        if obj.get("error") is not None:
+            return [StreamError("error")]
+        events = self._response(obj)
+        output = obj.get("output")
+        if not isinstance(output, list):
+            raise WireFault(R.MALFORMED_EVENT)
+        for index, item in enumerate(output):
+            events.extend(self._added(index, item))
+            rule = ITEMS[self._kinds[index]]
+            if rule.input in _TEXT_INPUTS:
+                # A whole body has no deltas: its item's input is all there is.
+                text = item.get(rule.field)
+                if not isinstance(text, str):
+                    raise WireFault(R.MALFORMED_EVENT, index)
+                events.append(ArgumentsDone(index, text))
+            events.extend(self._item_done(index, item))
+        return [*events, self._final(obj)]
+
+    # ---- events ----------------------------------------------------------------------------
+    def _event(self, kind: str, obj: Mapping[str, Any]) -> list[WireEvent]:
+        what = classify(kind)
+        if what not in (Kind.INCOMPLETE, Kind.ERROR) and hides_a_call(obj):
+            # A tool item where the gate does not read items (a lifecycle snapshot, an
+            # unknown event): litellm would hand it to the caller, so it is a fault.
+            raise WireFault(R.ITEM_MISMATCH)
+        if what is Kind.LIFECYCLE:
+            return self._response(obj.get("response"))
+        if what is Kind.ITEM_ADDED:
+            return self._added(self._index(obj), obj.get("item"))
+        if what is Kind.ARGUMENTS:
+            index = self._input_index(kind, obj)
+            self._streamed.add(index)
+            return [ArgumentDelta(0, index, _text(obj.get("delta")) or "")]
+        if what is Kind.ARGUMENTS_DONE:
+            return self._input_done(kind, obj)
+        if what is Kind.ITEM_DONE:
+            return self._item_done(self._index(obj), obj.get("item"))
+        if what is Kind.TEXT:
+            text = _text(obj.get("delta"))
+            return [TextDelta(0, text)] if text else [Metadata()]
+        if what is Kind.COMPLETED:
+            response = obj.get("response")
+            return [*self._response(response), self._final(response)]
+        if what is Kind.INCOMPLETE:
+            return [*self._response(obj.get("response")), ResponseIncomplete("incomplete")]
+        if what is Kind.ERROR:
+            return [StreamError(kind)]
+        if what is Kind.REFUSAL:
+            raise WireFault(R.REFUSAL)
+        if what in (Kind.QUIET, Kind.PROGRESS):
+            return [Metadata()]
+        return [Unknown(kind[:64])]
+
+    def _response(self, response: object) -> list[WireEvent]:
+        if not isinstance(response, dict):
+            raise WireFault(R.MALFORMED_EVENT)
+        response_id = _text(response.get("id"))
+        if not response_id:
+            return [Metadata()]
+        if self._response_id is None:
+            self._response_id = response_id
+            return [ResponseStarted(response_id)]
+        if response_id != self._response_id and not self._profile.accepts(
+            Deviation.ROTATING_RESPONSE_ID
+        ):
+            raise WireFault(R.SPLICED_RESPONSE)
+        return [Metadata()]
+
+    def _final(self, response: Any) -> WireEvent:
+        # ``response`` passed :meth:`_response`: it is a JSON object.
+        status = response.get("status")
+        if status != "completed":
+            return ResponseIncomplete(str(status)[:32])
+        output = response.get("output")
+        if not isinstance(output, list):
+            raise WireFault(R.MALFORMED_EVENT)
+        calls: list[CompletedCall] = []
+        for item in output:
+            kind = self._item_kind(item)
+            rule = ITEMS[kind]
+            if rule.executor is Executor.NOBODY:
+                continue
+            item_status = item.get("status")
+            if rule.executor is Executor.CLIENT and item_status not in (None, "completed"):
+                # A completed response cannot list a call that did not complete.
+                raise WireFault(R.INCOMPLETE_ITEM)
+            if rule.input in _TEXT_INPUTS:
+                text = _text(item.get(rule.field))
+            else:
+                text = _payload(kind, item)
+            item_id, call_id, name = self._identity_of(kind, item)
+            calls.append(CompletedCall(item_id, call_id, name, text, item_status))
+        return ResponseCompleted(tuple(calls))
+
+    # ---- items -----------------------------------------------------------------------------
+    @staticmethod
+    def _index(obj: Mapping[str, Any]) -> int:
+        index = obj.get("output_index")
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            raise WireFault(R.INVALID_CALL_INDEX)
+        return index
+
+    @staticmethod
+    def _item_kind(item: object) -> str:
+        """The item's type; refusals and item types the taxonomy does not know are faults."""
+        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+            raise WireFault(R.MALFORMED_EVENT)
+        kind: str = item["type"]
+        if kind == "message":
+            _check_message(item)
+        elif kind not in ITEMS:
+            raise WireFault(R.UNSUPPORTED_TOOL_TYPE)
+        return kind
+
+    @staticmethod
+    def _identity_of(kind: str, item: Mapping[str, Any]) -> tuple[str | None, ...]:
+        """(item id, call id, name) as this kind of item carries them."""
+        rule = ITEMS[kind]
+        item_id = _text(item.get("id"))
+        call_id = _text(item.get("call_id")) if rule.executor is Executor.CLIENT else item_id
+        name = _text(item.get("name")) if rule.input in _TEXT_INPUTS else rule.tool
+        return item_id, call_id, name
+
+    def _added(self, index: int, item: object) -> list[WireEvent]:
+        kind = self._item_kind(item)
+        assert isinstance(item, dict)
+        if index in self._kinds:
+            raise WireFault(R.IDENTITY_CONFLICT, index)
+        self._kinds[index] = kind
+        rule = ITEMS[kind]
+        if rule.executor is Executor.NOBODY:
+            return [Metadata()]
+        item_id, call_id, name = self._identity_of(kind, item)
+        if not item_id or not call_id or not name:
+            raise WireFault(R.MISSING_CALL_IDENTITY, index)
+        if item_id in self._taken or call_id in self._taken:
+            raise WireFault(R.IDENTITY_CONFLICT, index)
+        self._taken.update((item_id, call_id))
+        self._identity[index] = (item_id, call_id, name)
+        events: list[WireEvent] = [CallStarted(0, index, call_id, name, item_id, kind)]
+        if rule.input in _TEXT_INPUTS:
+            initial = _text(item.get(rule.field))
+            if initial:
+                self._streamed.add(index)
+                events.append(ArgumentDelta(0, index, initial))
+        return events
+
+    def _input_index(self, event_kind: str, obj: Mapping[str, Any]) -> int:
+        """The index of the item an input event names, checked against its pinned kind."""
+        index = self._index(obj)
+        pinned = self._identity.get(index)
+        family = _INPUT_EVENTS.get(self._kinds.get(index, ""))
+        if (
+            pinned is None
+            or family is None
+            or not event_kind.startswith(family)
+            or obj.get("item_id") != pinned[0]
+        ):
+            raise WireFault(R.IDENTITY_CONFLICT, index)
+        return index
+
+    def _input_done(self, event_kind: str, obj: Mapping[str, Any]) -> list[WireEvent]:
+        index = self._input_index(event_kind, obj)
+        field = ITEMS[self._kinds[index]].field or ""
+        text = _text(obj.get(field)) or ""
+        events: list[WireEvent] = []
+        if (
+            index not in self._streamed
+            and text
+            and self._profile.accepts(Deviation.ARGUMENTS_ONLY_IN_DONE)
+        ):
+            # The route sends no deltas: ``.done`` is where the arguments first appear, and
+            # every later stage must still repeat them exactly.
+            self._streamed.add(index)
+            events.append(ArgumentDelta(0, index, text))
+        events.append(ArgumentsDone(index, text))
+        return events
+
+    def _item_done(self, index: int, item: object) -> list[WireEvent]:
+        kind = self._item_kind(item)
+        assert isinstance(item, dict)
+        if self._kinds.get(index) != kind:
+            raise WireFault(R.IDENTITY_CONFLICT, index)
+        rule = ITEMS[kind]
+        if rule.executor is Executor.NOBODY:
+            return [Metadata()]
+        if rule.executor is Executor.CLIENT and item.get("status") not in (None, "completed"):
+            program = (
+                item.get("status") == "in_progress"
+                and self._profile.accepts(Deviation.PROGRAM_CALL_IN_PROGRESS)
+                and _by_program(item)
+            )
+            # A program's call is resolved by the completed listing, which must say completed.
+            if not program:
+                raise WireFault(R.INCOMPLETE_ITEM, index)
+        if self._identity_of(kind, item) != self._identity[index]:
+            raise WireFault(R.ITEM_MISMATCH, index)
+        if rule.input in _TEXT_INPUTS:
+            return [ItemDone(index, _text(item.get(rule.field)))]
+        # No deltas: the done item holds the whole input, taken through the same stages.
+        payload = _payload(kind, item)
+        return [
+            ArgumentDelta(0, index, payload),
+            ArgumentsDone(index, payload),
+            ItemDone(index, payload),
+        ]
