@@ -1,10 +1,11 @@
 """The sans-I/O core: bytes and events in, decisions out. Imports no litellm, does no I/O.
 
-Layers, bottom up: ``sse`` (bytes → SSE messages), ``chat``, ``responses`` and
-``anthropic`` (messages → wire events, one module per wire), ``state`` (the transition
-tables, per wire), ``strictjson`` and ``registry`` (parse and schema), ``call`` and
-``ledger`` (each call's accumulator and stages), ``attempt`` (one response's calls from
-first fragment to release or quarantine).
+Layers, bottom up: ``sse`` (bytes → SSE messages), ``wires`` (``wires.chat``,
+``wires.responses`` and ``wires.anthropic``: messages → wire events, one module per wire, on
+``wires.loads``, which reads a message's JSON), ``state`` (the transition tables, per wire),
+``strictjson`` and ``registry`` (parse and schema), ``call`` and ``ledger`` (each call's
+accumulator and stages), ``attempt`` (one response's calls from first fragment to release or
+quarantine).
 """
 
 from .attempt import Attempt, Carrier, CarrierCall

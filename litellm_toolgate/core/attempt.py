@@ -5,9 +5,9 @@ its request path picks the wire, ``/chat/completions``, ``/responses`` or ``/v1/
 (Anthropic), and its content type must be the one that wire streams), then hands this machine
 the raw bytes (:meth:`Attempt.receive_bytes`, then :meth:`receive_eof`), or a whole body for
 a non-streamed call. Bytes go through the SSE decoder, then the wire's normalizer
-(``wires/chat.py``, ``wires/responses.py`` or ``anthropic.py``); each event moves the stream's state
-(``state.STREAM_TABLES``) and feeds the ledger (``ledger.py``), where exactly one call's
-accumulator takes it. Argument text stays opaque until the stream is CLOSED. On a chat
+(``wires/chat.py``, ``wires/responses.py`` or ``wires/anthropic.py``); each event moves the
+stream's state (``state.STREAM_TABLES``) and feeds the ledger (``ledger.py``), where exactly
+one call's accumulator takes it. Argument text stays opaque until the stream is CLOSED. On a chat
 wire that means the upstream sent its own ``finish_reason``, then ``[DONE]``, then the body
 ended cleanly (``[DONE]`` is required: every OpenAI-compatible server sends it, and a body
 that stops before it may have lost more than the usage chunk). On a Responses wire it means
@@ -40,7 +40,6 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from .anthropic import AnthropicNormalizer
 from .call import EXECUTOR_NAMES, CallAccumulator
 from .errors import Fault, QuarantineReason, ToolCallQuarantined, quarantine, raise_clean
 from .events import ArgumentDelta, TextDelta, WireEvent
@@ -66,7 +65,7 @@ from .state import (
     wire_of,
 )
 from .wires import chat as chat_wire
-from .wires.anthropic import stop_reason_fault
+from .wires.anthropic import AnthropicNormalizer, stop_reason_fault
 from .wires.chat import ChatNormalizer
 from .wires.responses import Executor, ResponsesNormalizer
 

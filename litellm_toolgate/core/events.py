@@ -1,9 +1,9 @@
 """The small vocabulary every wire protocol is normalized into.
 
-A protocol normalizer (``wires/chat.py`` for chat-completions SSE, ``wires/responses.py`` for
-Responses SSE) turns each decoded SSE message into zero or more of these events; the attempt machine
-(``attempt.py``, through ``ledger.py``) consumes them. The events hold what the state
-machine needs and nothing more: argument text is carried opaque and never interpreted
+A protocol normalizer (``wires/chat.py`` for chat-completions SSE, ``wires/responses.py``
+for Responses SSE) turns each decoded SSE message into zero or more of these events; the
+attempt machine (``attempt.py``, through ``ledger.py``) consumes them. The events hold what
+the state machine needs and nothing more: argument text is carried opaque and never interpreted
 before the terminal, and it is kept out of every ``repr``.
 
 Chat streams use the first group only. A Responses stream adds the stages its protocol
@@ -11,9 +11,9 @@ declares for a function-call item (``ArgumentsDone``, ``ItemDone``) and its resp
 terminals (``ResponseCompleted`` with the output's calls, ``ResponseIncomplete``); there a
 call's ``index`` is the item's ``output_index`` and ``item_id`` its output item id.
 
-An Anthropic Messages stream (``anthropic.py``) uses the first group with a call's ``index``
-the content block's ``index``, ``message_stop`` as the ``DoneMarker``, the ``stop_reason``
-as the ``Finish``, and one stage of its own: ``BlockStop``, a tool block's
+An Anthropic Messages stream (``wires/anthropic.py``) uses the first group with a call's
+``index`` the content block's ``index``, ``message_stop`` as the ``DoneMarker``, the
+``stop_reason`` as the ``Finish``, and one stage of its own: ``BlockStop``, a tool block's
 ``content_block_stop``.
 """
 
