@@ -19,7 +19,8 @@ from litellm_toolgate import QuarantineReason, ToolCallQuarantined, ToolGate
 from litellm_toolgate.core import Attempt, PolicyDecision, ToolRegistry
 from litellm_toolgate.core.policy import ToolCall
 from litellm_toolgate.core.profiles import PROFILES, Deviation, profile_for
-from litellm_toolgate.core.wires.responses import ITEMS, Executor, check_input, passes_live
+from litellm_toolgate.core.wires.responses import passes_live
+from litellm_toolgate.core.wires.responses_items import ITEMS, Executor, check_input
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True

@@ -2,7 +2,8 @@
 
 Layers, bottom up: ``sse`` (bytes → SSE messages), ``wires`` (``wires.chat``,
 ``wires.responses`` and ``wires.anthropic``: messages → wire events, one module per wire, on
-``wires.loads``, which reads a message's JSON), ``state`` (the transition tables, per wire),
+``wires.loads``, which reads a message's JSON, and ``wires.responses_items``, the Responses
+item taxonomy), ``state`` (the transition tables, per wire),
 ``strictjson`` and ``registry`` (parse and schema), ``call`` and ``ledger`` (each call's
 accumulator and stages), ``attempt`` (one response's calls from first fragment to release or
 quarantine).

@@ -67,7 +67,8 @@ from .state import (
 from .wires import chat as chat_wire
 from .wires.anthropic import AnthropicNormalizer, stop_reason_fault
 from .wires.chat import ChatNormalizer
-from .wires.responses import Executor, ResponsesNormalizer
+from .wires.responses import ResponsesNormalizer
+from .wires.responses_items import Executor
 
 __all__ = ["Attempt", "Carrier", "CarrierCall"]
 

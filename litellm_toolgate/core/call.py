@@ -35,7 +35,7 @@ from .registry import ToolRegistry
 from .state import CALL_TABLES, CallInput, CallState, Wire, next_call_state
 from .strictjson import ArgumentsError, parse_utf8_arguments
 from .wires.loads import WireFault
-from .wires.responses import ITEMS, Executor, Input, check_input
+from .wires.responses_items import ITEMS, Executor, Input, check_input
 
 R = QuarantineReason
 
@@ -56,7 +56,7 @@ class CallAccumulator:
     wire: Wire = Wire.CHAT
     item_id: str | None = None
     kind: str = "function_call"
-    """The item type (``wires/responses.ITEMS``): how the input is checked, who runs it."""
+    """The item type (``wires/responses_items.ITEMS``): how the input is checked, who runs it."""
     state: CallState = CallState.ITEM_OPEN
     buffer: io.BytesIO | None = field(default_factory=io.BytesIO, repr=False)
     """The fragments so far, UTF-8 (``surrogatepass``); None once taken or dropped."""

@@ -60,7 +60,7 @@ class CallStarted:
     item_id: str | None = None
     """The Responses output item id (None on a chat wire)."""
     kind: str = "function_call"
-    """The item type (``core/wires/responses.ITEMS``); a chat tool call is a function call."""
+    """The item type (``core/wires/responses_items.ITEMS``); a chat tool call is a function call."""
 
 
 @dataclass(frozen=True, slots=True, init=False)

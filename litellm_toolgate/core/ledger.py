@@ -49,7 +49,7 @@ from .events import (
 from .limits import Limits
 from .state import CallInput, CallState, Wire
 from .wires.loads import WireFault
-from .wires.responses import ITEMS, Input
+from .wires.responses_items import ITEMS, Input
 
 _TEXT_INPUTS = (Input.JSON_ARGUMENTS, Input.FREE_TEXT)
 # Enum members read once (a read from the class costs about 70 ns on CPython 3.11).

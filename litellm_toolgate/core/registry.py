@@ -64,7 +64,7 @@ from jsonschema.validators import validator_for
 from .ecmaschema import ecma_dialect, pattern_problem, schema_formats
 from .errors import GateConfigError
 from .fastschema import fast_validator
-from .wires.responses import DECLARED_TOOL_TYPES
+from .wires.responses_items import DECLARED_TOOL_TYPES
 
 __all__ = ["UNEVALUABLE", "SchemaVerdict", "ToolRegistry", "ToolSpec"]
 

@@ -30,7 +30,8 @@ from litellm.types.llms.openai import ResponsesAPIResponse
 from ..core.attempt import Carrier, CarrierCall
 from ..core.policy import ReleasedCall
 from ..core.wires import responses as wire
-from ..core.wires.responses import GATED_ITEMS, ITEMS, PASSING_ITEMS, Executor, Input, Kind
+from ..core.wires.responses import Kind
+from ..core.wires.responses_items import GATED_ITEMS, ITEMS, PASSING_ITEMS, Executor, Input
 from .carrier import response_carrier
 
 _TEXT_INPUTS = (Input.JSON_ARGUMENTS, Input.FREE_TEXT)
