@@ -194,13 +194,7 @@ def _accept_fast(data: bytes, max_depth: int) -> dict[str, Any] | None:
     # When a scan cannot rule the problem out, the walk decides.
     size = len(data)
     if size <= _SCAN_FIRST:
-        # _scanned for one window, inline: the common short call pays no further frame.
-        marks = data.translate(_MARKS, _SIGNS)
-        if (_SIXTEEN_DIGITS not in marks and _EXPONENT not in marks) and (
-            marks.count(b"(") <= max_depth or _shallow(data, max_depth)
-        ):
-            return value
-        return value if _within_limits(value, max_depth) else None
+        return value if _scanned(data, max_depth) or _within_limits(value, max_depth) else None
     settled = _within_limits(value, max_depth, size)
     if settled is None:
         settled = _scanned(data, max_depth) or bool(_within_limits(value, max_depth))
