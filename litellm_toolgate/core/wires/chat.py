@@ -210,21 +210,11 @@ class ChatNormalizer:
         What :meth:`fields` returns for such a line, without building the event: the
         attempt's loop applies it to the state and the ledger directly.
         """
-        for prefix, suffix, index, start, tail in self._templates:
-            if data.startswith(prefix) and data.endswith(suffix):
-                # _middle, inlined: this runs for nearly every line of a long stream.
-                value: Any = None
-                stop = len(data) - tail
-                if stop >= start:
-                    try:
-                        value, end = _scanstring(data, start, True)
-                    except ValueError:  # its message quotes the line: dropped here
-                        value = None
-                    else:
-                        if end != stop + 1:
-                            value = None
+        for template in self._templates:
+            if data.startswith(template.prefix) and data.endswith(template.suffix):
+                value = _middle(data, template)
                 if value:
-                    return index, value
+                    return template.tool_index, value
                 break
         return None
 
