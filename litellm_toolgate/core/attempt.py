@@ -433,8 +433,7 @@ class Attempt:
 
     def decide(self, index: int, decision: PolicyDecision | None, elapsed: float = 0.0) -> None:
         """Record the policy's answer for one call; None means the policy failed."""
-        if self._fault is not None:
-            raise_clean(self._fault)
+        self._raise_if_faulted()
         call = self._calls.get(index)
         if call is None:
             raise TransitionError(f"no call at tool index {index} to decide")
