@@ -188,8 +188,11 @@ def _carrier_of_whole(response: Any) -> Carrier:
     return carrier_of_result(response)
 
 
-def _sync_refusal(kind: str, route: str, kwargs: Mapping[str, Any], streamed: bool) -> str | None:
+def _sync_refusal(
+    kind: str, route: str, kwargs: Mapping[str, Any], streamed: bool, model: str
+) -> str | None:
     """Why a sync call under the callback must not be sent, or None when it can be claimed.
+    ``model`` is the call's model under its route (``route/name``).
 
     Each rule names a sync call the gate could not hand a quarantine to the caller for, so
     it is refused in ``log_pre_api_call``, before anything is sent.
@@ -214,11 +217,10 @@ def _sync_refusal(kind: str, route: str, kwargs: Mapping[str, Any], streamed: bo
         # made-up stream has no wire to gate): as route_for does for ToolGate.
         params = kwargs.get("litellm_params")
         base = params.get("api_base") if isinstance(params, Mapping) else None
-        bare = str(kwargs.get("model") or "")
         try:
             route_for(
                 {
-                    "model": bare if bare.startswith(f"{route}/") else f"{route}/{bare}",
+                    "model": model,
                     "custom_llm_provider": route,
                     "api_base": base,
                     "stream": bool(kwargs.get("stream")),
@@ -443,16 +445,16 @@ class ToolGateGuardrail(CustomGuardrail):
         streamed = bool(kwargs.get("stream")) or bool(
             isinstance(body, Mapping) and body.get("stream")
         )
-        refusal = _sync_refusal(kind, route, kwargs, streamed)
-        if refusal is not None:
-            raise UngatedCallRefused(refusal)
-        sdk = sync_route_sdk(route, kind)
-        tools = body.get("tools") if isinstance(body, Mapping) else None
         # The logging kwargs name the model without its provider: the route (and so its
         # profile) is the provider's.
         model = str(kwargs.get("model") or "")
         if route and not model.startswith(f"{route}/"):
             model = f"{route}/{model}"
+        refusal = _sync_refusal(kind, route, kwargs, streamed, model)
+        if refusal is not None:
+            raise UngatedCallRefused(refusal)
+        sdk = sync_route_sdk(route, kind)
+        tools = body.get("tools") if isinstance(body, Mapping) else None
         tap = WireTap(self.gate.new_attempt(tools=tools, model=model), streamed=streamed)
         tap.responses_api = kind in _SYNC_RESPONSES
         started = time.time()
