@@ -76,6 +76,13 @@ def call(arguments: dict[str, Any] | None = None, call_id: str = "call_1") -> To
     return ToolCall("att-1", 0, call_id, "write_file", dict(arguments or ARGS))
 
 
+def sync(p: ApprovalPolicy, c: ToolCall) -> PolicyDecision:
+    """The policy's answer to a call, with a sync approver (the gate's own sync runner)."""
+    decision = _run(p, c)
+    assert decision is not None
+    return decision
+
+
 def policy(ask: Any, **options: Any) -> ApprovalPolicy:
     options.setdefault("version", "v1")
     return ApprovalPolicy(ask, tools=TOOLS, **options)
@@ -151,9 +158,9 @@ def test_render_is_what_the_human_sees_and_arguments_need_an_opt_in() -> None:
 def test_the_same_arguments_are_not_asked_twice_other_arguments_are() -> None:
     human = Human(True)
     p = policy(human)
-    assert p(call()).approved and p(call()).approved
+    assert sync(p, call()).approved and sync(p, call()).approved
     assert len(human.requests) == 1
-    assert p(call({"path": "notes.txt", "content": "changed-value"})).approved
+    assert sync(p, call({"path": "notes.txt", "content": "changed-value"})).approved
     assert len(human.requests) == 2  # same call id, other arguments: asked again
 
 
@@ -228,7 +235,7 @@ def test_a_failing_renderer_denies_without_asking() -> None:
 def test_uncovered_tools_pass_and_unknown_covered_tools_are_denied() -> None:
     human = Human(True)
     p = policy(human, only={"write_file", "delete_file"})
-    assert p(ToolCall("a", 0, "c", "read_file", {})).approved
+    assert sync(p, ToolCall("a", 0, "c", "read_file", {})).approved
     decision = p(ToolCall("a", 0, "c", "delete_file", {"path": "x"}))
     assert deny_reason(decision) is DenyReason.APPROVAL_UNKNOWN_TOOL
     assert human.requests == []
@@ -238,7 +245,7 @@ def test_still_valid_checks_all_four_on_the_row(journal: Any) -> None:
     human, clock = Human(True), Clock()
     p = policy(human, ttl=60, clock=clock)
     c = call()
-    assert p(c).approved
+    assert sync(p, c).approved
     row = decided(journal, c)
     assert p.still_valid(row, **digests(c))  # the policy's own grant, before it is bound
     assert p.confirm(row, c, journal=journal).approved
@@ -251,7 +258,11 @@ def test_still_valid_checks_all_four_on_the_row(journal: Any) -> None:
     assert len(human.requests) == 1  # bound and confirmed without asking again
     changed = call({"path": "notes.txt", "content": "changed-value"})
     assert not p.still_valid(row, **digests(changed))
-    assert not p.still_valid(row, argument_digest=digests(c)["argument_digest"], schema_digest=schema_digest({"type": "object"}))
+    assert not p.still_valid(
+        row,
+        argument_digest=digests(c)["argument_digest"],
+        schema_digest=schema_digest({"type": "object"}),
+    )
     assert not policy(human, version="v2").still_valid(row, **digests(c))
     clock.now += 61
     assert not p.still_valid(row, **digests(c))
@@ -261,7 +272,7 @@ def test_at_start_an_approval_of_other_arguments_asks_again(journal: Any) -> Non
     """The reviewed-value/changed-value case: the row is for other arguments than approved."""
     human = Human(True)
     p = policy(human)
-    assert p(call({"path": "notes.txt", "content": "reviewed-value"})).approved
+    assert sync(p, call({"path": "notes.txt", "content": "reviewed-value"})).approved
     executed = call({"path": "notes.txt", "content": "changed-value"})
     row = decided(journal, executed)
     human.answer = False
@@ -278,13 +289,20 @@ def test_at_start_a_changed_schema_version_or_expiry_asks_again(journal: Any, ch
     human, clock = Human(True), Clock()
     p = policy(human, ttl=60, clock=clock)
     c = call()
-    assert p(c).approved
+    assert sync(p, c).approved
     row = decided(journal, c)
     assert p.confirm(row, c, journal=journal).approved
     [row] = journal.calls("run-1")
     if change == "schema":  # a process resumed with the tool's schema changed
-        tools = [{"type": "function", "function": {"name": "write_file", "parameters": {
-            **SCHEMA, "additionalProperties": False}}}]
+        tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": "write_file",
+                    "parameters": {**SCHEMA, "additionalProperties": False},
+                },
+            }
+        ]
         later = ApprovalPolicy(human, tools=tools, version="v1", ttl=60, clock=clock)
     elif change == "version":
         later = policy(human, version="v2", ttl=60, clock=clock)
@@ -304,7 +322,9 @@ def test_at_start_a_timeout_is_recorded_expired_in_the_journal(journal: Any) -> 
     c = call()
     row = decided(journal, c)  # never approved at gate time (another process, say)
     try:
-        decision = asyncio.run(p.aconfirm(row, ReleasedCall(0, "call_1", "write_file", "{}", ARGS), journal=journal))
+        decision = asyncio.run(
+            p.aconfirm(row, ReleasedCall(0, "call_1", "write_file", "{}", ARGS), journal=journal)
+        )
     finally:
         away.release.set()
     assert deny_reason(decision) is DenyReason.APPROVAL_EXPIRED

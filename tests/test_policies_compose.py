@@ -80,7 +80,9 @@ def test_every_mix_approves_only_when_all_do(first_async: bool, second_async: bo
         r = Recorder()
         members = [
             (r.asynchronous if is_async else r.sync)(str(i), answer)
-            for i, (is_async, answer) in enumerate(zip((first_async, second_async), answers))
+            for i, (is_async, answer) in enumerate(
+                zip((first_async, second_async), answers, strict=True)
+            )
         ]
         decision = settle(all_of(*members)(CALL))
         assert decision.approved == all(answers)
@@ -123,7 +125,7 @@ def test_a_raising_member_is_a_policy_error_and_stops_the_rest() -> None:
     assert _run(policy, CALL) is None and r.asked == []
 
 
-@pytest.mark.parametrize("build", [lambda: all_of(), lambda: all_of(True)])  # type: ignore[arg-type]
+@pytest.mark.parametrize("build", [all_of, lambda: all_of(True)])  # type: ignore[arg-type]
 def test_bad_compositions_fail_at_construction(build: Any) -> None:
     with pytest.raises(GateConfigError):
         build()

@@ -43,7 +43,9 @@ def tree(tmp_path: Path) -> Path:
 
 
 def scope(root: Path) -> PathScope:
-    return PathScope(root, paths={"write_file": ("path",), "copy": ("src", "dst"), "bulk": ("files/*",)})
+    return PathScope(
+        root, paths={"write_file": ("path",), "copy": ("src", "dst"), "bulk": ("files/*",)}
+    )
 
 
 def judge(root: Path, path: Any, tool: str = "write_file") -> DenyReason | None:
@@ -117,7 +119,10 @@ def test_resolve_paths_hands_the_tool_the_resolved_paths(tree: Path) -> None:
     s = scope(tree)
     root = s.root
     released = ReleasedCall(
-        0, "c", "copy", '{"src":"inside/a.py","dst":"src/b.py","mode":1}',
+        0,
+        "c",
+        "copy",
+        '{"src":"inside/a.py","dst":"src/b.py","mode":1}',
         {"src": "inside/a.py", "dst": "src/b.py", "mode": 1},
     )
     out = s.resolve_paths(released)

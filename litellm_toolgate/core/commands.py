@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,29 +58,34 @@ __all__ = [
     "program_class",
 ]
 
-SHELL_BUILTINS = frozenset(
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+SHELL_BUILTINS = _words(
     """. : alias bg bind builtin caller cd command compgen complete declare dirs disown enable
     eval exec exit export fc fg getopts hash history jobs let local logout mapfile popd pushd
     read readarray readonly return set setopt shift shopt source suspend times trap type
-    typeset ulimit umask unalias unset unsetopt wait""".split()
+    typeset ulimit umask unalias unset unsetopt wait"""
 )
-INTERPRETERS = frozenset(
+INTERPRETERS = _words(
     """sh bash dash zsh ksh mksh pdksh oksh yash csh tcsh fish ash busybox toybox rbash
     pwsh powershell cmd python pypy perl ruby irb node nodejs deno bun php lua luajit tclsh
     wish expect osascript rscript r julia java jshell groovy scala kotlin swift dotnet
     awk gawk mawk nawk sed gdb lldb vi vim nvim view ex emacs nano less more most man
-    ed""".split()
+    ed"""
 )
-WRAPPERS = frozenset(
+WRAPPERS = _words(
     """env sudo doas su runuser pkexec nohup nice renice ionice chrt taskset timeout time
     stdbuf setsid chroot unshare nsenter flock xargs parallel watch strace ltrace script
     systemd-run firejail bwrap fakeroot proot ssh rsh sshpass dbus-launch start-stop-daemon
-    caffeinate exec command builtin""".split()
+    caffeinate exec command builtin"""
 )
-PROJECT_SCRIPTS = frozenset(
+PROJECT_SCRIPTS = _words(
     """npm npx pnpm pnpx yarn corepack make gmake bmake cmake ninja just rake gradle gradlew
     mvn mvnw ant sbt tox nox invoke poetry pipenv pdm hatch uv uvx pip pipx cargo go mix
-    composer bundle bundler pytest jest vitest mocha""".split()
+    composer bundle bundler pytest jest vitest mocha"""
 )
 
 BYPASSES: Mapping[str, str] = {
@@ -209,7 +214,7 @@ class Allow:
 
     program: str
     args: tuple[str, ...] = ()
-    permit: frozenset[str] = frozenset()
+    permit: Collection[str] = frozenset()
 
     def __post_init__(self) -> None:
         program = self.program
@@ -240,8 +245,8 @@ def check_argv(argv: object, rules: Mapping[str, Allow]) -> DenyReason | None:
     if not program:
         return DenyReason.COMMAND_NOT_ARGV
     rule = rules.get(program)
-    permit = rule.permit if rule is not None else frozenset()
-    if "=" in program.split("/")[0] and "/" not in program.split("=")[0]:
+    permit: Collection[str] = rule.permit if rule is not None else frozenset()
+    if "=" in program.split("/", maxsplit=1)[0] and "/" not in program.split("=", maxsplit=1)[0]:
         return DenyReason.COMMAND_ENV_ASSIGNMENT
     if program in SHELL_BUILTINS and "shell_builtin" not in permit:
         return DenyReason.COMMAND_SHELL_BUILTIN

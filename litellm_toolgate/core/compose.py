@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import enum
 import inspect
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Awaitable, Generator, Sequence
 from typing import Any
 
 from .errors import GateConfigError, ToolGateError
@@ -150,20 +150,19 @@ class AllOf(GatePolicy):
                 return decision
         return PolicyDecision.approve()
 
-    def _steps(self, call: ToolCall) -> Iterator[tuple[int, Any]]:
+    def _steps(self, call: ToolCall) -> Generator[tuple[int, Any], None, None]:
         for position, member in enumerate(self.members):
             yield position, member(call)
 
     async def _finish(
-        self, steps: Iterator[tuple[int, Any]], position: int, pending: Awaitable[Any]
+        self, steps: Generator[tuple[int, Any], None, None], position: int, pending: Awaitable[Any]
     ) -> PolicyDecision:
         decision = _checked(position, await pending)
         if not decision.approved:
             return decision
-        for position, answer in steps:
-            if inspect.isawaitable(answer):
-                answer = await answer
-            decision = _checked(position, answer)
+        for later, answer in steps:
+            settled = await answer if inspect.isawaitable(answer) else answer
+            decision = _checked(later, settled)
             if not decision.approved:
                 return decision
         return PolicyDecision.approve()
@@ -193,4 +192,3 @@ def all_of(*policies: Policy) -> AllOf:
     if not members:
         raise GateConfigError("all_of() needs at least one policy")
     return AllOf(members)
-

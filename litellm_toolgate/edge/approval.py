@@ -413,4 +413,3 @@ def _wait_in_thread(ask: Ask, request: ApprovalRequest | None, timeout: float) -
     if not done.wait(timeout):
         return _NO_ANSWER
     return box[0] if box else _FAILED
-
