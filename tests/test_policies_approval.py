@@ -361,3 +361,38 @@ def test_bad_settings_fail_at_construction(options: dict[str, Any]) -> None:
         policy(Human(), **options)
     with pytest.raises(GateConfigError):
         ApprovalPolicy("ask", tools=TOOLS, version="v1")  # type: ignore[arg-type]
+
+
+def test_the_loop_s_helpers_find_approvals_and_scopes_in_a_composition(
+    journal: Any, tmp_path: Any
+) -> None:
+    from litellm_toolgate.policies import (
+        PathScope,
+        aconfirm_at_start,
+        confirm_at_start,
+        members,
+        tool_arguments,
+    )
+
+    (tmp_path / "notes.txt").write_text("n")
+    human = Human(True)
+    scope = PathScope(tmp_path, paths={"write_file": ("path",)})
+    approval = policy(human)
+    composed = scope & (lambda c: True) & approval
+    assert [type(m).__name__ for m in members(composed)][::2] == ["PathScope", "ApprovalPolicy"]
+    c = call()
+    assert sync(approval, c).approved
+    row = decided(journal, c)
+    assert confirm_at_start(composed, row, c, journal=journal).approved
+    assert len(human.requests) == 1  # the gate-time approval holds: bound, not asked again
+    changed = call({"path": "notes.txt", "content": "changed-value"})
+    other = decided(journal, changed, run_id="run-2")
+    human.answer = False
+    decision = asyncio.run(aconfirm_at_start(composed, other, changed, journal=journal))
+    assert deny_reason(decision) is DenyReason.APPROVAL_DENIED
+    assert confirm_at_start(lambda c: True, row, c).approved  # no approval in it: approve
+    assert tool_arguments(composed, c) == {
+        "path": str(tmp_path.resolve() / "notes.txt"),
+        "content": CANARY,
+    }
+    assert tool_arguments(None, c) == ARGS
