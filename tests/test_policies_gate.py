@@ -20,7 +20,7 @@ from conftest import CANARY
 from leakcheck import assert_clean_exception, assert_clean_logs, every_logger
 from loopback import released, run
 
-from litellm_toolgate import PolicyDenied, QuarantineReason, ToolGate
+from litellm_toolgate import PolicyDecision, PolicyDenied, QuarantineReason, ToolGate
 from litellm_toolgate.core.journal import ApprovalStatus
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 from litellm_toolgate.policies import (
@@ -230,3 +230,43 @@ def test_a_path_inside_passes_the_composed_policy_with_a_human(
 
     resolved = scope.resolve_paths(ToolCall("a", 0, "call_w1", tool, json.loads(text)))
     assert resolved["path"] == str(Path(scope.root) / "src" / "new.txt")
+
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "config_examples" / "toolgate_policies.yaml"
+
+
+def test_the_example_settings_name_a_composed_policy() -> None:
+    from litellm_toolgate.core.compose import AllOf
+    from litellm_toolgate.core.policy import ToolCall
+    from litellm_toolgate.edge.config import GateSettings
+
+    settings, folder = GateSettings.from_file(EXAMPLE)
+    policy = settings.gate_arguments(folder)["policy"]
+    assert isinstance(policy, AllOf)
+    outside = ToolCall("a", 0, "c", "write_file", {"path": "../x", "content": ""})
+    assert deny_reason(policy(outside)) is DenyReason.PATH_PARENT
+    git = ToolCall("a", 0, "c", "run_command", {"argv": ["git", "status"]})
+    assert policy(git) == PolicyDecision.approve()
+
+
+def test_a_policy_module_that_cannot_build_stops_start_up(tmp_path: Path) -> None:
+    """The example's workspace does not exist: loading the settings fails, typed."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "from litellm_toolgate.edge.config import GateSettings\n"
+        "from litellm_toolgate import GateConfigError\n"
+        f"settings, folder = GateSettings.from_file({str(EXAMPLE)!r})\n"
+        "try:\n"
+        "    settings.gate_arguments(folder)\n"
+        "except GateConfigError as exc:\n"
+        "    print('refused:', type(exc).__name__)\n"
+    )
+    env = {**os.environ, "TOOLGATE_WORKSPACE": str(tmp_path / "missing")}
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "refused: GateConfigError"
