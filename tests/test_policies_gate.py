@@ -266,7 +266,12 @@ def test_a_policy_module_that_cannot_build_stops_start_up(tmp_path: Path) -> Non
     )
     env = {**os.environ, "TOOLGATE_WORKSPACE": str(tmp_path / "missing")}
     out = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "refused: GateConfigError"
