@@ -337,6 +337,12 @@ def test_async_confirm_with_an_async_approver(journal: Any) -> None:
     p = policy(_async_yes)
     c = call()
     row = decided(journal, c)
+
+    async def inside_a_loop() -> None:
+        with pytest.raises(GateConfigError):
+            p.confirm(row, c, journal=journal)  # the sync face cannot wait inside a loop
+
+    asyncio.run(inside_a_loop())
     assert asyncio.run(p.aconfirm(row, c, journal=journal)).approved
     [row] = journal.calls("run-1")
     assert row.approval_status is ApprovalStatus.APPROVED

@@ -93,6 +93,8 @@ BYPASS_ROWS: list[tuple[str, Any, DenyReason]] = [
     ("exec_option", ["git", "bisect", "run", "id"], R.COMMAND_EXEC_OPTION),
     ("exec_option", ["git", "config", "alias.st", "!id"], R.COMMAND_EXEC_OPTION),
     ("exec_option", ["find", ".", "-exec", "rm", "{}", ";"], R.COMMAND_EXEC_OPTION),
+    ("exec_option", ["find", ".", "-fprint", "/home/u/.bashrc"], R.COMMAND_EXEC_OPTION),
+    ("exec_option", ["git", "diff", "--output=/home/u/.bashrc"], R.COMMAND_EXEC_OPTION),
     ("exec_option", ["find", ".", "-execdir", "id", "+"], R.COMMAND_EXEC_OPTION),
     ("exec_option", ["find", ".", "-ok", "id", ";"], R.COMMAND_EXEC_OPTION),
     ("exec_option", ["tar", "-xf", "a.tar", "--to-command=sh"], R.COMMAND_EXEC_OPTION),

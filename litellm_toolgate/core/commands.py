@@ -73,7 +73,7 @@ INTERPRETERS = _words(
     """sh bash dash zsh ksh mksh pdksh oksh yash csh tcsh fish ash busybox toybox rbash
     pwsh powershell cmd python pypy perl ruby irb node nodejs deno bun php lua luajit tclsh
     wish expect osascript rscript r julia java jshell groovy scala kotlin swift dotnet
-    awk gawk mawk nawk sed gdb lldb vi vim nvim view ex emacs nano less more most man
+    awk gawk mawk nawk sed gsed gdb lldb vi vim nvim view ex emacs nano less more most man
     ed"""
 )
 WRAPPERS = _words(
@@ -136,7 +136,16 @@ _GIT_REMOTE = ExecOptions(long=frozenset({"--upload-pack", "--receive-pack", "--
 EXEC_OPTIONS: Mapping[str, ExecOptions] = {
     "git": ExecOptions(
         long=frozenset(
-            {"--upload-pack", "--receive-pack", "--exec", "--extcmd", "--config", "--template"}
+            {
+                "--upload-pack",
+                "--receive-pack",
+                "--exec",
+                "--extcmd",
+                "--config",
+                "--template",
+                "--output",  # diff/log/format-patch write a file the path scope never sees
+                "--output-directory",
+            }
         ),
         subcommands=frozenset(
             {"submodule", "bisect", "filter-branch", "config", "daemon", "instaweb", "mergetool"}
@@ -155,7 +164,11 @@ EXEC_OPTIONS: Mapping[str, ExecOptions] = {
         contains=("ext::", "fd::"),
     ),
     "hg": ExecOptions(long=frozenset({"--config", "--cwd", "--repository"}), exact=frozenset()),
-    "find": ExecOptions(exact=frozenset({"-exec", "-execdir", "-ok", "-okdir"})),
+    "find": ExecOptions(
+        exact=frozenset(
+            {"-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"}
+        )
+    ),
     "rg": ExecOptions(long=frozenset({"--pre"})),
     "tar": ExecOptions(
         long=frozenset(
@@ -177,8 +190,9 @@ EXEC_OPTIONS: Mapping[str, ExecOptions] = {
     "zip": ExecOptions(long=frozenset({"--unzip-command"}), exact=frozenset({"-TT"})),
     "sort": ExecOptions(long=frozenset({"--compress-program"})),
 }
-"""Per program base name: what makes an allowed program run other code (a backstop to the
-rule's own argument patterns, not a replacement for them)."""
+"""Per program base name: what makes an allowed program run other code, load other
+configuration or write a file named in an option (a backstop to the rule's own argument
+patterns, not a replacement for them)."""
 
 _VERSION = re.compile(r"[0-9][0-9.]*$")
 

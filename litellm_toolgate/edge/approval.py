@@ -168,7 +168,13 @@ class ApprovalPolicy(GatePolicy):
         journal: ApprovalJournal | None = None,
         schema_digest: str | None = None,
     ) -> PolicyDecision:
-        """At ``started``: the approval still holds, or the human is asked again (sync)."""
+        """At ``started``: the approval still holds, or the human is asked again (sync).
+
+        With an async ``ask`` it runs the question to completion, so it cannot be called
+        from inside an event loop: use :meth:`aconfirm` there (a ``GateConfigError``).
+        """
+        if self._async and _loop_running():
+            raise GateConfigError("ApprovalPolicy.confirm with an async ask: use aconfirm")
         prepared = self._prepare(row, call, journal, schema_digest)
         if isinstance(prepared, PolicyDecision):
             return prepared
@@ -377,6 +383,14 @@ def _grant_of(row: JournalRow) -> Grant | None:
         row.approval_policy_version or "",
         row.approval_expires_at,
     )
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _is_async(ask: Ask) -> bool:
