@@ -129,3 +129,34 @@ def test_a_raising_member_is_a_policy_error_and_stops_the_rest() -> None:
 def test_bad_compositions_fail_at_construction(build: Any) -> None:
     with pytest.raises(GateConfigError):
         build()
+
+
+def test_the_policies_load_where_litellm_cannot() -> None:
+    """``litellm_toolgate.policies`` is usable by a tool runner that has no litellm."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        """
+        import importlib.abc, sys
+
+        class NoLitellm(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name == "litellm" or name.startswith("litellm."):
+                    raise ImportError("blocked")
+                return None
+
+        sys.meta_path.insert(0, NoLitellm())
+        from litellm_toolgate.core.policy import ToolCall
+        from litellm_toolgate.policies import Allow, CommandAllowList, deny_reason
+        rules = CommandAllowList([Allow("git", args=("status",))], tools={"run": "argv"})
+        print(deny_reason(rules(ToolCall("a", 0, "c", "run", {"argv": ["sh"]}))).value)
+        print(any(m.startswith("litellm.") or m == "litellm" for m in sys.modules))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["command_interpreter", "False"]
