@@ -135,6 +135,8 @@ class PathScope(GatePolicy):
     """
 
     def __init__(self, root: str | os.PathLike[str], *, paths: Mapping[str, Iterable[str]]):
+        if os.sep != "/":
+            raise GateConfigError("PathScope: POSIX paths only")
         given = os.path.abspath(os.fspath(root))
         resolved = os.path.realpath(given)
         if not os.path.isdir(resolved):
