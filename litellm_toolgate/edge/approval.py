@@ -31,7 +31,6 @@ calling thread while it waits: under an event loop, give an async one.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import threading
 import time
 from collections import OrderedDict
@@ -44,6 +43,7 @@ from ..core.errors import GateConfigError
 from ..core.journal import ApprovalStatus, JournalRow, argument_digest, schema_digest
 from ..core.policy import PolicyDecision, ReleasedCall, ToolCall, as_decision
 from ..core.registry import ToolRegistry
+from .waiting import FAILED, NO_ANSWER, awaited, is_async, loop_running, wait_in_thread
 
 __all__ = ["ApprovalPolicy", "ApprovalRequest", "Grant"]
 
@@ -67,8 +67,6 @@ class ApprovalJournal(Protocol):
     ) -> JournalRow: ...
 
 
-_NO_ANSWER = object()
-_FAILED = object()
 _MAX_GRANTS = 10_000
 
 
@@ -127,7 +125,7 @@ class ApprovalPolicy(GatePolicy):
         self.show_arguments = show_arguments
         self._hmac_key = hmac_key
         self._clock = clock
-        self._async = _is_async(ask)
+        self._async = is_async(ask)
         self._grants: OrderedDict[tuple[str, str], Grant] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -173,7 +171,7 @@ class ApprovalPolicy(GatePolicy):
         With an async ``ask`` it runs the question to completion, so it cannot be called
         from inside an event loop: use :meth:`aconfirm` there (a ``GateConfigError``).
         """
-        if self._async and _loop_running():
+        if self._async and loop_running():
             raise GateConfigError("ApprovalPolicy.confirm with an async ask: use aconfirm")
         prepared = self._prepare(row, call, journal, schema_digest)
         if isinstance(prepared, PolicyDecision):
@@ -283,7 +281,8 @@ class ApprovalPolicy(GatePolicy):
         key: str | None,
         journal: ApprovalJournal | None,
     ) -> PolicyDecision:
-        answer = _wait_in_thread(self.ask, self._safe_request(call, bound, again), self.timeout)
+        request = self._safe_request(call, bound, again)
+        answer = FAILED if request is None else wait_in_thread(self.ask, request, self.timeout)
         return self._settle(call, bound, answer, key, journal)
 
     async def _aask(
@@ -296,14 +295,14 @@ class ApprovalPolicy(GatePolicy):
         journal: ApprovalJournal | None,
     ) -> PolicyDecision:
         request = self._safe_request(call, bound, again)
-        answer: object = _FAILED
+        answer: object = FAILED
         if request is not None:
             try:
-                answer = await asyncio.wait_for(_awaited(self.ask(request)), self.timeout)
+                answer = await asyncio.wait_for(awaited(self.ask(request)), self.timeout)
             except TimeoutError:
-                answer = _NO_ANSWER
+                answer = NO_ANSWER
             except Exception:
-                answer = _FAILED  # may quote the arguments: dropped
+                answer = FAILED  # may quote the arguments: dropped
         if journal is not None:
             return await asyncio.to_thread(self._settle, call, bound, answer, key, journal)
         return self._settle(call, bound, answer, key, journal)
@@ -324,9 +323,9 @@ class ApprovalPolicy(GatePolicy):
         key: str | None,
         journal: ApprovalJournal | None,
     ) -> PolicyDecision:
-        if answer is _FAILED:
+        if answer is FAILED:
             return deny(DenyReason.APPROVAL_FAILED)
-        if answer is _NO_ANSWER:
+        if answer is NO_ANSWER:
             status, decision = ApprovalStatus.EXPIRED, deny(DenyReason.APPROVAL_EXPIRED)
         else:
             verdict = as_decision(answer)
@@ -383,47 +382,3 @@ def _grant_of(row: JournalRow) -> Grant | None:
         row.approval_policy_version or "",
         row.approval_expires_at,
     )
-
-
-def _loop_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
-def _is_async(ask: Ask) -> bool:
-    return inspect.iscoroutinefunction(ask) or inspect.iscoroutinefunction(
-        getattr(ask, "__call__", None)  # noqa: B004 (an object whose __call__ is async)
-    )
-
-
-async def _awaited(answer: object) -> object:
-    if inspect.isawaitable(answer):
-        return await answer
-    return answer
-
-
-def _wait_in_thread(ask: Ask, request: ApprovalRequest | None, timeout: float) -> object:
-    """Run a sync ``ask`` on a daemon thread; ``_NO_ANSWER`` if it is not back in time."""
-    if request is None:
-        return _FAILED
-    box: list[object] = []
-    done = threading.Event()
-
-    def run() -> None:
-        try:
-            answer = ask(request)
-            if inspect.isawaitable(answer):
-                answer = asyncio.run(_awaited(answer))
-            box.append(answer)
-        except BaseException:
-            box.append(_FAILED)  # may quote the arguments: dropped
-        finally:
-            done.set()
-
-    threading.Thread(target=run, name="toolgate-approval", daemon=True).start()
-    if not done.wait(timeout):
-        return _NO_ANSWER
-    return box[0] if box else _FAILED
