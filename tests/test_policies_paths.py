@@ -193,3 +193,52 @@ def test_refusals_hold_no_path_text(tree: Path) -> None:
 def test_bad_scopes_fail_at_construction(tree: Path, build: Any) -> None:
     with pytest.raises(GateConfigError):
         build(tree)
+
+
+# ---- a property: whatever the tree, an approved path is where the OS would go, inside -------
+
+NAMES = ("a", "b", "c", "l1", "l2")
+
+
+def _random_tree(rng: Any, base: Path) -> Path:
+    """A root and a sibling, with folders, files and symlinks pointing anywhere (loops too)."""
+    root, outside = base / "root", base / "outside"
+    for top in (root, outside):
+        top.mkdir()
+    folders = [root, root / "a", root / "a" / "b", outside, outside / "c"]
+    for folder in folders[1:]:
+        folder.mkdir(exist_ok=True)
+    for folder in folders:
+        if rng.random() < 0.5:
+            (folder / "f").write_text("x")
+    targets = [
+        "a", "b", "c", "..", "../..", "a/b", "../outside", "../../outside/c", "l1", "l2",
+        str(root), str(root / "a"), str(outside), "/", "a/../..", "b/../../..", "missing/..",
+    ]  # fmt: skip
+    for folder in folders:
+        for name in ("l1", "l2"):
+            if rng.random() < 0.6:
+                (folder / name).symlink_to(rng.choice(targets))
+    return root
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_an_approved_path_resolves_where_the_os_would_go_inside_the_root(
+    tmp_path: Path, seed: int
+) -> None:
+    import random
+
+    rng = random.Random(seed)
+    root = os.path.realpath(_random_tree(rng, tmp_path))
+    approved = 0
+    for _ in range(80):
+        parts = [rng.choice((*NAMES, "f", ".", "missing")) for _ in range(rng.randint(1, 4))]
+        path = "/".join(parts)
+        outcome = resolve_inside(root, path)
+        if isinstance(outcome, DenyReason):
+            continue
+        approved += 1
+        real = os.path.realpath(os.path.join(root, path))
+        assert outcome == real, (seed, path)
+        assert real == root or real.startswith(root + "/"), (seed, path)
+    assert approved  # the trees always leave some paths inside
