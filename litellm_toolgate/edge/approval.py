@@ -192,8 +192,12 @@ class ApprovalPolicy(GatePolicy):
         journal: ApprovalJournal | None = None,
         schema_digest: str | None = None,
     ) -> PolicyDecision:
-        """Async twin of :meth:`confirm` (a sync ``ask`` runs on its own thread)."""
-        prepared = self._prepare(row, call, journal, schema_digest)
+        """Async twin of :meth:`confirm`: the journal is written off the event loop, and a
+        sync ``ask`` waits on its own thread."""
+        if journal is None:
+            prepared = self._prepare(row, call, journal, schema_digest)
+        else:
+            prepared = await asyncio.to_thread(self._prepare, row, call, journal, schema_digest)
         if isinstance(prepared, PolicyDecision):
             return prepared
         tool_call, bound = prepared
