@@ -49,11 +49,15 @@ class SqliteJournal(SqlJournal):
             raise GateConfigError("the SQLite journal needs SQLite 3.35 or newer (RETURNING)")
         super().__init__(dict(NAMES), clock=clock, observer=observer)
         self.path = path
-        self._conn = sqlite3.connect(
-            path, timeout=timeout, isolation_level=None, check_same_thread=False
-        )
         try:
+            self._conn = sqlite3.connect(
+                path, timeout=timeout, isolation_level=None, check_same_thread=False
+            )
             self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+        except sqlite3.Error as e:
+            # A directory that does not exist, a file that is not a database: the set-up.
+            raise GateConfigError(f"cannot open the SQLite journal: {e}") from None
+        try:
             if path != ":memory:":
                 self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute(f"PRAGMA synchronous = {synchronous}")
