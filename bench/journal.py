@@ -5,9 +5,12 @@ what no journal can beat with the same durability settings: one bare ``INSERT`` 
 decide) and two bare ``UPDATE`` s (for claim and finish), each its own committed
 transaction, on the same database file (SQLite, WAL, ``synchronous=FULL``) or server
 (PostgreSQL, the same connection settings), measured in the same run. The two run in
-interleaved pairs over fresh keys; the figure is the median per-pair ratio of wall time
-(the journal's cost is waiting for commits, so wall time is what it costs), with min and
-max. Claims per second is one worker claiming in a loop (commit-bound).
+lock step over fresh keys: each transition is timed right after its floor write, so load
+from elsewhere falls on both. Figures are wall time (the journal's cost is waiting for
+commits): per pair of ``calls`` calls, the median transition over the median floor write
+(median, min, max over pairs); per transition, its median over its floor write's median,
+which is what the budget (1.5) is judged on, the worst of the three. Claims per second is
+one worker claiming, each claim a commit.
 
 PostgreSQL runs when ``TOOLGATE_BENCH_POSTGRES_URL`` or ``TOOLGATE_TEST_POSTGRES_URL``
 names a server; its row says it did not run otherwise. Each run uses a schema of its own,
@@ -115,49 +118,62 @@ def _pg_drop(base: str, schema: str) -> None:
 
 
 def _measure(name: str, url: str, floor: Floor, calls: int, pairs: int) -> Row:
+    """Each transition timed right beside its floor write: a burst of load from elsewhere
+    hits both. A pair is ``calls`` calls; its ratio is the median journal transition over
+    the median floor write of that pair."""
     insert, update, close = floor
     journal = open_journal(url)
     ratios: list[float] = []
     journal_us: list[float] = []
     floor_us: list[float] = []
-    per_step: dict[str, list[float]] = {"decide": [], "claim": [], "finish": []}
+    steps: dict[str, list[float]] = {"decide": [], "claim": [], "finish": []}
+    floors: dict[str, list[float]] = {"decide": [], "claim": [], "finish": []}
     claims_per_s: list[float] = []
+    clock = time.perf_counter
     try:
         for pair in range(pairs + 1):  # the first pair warms caches and is not counted
-            keys = [f"{pair}-{n}-{uuid.uuid4().hex}" for n in range(calls)]
-            t0 = time.perf_counter()
-            for key in keys:
+            mine: list[float] = []
+            theirs: list[float] = []
+            claiming = 0.0
+            for n in range(calls):
+                key = f"{pair}-{n}-{uuid.uuid4().hex}"
+                c = NewCall(
+                    "bench", "a", pair, "openai", key, "tool", Effect.NON_IDEMPOTENT, DIGEST
+                )
+                t0 = clock()
                 insert(key)
-            for key in keys:
-                update(key)
-            for key in keys:
-                update(key)
-            floor_s = time.perf_counter() - t0
-            new = [
-                NewCall("bench", "a", pair, "openai", k, "tool", Effect.NON_IDEMPOTENT, DIGEST)
-                for k in keys
-            ]
-            t1 = time.perf_counter()
-            for c in new:
+                t1 = clock()
                 journal.decide(c)
-            t2 = time.perf_counter()
-            claims = [journal.claim(c.idempotency_key, lease_seconds=60) for c in new]
-            t3 = time.perf_counter()
-            for claim in claims:
+                t2 = clock()
+                update(key)
+                t3 = clock()
+                claim = journal.claim(c.idempotency_key, lease_seconds=60)
+                t4 = clock()
+                update(key)
+                t5 = clock()
                 journal.finish(claim, Outcome.SUCCEEDED, result_size=1)
-            t4 = time.perf_counter()
+                t6 = clock()
+                claiming += t4 - t3
+                if pair:
+                    for step, j, f in (
+                        ("decide", t2 - t1, t1 - t0),
+                        ("claim", t4 - t3, t3 - t2),
+                        ("finish", t6 - t5, t5 - t4),
+                    ):
+                        steps[step].append(j * 1e6)
+                        floors[step].append(f * 1e6)
+                        mine.append(j * 1e6)
+                        theirs.append(f * 1e6)
             if pair == 0:
                 continue
-            ratios.append((t4 - t1) / floor_s)
-            journal_us.append((t4 - t1) / (3 * calls) * 1e6)
-            floor_us.append(floor_s / (3 * calls) * 1e6)
-            per_step["decide"].append((t2 - t1) / calls * 1e6)
-            per_step["claim"].append((t3 - t2) / calls * 1e6)
-            per_step["finish"].append((t4 - t3) / calls * 1e6)
-            claims_per_s.append(calls / (t3 - t2))
+            ratios.append(statistics.median(mine) / statistics.median(theirs))
+            journal_us.append(statistics.median(mine))
+            floor_us.append(statistics.median(theirs))
+            claims_per_s.append(calls / claiming)
     finally:
         journal.close()
         close()
+    by_step = {k: statistics.median(v) / statistics.median(floors[k]) for k, v in steps.items()}
     row: Row = {
         "section": "journal",
         "name": name,
@@ -165,10 +181,11 @@ def _measure(name: str, url: str, floor: Floor, calls: int, pairs: int) -> Row:
         "ratio_wall": summary(ratios),
         "us": summary(journal_us),
         "floor_us": summary(floor_us),
-        "step_us": {k: statistics.median(v) for k, v in per_step.items()},
+        "step_us": {k: statistics.median(v) for k, v in steps.items()},
+        "step_ratio": by_step,
         "claims_per_second": summary(claims_per_s),
         "budget_ratio": BUDGET,
-        "met": statistics.median(ratios) <= BUDGET,
+        "met": max(by_step.values()) <= BUDGET,
     }
     log(row)
     return row

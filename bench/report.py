@@ -64,13 +64,13 @@ def brief(row: Row) -> str:
             f"{row['worst_gate_section_wall_ms']:.2f} ms wall)"
         )
     if section == "journal":
-        steps = row["step_us"]
+        steps, ratio = row["step_us"], row["step_ratio"]
         return (
             f"×{fmt_range(row['ratio_wall'], 2)} of the floor, wall; "
             f"{row['us']['median']:.0f} µs a transition (floor {row['floor_us']['median']:.0f} "
-            f"µs: one bare durable write); decide {steps['decide']:.0f} / claim "
-            f"{steps['claim']:.0f} / finish {steps['finish']:.0f} µs; "
-            f"{row['claims_per_second']['median']:.0f} claims/s"
+            "µs: one bare durable write); "
+            + " / ".join(f"{k} {steps[k]:.0f} µs ×{ratio[k]:.2f}" for k in steps)
+            + f"; {row['claims_per_second']['median']:.0f} claims/s"
         )
     return ""
 
@@ -120,7 +120,7 @@ def headline(row: Row) -> str:
     if section == "loop":
         return f"{row['gate_sections_over_5ms']} over 5 ms"
     if section == "journal":
-        return f"×{row['ratio_wall']['median']:.2f}"
+        return f"×{max(row['step_ratio'].values()):.2f}"
     return ""
 
 

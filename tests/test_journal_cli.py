@@ -117,3 +117,14 @@ def test_the_url_can_come_from_the_environment(
     monkeypatch.setenv("TOOLGATE_JOURNAL_URL", url)
     code, out, _ = run(capsys, "journal", "runs")
     assert code == 0 and "run-a" in out
+
+
+def test_control_characters_in_ids_never_reach_the_terminal(url: str, capsys: Any) -> None:
+    with open_journal(url) as j:
+        j.decide(NewCall(
+            run_id="run-x", attempt_id="att", round=0, route="openai",
+            call_id="call_\x1b[2Jevil", tool="read_file", effect=Effect.READ_ONLY,
+            argument_digest=argument_digest("{}", hmac_key=None),
+        ))  # fmt: skip
+    code, out, _ = run(capsys, "journal", "--url", url, "calls", "run-x")
+    assert code == 0 and "\x1b" not in out and "call_?[2Jevil" in out

@@ -142,6 +142,8 @@ def table(out: TextIO, head: list[str], body: list[list[str]]) -> None:
     if not body:
         out.write("(none)\n")
         return
+    # Ids come from the upstream's wire: no control character reaches the terminal.
+    body = [["".join(ch if ch.isprintable() else "?" for ch in c) for c in row] for row in body]
     widths = [max(len(row[i]) for row in [head, *body]) for i in range(len(head))]
     for row in [head, *body]:
         out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
