@@ -38,6 +38,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .wires.responses_items import _PATCH_OPERATIONS
+
 __all__ = ["SANITIZER_VERSION", "Sanitized", "sanitize_body", "schema_words", "scrub_arguments"]
 
 SANITIZER_VERSION = "1"
@@ -183,9 +185,10 @@ def _fill_inner(inner: str) -> str:
 
 
 def schema_words(schemas: Iterable[Any]) -> frozenset[str]:
-    """The strings the schemas themselves name as ``enum`` members or ``const`` values:
-    argument values that are the schema's words, not the model's, and stay when sanitized."""
-    words: set[str] = set()
+    """The strings the schemas themselves name as ``enum`` members or ``const`` values (and
+    the built-in tools' operation names): argument values that are the schema's words, not
+    the model's, and stay when sanitized."""
+    words: set[str] = set(_PATCH_OPERATIONS)
 
     def walk(node: Any) -> None:
         if isinstance(node, Mapping):
