@@ -35,7 +35,12 @@ def main(argv: list[str] | None = None) -> int:
         "routes",
         help="print which litellm routes the gate gates (chat and Responses), and why not",
     )
+    from .operate.cli import COMMANDS, add_commands, run
+
+    add_commands(commands)
     args = parser.parse_args(argv)
+    if args.command in COMMANDS:
+        return run(args)
     if args.command == "routes":
         return print_routes(sys.stdout)
     if args.command == "fake-upstream":

@@ -224,6 +224,7 @@ class ProbeRow:
     path: str = ""
     tool_choice: Any = None
     call_ids: list[tuple[str | None, str | None]] = field(default_factory=list)
+    piece_sizes: list[int] = field(default_factory=list)
     body: bytes = field(default=b"", repr=False)
     """The raw body (held for ``toolgate record`` only; never printed nor written raw)."""
 
@@ -322,9 +323,13 @@ def run_request(gate: ObservedGate, api: str, kwargs: dict[str, Any]) -> tuple[s
 
             asyncio.run(go())
         elif api == "responses":
-            _drain_sync(gate.responses(**kwargs))
+            result = gate.responses(**kwargs)
+            if kwargs.get("stream"):
+                _drain_sync(result)
         else:
-            _drain_sync(gate.completion(**kwargs))
+            result = gate.completion(**kwargs)
+            if kwargs.get("stream"):
+                _drain_sync(result)
     except ToolCallQuarantined as exc:
         return "quarantined", exc.reason.value, exc.party.value
     except ToolGateError as exc:
@@ -372,6 +377,7 @@ def probe_route(
                     path=_path_of(observer),
                     tool_choice=kwargs.get("tool_choice"),
                     call_ids=ids,
+                    piece_sizes=[] if observer is None else [len(p) for p in observer.pieces],
                     body=b"" if observer is None else observer.body(),
                 )
             )
@@ -392,9 +398,13 @@ def probe_routes(
     *,
     settings: Mapping[str, Any] | None = None,
     route_profiles: Mapping[str, str] | None = None,
+    requests: Iterable[ProbeRequest] = PROBE_REQUESTS,
 ) -> list[RouteProbe]:
+    chosen = list(requests)
     return [
-        probe_route(route, api, settings=settings, route_profiles=route_profiles)
+        probe_route(
+            route, api, settings=settings, route_profiles=route_profiles, requests=chosen
+        )
         for route in routes
     ]
 
