@@ -143,9 +143,7 @@ def scrub_arguments(text: str, keep: frozenset[str] = frozenset()) -> str:
         elif ch.isdigit() and ch.isascii():
             number = True
             ch = _digit(ch)
-        elif ch in "eE" and was_number:
-            number = True
-        elif ch in "-+.":
+        elif (ch in "eE" and was_number) or ch in "-+.":
             number = True
         elif ch.isalpha():
             grown = last_word + ch
@@ -396,7 +394,7 @@ class _Body:
         return _fill_raw(token)
 
     @staticmethod
-    def _argument_key(data: Any, path: tuple[Any, ...], key: str) -> object | None | bool:
+    def _argument_key(data: Any, path: tuple[Any, ...], key: str) -> object | bool | None:
         """The stream key of an argument string (None: a whole copy), False for text."""
         root_type = data.get("type") if isinstance(data, dict) else None
         if key == "partial_json":
@@ -419,11 +417,10 @@ class _Body:
         """Text that is not JSON: letters and digits become filler, punctuation stays."""
         out: list[str] = []
         for c in text:
-            if c.isascii():
-                c = _digit(c) if c.isdigit() else "x" if c.isalpha() else c
+            if not c.isascii():
+                out.append(_filler(c))
             else:
-                c = _filler(c)
-            out.append(c)
+                out.append(_digit(c) if c.isdigit() else "x" if c.isalpha() else c)
         return "".join(out)
 
     def sse(self, text: str) -> str:

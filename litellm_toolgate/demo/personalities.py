@@ -117,14 +117,14 @@ def chat_body(
             _digest(seed, index)[:9] if whole_without_index else "call_" + _digest(seed, index)[:24]
         )
         if whole_without_index:
-            fragment = {"id": call_id, "function": {"name": name, "arguments": arguments}}
-            out.append(chunk({"tool_calls": [fragment]}))
+            whole = {"id": call_id, "function": {"name": name, "arguments": arguments}}
+            out.append(chunk({"tool_calls": [whole]}))
             continue
-        head = {"index": index, "id": call_id, "type": "function"}
+        head: dict[str, Any] = {"index": index, "id": call_id, "type": "function"}
         out.append(chunk({"tool_calls": [{**head, "function": {"name": name, "arguments": ""}}]}))
         for piece in _pieces(arguments):
             function: dict[str, Any] = {"arguments": piece}
-            fragment = {"index": index}
+            fragment: dict[str, Any] = {"index": index}
             if repeat_identity:
                 fragment = dict(head)
                 function = {"name": name, "arguments": piece}
@@ -236,7 +236,7 @@ def anthropic_body(text: str, calls: list[Call], *, seed: str) -> bytes:
     def event(kind: str, **fields: Any) -> None:
         out.append(_data({"type": kind, **fields}, kind))
 
-    message = {
+    message: dict[str, Any] = {
         "id": "msg_" + _digest(seed)[:24],
         "type": "message",
         "role": "assistant",
@@ -291,12 +291,13 @@ def personality_of(request: dict[str, Any], header: str | None = None) -> str:
 
 def _prompt(request: dict[str, Any]) -> str:
     """The last user message's text (chat, Anthropic), or the Responses input's."""
-    messages = request.get("messages")
+    messages: Any = request.get("messages")
     if messages is None:
         source = request.get("input")
         if isinstance(source, str):
             return source
         messages = source if isinstance(source, list) else []
+    message: Any
     for message in reversed(messages):
         if not isinstance(message, dict) or message.get("role") != "user":
             continue
@@ -304,9 +305,7 @@ def _prompt(request: dict[str, Any]) -> str:
         if isinstance(content, str):
             return content
         if isinstance(content, list):
-            return "".join(
-                str(part.get("text", "")) for part in content if isinstance(part, dict)
-            )
+            return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     return ""
 
 
@@ -357,4 +356,3 @@ def personality_answer(request: dict[str, Any], header: str | None = None) -> Sc
         )
     sizes = _utf8_cuts(body) if personality == "utf8-split" else [64]
     return Scripted(body, chunk_sizes=sizes)
-

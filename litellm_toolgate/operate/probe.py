@@ -97,8 +97,9 @@ class ObservingTransport(_Observing, httpx.BaseTransport):
         if observer is None:
             return response
         error: BaseException | None = None
+        assert isinstance(response.stream, httpx.SyncByteStream)
         try:
-            for piece in response.stream:  # type: ignore[union-attr]
+            for piece in response.stream:
                 observer.feed(piece, self.sink.clock())
         except httpx.TransportError as exc:
             error = exc
@@ -122,8 +123,9 @@ class AsyncObservingTransport(_Observing, httpx.AsyncBaseTransport):
         if observer is None:
             return response
         error: BaseException | None = None
+        assert isinstance(response.stream, httpx.AsyncByteStream)
         try:
-            async for piece in response.stream:  # type: ignore[union-attr]
+            async for piece in response.stream:
                 observer.feed(piece, self.sink.clock())
         except httpx.TransportError as exc:
             error = exc
@@ -160,7 +162,7 @@ class _ObservingPool(ClientPool):
             else:
                 made = ObservingTransport(inner, self.sink)
             self._observed[inner] = made
-        return made  # type: ignore[no-any-return]
+        return made
 
     def http_client(self, asynchronous: bool) -> httpx.Client | httpx.AsyncClient:
         key = ("client", asynchronous, id(asyncio.get_running_loop()) if asynchronous else 0)
@@ -174,7 +176,7 @@ class _ObservingPool(ClientPool):
                 assert isinstance(transport, httpx.BaseTransport)
                 client = httpx.Client(transport=transport, follow_redirects=True)
             self._observed[key] = client
-        return client  # type: ignore[no-any-return]
+        return client
 
 
 class ObservedGate(ToolGate):
@@ -354,7 +356,8 @@ def probe_route(
     if api not in APIS:
         raise ValueError(f"api must be one of {APIS}")
     rows: list[ProbeRow] = []
-    with ObservedGate(PROBE_TOOLS, observe=True, route_profiles=route_profiles) as gate:
+    gate = ObservedGate(PROBE_TOOLS, observe=True, route_profiles=route_profiles)
+    try:
         for request in requests:
             kwargs = _kwargs(route, api, request, settings or {})
             outcome, reason, party = run_request(gate, api, kwargs)
@@ -381,6 +384,8 @@ def probe_route(
                     body=b"" if observer is None else observer.body(),
                 )
             )
+    finally:
+        gate.close()
     return RouteProbe(route, api, rows)
 
 
@@ -402,9 +407,7 @@ def probe_routes(
 ) -> list[RouteProbe]:
     chosen = list(requests)
     return [
-        probe_route(
-            route, api, settings=settings, route_profiles=route_profiles, requests=chosen
-        )
+        probe_route(route, api, settings=settings, route_profiles=route_profiles, requests=chosen)
         for route in routes
     ]
 

@@ -134,7 +134,10 @@ def record(
             if before != after:
                 if (expect, reason) == before:
                     expect, reason = after
-                case["sanitizing_changed_verdict"] = {"live": list(before), "sanitized": list(after)}
+                case["sanitizing_changed_verdict"] = {
+                    "live": list(before),
+                    "sanitized": list(after),
+                }
                 if warn is not None:
                     warn.write(
                         f"{probe.route} {row.request}: sanitizing changed the gate's verdict "

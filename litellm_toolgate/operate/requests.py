@@ -14,7 +14,11 @@ from typing import Any
 __all__ = [
     "LARGE_CONTENT",
     "NON_ASCII_CONTENT",
-    "PROBE_REQUESTS", "PROBE_TOOLS", "ProbeRequest", "by_prompt"]
+    "PROBE_REQUESTS",
+    "PROBE_TOOLS",
+    "ProbeRequest",
+    "by_prompt",
+]
 
 
 def _function(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
