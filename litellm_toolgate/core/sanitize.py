@@ -9,8 +9,10 @@ whole JSON body) into one that a fixture may keep:
   object keys, punctuation, whitespace, ``true``/``false``/``null`` stay. The replacement
   is a transducer fed one fragment at a time with its state carried per call, so the
   fragments keep their boundaries and their sizes, and the concatenation of the sanitized
-  fragments is the sanitized concatenation (a ``.done`` copy still equals its deltas). Bare
-  words that are not a JSON literal become ``x``s.
+  fragments is the sanitized concatenation (a ``.done`` copy still equals its deltas). A
+  Responses copy of a call's arguments that differs from its deltas keeps differing (one
+  filler character is changed where the originals first differ). Bare words that are not a
+  JSON literal become ``x``s; a schema's own ``enum`` / ``const`` words stay.
 * **ids** (``id``, ``call_id``, ``item_id``, ``tool_use_id``, ``system_fingerprint``, ...)
   become stable placeholders that keep the id's leading ``word_`` / ``word-`` and its
   length where it has room: equal ids stay equal, distinct ids stay distinct, so an identity
@@ -324,6 +326,33 @@ def _at(data: Any, path: tuple[Any, ...]) -> Any:
     return data
 
 
+_APART = {"x": "y", "1": "2", "é": "è", "€": "₤", "😀": "😁"}
+
+
+def _kept_apart(clean: str, version: str, canonical: str) -> str:
+    """``clean`` (the sanitized ``version``) made to differ from the sanitized ``canonical``
+    where the originals first differ: a copy that disagreed keeps disagreeing."""
+    for i, (a, b) in enumerate(zip(version, canonical, strict=False)):
+        if a != b:
+            return clean[:i] + _APART.get(clean[i], clean[i]) + clean[i + 1 :]
+    return clean
+
+
+def _family(data: Any, path: tuple[Any, ...], root_type: object) -> object | None:
+    """The Responses item id a whole copy of a call's arguments belongs to, if any."""
+    if not isinstance(data, dict):
+        return None
+    if root_type == "response.function_call_arguments.done" and path == ("arguments",):
+        return data.get("item_id")
+    if path == ("item", "arguments"):
+        item = data.get("item")
+        return item.get("id") if isinstance(item, dict) else None
+    if len(path) == 4 and path[:2] == ("response", "output"):
+        entry = _at(data, path[:3])
+        return entry.get("id") if isinstance(entry, dict) else None
+    return None
+
+
 def _scrub_value(kind: str, token: str, keep: frozenset[str]) -> str:
     """A value inside an argument object held as JSON (an Anthropic ``input``)."""
     if kind == "string":
@@ -345,16 +374,38 @@ class _Body:
         self.parts: dict[object, list[str]] = {}
         self.clean: dict[object, str] = {}
         self.offsets: dict[object, int] = {}
+        # Whole copies of a Responses call's arguments (``.done``, the items, the completed
+        # response), by item id: copies that differ stay different once sanitized.
+        self.copies: dict[object, list[str]] = {}
+        self.copy_clean: dict[tuple[object, str], str] = {}
 
     def switch(self) -> None:
         """From collecting to writing."""
         self.collecting = False
         self.clean = {k: scrub_arguments("".join(v), self.keep) for k, v in self.parts.items()}
         self.offsets = dict.fromkeys(self.clean, 0)
+        streamed = {
+            key[1]: "".join(parts)
+            for key, parts in self.parts.items()
+            if isinstance(key, tuple) and key[0] == "responses"
+        }
+        for family, versions in self.copies.items():
+            canonical = streamed.get(family, versions[0])
+            base = scrub_arguments(canonical, self.keep)
+            for version in versions:
+                clean = scrub_arguments(version, self.keep)
+                if version != canonical and clean == base:
+                    clean = _kept_apart(clean, version, canonical)
+                self.copy_clean[(family, version)] = clean
 
     def arguments(self, key: object | None, text: str) -> str:
         if key is None:
             return scrub_arguments(text, self.keep)
+        if isinstance(key, tuple) and key[0] == "copy":
+            if self.collecting:
+                self.copies.setdefault(key[1], []).append(text)
+                return text
+            return self.copy_clean[(key[1], text)]
         if self.collecting:
             self.parts.setdefault(key, []).append(text)
             return text
@@ -403,6 +454,9 @@ class _Body:
             return ("responses", data.get("item_id"), data.get("output_index"))
         if key != "arguments":
             return False
+        family = _family(data, path, root_type)
+        if family is not None:
+            return ("copy", family)
         if len(path) >= 5 and path[0] == "choices" and "tool_calls" in path:
             fragment = _at(data, path[: path.index("tool_calls") + 2])
             index = fragment.get("index") if isinstance(fragment, dict) else None
