@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from conftest import CANARY
 from litellm_toolgate.cli import main
 from litellm_toolgate.demo.personalities import chat_body, personality_answer
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.operate.verify import classify
 
 litellm.suppress_debug_info = True
 
@@ -343,3 +345,39 @@ def test_a_recording_holds_no_argument_text(
     assert CANARY not in printed.out + printed.err
     code, out = verify(capsys, tmp_path / "rec")
     assert code == 0, out
+
+
+# ---- across litellm versions --------------------------------------------------------------------
+def test_cases_are_classified_unchanged_fixed_or_regressed() -> None:
+    first = {
+        "cases": [{"case": "a", "ok": True}, {"case": "b", "ok": False}, {"case": "c", "ok": True}]
+    }
+    last = {
+        "cases": [{"case": "a", "ok": True}, {"case": "b", "ok": True}, {"case": "c", "ok": False}]
+    }
+    assert classify(first, last) == [
+        ("a", True, True, "unchanged"),
+        ("b", False, True, "fixed"),
+        ("c", True, False, "regressed"),
+    ]
+
+
+def test_verify_runs_under_two_interpreters(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Each interpreter replays the same fixtures; a case both pass is unchanged."""
+    chat = Path(__file__).resolve().parent.parent / "fixtures" / "chat"
+    manifest = json.loads((chat / "manifest.json").read_text())
+    keep = ["multiply_basic", "finish_without_done"]
+    manifest["cases"] = [c for c in manifest["cases"] if c["name"] in keep]
+    folder = tmp_path / "chat"
+    folder.mkdir()
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    for case in manifest["cases"]:
+        (folder / case["body"]).write_bytes((chat / case["body"]).read_bytes())
+    code = main(["verify", str(tmp_path), "--python", sys.executable, "--python", sys.executable])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "unchanged       ok -> ok       chat/multiply_basic" in out
+    assert "unchanged       ok -> ok       chat/finish_without_done" in out
+    assert "0 regressed, 0 failing" in out

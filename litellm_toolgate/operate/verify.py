@@ -47,7 +47,7 @@ from ..demo.upstream import FakeUpstream, Scripted
 from .probe import ObservedGate, run_request
 from .record import versions
 
-__all__ = ["Case", "cross_verify", "load_cases", "verify"]
+__all__ = ["Case", "classify", "cross_verify", "load_cases", "verify"]
 
 _WIRES = ("chat", "responses", "anthropic")
 _RESPONSES_MODEL = "openai/gpt-4o-mini"
@@ -342,25 +342,35 @@ def cross_verify(root: Path, pythons: Iterable[str], out: TextIO) -> int:
                 return 2
             reports.append(json.loads(target.read_text("utf-8")))
     first, last = reports[0], reports[-1]
-    before = {c["case"]: c["ok"] for c in first["cases"]}
-    after = {c["case"]: c for c in last["cases"]}
     out.write(f"litellm {first['litellm']} -> litellm {last['litellm']}\n")
-    regressed = failing = 0
+    rows = classify(first, last)
+    state = {True: "ok", False: "DIFF", None: "missing"}
+    for ident, was, now, verdict in rows:
+        out.write(f"  {verdict:<9}  {state[was]:>7} -> {state[now]:<7}  {ident}\n")
+    regressed = sum(verdict == "regressed" for *_, verdict in rows)
+    failing = sum(now is not True for _, _, now, _ in rows)
+    out.write(f"{regressed} regressed, {failing} failing under litellm {last['litellm']}\n")
+    return 1 if regressed or failing else 0
+
+
+def classify(
+    first: dict[str, Any], last: dict[str, Any]
+) -> list[tuple[str, bool | None, bool | None, str]]:
+    """Each case of two ``verify --json`` reports: (case, ok before, ok after, verdict), the
+    verdict ``unchanged``, ``fixed`` (failed before, passes after) or ``regressed``."""
+    before = {c["case"]: bool(c["ok"]) for c in first["cases"]}
+    after = {c["case"]: bool(c["ok"]) for c in last["cases"]}
+    rows: list[tuple[str, bool | None, bool | None, str]] = []
     for ident in sorted(set(before) | set(after)):
-        was = before.get(ident)
-        now = after[ident]["ok"] if ident in after else None
+        was, now = before.get(ident), after.get(ident)
         if was == now:
             verdict = "unchanged"
         elif now and not was:
             verdict = "fixed"
         else:
             verdict = "regressed"
-            regressed += 1
-        failing += now is not True
-        state = {True: "ok", False: "DIFF", None: "missing"}
-        out.write(f"  {verdict:<9}  {state[was]:>7} -> {state[now]:<7}  {ident}\n")
-    out.write(f"{regressed} regressed, {failing} failing under litellm {last['litellm']}\n")
-    return 1 if regressed or failing else 0
+        rows.append((ident, was, now, verdict))
+    return rows
 
 
 def subprocess_verify(root: Path, python: str, json_path: Path | None) -> int:
