@@ -33,7 +33,7 @@ from typing import Any
 from ..operate.requests import LARGE_CONTENT, NON_ASCII_CONTENT, by_prompt
 from .upstream import Scripted, request_header, request_path
 
-__all__ = ["PERSONALITIES", "personality_answer", "personality_of"]
+__all__ = ["PERSONALITIES", "answers_probe", "personality_answer", "personality_of"]
 
 PERSONALITIES = (
     "standard",
@@ -287,6 +287,13 @@ def personality_of(request: dict[str, Any], header: str | None = None) -> str:
         if model.endswith(name) or f"probe-{name}" in model:
             return name
     return "standard"
+
+
+def answers_probe(request: dict[str, Any]) -> bool:
+    """Whether a request is the probe's (its prompt, a personality header or model name)."""
+    if request_header("X-Fake-Personality") is not None:
+        return True
+    return "probe-" in str(request.get("model", "")) or by_prompt(_prompt(request)) is not None
 
 
 def _prompt(request: dict[str, Any]) -> str:
