@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from pathlib import Path
@@ -104,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
     import litellm
 
     litellm.suppress_debug_info = True
+    # The tables say what the gate decided; its per-call records would repeat it on stderr.
+    logging.getLogger("litellm_toolgate").setLevel(logging.ERROR)
     if args.command == "verify":
         from .verify import cross_verify, verify
 
