@@ -215,6 +215,20 @@ def test_the_anthropic_wire(capsys: pytest.CaptureFixture[str], upstream: FakeUp
     table = probe(capsys, upstream, "--model", "anthropic/claude-sonnet-4-5", *FEW_ARGS, root=True)
     for request, row in table["anthropic/claude-sonnet-4-5"].items():
         assert row[1:6] == [released(request), "tool_use", "yes", "block", "-"]
+    # The Anthropic Messages API (litellm's anthropic entry point), same wire.
+    messages = probe(
+        capsys,
+        upstream,
+        "--api",
+        "anthropic",
+        "--model",
+        "anthropic/claude-sonnet-4-5",
+        "--request",
+        "parallel_calls",
+        root=True,
+    )
+    row = messages["anthropic/claude-sonnet-4-5"]["parallel_calls"]
+    assert row[1:6] == ["released 2", "tool_use", "yes", "block", "-"]
 
 
 # ---- record, then verify ---------------------------------------------------------------------

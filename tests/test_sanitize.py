@@ -235,4 +235,5 @@ def test_the_observer_gives_the_same_facts_however_the_body_is_split() -> None:
     )
     assert (a.calls, a.identity, a.terminal, a.end_marker) == (2, "first", "tool_calls", True)
     assert b.pieces == len(body) and a.pieces == 1
-    assert CANARY not in repr(a) + repr(b)
+    assert CANARY.encode() in body
+    assert CANARY not in repr(a) + repr(b) + repr(whole) + repr(one_by_one)

@@ -107,8 +107,11 @@ class WireObserver:
     started: float
     status: int | None = None
     content_type: str = ""
-    pieces: list[bytes] = field(default_factory=list)
-    _decoder: SSEDecoder = field(default_factory=lambda: SSEDecoder(max_event_bytes=_MAX_EVENT))
+    pieces: list[bytes] = field(default_factory=list, repr=False)
+    """The body as read (the route's own bytes: never logged, sanitized before it is kept)."""
+    _decoder: SSEDecoder = field(
+        default_factory=lambda: SSEDecoder(max_event_bytes=_MAX_EVENT), repr=False
+    )
     _utf8_carry: int = 0
     _utf8_split: bool = False
     _events: int = 0

@@ -100,6 +100,13 @@ def record(
     stamp = datetime.now(UTC).replace(microsecond=0).isoformat()
     for probe in probes:
         rows = [r for r in probe.rows if r.body and r.facts is not None and r.facts.status == 200]
+        if warn is not None:
+            for row in probe.rows:
+                if row not in rows:
+                    warn.write(
+                        f"{probe.route} {row.request}: not recorded (no streamed 200 body: "
+                        f"{row.outcome} {row.reason or ''})\n"
+                    )
         if not rows:
             continue
         wire = rows[0].facts.wire if rows[0].facts is not None else "chat"
