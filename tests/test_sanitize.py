@@ -171,10 +171,28 @@ def test_schema_words_stay_and_ids_keep_their_prefix() -> None:
     assert "call_abc123" not in repr(clean)
 
 
+def test_a_name_no_tool_has_is_filled() -> None:
+    made_up = {"index": 0, "id": "c1", "function": {"name": f"{CANARY}_tool", "arguments": ""}}
+    known = {"index": 1, "id": "c2", "function": {"name": "write_file", "arguments": ""}}
+    body = chunk({"tool_calls": [made_up, known]}).encode()
+    clean = sanitize_body(body, names=frozenset({"write_file"}))
+    assert CANARY.encode() not in clean.body
+    assert b'"name": "write_file"' in clean.body
+    assert CANARY.encode() in sanitize_body(body).body  # without names, every name stays
+
+
 # ---- the project's fixtures -------------------------------------------------------------------
 PATHS = {"chat": "chat", "responses": "responses", "anthropic": "anthropic", "profiles": "chat"}
 # A built-in tool whose argument is a patch in its own line format: filler breaks it.
 PATCH = {"responses/apply_patch_call"}
+
+
+def tool_names(tools: list[Any]) -> frozenset[str]:
+    """Every name a tool definition gives (function, custom or built-in)."""
+    names = set()
+    for tool in tools:
+        names.add(tool.get("name") or tool.get("function", {}).get("name") or tool.get("type"))
+    return frozenset(n for n in names if isinstance(n, str))
 
 
 def project_cases() -> list[Any]:
@@ -196,8 +214,9 @@ def test_every_fixture_keeps_its_verdict_and_loses_its_canary(
 ) -> None:
     body = (ROOT / folder / case["body"]).read_bytes()
     streamed = not case["body"].endswith(".json")
-    keep = schema_words(spec.schema for spec in ToolRegistry.from_tools(tools))
-    clean = sanitize_body(body, streamed=streamed, keep=keep)
+    registry = ToolRegistry.from_tools(tools)
+    keep = schema_words(spec.schema for spec in registry)
+    clean = sanitize_body(body, streamed=streamed, keep=keep, names=tool_names(tools))
     assert CANARY.encode() not in clean.body
     common: dict[str, Any] = {
         "wire": PATHS[folder],

@@ -20,7 +20,8 @@ whole JSON body) into one that a fixture may keep:
 * **text** (any other string value: content, deltas of text, error messages, thinking)
   becomes filler of the same byte length on the wire.
 * the fields the gate reads to decide stay as they are: ``type``, ``object``, ``role``,
-  ``finish_reason``, ``status``, ``stop_reason``, tool ``name``, ``model``, numbers outside
+  ``finish_reason``, ``status``, ``stop_reason``, a tool ``name`` the tools define (another
+  name is the model's text: filler), ``model``, numbers outside
   arguments (indexes, token counts), every key, ``event:`` names, ``[DONE]``, line endings
   and the blank lines between messages.
 
@@ -367,9 +368,10 @@ class _Body:
     streamed call's argument fragments (and numbers the ids), the second writes every
     fragment as its slice of the call's sanitized whole text."""
 
-    def __init__(self, keep: frozenset[str]) -> None:
+    def __init__(self, keep: frozenset[str], names: frozenset[str] | None) -> None:
         self.ids = _Ids()
         self.keep = keep
+        self.names = names
         self.collecting = True
         self.parts: dict[object, list[str]] = {}
         self.clean: dict[object, str] = {}
@@ -436,6 +438,8 @@ class _Body:
         key = path[-1] if path and isinstance(path[-1], str) else ""
         if key in _ID_KEYS:
             return json.dumps(self.ids.placeholder(json.loads(token)))
+        if key == "name" and self.names is not None and _decoded(token[1:-1]) not in self.names:
+            return _fill_raw(token)  # a name no tool has is the model's text
         if key in _KEPT_KEYS:
             return token
         argument_key = self._argument_key(data, path, key)
@@ -519,15 +523,21 @@ class _Body:
 
 
 def sanitize_body(
-    body: bytes, *, streamed: bool = True, keep: frozenset[str] = frozenset()
+    body: bytes,
+    *,
+    streamed: bool = True,
+    keep: frozenset[str] = frozenset(),
+    names: frozenset[str] | None = None,
 ) -> Sanitized:
     """``body`` (SSE when ``streamed``, else one JSON document) sanitized; see the module doc.
 
-    ``keep``: argument string values that stay (:func:`schema_words` of the tools). An
-    undecodable byte stays undecodable (it becomes 0xFF).
+    ``keep``: argument string values that stay (:func:`schema_words` of the tools).
+    ``names``: the tool names that stay; any other ``name`` value (a tool the model made up)
+    becomes filler (None: every name stays). An undecodable byte stays undecodable (it
+    becomes 0xFF).
     """
     text = body.decode("utf-8", "surrogateescape")
-    state = _Body(keep)
+    state = _Body(keep, names)
     run = state.sse if streamed else state.json_text
     run(text)
     state.switch()

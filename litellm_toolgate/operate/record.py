@@ -111,7 +111,8 @@ def record(
             continue
         wire = rows[0].facts.wire if rows[0].facts is not None else "chat"
         tools = responses_tools(PROBE_TOOLS) if wire == "responses" else PROBE_TOOLS
-        keep = schema_words(spec.schema for spec in ToolRegistry.from_tools(tools))
+        registry = ToolRegistry.from_tools(tools)
+        keep = schema_words(spec.schema for spec in registry)
         folder = out / _slug(probe.route, probe.api)
         folder.mkdir(parents=True, exist_ok=True)
         cases: list[dict[str, Any]] = []
@@ -123,7 +124,7 @@ def record(
                     "type": "function",
                     "name": request["tool_choice"]["function"]["name"],
                 }
-            clean = sanitize_body(row.body, keep=keep)
+            clean = sanitize_body(row.body, keep=keep, names=registry.names)
             verdict_args: dict[str, Any] = {
                 "wire": wire,
                 "tools": tools,
