@@ -37,13 +37,19 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .wires.responses_items import _PATCH_OPERATIONS
+from .scrub import LITERALS, decoded, digit, fill_inner, filler, schema_words, scrub_arguments
 
-__all__ = ["SANITIZER_VERSION", "Sanitized", "sanitize_body", "schema_words", "scrub_arguments"]
+__all__ = [
+    "SANITIZER_VERSION",
+    "Sanitized",
+    "sanitize_body",
+    "schema_words",
+    "scrub_arguments",
+]
 
 SANITIZER_VERSION = "1"
 
@@ -79,134 +85,8 @@ _KEPT_KEYS = frozenset(
     }
 )
 _ARGUMENT_DELTA_TYPES = frozenset({"response.function_call_arguments.delta"})
-_LITERALS = ("true", "false", "null", "NaN", "Infinity")
 _PREFIX = re.compile(r"[A-Za-z]{1,16}[_-]")
 _LINE = re.compile(r"(\r\n|\r|\n)")
-_FILLER = {1: "x", 2: "é", 3: "€", 4: "😀"}
-
-
-def _filler(ch: str) -> str:
-    code = ord(ch)
-    if 0xD800 <= code < 0xE000:
-        # An undecodable byte (kept as a surrogate escape) stays undecodable: 0xFF.
-        return "\udcff" if 0xDC80 <= code <= 0xDCFF else "x"
-    return _FILLER[len(ch.encode("utf-8"))]
-
-
-def _digit(ch: str) -> str:
-    return "0" if ch == "0" else "1"
-
-
-def scrub_arguments(text: str, keep: frozenset[str] = frozenset()) -> str:
-    """One call's whole argument text, sanitized (see the module doc).
-
-    The result has as many characters as ``text``, each of the same UTF-8 width, so a
-    fragment of the text maps to the slice of the result at the same offsets. A string value
-    equal to one of ``keep`` (the schemas' own ``enum`` / ``const`` words) stays.
-    """
-    out: list[str] = []
-    stack: list[list[Any]] = []  # [container, expecting a key]
-    word = ""
-    number = False
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        top = stack[-1] if stack else None
-        if ch == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            raw = text[i + 1 : min(j, n)]
-            closed = j < n
-            is_key = top is not None and top[0] == "{" and top[1]
-            out.append('"')
-            if is_key or (closed and _decoded(raw) in keep):
-                out.append(raw)
-            else:
-                out.append(_fill_inner(raw))
-            if closed:
-                out.append('"')
-            i = j + 1
-            word, number = "", False
-            continue
-        i += 1
-        last_word, word = word, ""
-        was_number, number = number, False
-        if ch in "{[":
-            stack.append([ch, ch == "{"])
-        elif ch in "}]":
-            if stack:
-                stack.pop()
-        elif ch == ",":
-            if top is not None and top[0] == "{":
-                top[1] = True
-        elif ch == ":":
-            if top is not None and top[0] == "{":
-                top[1] = False
-        elif ch.isdigit() and ch.isascii():
-            number = True
-            ch = _digit(ch)
-        elif (ch in "eE" and was_number) or ch in "-+.":
-            number = True
-        elif ch.isalpha():
-            grown = last_word + ch
-            if any(lit.startswith(grown) for lit in _LITERALS):
-                word = grown
-            else:
-                word = "\0"  # the rest of this word is not a literal either
-                ch = "x" if ch.isascii() else _filler(ch)
-        elif not ch.isascii():
-            ch = _filler(ch)
-        out.append(ch)
-    return "".join(out)
-
-
-def _decoded(raw: str) -> str | None:
-    try:
-        value = json.loads('"' + raw + '"')
-    except ValueError:
-        return None
-    return value if isinstance(value, str) else None
-
-
-def _fill_inner(inner: str) -> str:
-    """The raw inside of a JSON string, every character (escapes too) made filler."""
-    out: list[str] = []
-    i = 0
-    while i < len(inner):
-        ch = inner[i]
-        if ch == "\\":
-            length = 6 if inner[i + 1 : i + 2] == "u" else 2
-            out.append("x" * len(inner[i : i + length]))
-            i += length
-            continue
-        out.append(_filler(ch))
-        i += 1
-    return "".join(out)
-
-
-def schema_words(schemas: Iterable[Any]) -> frozenset[str]:
-    """The strings the schemas themselves name as ``enum`` members or ``const`` values (and
-    the built-in tools' operation names): argument values that are the schema's words, not
-    the model's, and stay when sanitized."""
-    words: set[str] = set(_PATCH_OPERATIONS)
-
-    def walk(node: Any) -> None:
-        if isinstance(node, Mapping):
-            for key, value in node.items():
-                if key == "enum" and isinstance(value, (list, tuple)):
-                    words.update(v for v in value if isinstance(v, str))
-                elif key == "const" and isinstance(value, str):
-                    words.add(value)
-                else:
-                    walk(value)
-        elif isinstance(node, (list, tuple)):
-            for value in node:
-                walk(value)
-
-    for schema in schemas:
-        walk(schema)
-    return frozenset(words)
 
 
 @dataclass(frozen=True)
@@ -248,7 +128,7 @@ class _Ids:
 
 def _fill_raw(token: str) -> str:
     """A JSON string token's raw text with every character (escapes too) made filler."""
-    return '"' + _fill_inner(token[1:-1]) + '"'
+    return '"' + fill_inner(token[1:-1]) + '"'
 
 
 Visit = Callable[[tuple[Any, ...], str, str], str]
@@ -357,10 +237,10 @@ def _family(data: Any, path: tuple[Any, ...], root_type: object) -> object | Non
 def _scrub_value(kind: str, token: str, keep: frozenset[str]) -> str:
     """A value inside an argument object held as JSON (an Anthropic ``input``)."""
     if kind == "string":
-        return token if _decoded(token[1:-1]) in keep else _fill_raw(token)
+        return token if decoded(token[1:-1]) in keep else _fill_raw(token)
     if kind == "number":
-        return "".join(_digit(c) if c.isdigit() else c for c in token)
-    return token if token in _LITERALS else "x" * len(token)
+        return "".join(digit(c) if c.isdigit() else c for c in token)
+    return token if token in LITERALS else "x" * len(token)
 
 
 class _Body:
@@ -438,7 +318,7 @@ class _Body:
         key = path[-1] if path and isinstance(path[-1], str) else ""
         if key in _ID_KEYS:
             return json.dumps(self.ids.placeholder(json.loads(token)))
-        if key == "name" and self.names is not None and _decoded(token[1:-1]) not in self.names:
+        if key == "name" and self.names is not None and decoded(token[1:-1]) not in self.names:
             return _fill_raw(token)  # a name no tool has is the model's text
         if key in _KEPT_KEYS:
             return token
@@ -476,9 +356,9 @@ class _Body:
         out: list[str] = []
         for c in text:
             if not c.isascii():
-                out.append(_filler(c))
+                out.append(filler(c))
             else:
-                out.append(_digit(c) if c.isdigit() else "x" if c.isalpha() else c)
+                out.append(digit(c) if c.isdigit() else "x" if c.isalpha() else c)
         return "".join(out)
 
     def sse(self, text: str) -> str:

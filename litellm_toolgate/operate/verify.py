@@ -44,7 +44,8 @@ from typing import Any, TextIO
 from ..core.limits import Limits
 from ..core.profiles import PROFILES
 from ..demo.upstream import FakeUpstream, Scripted
-from .probe import ObservedGate, run_request
+from .observed import ObservedGate
+from .probe import run_request
 from .record import versions
 
 __all__ = ["Case", "classify", "cross_verify", "load_cases", "verify"]
