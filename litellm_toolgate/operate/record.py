@@ -83,9 +83,13 @@ def _slug(route: str, api: str) -> str:
 
 
 def _expected_live(row: ProbeRow) -> tuple[str, str | None]:
+    """The manifest's outcome for what the probe saw: ``release``, ``quarantine`` (reason),
+    or ``error`` / ``refused`` (the exception's type or the refusal's reason)."""
     if row.outcome == "released":
         return "release", None
-    return "quarantine", row.reason
+    if row.outcome == "quarantined":
+        return "quarantine", row.reason
+    return row.outcome, row.reason
 
 
 def record(

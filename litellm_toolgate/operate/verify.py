@@ -231,12 +231,12 @@ async def _areplay(gate: ObservedGate, api: str, kwargs: dict[str, Any]) -> tupl
 
 def differences(case: Case, actual: dict[str, Any]) -> list[str]:
     """What differs between the case's expected outcome and ``actual`` (readable lines)."""
-    want = "released" if case.expect == "release" else "quarantined"
+    want = {"release": "released", "quarantine": "quarantined"}.get(case.expect, case.expect)
     if actual["outcome"] != want:
         return [f"expected {describe_expected(case)}, got {describe(actual)}"]
-    if want == "quarantined":
+    if want != "released":
         if actual["reason"] != case.reason:
-            return [f"expected quarantine {case.reason}, got quarantine {actual['reason']}"]
+            return [f"expected {describe_expected(case)}, got {describe(actual)}"]
         return []
     if case.calls is None:
         return []
@@ -262,7 +262,7 @@ def describe_expected(case: Case) -> str:
     if case.expect == "release":
         count = "" if case.calls is None else f" ({len(case.calls)} call(s))"
         return f"release{count}"
-    return f"quarantine {case.reason}"
+    return f"{case.expect} {case.reason}"
 
 
 def describe(actual: dict[str, Any]) -> str:
