@@ -395,3 +395,17 @@ def test_verify_runs_under_two_interpreters(
     assert "unchanged       ok -> ok       chat/multiply_basic" in out
     assert "unchanged       ok -> ok       chat/finish_without_done" in out
     assert "0 regressed, 0 failing" in out
+
+
+def test_the_standalone_fake_upstream_answers_the_probe_in_personalities() -> None:
+    """``toolgate fake-upstream`` (demo_answer) answers a probe request in its personality."""
+    from litellm_toolgate.demo.serve import demo_answer
+    from litellm_toolgate.operate.requests import PROBE_REQUESTS
+
+    request = {"model": "probe-no-done", "stream": True, "messages": PROBE_REQUESTS[0].messages()}
+    body = demo_answer(request).body
+    assert b'"finish_reason":"tool_calls"' in body and b"[DONE]" not in body
+    standard = demo_answer({**request, "model": "gpt-4o-mini"}).body
+    assert standard.endswith(b"data: [DONE]\n\n")
+    demo = demo_answer({"model": "gpt-4o-mini", "stream": True, "messages": []}).body
+    assert b"multiply" in demo  # any other request: the demo's recorded call, as before
