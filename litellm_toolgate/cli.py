@@ -36,11 +36,15 @@ def main(argv: list[str] | None = None) -> int:
         help="print which litellm routes the gate gates (chat and Responses), and why not",
     )
     from .edge.journal.cli import add_journal_command
+    from .operate.cli import COMMANDS, add_commands, run
 
     add_journal_command(commands)
+    add_commands(commands)
     args = parser.parse_args(argv)
     if args.command == "journal":
         return int(args.handler(args, sys.stdout))
+    if args.command in COMMANDS:
+        return run(args)
     if args.command == "routes":
         return print_routes(sys.stdout)
     if args.command == "fake-upstream":

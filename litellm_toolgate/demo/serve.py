@@ -12,6 +12,10 @@ recorded ``multiply`` call as Responses SSE, or its ``response.completed`` respo
 JSON body when it does not stream; with "broken" in its input the stream stops right before
 the call's ``function_call_arguments.done`` (arguments cut short, no terminal events).
 
+A request of ``toolgate probe`` (one of its prompts, a model named ``probe-<personality>``
+or an ``X-Fake-Personality`` header) is answered in that route personality
+(:mod:`.personalities`).
+
 A ``POST /v1/messages`` request (the Anthropic example's ``anthropic/`` model) is answered on
 the Anthropic wire, as ``toolgate demo --api anthropic`` is (:mod:`.anthropic`).
 
@@ -116,6 +120,10 @@ def _native_answer(request: dict[str, Any]) -> Scripted:
 
 def demo_answer(request: dict[str, Any]) -> Scripted:
     """The standalone fake upstream's answer to one request (see the module docstring)."""
+    from .personalities import answers_probe, personality_answer
+
+    if answers_probe(request):
+        return personality_answer(request)
     if request_path().endswith("/v1/messages"):
         from .anthropic import fake_answer
 

@@ -35,7 +35,14 @@ from types import TracebackType
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-__all__ = ["FakeUpstream", "Scripted", "answer_stream", "recording", "request_path"]
+__all__ = [
+    "FakeUpstream",
+    "Scripted",
+    "answer_stream",
+    "recording",
+    "request_header",
+    "request_path",
+]
 
 _CHAT_PATHS = frozenset(
     {"/v1/chat/completions", "/chat/completions", "/v1/responses", "/responses", "/v1/messages"}
@@ -48,6 +55,12 @@ _local = threading.local()  # each request is served on a thread of its own
 def request_path() -> str:
     """The URL path of the request being answered (for a handler serving several routes)."""
     return str(getattr(_local, "path", ""))
+
+
+def request_header(name: str) -> str | None:
+    """A header of the request being answered (None when it has none of that name)."""
+    headers = getattr(_local, "headers", None)
+    return None if headers is None else headers.get(name)
 
 
 _STALL_POLL = 0.02
@@ -155,6 +168,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         raw = self.rfile.read(length) if length else b""
         path = _local.path = urlsplit(self.path).path
+        _local.headers = self.headers
         # Azure's deployment paths (/openai/deployments/<name>/chat/completions) too.
         if path not in _CHAT_PATHS and not path.endswith(_CHAT_SUFFIXES):
             self._send_json(404, _error_body("not found", "invalid_request_error"))

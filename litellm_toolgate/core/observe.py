@@ -1,0 +1,356 @@
+"""What a route did on the wire: a read-only observer of one response body, for probing.
+
+The gate decides; this module only watches. :class:`WireObserver` is fed the same raw pieces
+the gate is fed (with the time each arrived, from the edge's clock) and keeps facts about the
+route's way of streaming tool calls: whether it sent its terminal (a chat ``finish_reason``,
+a Responses status, an Anthropic ``stop_reason``) and its end marker (``[DONE]``,
+``response.completed``, ``message_stop``), whether a call's identity (id and name) came on its
+first fragment only or on every one, the argument fragments' sizes, a usage report, and the
+times to the first call fragment and to the terminal. :meth:`WireObserver.facts` returns them
+as :class:`WireFacts`: counts, sizes and names of the protocol, never argument text.
+
+The observer keeps the raw pieces (:attr:`WireObserver.pieces`) so that a probe can record
+them; a recording goes through :mod:`.sanitize` before it is written anywhere. Like the rest
+of the core it does no I/O, imports no litellm, and raises nothing on a malformed body (the
+gate's verdict on it is the gate's business): what it cannot read it counts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .errors import Fault
+from .sse import SSEDecoder
+from .state import Wire
+
+__all__ = ["WireFacts", "WireObserver"]
+
+_MAX_EVENT = 64 * 1024 * 1024
+_RESPONSES_TERMINALS = {
+    "response.completed": "completed",
+    "response.incomplete": "incomplete",
+    "response.failed": "failed",
+}
+_RESPONSES_ARGUMENT_DELTAS = (
+    "response.function_call_arguments.delta",
+    "response.custom_tool_call_input.delta",
+)
+_RESPONSES_ARGUMENT_DONES = (
+    "response.function_call_arguments.done",
+    "response.custom_tool_call_input.done",
+)
+
+
+@dataclass(frozen=True)
+class WireFacts:
+    """The facts of one observed body. Times are milliseconds from the request's start."""
+
+    wire: str
+    status: int | None
+    content_type: str
+    pieces: int
+    """Transport reads the body came in."""
+    bytes: int
+    utf8_split: bool
+    """A read ended inside a UTF-8 sequence (the next read completed it)."""
+    events: int
+    undecodable: int
+    """Messages whose data was not the wire's JSON (or a body the SSE decoder refused)."""
+    calls: int
+    fragments: int
+    """Argument fragments (chat ``arguments`` pieces, Responses deltas, Anthropic
+    ``input_json_delta``s)."""
+    fragment_bytes_min: int | None
+    fragment_bytes_max: int | None
+    identity: str
+    """``first`` (id and name on a call's first fragment only), ``repeated`` (on later
+    fragments too), ``whole`` (every call in one fragment), ``item`` (Responses: on the
+    item), ``block`` (Anthropic: on the block), ``missing`` (a call without an id) or ``-``."""
+    indexed: bool | None
+    """Chat: every tool-call fragment carried an ``index`` (None without calls)."""
+    arguments_in: str
+    """Where argument text arrived: ``deltas``, ``done only`` (Responses: no delta, the
+    ``.done`` event alone), ``start`` (Anthropic: on the block start) or ``-``."""
+    terminal: str | None
+    """The wire's terminal: the finish reason, Responses status or Anthropic stop reason."""
+    end_marker: bool
+    """``[DONE]`` (chat), ``response.completed`` (Responses), ``message_stop`` (Anthropic)."""
+    after_end: int
+    """Events after the end marker."""
+    usage: bool
+    first_call_ms: float | None
+    terminal_ms: float | None
+    last_byte_ms: float | None
+    ended: str
+    """``eof`` (the body ended cleanly), ``error`` (the read failed) or ``open``."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class _Call:
+    fragments: int = 0
+    with_id: int = 0
+    with_name: int = 0
+    has_id: bool = False
+
+
+@dataclass
+class WireObserver:
+    """Feed it one body's pieces (:meth:`feed`), then its end (:meth:`end`); read
+    :meth:`facts`. ``started`` is the request's start on the same clock as ``at``."""
+
+    wire: Wire
+    started: float
+    status: int | None = None
+    content_type: str = ""
+    pieces: list[bytes] = field(default_factory=list, repr=False)
+    """The body as read (the route's own bytes: never logged, sanitized before it is kept)."""
+    _decoder: SSEDecoder = field(
+        default_factory=lambda: SSEDecoder(max_event_bytes=_MAX_EVENT), repr=False
+    )
+    _utf8_carry: int = 0
+    _utf8_split: bool = False
+    _events: int = 0
+    _undecodable: int = 0
+    _calls: dict[object, _Call] = field(default_factory=dict)
+    _sizes: list[int] = field(default_factory=list)
+    _indexed: bool | None = None
+    _done_arguments: int = 0
+    _start_arguments: int = 0
+    _terminal: str | None = None
+    _end: bool = False
+    _after_end: int = 0
+    _usage: bool = False
+    _first_call: float | None = None
+    _terminal_at: float | None = None
+    _last_byte: float | None = None
+    _ended: str = "open"
+    _now: float = 0.0
+
+    def feed(self, data: bytes, at: float) -> None:
+        """One piece of the body as read, at time ``at``."""
+        if not data:
+            return
+        self.pieces.append(bytes(data))
+        self._last_byte = self._now = at
+        self._track_utf8(data)
+        try:
+            messages = self._decoder.feed_fields(data)
+        except Fault:
+            self._undecodable += 1
+            self._decoder = SSEDecoder(max_event_bytes=_MAX_EVENT)
+            return
+        for event, text, _ in messages:
+            self._message(event, text)
+
+    def end(self, at: float, *, clean: bool) -> None:
+        """The body ended: cleanly, or with a read error."""
+        self._now = at
+        self._ended = "eof" if clean else "error"
+
+    def body(self) -> bytes:
+        return b"".join(self.pieces)
+
+    def facts(self) -> WireFacts:
+        sizes = self._sizes
+        return WireFacts(
+            wire=self.wire.value,
+            status=self.status,
+            content_type=self.content_type,
+            pieces=len(self.pieces),
+            bytes=sum(len(p) for p in self.pieces),
+            utf8_split=self._utf8_split,
+            events=self._events,
+            undecodable=self._undecodable,
+            calls=len(self._calls),
+            fragments=len(sizes),
+            fragment_bytes_min=min(sizes) if sizes else None,
+            fragment_bytes_max=max(sizes) if sizes else None,
+            identity=self._identity(),
+            indexed=self._indexed,
+            arguments_in=self._arguments_in(),
+            terminal=self._terminal,
+            end_marker=self._end,
+            after_end=self._after_end,
+            usage=self._usage,
+            first_call_ms=self._ms(self._first_call),
+            terminal_ms=self._ms(self._terminal_at),
+            last_byte_ms=self._ms(self._last_byte),
+            ended=self._ended,
+        )
+
+    # ---- internals -----------------------------------------------------------------------
+    def _ms(self, at: float | None) -> float | None:
+        return None if at is None else round((at - self.started) * 1000, 1)
+
+    def _track_utf8(self, data: bytes) -> None:
+        """Whether a read boundary fell inside a UTF-8 sequence."""
+        if self._utf8_carry and data and 0x80 <= data[0] < 0xC0:
+            self._utf8_split = True
+        # How many continuation bytes the last lead byte of this piece still waits for.
+        carry = 0
+        for back in range(1, min(4, len(data)) + 1):
+            byte = data[-back]
+            if byte < 0x80:
+                break
+            if byte >= 0xC0:
+                need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+                carry = max(need - back, 0)
+                break
+        self._utf8_carry = carry
+
+    def _identity(self) -> str:
+        calls = list(self._calls.values())
+        if not calls:
+            return "-"
+        if self.wire is Wire.RESPONSES:
+            return "item" if all(c.has_id for c in calls) else "missing"
+        if self.wire is Wire.ANTHROPIC:
+            return "block" if all(c.has_id for c in calls) else "missing"
+        if not all(c.has_id for c in calls):
+            return "missing"
+        if all(c.fragments <= 1 for c in calls):
+            return "whole"
+        if any(c.with_id > 1 or c.with_name > 1 for c in calls):
+            return "repeated"
+        return "first"
+
+    def _arguments_in(self) -> str:
+        if not self._calls:
+            return "-"
+        if self._sizes:
+            return "deltas"
+        if self._done_arguments:
+            return "done only"
+        if self._start_arguments:
+            return "start"
+        return "-"
+
+    def _call_fragment(self, key: object, size: int | None) -> _Call:
+        call = self._calls.setdefault(key, _Call())
+        if size is not None:
+            call.fragments += 1
+            if size:
+                self._sizes.append(size)
+            if self._first_call is None:
+                self._first_call = self._now
+        return call
+
+    def _set_terminal(self, value: str) -> None:
+        if self._terminal is None:
+            self._terminal = value
+            self._terminal_at = self._now
+
+    def _message(self, event: str, text: str) -> None:
+        self._events += 1
+        if self._end:
+            self._after_end += 1
+        if self.wire is Wire.CHAT and text.strip() == "[DONE]":
+            self._end = True
+            return
+        try:
+            data = json.loads(text)
+        except ValueError:
+            self._undecodable += 1
+            return
+        if not isinstance(data, dict):
+            self._undecodable += 1
+            return
+        if self.wire is Wire.CHAT:
+            self._chat(data)
+        elif self.wire is Wire.RESPONSES:
+            self._responses(event, data)
+        else:
+            self._anthropic(event, data)
+
+    def _chat(self, data: dict[str, Any]) -> None:
+        if data.get("usage"):
+            self._usage = True
+        for choice in data.get("choices") or []:
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta") or {}
+            fragments = delta.get("tool_calls") if isinstance(delta, dict) else None
+            for ordinal, fragment in enumerate(fragments or []):
+                if not isinstance(fragment, dict):
+                    continue
+                index = fragment.get("index")
+                has_index = isinstance(index, int)
+                self._indexed = has_index if self._indexed is None else self._indexed and has_index
+                function = fragment.get("function") or {}
+                arguments = function.get("arguments") if isinstance(function, dict) else None
+                size = len(arguments.encode()) if isinstance(arguments, str) else 0
+                key = (
+                    ("i", choice.get("index"), index)
+                    if has_index
+                    else ("w", len(self._calls), ordinal)
+                )
+                call = self._call_fragment(key, size)
+                if fragment.get("id"):
+                    call.with_id += 1
+                    call.has_id = True
+                if isinstance(function, dict) and function.get("name"):
+                    call.with_name += 1
+            finish = choice.get("finish_reason")
+            if isinstance(finish, str) and finish:
+                self._set_terminal(finish)
+
+    def _responses(self, event: str, data: dict[str, Any]) -> None:
+        kind = str(data.get("type") or event)
+        if kind in _RESPONSES_ARGUMENT_DELTAS:
+            delta = data.get("delta")
+            size = len(delta.encode()) if isinstance(delta, str) else 0
+            self._call_fragment(("r", data.get("item_id") or data.get("output_index")), size)
+        elif kind in _RESPONSES_ARGUMENT_DONES:
+            self._done_arguments += 1
+            if self._first_call is None:
+                self._first_call = self._now
+        elif kind == "response.output_item.added":
+            item = data.get("item") or {}
+            if isinstance(item, dict) and item.get("type") in (
+                "function_call",
+                "custom_tool_call",
+            ):
+                call = self._call_fragment(("r", item.get("id") or data.get("output_index")), None)
+                call.has_id = bool(item.get("call_id")) and bool(item.get("name"))
+        elif kind in _RESPONSES_TERMINALS:
+            response = data.get("response") or {}
+            status = response.get("status") if isinstance(response, dict) else None
+            self._set_terminal(str(status or _RESPONSES_TERMINALS[kind]))
+            if isinstance(response, dict) and response.get("usage"):
+                self._usage = True
+            if kind == "response.completed":
+                self._end = True
+
+    def _anthropic(self, event: str, data: dict[str, Any]) -> None:
+        kind = str(data.get("type") or event)
+        if kind == "content_block_start":
+            block = data.get("content_block") or {}
+            if isinstance(block, dict) and block.get("type") in ("tool_use", "server_tool_use"):
+                call = self._call_fragment(("a", data.get("index")), None)
+                call.has_id = bool(block.get("id")) and bool(block.get("name"))
+                if block.get("input"):
+                    self._start_arguments += 1
+        elif kind == "content_block_delta":
+            delta = data.get("delta") or {}
+            if isinstance(delta, dict) and delta.get("type") == "input_json_delta":
+                partial = delta.get("partial_json")
+                size = len(partial.encode()) if isinstance(partial, str) else 0
+                self._call_fragment(("a", data.get("index")), size)
+        elif kind == "message_delta":
+            delta = data.get("delta") or {}
+            stop = delta.get("stop_reason") if isinstance(delta, dict) else None
+            if isinstance(stop, str):
+                self._set_terminal(stop)
+            if data.get("usage"):
+                self._usage = True
+        elif kind == "message_start":
+            message = data.get("message") or {}
+            if isinstance(message, dict) and message.get("usage"):
+                self._usage = True
+        elif kind == "message_stop":
+            self._end = True
