@@ -39,7 +39,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .attempt import Attempt
+from .attempt import Attempt, Carrier
 from .errors import QuarantineReason, ToolCallQuarantined
 from .policy import ToolCall
 from .sse import SSEDecoder, SSEMessage
@@ -94,8 +94,14 @@ class Withholder:
         checks: Mapping[Wire, Check | None] | None = None,
         body_check: Check | None = None,
         on_decided: Callable[[Attempt], None] | None = None,
+        carrier_of: Callable[[list[Any]], Carrier] | None = None,
     ) -> None:
         self.attempt = attempt
+        # What the client will make of the body (a bridge of litellm's), from the data values
+        # of every message in order (a whole body: its one value): cross-checked with the wire
+        # at the decision, before anything held goes out.
+        self._carrier_of = carrier_of
+        self._values: list[Any] = []
         self.streamed = streamed
         self._here = streamed or whole_here
         self._checks = checks or {}
@@ -123,6 +129,8 @@ class Withholder:
                 continue
             value = _decoded(message.data)
             is_object = isinstance(value, dict)
+            if self._carrier_of is not None and is_object:
+                self._values.append(value)
             fault = None
             if value is _UNREAD:
                 fault = R.MALFORMED_EVENT  # the attempt refuses such a message before this
@@ -163,8 +171,15 @@ class Withholder:
             return None
         if not self._here:
             return []
+        carrier = None
+        if self._carrier_of is not None:
+            values = self._values
+            if not self.streamed:
+                values = [_decoded(b"".join(self._held))]
+            carrier = self._carrier_of(values)
+            values = self._values = []  # argument text: not kept past the decision
         try:
-            return self.attempt.conclude()
+            return self.attempt.conclude(carrier)
         except ToolCallQuarantined:
             return None
 
