@@ -354,7 +354,7 @@ def test_gate_messages_whole_on_the_responses_bridge(upstream: Upstream, name: s
 
 
 @pytest.mark.usefixtures("callback")
-@pytest.mark.parametrize("name", ["multiply_basic", "two_calls_interleaved"] + BROKEN_WHOLE)
+@pytest.mark.parametrize("name", ["multiply_basic", "two_calls_interleaved", *BROKEN_WHOLE])
 def test_callback_acreate_whole_on_the_responses_bridge(upstream: Upstream, name: str) -> None:
     upstream.fixture = ("responses", name)
     out, error = asyncio.run(_acreate(**_args(upstream, "openai/gpt-4o", False)))
