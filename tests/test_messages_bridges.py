@@ -32,7 +32,6 @@ from litellm_toolgate import (
 )
 from litellm_toolgate.demo.serve import json_body_of
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted, request_path
-from litellm_toolgate.edge.bridges import Bridge, messages_bridge
 
 litellm.suppress_debug_info = True
 ROOT = Path(__file__).resolve().parent.parent
@@ -224,25 +223,29 @@ async def _amessages(gate: ToolGate, **kwargs: Any) -> tuple[list[Any], BaseExce
 @pytest.mark.parametrize(
     ("model", "bridge", "path", "fixture"),
     [
-        ("anthropic/claude-x", Bridge.NATIVE, "/v1/messages", ("anthropic", "multiply_basic")),
-        ("cometapi/gpt-4o-mini", Bridge.CHAT, "/v1/chat/completions", ("chat", "multiply_basic")),
-        ("groq/llama-3.1-8b-instant", Bridge.CHAT, "/v1/chat/completions", ("chat", "text_only")),
-        ("openai/gpt-4o", Bridge.RESPONSES, "/v1/responses", ("responses", "multiply_basic")),
+        ("anthropic/claude-x", "NATIVE", "/v1/messages", ("anthropic", "multiply_basic")),
+        ("cometapi/gpt-4o-mini", "CHAT", "/v1/chat/completions", ("chat", "multiply_basic")),
+        ("groq/llama-3.1-8b-instant", "CHAT", "/v1/chat/completions", ("chat", "text_only")),
+        ("openai/gpt-4o", "RESPONSES", "/v1/responses", ("responses", "multiply_basic")),
     ],
 )
 def test_litellm_takes_this_bridge(
-    upstream: Upstream, model: str, bridge: Bridge, path: str, fixture: tuple[str, str]
+    upstream: Upstream, model: str, bridge: str, path: str, fixture: tuple[str, str]
 ) -> None:
     """Plain litellm, no gate: the path the upstream saw is the bridge the gate expects."""
+    from litellm_toolgate.edge.bridges import Bridge, messages_bridge
+
     upstream.fixture = fixture
     kwargs = _args(upstream, model, True)
-    assert messages_bridge(kwargs) is bridge
+    assert messages_bridge(kwargs) is Bridge[bridge]
     upstream.paths.clear()
     asyncio.run(_acreate(**kwargs))
     assert upstream.paths == [path]
 
 
 def test_azure_is_bridged_to_chat(upstream: Upstream, monkeypatch: pytest.MonkeyPatch) -> None:
+    from litellm_toolgate.edge.bridges import Bridge, messages_bridge
+
     monkeypatch.setenv("AZURE_API_VERSION", "2024-10-21")
     upstream.fixture = ("chat", "text_only")
     kwargs = _args(upstream, "azure/gpt-4o", True)
@@ -252,17 +255,45 @@ def test_azure_is_bridged_to_chat(upstream: Upstream, monkeypatch: pytest.Monkey
     assert len(upstream.paths) == 1 and upstream.paths[0].endswith("/chat/completions")
 
 
-def test_a_request_on_another_bridge_is_refused_unsent(upstream: Upstream) -> None:
-    """litellm's opt-out sends openai/ to chat completions: the gate set up for the wire
-    litellm's own decision names follows it (it is asked per request, never assumed)."""
+def test_litellms_opt_out_is_followed(upstream: Upstream) -> None:
+    """litellm's own setting sends openai/ to chat completions: the gate asks litellm per
+    request, so it sets up for the chat wire and gates it."""
+    from litellm_toolgate.edge.bridges import Bridge, messages_bridge
+
     upstream.fixture = ("chat", "multiply_basic")
     saved = litellm.use_chat_completions_url_for_anthropic_messages
     litellm.use_chat_completions_url_for_anthropic_messages = True
     try:
         kwargs = _args(upstream, "openai/gpt-4o", True)
         assert messages_bridge(kwargs) is Bridge.CHAT
+        upstream.paths.clear()
+        pieces, error = asyncio.run(_amessages(ToolGate(TOOLS), **kwargs))
     finally:
         litellm.use_chat_completions_url_for_anthropic_messages = saved
+    assert error is None, error
+    assert upstream.paths == ["/v1/chat/completions"]
+    call = CHAT_CASES["multiply_basic"]["calls"][0]
+    assert _blocks(pieces) == [(call["id"], call["name"], json.loads(call["arguments"]))]
+
+
+def test_a_request_on_another_bridge_is_refused_unsent(
+    upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Had litellm said one bridge and taken another, the request goes out on a path the
+    gate was not set up for: refused before it is sent."""
+    from litellm_toolgate.core.errors import QuarantineReason
+    from litellm_toolgate.edge import gate as gate_module
+    from litellm_toolgate.edge.bridges import Bridge
+
+    monkeypatch.setattr(gate_module, "messages_bridge", lambda kwargs: Bridge.RESPONSES)
+    upstream.fixture = ("chat", "multiply_basic")
+    upstream.paths.clear()
+    _, error = asyncio.run(
+        _amessages(ToolGate(TOOLS), **_args(upstream, "cometapi/gpt-4o-mini", True))
+    )
+    assert isinstance(error, ToolCallQuarantined), repr(error)
+    assert error.reason is QuarantineReason.ROUTE_NOT_GATED
+    assert upstream.paths == []
 
 
 # ---- 1. the Responses bridge under the callback (acreate, stream) ---------------------------
