@@ -408,3 +408,41 @@ def test_callback_acreate_whole_chat_bridge_broken_arguments(upstream: Upstream,
     assert isinstance(find_quarantine(error), ToolCallQuarantined), repr(error)
     _clean(error)  # type: ignore[arg-type]
     assert "Arguments:" not in str(error)
+
+
+# ---- sync create under the callback on the bridges -------------------------------------------
+@pytest.mark.usefixtures("callback")
+@pytest.mark.parametrize("model", ["cometapi/gpt-4o-mini", "openai/gpt-4o"])
+def test_callback_sync_create_stream_on_a_bridge_is_refused_unsent(
+    upstream: Upstream, model: str
+) -> None:
+    """litellm's sync Messages adapter ends its stream quietly on any error: refused, typed."""
+    from litellm_toolgate import UngatedCallRefused
+
+    upstream.fixture = (
+        ("responses", "multiply_basic")
+        if model.startswith("openai/")
+        else (
+            "chat",
+            "multiply_basic",
+        )
+    )
+    upstream.paths.clear()
+    with pytest.raises(UngatedCallRefused):
+        result = litellm.anthropic.messages.create(**_args(upstream, model, True))
+        list(result)  # litellm 1.x hands back an async iterator on the Responses bridge
+    assert upstream.paths == []
+
+
+@pytest.mark.usefixtures("callback")
+@pytest.mark.parametrize("name", ["multiply_basic", "arguments_trailing_data"])
+def test_callback_sync_create_whole_on_the_responses_bridge(upstream: Upstream, name: str) -> None:
+    upstream.fixture = ("responses", name)
+    kwargs = _args(upstream, "openai/gpt-4o", False)
+    if RESPONSES_CASES[name]["expect"] == "release":
+        assert _whole_blocks(litellm.anthropic.messages.create(**kwargs)) == _want(name)
+        return
+    with pytest.raises(Exception) as caught:
+        litellm.anthropic.messages.create(**kwargs)
+    assert isinstance(find_quarantine(caught.value), ToolCallQuarantined), repr(caught.value)
+    _clean(caught.value)
