@@ -392,14 +392,14 @@ class ToolGateGuardrail(CustomGuardrail):
             def report(attempt: Attempt) -> None:
                 self._report(kwargs, attempt, started)
 
-            bridged = bridge is not None and bridge is not Bridge.NATIVE
+            bridged = bridge if bridge is not Bridge.NATIVE else None
             holding = Withholding(
                 self.gate.policy,
                 report,
                 intervene=not in_proxy,
                 # A bridged whole body is judged (and litellm's message of it checked) in
                 # the transport: litellm's bridge parses it before any later hook runs.
-                whole_here=bridged and not streamed,
+                whole_here=bridged is not None and not streamed,
                 retry_stream_faults=self.retry_stream_faults,
                 chunk_check=chat_chunk_check(model, provider),
                 event_check=(
@@ -407,7 +407,7 @@ class ToolGateGuardrail(CustomGuardrail):
                     if tap.responses_api or bridge is Bridge.RESPONSES
                     else None
                 ),
-                carrier_of=bridge_carrier(bridge, streamed) if bridged else None,
+                carrier_of=None if bridged is None else bridge_carrier(bridged, streamed),
             )
 
             def wrap(base: Any) -> Any:
