@@ -18,7 +18,10 @@ checks litellm's response against it). On any fault the stream raises the attemp
 quarantine as ``__cause__`` (find it with :func:`~litellm_toolgate.find_quarantine`).
 
 There is no carrier cross-check in this mode (litellm assembles the calls after the gate let
-them go), which is why litellm is handed the unambiguous form.
+them go), which is why litellm is handed the unambiguous form; except behind litellm's Messages
+entry point on a bridged model, where the owner passes ``carrier_of``: litellm's own bridge,
+run over the body held here, whose blocks are cross-checked with the wire before anything
+held goes out (see :mod:`.bridges`).
 """
 
 from __future__ import annotations
