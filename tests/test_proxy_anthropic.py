@@ -68,6 +68,8 @@ BRIDGED = [
     "multiply_basic",
     "text_only",
     "two_tools_interleaved",
+    "two_calls_interleaved",
+    "name_repeated",
     "write_file_unicode",
     "args_invalid_json",
     "args_duplicate_key",
@@ -436,6 +438,7 @@ def test_responses_deployment_behind_messages_create(proxy: Proxy, name: str) ->
         return
     with pytest.raises(anthropic.APIStatusError) as info:
         _client(proxy).messages.create(**kwargs)
+    assert 400 <= info.value.status_code < 500, info.value
     assert "quarantined" in str(info.value)
     _shown_no_arguments(_argument_texts("responses", name), str(info.value))
 
@@ -452,7 +455,10 @@ def test_chat_bridge_whole_broken_arguments_typed(proxy: Proxy, name: str) -> No
     }
     with pytest.raises(anthropic.APIStatusError) as info:
         _client(proxy).messages.create(**kwargs)
-    assert "quarantined" in str(info.value)
+    # The gate's own refusal (a guardrail intervention: never re-sent by litellm's router),
+    # with its status, not litellm's converter failing with a 500.
+    assert 400 <= info.value.status_code < 500, info.value
+    assert "quarantined: carrier_mismatch" in str(info.value)
     assert "Arguments:" not in str(info.value)
     _shown_no_arguments(_argument_texts("chat", name), str(info.value))
 

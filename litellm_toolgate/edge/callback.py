@@ -396,7 +396,9 @@ class ToolGateGuardrail(CustomGuardrail):
             holding = Withholding(
                 self.gate.policy,
                 report,
-                intervene=not in_proxy,
+                # A whole bridged body is refused inside litellm's call (below): as a
+                # guardrail intervention there too, which litellm's router never re-sends.
+                intervene=not in_proxy or (bridged is not None and not streamed),
                 # A bridged whole body is judged (and litellm's message of it checked) in
                 # the transport: litellm's bridge parses it before any later hook runs.
                 whole_here=bridged is not None and not streamed,
