@@ -171,17 +171,21 @@ class Withholder:
             return None
         if not self._here:
             return []
-        carrier = None
-        if self._carrier_of is not None:
-            values = self._values
-            if not self.streamed:
-                values = [_decoded(b"".join(self._held))]
-            carrier = self._carrier_of(values)
-            values = self._values = []  # argument text: not kept past the decision
+        carrier_of = self._carrier_of
         try:
-            return self.attempt.conclude(carrier)
+            # Passed straight on: no local of this frame holds the carrier's argument text.
+            return self.attempt.conclude(
+                None if carrier_of is None else carrier_of(self._taken_values())
+            )
         except ToolCallQuarantined:
             return None
+
+    def _taken_values(self) -> list[Any]:
+        """The body's data values for the carrier (a whole body: its one value), forgotten
+        here: argument text is not kept past the decision."""
+        values = self._values if self.streamed else [_decoded(b"".join(self._held))]
+        self._values = []
+        return values
 
     def check_whole(self, approved: bool) -> None:
         """Refuse an approved whole chat body the client's converter would fail on (with an
