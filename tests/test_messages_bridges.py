@@ -470,3 +470,34 @@ def test_callback_acreate_stream_chat_bridge_every_fixture(upstream: Upstream, n
         assert _blocks(pieces) == []
         assert error is not None or b"quarantined" in body
     assert CANARY.encode() not in body or outcome == "release"
+
+
+# ---- azure/: bridged to chat, through litellm's Azure OpenAI client -------------------------
+@pytest.mark.parametrize("way", ["gate", "callback"])
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+@pytest.mark.parametrize("name", ["multiply_basic", "args_invalid_json"])
+def test_azure_behind_messages(upstream: Upstream, way: str, stream: bool, name: str) -> None:
+    upstream.fixture = ("chat", name)
+    kwargs = {**_args(upstream, "azure/gpt-4o", stream), "api_version": "2024-10-21"}
+    kwargs["api_base"] = upstream.server.root_url
+    if way == "gate":
+        out, error = asyncio.run(_amessages(ToolGate(TOOLS), **kwargs))
+    else:
+        saved = litellm.callbacks
+        litellm.callbacks = [ToolGateGuardrail(TOOLS)]
+        try:
+            out, error = asyncio.run(_acreate(**kwargs))
+        finally:
+            litellm.callbacks = saved
+    blocks = _blocks(out) if stream else [] if error else _whole_blocks(out[0])
+    if CHAT_CASES[name]["expect"] == "release":
+        assert error is None, error
+        call = CHAT_CASES[name]["calls"][0]
+        assert blocks == [(call["id"], call["name"], json.loads(call["arguments"]))]
+        return
+    assert blocks == []
+    if error is None:  # the callback's stream: litellm's error event carries the quarantine
+        assert stream and b"quarantined" in b"".join(out)
+    else:
+        assert isinstance(find_quarantine(error), ToolCallQuarantined), repr(error)
+        _clean(error)

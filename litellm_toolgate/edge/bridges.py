@@ -34,7 +34,6 @@ from typing import Any
 
 from ..core.attempt import Carrier
 from ..core.errors import RouteNotGated
-from ..core.state import Wire
 from .messages import AnthropicEvents, message_carrier
 from .routes import Api, provider_of
 
@@ -55,13 +54,10 @@ class Bridge(enum.Enum):
         """The route-table column whose client litellm takes on this bridge."""
         return Api.RESPONSES if self is Bridge.RESPONSES else Api.CHAT
 
-    @property
-    def wire(self) -> Wire:
-        return {Bridge.NATIVE: Wire.ANTHROPIC, Bridge.CHAT: Wire.CHAT}.get(self, Wire.RESPONSES)
-
 
 def _litellm_module(suffix: str) -> Any:
-    """litellm's module ``<package>.<suffix>`` (the first package that exists), or None."""
+    """litellm's module ``<package>.<suffix>`` in the first Messages package that has it
+    (``"handler"`` names each package's dispatching module), or None."""
     for package, handler in _PACKAGES:
         name = f"{package}.{handler if suffix == 'handler' else suffix}"
         try:
