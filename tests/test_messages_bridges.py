@@ -100,6 +100,8 @@ class Upstream:
     def _answer(self, request: dict[str, Any]) -> Scripted:
         self.paths.append(request_path())
         kind, name = self.fixture
+        if kind == "either":  # multiply_basic in the wire of whichever path litellm took
+            kind = "responses" if request_path().endswith("/responses") else "chat"
         stream = request.get("stream") is True
         if kind == "responses":
             body = (RESPONSES / RESPONSES_CASES[name]["body"]).read_bytes()
@@ -501,3 +503,21 @@ def test_azure_behind_messages(upstream: Upstream, way: str, stream: bool, name:
     else:
         assert isinstance(find_quarantine(error), ToolCallQuarantined), repr(error)
         _clean(error)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+def test_stop_sequences_on_openai_follow_litellm(upstream: Upstream, stream: bool) -> None:
+    """litellm 1.110.2 sends an openai/ request with stop_sequences to chat completions,
+    1.108.7 to the Responses API: the gate follows litellm's own decision either way."""
+    from litellm_toolgate.edge.bridges import Bridge, messages_bridge
+
+    upstream.fixture = ("either", "multiply_basic")
+    kwargs = {**_args(upstream, "openai/gpt-4o", stream), "stop_sequences": ["END"]}
+    bridge = messages_bridge(kwargs)
+    upstream.paths.clear()
+    out, error = asyncio.run(_amessages(ToolGate(TOOLS), **kwargs))
+    assert error is None, error
+    path = "/v1/responses" if bridge is Bridge.RESPONSES else "/v1/chat/completions"
+    assert upstream.paths == [path]
+    blocks = _blocks(out) if stream else _whole_blocks(out[0])
+    assert [(n, a) for _, n, a in blocks] == [("multiply", {"a": 7, "b": 8})]
