@@ -4,7 +4,8 @@ One proxy from ``config_examples/proxy_anthropic.yaml`` runs for the module, in 
 FakeUpstream that serves the fixture the request names: ``claude-sonnet-4-5`` is an
 ``anthropic/`` deployment (Anthropic SSE on the wire, ``fixtures/anthropic``),
 ``gpt-4o-mini`` a ``cometapi/`` one (chat SSE on the wire, ``fixtures/chat``; the client sees
-Anthropic events litellm made). Both ``client.messages.stream(...)`` and
+Anthropic events litellm made), ``gpt-4o`` an ``openai/`` one, which litellm bridges to the
+upstream's Responses API (``fixtures/responses``). Both ``client.messages.stream(...)`` and
 ``client.messages.create(...)``. A valid stream arrives with its tool_use blocks; a broken
 one is refused: before any event went out as an HTTP error (``anthropic.APIStatusError``,
 the quarantine's status), after text went out as the proxy's error frame, which the
@@ -44,6 +45,11 @@ import anthropic  # noqa: E402  (after the skip: the proxy environment has it)
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "anthropic"
 CHAT = ROOT / "fixtures" / "chat"
+RESPONSES = ROOT / "fixtures" / "responses"
+RESPONSES_CASES = {
+    c["name"]: c
+    for c in json.loads((RESPONSES / "manifest.json").read_text(encoding="utf-8"))["cases"]
+}
 MANIFEST = json.loads((FIXTURES / "manifest.json").read_text(encoding="utf-8"))
 CASES = {c["name"]: c for c in MANIFEST["cases"]}
 STREAMED = sorted(n for n, c in CASES.items() if c["streamed"])
@@ -62,6 +68,8 @@ BRIDGED = [
     "multiply_basic",
     "text_only",
     "two_tools_interleaved",
+    "two_calls_interleaved",
+    "name_repeated",
     "write_file_unicode",
     "args_invalid_json",
     "args_duplicate_key",
@@ -75,7 +83,10 @@ BRIDGED = [
 
 
 def _last_text(request: dict[str, Any]) -> str:
-    content = request["messages"][-1]["content"]
+    items = request.get("messages") or request.get("input")
+    if isinstance(items, str):
+        return items
+    content = items[-1]["content"]
     if isinstance(content, list):
         return "".join(part.get("text", "") for part in content if isinstance(part, dict))
     return str(content)
@@ -86,6 +97,15 @@ def _scripted(request: dict[str, Any]) -> Scripted:
         return demo_answer(request)  # what ``toolgate fake-upstream`` answers
     route, name = _last_text(request).split(":", 1)
     stream = request.get("stream") is True
+    if route == "responses":
+        body = (RESPONSES / RESPONSES_CASES[name]["body"]).read_bytes()
+        if stream:
+            return Scripted(body, chunk_sizes=[7, 90])
+        for line in body.decode().splitlines():
+            if line.startswith("data:") and '"response.completed"' in line:
+                whole = json.dumps(json.loads(line[5:])["response"]).encode()
+                return Scripted(whole, content_type="application/json")
+        raise AssertionError(f"{name} has no whole form")
     if route == "anthropic":
         body = (FIXTURES / CASES[name]["body"]).read_bytes()
         if CASES[name]["streamed"]:
@@ -326,3 +346,160 @@ def test_the_async_client(proxy: Proxy, model: str, prompt: str) -> None:
         assert [(c["call_id"], c["name"], c["arguments"]) for c in _released(final)] == want
     else:
         _check_refusal(events, error, prompt)
+
+
+# ---- the Responses bridge (openai/) and what a quarantined bridged request shows -----------
+GOOD_RESPONSES = ["multiply_basic", "two_calls_interleaved", "write_file_unicode", "text_only"]
+BROKEN_RESPONSES = [
+    "truncated_arguments_all_stages_agree",
+    "arguments_trailing_data",
+    "arguments_schema_invalid",
+    "done_disagrees_with_deltas",
+    "completed_changes_arguments",
+    "response_incomplete",
+    "eof_without_completed",
+    "unknown_tool",
+]
+BROKEN_RESPONSES_WHOLE = [
+    "truncated_arguments_all_stages_agree",
+    "arguments_trailing_data",
+    "arguments_schema_invalid",
+    "unknown_tool",
+]
+BROKEN_CHAT_WHOLE = ["args_invalid_json", "args_not_an_object", "args_trailing_value"]
+
+
+def _responses_calls(name: str) -> list[dict[str, Any]]:
+    """The fixture's calls in the order litellm's blocks show them (by output index)."""
+    body = (RESPONSES / RESPONSES_CASES[name]["body"]).read_text()
+    calls = sorted(RESPONSES_CASES[name].get("calls", []), key=lambda c: body.index(c["call_id"]))
+    return [{**c, "arguments": json.loads(c["arguments"])} for c in calls]
+
+
+def _argument_texts(route: str, name: str) -> list[str]:
+    """Distinctive argument text of a fixture's calls, as it is on the wire."""
+    if route == "responses":
+        body = (RESPONSES / RESPONSES_CASES[name]["body"]).read_text()
+    elif route == "anthropic":
+        body = (FIXTURES / CASES[name]["body"]).read_text()
+    else:
+        body = (CHAT / CHAT_CASES[name]["body"]).read_text()
+    texts = [CANARY]
+    for line in body.splitlines():
+        if not line.startswith("data:") or "[DONE]" in line:
+            continue
+        event = json.loads(line[5:])
+        delta = event.get("delta")
+        if isinstance(delta, dict) and len(delta.get("partial_json") or "") >= 8:
+            texts.append(delta["partial_json"])
+        for piece in (
+            event.get("delta"),
+            event.get("arguments"),
+            (event.get("item") or {}).get("arguments"),
+        ):
+            if isinstance(piece, str) and len(piece) >= 8:
+                texts.append(piece)
+        for choice in event.get("choices") or []:
+            for call in (choice.get("delta") or {}).get("tool_calls") or []:
+                text = (call.get("function") or {}).get("arguments") or ""
+                if len(text) >= 8:
+                    texts.append(text)
+    return texts
+
+
+def _shown_no_arguments(texts: list[str], shown: str) -> None:
+    for text in texts:
+        assert text not in shown, "argument text reached the client"
+
+
+@pytest.mark.parametrize("name", GOOD_RESPONSES + BROKEN_RESPONSES)
+def test_responses_deployment_behind_messages(proxy: Proxy, name: str) -> None:
+    events, final, error = _stream(proxy, "gpt-4o", f"responses:{name}")
+    if name in GOOD_RESPONSES:
+        assert error is None, f"{name}: {error!r}"
+        assert _released(final) == _responses_calls(name)
+    else:
+        _check_refusal(events, error, name)
+        _shown_no_arguments(_argument_texts("responses", name), str(error))
+
+
+@pytest.mark.parametrize(
+    "name", ["multiply_basic", "two_calls_interleaved", *BROKEN_RESPONSES_WHOLE]
+)
+def test_responses_deployment_behind_messages_create(proxy: Proxy, name: str) -> None:
+    kwargs: dict[str, Any] = {
+        "model": "gpt-4o",
+        "max_tokens": 1024,
+        "messages": [{"role": "user", "content": f"responses:{name}"}],
+        "tools": TOOLS,
+    }
+    if RESPONSES_CASES[name]["expect"] == "release":
+        assert _released(_client(proxy).messages.create(**kwargs)) == _responses_calls(name)
+        return
+    with pytest.raises(anthropic.APIStatusError) as info:
+        _client(proxy).messages.create(**kwargs)
+    assert 400 <= info.value.status_code < 500, info.value
+    assert "quarantined" in str(info.value)
+    _shown_no_arguments(_argument_texts("responses", name), str(info.value))
+
+
+@pytest.mark.parametrize("name", BROKEN_CHAT_WHOLE)
+def test_chat_bridge_whole_broken_arguments_typed(proxy: Proxy, name: str) -> None:
+    """litellm's chat -> Anthropic converter fails on these arguments, quoting them: the gate
+    decides on the raw body first, so the client gets the quarantine, never the text."""
+    kwargs: dict[str, Any] = {
+        "model": "gpt-4o-mini",
+        "max_tokens": 1024,
+        "messages": [{"role": "user", "content": f"chat:{name}"}],
+        "tools": TOOLS,
+    }
+    with pytest.raises(anthropic.APIStatusError) as info:
+        _client(proxy).messages.create(**kwargs)
+    # The gate's own refusal (a guardrail intervention: never re-sent by litellm's router),
+    # with its status, not litellm's converter failing with a 500.
+    assert 400 <= info.value.status_code < 500, info.value
+    assert "quarantined: carrier_mismatch" in str(info.value)
+    assert "Arguments:" not in str(info.value)
+    _shown_no_arguments(_argument_texts("chat", name), str(info.value))
+
+
+def _whole_tool_blocks(name: str) -> list[dict[str, Any]]:
+    body = json.loads((FIXTURES / CASES[name]["body"]).read_text())
+    return [b for b in body["content"] if b["type"] == "tool_use"]
+
+
+# Every route class behind /v1/messages, stream and whole, with a quarantined request.
+CANARY_CASES = [
+    ("claude-sonnet-4-5", "anthropic", "arguments_schema_invalid"),
+    ("gpt-4o-mini", "chat", "args_invalid_json"),
+    ("gpt-4o-mini", "chat", "args_trailing_value"),
+    ("gpt-4o", "responses", "arguments_trailing_data"),
+    ("gpt-4o", "responses", "truncated_arguments_all_stages_agree"),
+]
+
+
+def test_canary_no_argument_text_in_errors_or_the_proxy_log(proxy: Proxy) -> None:
+    texts: list[str] = [CANARY]
+    for model, route, name in CANARY_CASES:
+        prompt = f"{route}:{name}"
+        texts += _argument_texts(route, name)
+        events, _, error = _stream(proxy, model, prompt)
+        assert error is not None and "quarantined" in str(error), (prompt, error)
+        assert _tool_events(events) == []
+        shown = [str(error)]
+        whole = "whole_schema_invalid" if route == "anthropic" else name
+        if route == "anthropic":
+            texts += [json.dumps(b["input"]) for b in _whole_tool_blocks(whole)]
+        with pytest.raises(anthropic.APIStatusError) as info:
+            _client(proxy).messages.create(
+                model=model,
+                max_tokens=1024,
+                messages=[{"role": "user", "content": f"{route}:{whole}"}],
+                tools=TOOLS,  # type: ignore[arg-type]
+            )
+        shown.append(str(info.value))
+        for text in shown:
+            _shown_no_arguments(texts, text)
+    log = proxy.log.read_text(errors="replace")
+    for text in texts:
+        assert text not in log, "argument text reached the proxy log"

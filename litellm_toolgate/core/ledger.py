@@ -328,12 +328,16 @@ class Ledger:
         return True
 
     def _bridged_anthropic_matches(self, carrier: Carrier) -> bool:
-        """Anthropic events litellm made from a chat wire (``/v1/messages`` in front of a
-        chat-completions model): litellm numbers the blocks itself, so calls match by id;
-        ``tool_use`` is said exactly when the wire streamed calls."""
-        if self.wire is not Wire.CHAT or carrier.foreign:
+        """Anthropic events litellm made from a chat or Responses wire (``/v1/messages`` in
+        front of a chat-completions or Responses model): litellm numbers the blocks itself,
+        so calls match by id; ``tool_use`` is said exactly when the wire streamed calls. Over
+        a Responses wire only function calls map to ``tool_use`` blocks: any other tool item
+        is a block the gate cannot match."""
+        if self.wire not in (Wire.CHAT, Wire.RESPONSES) or carrier.foreign:
             return False
         calls = self.ordered()
+        if self.wire is Wire.RESPONSES and any(c.kind != "function_call" for c in calls):
+            return False
         if (carrier.finish_reason == "tool_use") != bool(calls):
             return False
         mine = {c.call_id: c for c in calls}

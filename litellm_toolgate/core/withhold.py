@@ -39,7 +39,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .attempt import Attempt
+from .attempt import Attempt, Carrier
 from .errors import QuarantineReason, ToolCallQuarantined
 from .policy import ToolCall
 from .sse import SSEDecoder, SSEMessage
@@ -94,8 +94,14 @@ class Withholder:
         checks: Mapping[Wire, Check | None] | None = None,
         body_check: Check | None = None,
         on_decided: Callable[[Attempt], None] | None = None,
+        carrier_of: Callable[[list[Any]], Carrier] | None = None,
     ) -> None:
         self.attempt = attempt
+        # What the client will make of the body (a bridge of litellm's), from the data values
+        # of every message in order (a whole body: its one value): cross-checked with the wire
+        # at the decision, before anything held goes out.
+        self._carrier_of = carrier_of
+        self._values: list[Any] = []
         self.streamed = streamed
         self._here = streamed or whole_here
         self._checks = checks or {}
@@ -123,6 +129,8 @@ class Withholder:
                 continue
             value = _decoded(message.data)
             is_object = isinstance(value, dict)
+            if self._carrier_of is not None and is_object:
+                self._values.append(value)
             fault = None
             if value is _UNREAD:
                 fault = R.MALFORMED_EVENT  # the attempt refuses such a message before this
@@ -163,10 +171,21 @@ class Withholder:
             return None
         if not self._here:
             return []
+        carrier_of = self._carrier_of
         try:
-            return self.attempt.conclude()
+            # Passed straight on: no local of this frame holds the carrier's argument text.
+            return self.attempt.conclude(
+                None if carrier_of is None else carrier_of(self._taken_values())
+            )
         except ToolCallQuarantined:
             return None
+
+    def _taken_values(self) -> list[Any]:
+        """The body's data values for the carrier (a whole body: its one value), forgotten
+        here: argument text is not kept past the decision."""
+        values = self._values if self.streamed else [_decoded(b"".join(self._held))]
+        self._values = []
+        return values
 
     def check_whole(self, approved: bool) -> None:
         """Refuse an approved whole chat body the client's converter would fail on (with an

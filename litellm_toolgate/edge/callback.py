@@ -89,6 +89,7 @@ from ..core.limits import Limits
 from ..core.pending import PendingTable
 from ..core.policy import Policy
 from ..core.state import StreamState
+from .bridges import Bridge, bridge_carrier, bridge_path, messages_bridge
 from .calltypes import (
     CallRefused,
     Handling,
@@ -375,6 +376,10 @@ class ToolGateGuardrail(CustomGuardrail):
         )
         tap.responses_api = kind in _RESPONSES_CALLS
         tap.messages_api = kind in _MESSAGES_CALLS
+        # /v1/messages: the wire is the one litellm's bridge for this model speaks (bridges).
+        bridge = messages_bridge(kwargs) if tap.messages_api else None
+        if bridge is not None:
+            tap.wire_path = bridge_path(bridge)
         wrap: Callable[[Any], Any]
         if in_proxy and streamed:
 
@@ -387,20 +392,31 @@ class ToolGateGuardrail(CustomGuardrail):
             def report(attempt: Attempt) -> None:
                 self._report(kwargs, attempt, started)
 
+            bridged = bridge if bridge is not Bridge.NATIVE else None
             holding = Withholding(
                 self.gate.policy,
                 report,
-                intervene=not in_proxy,
+                # A whole bridged body is refused inside litellm's call (below): as a
+                # guardrail intervention there too, which litellm's router never re-sends.
+                intervene=not in_proxy or (bridged is not None and not streamed),
+                # A bridged whole body is judged (and litellm's message of it checked) in
+                # the transport: litellm's bridge parses it before any later hook runs.
+                whole_here=bridged is not None and not streamed,
                 retry_stream_faults=self.retry_stream_faults,
                 chunk_check=chat_chunk_check(model, provider),
-                event_check=responses_event_check(model, provider) if tap.responses_api else None,
+                event_check=(
+                    responses_event_check(model, provider)
+                    if tap.responses_api or bridge is Bridge.RESPONSES
+                    else None
+                ),
+                carrier_of=None if bridged is None else bridge_carrier(bridged, streamed),
             )
 
             def wrap(base: Any) -> Any:
                 return WithholdingTransport(base, tap, holding)
 
         # The client kind the route takes; a route the gate does not gate is refused here.
-        api = Api.RESPONSES if tap.responses_api else Api.CHAT
+        api = Api.RESPONSES if tap.responses_api or bridge is Bridge.RESPONSES else Api.CHAT
         kwargs["client"] = vouch_client(
             self.gate.tapped_client(kwargs, api, wrap, asynchronous=True)
         )

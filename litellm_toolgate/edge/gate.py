@@ -28,6 +28,7 @@ from litellm.types.utils import ModelResponse
 from ..core.attempt import Attempt, Carrier
 from ..core.errors import (
     GateConfigError,
+    RouteNotGated,
     WireNotObservable,
     raise_clean,
 )
@@ -36,6 +37,7 @@ from ..core.limits import Limits
 from ..core.policy import Policy
 from ..core.profiles import check_overrides
 from ..core.registry import ToolRegistry
+from .bridges import Bridge, bridge_path, messages_bridge
 from .carrier import response_carrier
 from .clients import (
     ClientPool,
@@ -356,16 +358,39 @@ class ToolGate:
         The stream is handed back as Anthropic SSE bytes, tool blocks withheld and released
         right before ``message_delta`` / ``message_stop`` (:mod:`.messages`). litellm has no
         sync path for ``anthropic/`` models (it raises ``ValueError`` before sending); bridged
-        models (``openai/``, ``cometapi/``, ...) work sync too.
+        models work sync too, except a stream on a model litellm bridges to the Responses
+        API (``openai/``), refused before sending (litellm hands back an async iterator).
         """
+        bridge = messages_bridge(kwargs)
+        if bridge is Bridge.RESPONSES and kwargs.get("stream"):
+            # litellm's sync Responses bridge hands back an async iterator for stream=True,
+            # which no sync caller can read: refused before anything is sent.
+            raise RouteNotGated(
+                str(kwargs.get("model")),
+                "messages",
+                "litellm's sync Messages stream on a model it bridges to the Responses API is "
+                "an async iterator no sync caller can read; use gate.amessages(...)",
+            )
         return self._gated(
-            Api.CHAT, anthropic_interface.messages.create, kwargs, message_carrier, AnthropicEvents
+            bridge.api,
+            anthropic_interface.messages.create,
+            kwargs,
+            message_carrier,
+            AnthropicEvents,
+            wire_path=bridge_path(bridge),
         )
 
     async def amessages(self, **kwargs: Any) -> Any:
-        """``litellm.anthropic.messages.acreate`` with every tool_use block gated."""
+        """``litellm.anthropic.messages.acreate`` with every tool_use block gated, on the
+        wire of the bridge litellm takes for the model (:mod:`.bridges`)."""
+        bridge = messages_bridge(kwargs)
         return await self._agated(
-            Api.CHAT, anthropic_interface.messages.acreate, kwargs, message_carrier, AnthropicEvents
+            bridge.api,
+            anthropic_interface.messages.acreate,
+            kwargs,
+            message_carrier,
+            AnthropicEvents,
+            wire_path=bridge_path(bridge),
         )
 
     # ---- the one call path of every entry point, sync and async --------------------------
@@ -379,8 +404,11 @@ class ToolGate:
         kwargs: dict[str, Any],
         carrier_of: Callable[[Any], Carrier],
         carrier: Callable[[], CarrierAdapter] | None = None,
+        *,
+        wire_path: str | None = None,
     ) -> Any:
         handler = self._client_for(kwargs, asynchronous=False, api=api)
+        handler.tap.wire_path = wire_path
         kwargs["client"] = handler
         result = self._invoke_sync(handler, call, kwargs)
         if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
@@ -397,8 +425,11 @@ class ToolGate:
         kwargs: dict[str, Any],
         carrier_of: Callable[[Any], Carrier],
         carrier: Callable[[], CarrierAdapter] | None = None,
+        *,
+        wire_path: str | None = None,
     ) -> Any:
         handler = self._client_for(kwargs, asynchronous=True, api=api)
+        handler.tap.wire_path = wire_path
         kwargs["client"] = handler
         result = await self._ainvoke(handler, call, kwargs)
         if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):

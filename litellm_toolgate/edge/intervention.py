@@ -35,6 +35,7 @@ from ..core.errors import (
     SchemaRejected,
     StreamFault,
     ToolCallQuarantined,
+    WireUnread,
     quarantine,
 )
 from ..core.records import DecisionRecord
@@ -102,6 +103,7 @@ _TWINS: dict[type[ToolCallQuarantined], type[ToolCallQuarantined]] = {
         PolicyDenied,
         LimitExceeded,
         CarrierMismatch,
+        WireUnread,
     )
 }
 

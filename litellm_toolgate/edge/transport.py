@@ -63,6 +63,9 @@ class WireTap(BodyReader):
         self.responses_api = False
         # Whether litellm hands the caller Anthropic Messages events (``/v1/messages``).
         self.messages_api = False
+        # Where the call's request must go (``/v1/messages``: the bridge litellm was asked
+        # about, see bridges); a request sent elsewhere is refused unsent.
+        self.wire_path: str | None = None
         self.close_sync: Callable[[], None] | None = None
         self.close_async: Callable[[], Awaitable[None]] | None = None
 
@@ -70,6 +73,9 @@ class WireTap(BodyReader):
         """Hand the attempt the request's fields; lower a stream's read timeout to the idle
         limit (a whole response keeps its own: :meth:`~..core.body.BodyReader.read_timeout`)."""
         self.bind_request(request.url.path, _request_fields(request))
+        if self.wire_path is not None and not request.url.path.rstrip("/").endswith(self.wire_path):
+            # litellm took another bridge than it said: a wire the gate was not set up for.
+            self.interrupt(R.ROUTE_NOT_GATED)
         if not self.streamed:
             return
         timeout = dict(request.extensions.get("timeout") or {})

@@ -18,17 +18,20 @@ checks litellm's response against it). On any fault the stream raises the attemp
 quarantine as ``__cause__`` (find it with :func:`~litellm_toolgate.find_quarantine`).
 
 There is no carrier cross-check in this mode (litellm assembles the calls after the gate let
-them go), which is why litellm is handed the unambiguous form.
+them go), which is why litellm is handed the unambiguous form; except behind litellm's Messages
+entry point on a bridged model, where the owner passes ``carrier_of``: litellm's own bridge,
+run over the body held here, whose blocks are cross-checked with the wire before anything
+held goes out (see :mod:`.bridges`).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import httpx
 
-from ..core.attempt import Attempt
+from ..core.attempt import Attempt, Carrier
 from ..core.errors import (
     Interrupted,
     Party,
@@ -44,7 +47,7 @@ from .logs import emit_records
 from .offload import decide_off_loop
 from .policy import ajudge, judge
 from .preflight import ChunkCheck, chat_body_parses
-from .transport import AsyncTapTransport, WireTap
+from .transport import AsyncTapTransport, RequestRefused, WireTap
 
 _Inner = TypeVar("_Inner", bound=httpx.SyncByteStream | httpx.AsyncByteStream)
 
@@ -66,6 +69,7 @@ class _Faces(Generic[_Inner]):
             checks={Wire.CHAT: gate.chunk_check, Wire.RESPONSES: gate.event_check},
             body_check=lambda body: chat_body_parses(body, bridged=tap.responses_api),
             on_decided=gate.decided,
+            carrier_of=gate.carrier_of,
         )
         # A whole body is read inside litellm's request call, which turns any exception into
         # its own; there the quarantine is raised later, by the response (see synccall).
@@ -194,8 +198,13 @@ class Withholding:
         retry_stream_faults: bool = False,
         chunk_check: ChunkCheck | None = None,
         event_check: ChunkCheck | None = None,
+        carrier_of: Callable[[list[Any]], Carrier] | None = None,
     ) -> None:
         self.policy = policy
+        # What litellm's bridge will make of the body (``/v1/messages`` on a bridged model,
+        # where no hook sees litellm's output before the caller): cross-checked with the wire
+        # before anything held goes out (see bridges).
+        self.carrier_of = carrier_of
         # litellm's parsers for the route, asked before a chat message or a Responses event
         # goes out (preflight).
         self.chunk_check = chunk_check
@@ -249,6 +258,8 @@ class WithholdingTransport(AsyncTapTransport):
         if self.tap.streamed:
             return await super().handle_async_request(request)
         self.tap.prepare(request)
+        if self.tap.refused:
+            raise RequestRefused(self.tap.attempt.quarantined)
         response = await self.inner.handle_async_request(request)
         if not self.tap.bind(response, request):
             return response
