@@ -121,6 +121,7 @@ class Attempt:
         self._reason: QuarantineReason | None = None
         self._response_id: str | None = None  # kept when the normalizer is dropped
         self._terminal = False
+        self._counted = False
         self.events = 0
 
     # ---- introspection -------------------------------------------------------------------
@@ -170,6 +171,24 @@ class Attempt:
     @property
     def open_calls(self) -> int:
         return len(self._calls)
+
+    def now(self) -> float:
+        """The attempt's clock now (the injected one)."""
+        return self._clock()
+
+    def timings(self) -> tuple[float | None, float]:
+        """When the wire opened the first call (on the clock; None: no call), and the seconds
+        the gate spent deciding: parse, schema and policy of every call."""
+        calls = self._calls.values()
+        first = min((c.opened_at for c in calls), default=None)
+        return first, sum(c.validation_ms + c.policy_ms for c in calls) / 1000
+
+    def mark_counted(self) -> bool:
+        """True the first time only: a decided attempt is counted once, whatever reports it."""
+        if self._counted:
+            return False
+        self._counted = True
+        return True
 
     # ---- wire input ----------------------------------------------------------------------
     def bind_request(self, path: str, fields: Mapping[str, object]) -> None:
