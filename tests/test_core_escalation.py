@@ -221,7 +221,8 @@ def test_a_policy_denial_is_local() -> None:
     clock = Clock()
     attempt = _attempt(clock, done=True)
     for call in attempt.conclude():
-        attempt.decide(call.index, PolicyDecision.deny("no"))
+        with pytest.raises(ToolCallQuarantined):
+            attempt.decide(call.index, PolicyDecision.deny("no"))
     outcome = outcome_of(attempt)
     assert (outcome.reason, outcome.party, outcome.remote_fault) == (
         "policy_denied",
