@@ -183,6 +183,11 @@ class Attempt:
         first = min((c.opened_at for c in calls), default=None)
         return first, sum(c.validation_ms + c.policy_ms for c in calls) / 1000
 
+    @property
+    def decided(self) -> bool:
+        """Released or quarantined: the attempt's fate is settled."""
+        return self._fault is not None or self._state is StreamState.RELEASED
+
     def mark_counted(self) -> bool:
         """True the first time only: a decided attempt is counted once, whatever reports it."""
         if self._counted:

@@ -116,7 +116,7 @@ class Observers:
     def attempt_decided(self, attempt: Attempt) -> None:
         """Count a decided attempt once, however many paths report it."""
         observers = self._observers
-        if not observers or not attempt.mark_counted():
+        if not observers or not attempt.decided or not attempt.mark_counted():
             return
         outcome = outcome_of(attempt)
         for observer in observers:
@@ -163,6 +163,11 @@ class RouteLabels:
             self._extra += 1
             self._known.add(route)
             return route
+
+    def name(self, route: str) -> None:
+        """Keep ``route`` as its own value from now on, outside the cap."""
+        with self._lock:
+            self._known.add(route)
 
     def __len__(self) -> int:
         return len(self._known)
