@@ -145,12 +145,20 @@ class RouteEscalation:
         self._lock = threading.Lock()
         self._redis_choice = redis if settings.shared == "auto" else None
         self._redis: Any = None
-        self._resolved = False
         self._pending: dict[tuple[str, int], list[int]] = {}
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._redis_failing = False
         self.alerts: list[dict[str, Any]] = []  # the last few alerts, for an operator's view
+        if self._redis_choice is not None:
+            # Started now, not at the first attempt: a proxy that routes nothing to a route
+            # must still hear that the fleet took it out. litellm's cache may be set up after
+            # the gate (the proxy reads its settings in turn), so it is looked up each turn
+            # until found.
+            self._thread = threading.Thread(
+                target=self._run, name="toolgate-escalation", daemon=True
+            )
+            self._thread.start()
 
     # ---- what the proxy asks -----------------------------------------------------------------
     @property
@@ -208,26 +216,17 @@ class RouteEscalation:
 
     # ---- the fleet's window ------------------------------------------------------------------
     def _resolve(self) -> None:
-        if self._resolved:
+        if self._redis is not None or self._redis_choice is None:
             return
         choice = self._redis_choice
-        redis = litellm_redis() if choice == "auto" else choice
-        with self._lock:
-            if self._resolved:
-                return
-            self._redis = redis
-            self._resolved = True
-            if redis is not None:
-                self._thread = threading.Thread(
-                    target=self._run, name="toolgate-escalation", daemon=True
-                )
-                self._thread.start()
+        self._redis = litellm_redis() if choice == "auto" else choice
 
     def _key(self, route: str, bucket: int) -> str:
         return f"{self.settings.key_prefix}:{route}:{bucket}"
 
     def _run(self) -> None:
         while not self._stop.wait(self.settings.sync_seconds):
+            self._resolve()
             self.sync()
 
     def sync(self) -> None:
