@@ -345,3 +345,17 @@ def test_the_dashboard_test_catches_a_wrong_label() -> None:
 def test_config_errors_are_typed() -> None:
     with pytest.raises(GateConfigError):
         EscalationSettings(trip_rate=0.2, recover_rate=0.2).rule()
+
+
+def test_histogram_buckets_follow_the_le_rule(exporter: PrometheusExporter) -> None:
+    # A value equal to a bound falls in that bound's bucket (Prometheus: le, "less or equal").
+    for seconds in (0.0001, 0.00010001, 1.0):
+        outcome = _outcome("cometapi/gpt-4o-mini")._replace(decision_seconds=seconds)
+        exporter.attempt_decided(outcome)
+    bucket = "toolgate_decision_seconds_bucket"
+    assert value(exporter, bucket, le="0.0001") == 1
+    assert value(exporter, bucket, le="0.00025") == 2
+    assert value(exporter, bucket, le="0.5") == 2
+    assert value(exporter, bucket, le="+Inf") == 3
+    assert value(exporter, "toolgate_decision_seconds_count") == 3
+    assert value(exporter, "toolgate_decision_seconds_sum") == pytest.approx(1.00020001)
