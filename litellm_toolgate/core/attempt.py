@@ -179,18 +179,23 @@ class Attempt:
     def timings(self) -> tuple[float | None, float]:
         """When the wire opened the first call (on the clock; None: no call), and the seconds
         the gate spent deciding: parse, schema and policy of every call."""
-        calls = self._calls.values()
-        first = min((c.opened_at for c in calls), default=None)
-        return first, sum(c.validation_ms + c.policy_ms for c in calls) / 1000
+        first: float | None = None
+        deciding = 0.0
+        for call in self._calls.values():
+            if first is None or call.opened_at < first:
+                first = call.opened_at
+            deciding += call.validation_ms + call.policy_ms
+        return first, deciding / 1000
 
     @property
     def decided(self) -> bool:
         """Released or quarantined: the attempt's fate is settled."""
         return self._fault is not None or self._state is StreamState.RELEASED
 
-    def mark_counted(self) -> bool:
-        """True the first time only: a decided attempt is counted once, whatever reports it."""
-        if self._counted:
+    def count_once(self) -> bool:
+        """True the first time a decided attempt is asked: it is counted once, whatever
+        reports it. False before its fate is settled (it is counted later) and after."""
+        if self._counted or (self._fault is None and self._state is not StreamState.RELEASED):
             return False
         self._counted = True
         return True

@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from typing import NamedTuple, Protocol
 
 from .attempt import Attempt
+from .errors import QuarantineReason
+from .state import Wire
 
 OVERFLOW = "other"
 """The route label of every route past the cap."""
@@ -52,32 +54,30 @@ class AttemptOutcome(NamedTuple):
         return self.party == "remote"
 
 
+# Per reason, its labels: read once here, not through the enum's properties per attempt.
+_REASON_LABELS = {
+    reason: (reason.value, reason.family.__name__, reason.party.value)
+    for reason in QuarantineReason
+}
+_WIRE_LABELS = {wire: wire.value for wire in Wire}
+
+
 def outcome_of(attempt: Attempt) -> AttemptOutcome:
     """The outcome of a decided attempt (released, or quarantined)."""
     fault = attempt.quarantined
     first, deciding = attempt.timings()
     delay = None if first is None else max(0.0, attempt.now() - first)
     if fault is None:
-        return AttemptOutcome(
-            attempt.route,
-            attempt.wire.value,
-            True,
-            None,
-            None,
-            None,
-            attempt.open_calls,
-            attempt.argument_bytes,
-            deciding,
-            delay,
-        )
-    reason = fault.reason
+        reason = family = party = None
+    else:
+        reason, family, party = _REASON_LABELS[fault.reason]
     return AttemptOutcome(
         attempt.route,
-        attempt.wire.value,
-        False,
-        reason.value,
-        reason.family.__name__,
-        reason.party.value,
+        _WIRE_LABELS[attempt.wire],
+        fault is None,
+        reason,
+        family,
+        party,
         attempt.open_calls,
         attempt.argument_bytes,
         deciding,
@@ -117,7 +117,7 @@ class Observers:
     def attempt_decided(self, attempt: Attempt) -> None:
         """Count a decided attempt once, however many paths report it."""
         observers = self._observers
-        if not observers or not attempt.decided or not attempt.mark_counted():
+        if not observers or not attempt.count_once():
             return
         outcome = outcome_of(attempt)
         for observer in observers:

@@ -102,7 +102,8 @@ def _require() -> Any:
 
 
 class _Histogram:
-    """One histogram series: per-bucket counts (the last is +Inf), the sum, the count."""
+    """One histogram series: per-bucket counts (the last is +Inf) and the sum. A value goes
+    to ``bisect_left(bounds, value)``: the first bound it is less than or equal to (``le``)."""
 
     __slots__ = ("bounds", "counts", "sum")
 
@@ -110,10 +111,6 @@ class _Histogram:
         self.bounds = bounds
         self.counts = [0] * (len(bounds) + 1)
         self.sum = 0.0
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect_left(self.bounds, value)] += 1  # le: value <= bound
-        self.sum += value
 
     def buckets(self) -> list[tuple[str, float]]:
         out: list[tuple[str, float]] = []
@@ -140,9 +137,9 @@ class PrometheusExporter:
         self.registry = prom.REGISTRY if registry is None else registry
         self.route_label = RouteLabels(routes, max_routes)
         self._lock = threading.Lock()
-        # (route label, wire, reason, family, party) -> attempts; reason None: released.
-        self._outcomes: dict[tuple[str, str, str | None, str | None, str | None], int] = {}
-        self._labels: dict[tuple[str, str, str | None], tuple[Any, ...]] = {}
+        # (route, wire, reason) -> [count, histograms..., (route label, wire, reason,
+        # family, party)]; reason None: released. Routes past the cap share a label.
+        self._cells: dict[tuple[str, str, str | None], list[Any]] = {}
         self._histograms: dict[tuple[str, str], _Histogram] = {}
         self._in_flight = 0
         self._escalated: dict[str, int] = {}
@@ -151,20 +148,25 @@ class PrometheusExporter:
 
     # ---- observer ------------------------------------------------------------------------------
     def attempt_decided(self, outcome: AttemptOutcome) -> None:
-        key = (outcome.route, outcome.wire, outcome.reason)
+        route, wire, released, reason, _, _, calls, withheld_bytes, deciding, delay = outcome
+        key = (route, wire, reason)
         with self._lock:
-            labels = self._labels.get(key)
-            if labels is None:
-                labels = self._labels[key] = self._make(outcome)
-            series, decision, delay, withheld = labels
-            self._outcomes[series] = self._outcomes.get(series, 0) + 1
-            if outcome.calls:
-                decision.observe(outcome.decision_seconds)
-                withheld.observe(outcome.withheld_bytes)
-                if outcome.released and outcome.release_delay_seconds is not None:
-                    delay.observe(outcome.release_delay_seconds)
+            cell = self._cells.get(key)
+            if cell is None:
+                cell = self._cells[key] = self._make(outcome)
+            cell[0] += 1
+            if calls:
+                decision, delays, withheld = cell[1], cell[2], cell[3]
+                decision.counts[bisect_left(decision.bounds, deciding)] += 1
+                decision.sum += deciding
+                withheld.counts[bisect_left(withheld.bounds, withheld_bytes)] += 1
+                withheld.sum += withheld_bytes
+                if released and delay is not None:
+                    delays.counts[bisect_left(delays.bounds, delay)] += 1
+                    delays.sum += delay
 
-    def _make(self, outcome: AttemptOutcome) -> tuple[Any, ...]:
+    def _make(self, outcome: AttemptOutcome) -> list[Any]:
+        """A new cell: [count, decision, delay and withheld histograms, the series labels]."""
         route, wire = self.route_label(outcome.route or "unknown"), outcome.wire
         histograms = []
         for name in _HISTOGRAMS:
@@ -173,7 +175,7 @@ class PrometheusExporter:
                 made = self._histograms[name, wire] = _Histogram(_HISTOGRAMS[name][1])
             histograms.append(made)
         series = (route, wire, outcome.reason, outcome.family, outcome.party)
-        return (series, *histograms)
+        return [0, *histograms, series]
 
     def stream_started(self, route: str) -> None:
         with self._lock:
@@ -197,7 +199,9 @@ class PrometheusExporter:
     def collect(self) -> Iterator[Any]:
         core = self._families
         with self._lock:
-            outcomes = dict(self._outcomes)
+            outcomes: dict[tuple[Any, ...], int] = {}
+            for cell in self._cells.values():
+                outcomes[cell[4]] = outcomes.get(cell[4], 0) + cell[0]
             histograms = {k: (h.buckets(), h.sum) for k, h in self._histograms.items()}
             in_flight = self._in_flight
             escalated = dict(self._escalated)
