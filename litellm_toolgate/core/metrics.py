@@ -16,8 +16,8 @@ for every route past that. Reasons, families, parties and wires are closed enums
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
-from typing import NamedTuple, Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple, Protocol
 
 from .attempt import Attempt
 from .errors import QuarantineReason
@@ -60,6 +60,7 @@ _REASON_LABELS = {
     for reason in QuarantineReason
 }
 _WIRE_LABELS = {wire: wire.value for wire in Wire}
+_new: Callable[[type[AttemptOutcome], tuple[Any, ...]], AttemptOutcome] = tuple.__new__
 
 
 def outcome_of(attempt: Attempt) -> AttemptOutcome:
@@ -71,7 +72,9 @@ def outcome_of(attempt: Attempt) -> AttemptOutcome:
         reason = family = party = None
     else:
         reason, family, party = _REASON_LABELS[fault.reason]
-    return AttemptOutcome(
+    # tuple.__new__ straight: a named tuple's own __new__ is Python code, and this runs on
+    # every decided attempt.
+    fields = (
         attempt.route,
         _WIRE_LABELS[attempt.wire],
         fault is None,
@@ -83,6 +86,7 @@ def outcome_of(attempt: Attempt) -> AttemptOutcome:
         deciding,
         delay,
     )
+    return _new(AttemptOutcome, fields)
 
 
 class Observer(Protocol):
