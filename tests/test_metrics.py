@@ -359,3 +359,24 @@ def test_histogram_buckets_follow_the_le_rule(exporter: PrometheusExporter) -> N
     assert value(exporter, bucket, le="+Inf") == 3
     assert value(exporter, "toolgate_decision_seconds_count") == 3
     assert value(exporter, "toolgate_decision_seconds_sum") == pytest.approx(1.00020001)
+
+
+def test_a_settings_file_takes_both_sections(tmp_path: Path) -> None:
+    (tmp_path / "tools.json").write_text(json.dumps(TOOLS))
+    (tmp_path / "toolgate.yaml").write_text(
+        "tools_file: tools.json\n"
+        "metrics: {routes: [cometapi/x], max_routes: 5}\n"
+        "escalation: {window_seconds: 30, min_attempts: 5, trip_rate: 0.4, shared: 'off'}\n"
+    )
+    gate = ToolGateGuardrail.from_settings_file(tmp_path / "toolgate.yaml")
+    try:
+        assert gate.escalation is not None and not gate.escalation.shared
+        assert gate.escalation.rule.window == 30.0 and gate.escalation.rule.min_attempts == 5
+    finally:
+        if gate.escalation is not None:
+            observers.remove(gate.escalation)
+    (tmp_path / "toolgate.yaml").write_text(
+        "tools_file: tools.json\nescalation: {window_seconds: 30, min_atempts: 5}\n"
+    )
+    with pytest.raises(GuardrailConfigError, match=re.escape("escalation.min_atempts")):
+        ToolGateGuardrail.from_settings_file(tmp_path / "toolgate.yaml")
