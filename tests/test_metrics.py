@@ -380,3 +380,30 @@ def test_a_settings_file_takes_both_sections(tmp_path: Path) -> None:
     )
     with pytest.raises(GuardrailConfigError, match=re.escape("escalation.min_atempts")):
         ToolGateGuardrail.from_settings_file(tmp_path / "toolgate.yaml")
+
+
+def test_metrics_on_a_port_of_their_own() -> None:
+    import socket
+
+    import httpx
+
+    from litellm_toolgate.edge.metrics import MetricsSettings, enable_metrics
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    made = enable_metrics(MetricsSettings(port=port, routes=["cometapi/gpt-4o-mini"]))
+    try:
+        assert enable_metrics(MetricsSettings()) is made  # one exporter per process
+        made.attempt_decided(_outcome("cometapi/gpt-4o-mini", "missing_done", "remote"))
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
+        assert 'toolgate_quarantines_total{family="StreamFault",party="remote"' in text
+        # A port that cannot be served stops start-up, named.
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            taken = int(busy.getsockname()[1])
+            with pytest.raises(GateConfigError, match=f"127.0.0.1:{taken}"):
+                enable_metrics(MetricsSettings(port=taken))
+    finally:
+        observers.remove(made)
