@@ -31,6 +31,12 @@ def brief(row: Row) -> str:
             f"{row['plain_cpu_ms']:.0f} ms{_taken_off(row)}){_floor(row)}; plain litellm "
             f"{row['baseline_us_per_event']['median']:.0f} µs/event"
         )
+    if section == "metrics":
+        return (
+            f"gate CPU ×{fmt_range(row['ratio_cpu'], 4)}: "
+            f"+{fmt_range(row['added_us_per_attempt'], 2)} µs on "
+            f"{row['gate_us_per_attempt']:.0f} µs an attempt"
+        )
     if section in ("core", "reference"):
         return (
             f"×{fmt_range(row['ratio_wall'])} wall, ×{fmt_range(row['ratio_cpu'])} cpu; "
@@ -107,7 +113,7 @@ def headline(row: Row) -> str:
     section = row["section"]
     if section == "e2e":
         return f"×{row['attributed_ratio']['median']:.3f}"
-    if section in ("core", "reference"):
+    if section in ("core", "reference", "metrics"):
         return f"×{row['ratio_cpu']['median']:.3f}"
     if section == "decision":
         if "ratio" in row:

@@ -30,6 +30,8 @@ Sections (each row of the output names its section):
 * ``journal``: the run journal's three committed transitions per call (decide, claim,
   finish) on SQLite and PostgreSQL against the floor of one bare durable ``INSERT`` /
   ``UPDATE`` per transition, and claims per second (``bench/journal.py``).
+* ``metrics``: the gate's own CPU per attempt with its Prometheus metrics on vs off
+  (``bench/metrics.py``), same run, paired.
 * ``loop``: an async gated stream with a 1 MB call in asyncio debug mode
   (``slow_callback_duration = 5 ms``): slow callbacks, and every gate section that ran on
   the loop's thread for longer than 5 ms.
@@ -61,6 +63,7 @@ from bench.core import core_section, decision_section, memory_section
 from bench.e2e import RETRIED, e2e_section, sdk_section, ttft_section
 from bench.journal import journal_section
 from bench.loop import loop_section
+from bench.metrics import metrics_section
 from bench.report import markdown
 
 HERE = Path(__file__).resolve().parent
@@ -84,6 +87,7 @@ def plan(quick: bool) -> dict[str, Any]:
             "memory": (16_384, [16]),
             "loop": 16_384,
             "journal": (10, 1),
+            "metrics": [("tool-call 20 events", tool_body(20)[0], 50, 2)],
         }
     return {
         "e2e": [
@@ -107,6 +111,11 @@ def plan(quick: bool) -> dict[str, Any]:
         "memory": (1_048_576, [8, 64, 1024]),
         "loop": 1_048_576,
         "journal": (200, 7),
+        "metrics": [
+            ("tool-call 20 events", tool_body(20)[0], 500, 15),
+            ("tool-call 200 events", tool_body(200)[0], 200, 15),
+            ("4 interleaved calls of 16 KB", interleaved_body(4, 16_384)[0], 100, 15),
+        ],
     }
 
 
@@ -118,8 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         action="append",
-        help="run only these sections (core, decision, memory, ttft, loop, journal, e2e, "
-        "sdk); the other sections' rows are kept from the existing output file",
+        help="run only these sections (core, decision, memory, metrics, ttft, loop, journal, "
+        "e2e, sdk); the other sections' rows are kept from the existing output file",
     )
     args = parser.parse_args(argv)
     out = args.out or HERE / ("results-quick.json" if args.quick else "results.json")
@@ -133,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             ("core", lambda: core_section(chosen["core"])),
             ("decision", lambda: decision_section(chosen["decision"])),
             ("memory", lambda: memory_section(*chosen["memory"])),
+            ("metrics", lambda: metrics_section(chosen["metrics"])),
             ("ttft", lambda: ttft_section(up, *chosen["ttft"])),
             ("loop", lambda: loop_section(up, chosen["loop"])),
             ("journal", lambda: journal_section(*chosen["journal"])),
@@ -157,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         rows = kept + rows
         when = {**previous.get("sections_when", {}), **when}
-    order = ["core", "decision", "memory", "ttft", "loop", "journal", "e2e", "reference"]
+    order = ["core", "decision", "memory", "metrics", "ttft", "loop", "journal", "e2e", "reference"]
     rows.sort(key=lambda r: order.index(r["section"]))
     results = {
         "when": now,

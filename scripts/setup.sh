@@ -15,7 +15,7 @@ make_env() {
     "$dir/bin/python" -m pip install --quiet --disable-pip-version-check "$litellm_spec" -e ".[$extras]"
 }
 
-make_env .venv "litellm==1.110.2" "test,lint,fuzz"
+make_env .venv "litellm==1.110.2" "test,lint,fuzz,metrics"
 if [ "${1:-}" = "--matrix" ]; then
-    make_env .venv-litellm-1.108.7 "litellm[proxy]==1.108.7" "test"
+    make_env .venv-litellm-1.108.7 "litellm[proxy]==1.108.7" "test,metrics"
 fi

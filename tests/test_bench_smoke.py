@@ -25,6 +25,7 @@ EXPECTED_ROWS = {
     "memory": 1,
     "loop": 2,
     "journal": 2,  # SQLite, and PostgreSQL (a row saying it did not run without a server)
+    "metrics": 1,
 }
 
 
@@ -59,7 +60,7 @@ def test_quick_benchmark_writes_every_row(tmp_path: Path) -> None:
         counts[row["section"]] = counts.get(row["section"], 0) + 1
         assert all(math.isfinite(n) for n in numbers(row)), row["name"]
         # Everything but a difference of two times is a size, a count, a time or a ratio.
-        rest = {k: v for k, v in row.items() if k != "diff_ms"}
+        rest = {k: v for k, v in row.items() if k not in ("diff_ms", "added_us_per_attempt")}
         assert all(n >= 0 for n in numbers(rest)), row["name"]
         for key in ("ratio_wall", "ratio_cpu", "us", "plain_ms", "gated_ms"):
             if key in row:
@@ -74,6 +75,8 @@ def test_quick_benchmark_writes_every_row(tmp_path: Path) -> None:
             assert set(row["floor_parts_ms"]) == set(row["gate_parts_ms"])
         if row["section"] == "journal" and "error" not in row:
             assert row["ratio_wall"]["median"] > 0 and row["claims_per_second"]["median"] > 0
+        if row["section"] == "metrics":  # both halves ran: the gate's CPU was measured
+            assert row["gate_us_per_attempt"] > 0
         if row["section"] == "loop" and "gated" in row["name"]:
             assert row["gate_sections"] > 0  # the gate's own sections were timed
     assert counts == EXPECTED_ROWS

@@ -121,6 +121,7 @@ class Attempt:
         self._reason: QuarantineReason | None = None
         self._response_id: str | None = None  # kept when the normalizer is dropped
         self._terminal = False
+        self._counted = False
         self.events = 0
 
     # ---- introspection -------------------------------------------------------------------
@@ -170,6 +171,34 @@ class Attempt:
     @property
     def open_calls(self) -> int:
         return len(self._calls)
+
+    def now(self) -> float:
+        """The attempt's clock now (the injected one)."""
+        return self._clock()
+
+    def timings(self) -> tuple[float | None, float]:
+        """When the wire opened the first call (on the clock; None: no call), and the seconds
+        the gate spent deciding: parse, schema and policy of every call."""
+        first: float | None = None
+        deciding = 0.0
+        for call in self._calls.values():
+            if first is None or call.opened_at < first:
+                first = call.opened_at
+            deciding += call.validation_ms + call.policy_ms
+        return first, deciding / 1000
+
+    @property
+    def decided(self) -> bool:
+        """Released or quarantined: the attempt's fate is settled."""
+        return self._fault is not None or self._state is StreamState.RELEASED
+
+    def count_once(self) -> bool:
+        """True the first time a decided attempt is asked: it is counted once, whatever
+        reports it. False before its fate is settled (it is counted later) and after."""
+        if self._counted or (self._fault is None and self._state is not StreamState.RELEASED):
+            return False
+        self._counted = True
+        return True
 
     # ---- wire input ----------------------------------------------------------------------
     def bind_request(self, path: str, fields: Mapping[str, object]) -> None:

@@ -99,11 +99,13 @@ from .calltypes import (
     sync_route_sdk,
 )
 from .config import SETTING_KEYS, GateSettings, unknown_guardrail_keys
+from .escalation import RouteEscalation
 from .events import CarrierEvents, carrier_events, carrier_of_result
 from .gate import ToolGate
 from .intervention import as_intervention
-from .logs import emit_records
+from .logs import emit_records, observers
 from .messages import AnthropicEvents, message_carrier
+from .observe import start_observing
 from .policy import aapprove_whole
 from .preflight import chat_chunk_check, responses_event_check
 from .routes import Api, Refused, decision_for, route_for
@@ -283,6 +285,8 @@ class ToolGateGuardrail(CustomGuardrail):
         hmac_key_env: str | None = None,
         base_dir: str | Path | None = None,
         retry_stream_faults: bool = False,
+        metrics: Mapping[str, Any] | None = None,
+        escalation: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         unknown = unknown_guardrail_keys(kwargs)
@@ -300,6 +304,8 @@ class ToolGateGuardrail(CustomGuardrail):
             "tool_categories": tool_categories,
             "hmac_key_env": hmac_key_env,
             "run_id": run_id,
+            "metrics": metrics,
+            "escalation": escalation,
         }
         if isinstance(tools, str):
             yaml_form["tools"] = tools  # "request", or a wrong word pydantic names
@@ -315,6 +321,8 @@ class ToolGateGuardrail(CustomGuardrail):
             if hmac_key is not None:
                 arguments["hmac_key"] = hmac_key
             self.gate = ToolGate(**arguments)
+            # Metrics and route escalation (docs/metrics.md), when the settings ask for them.
+            self.escalation = start_observing(settings)
         except GateConfigError as exc:
             raise GuardrailConfigError(str(exc)) from exc
         if not isinstance(retry_stream_faults, bool):
@@ -530,13 +538,17 @@ class ToolGateGuardrail(CustomGuardrail):
         if tap.messages_api:
             events = AnthropicEvents()  # /v1/messages: Anthropic SSE bytes
         stream = AsyncGatedStream(response, tap, self.gate.policy, events)
+        observers.stream_started(tap.attempt.route)
         try:
             async for chunk in stream:
                 yield chunk
         finally:
             # Also reached when the client went away (the proxy closes this generator).
-            await stream.aclose()
-            self._report(request_data, tap.attempt, started)
+            try:
+                await stream.aclose()
+                self._report(request_data, tap.attempt, started)
+            finally:
+                observers.stream_ended(tap.attempt.route)
 
     # ---- proxy and SDK: a whole response ---------------------------------------------------
     async def async_post_call_success_hook(
@@ -594,6 +606,20 @@ class ToolGateGuardrail(CustomGuardrail):
         if fault is not None:
             del response  # litellm's result holds argument text: not in this frame's locals
             raise_clean(fault if in_proxy else as_intervention(fault))
+
+    # ---- routing: a route escalated for its remote faults is left out (docs/metrics.md) ---
+    async def async_filter_deployments(
+        self,
+        model: str,
+        healthy_deployments: list[Any],
+        messages: Any,
+        request_kwargs: dict[str, Any] | None = None,
+        parent_otel_span: Any = None,
+    ) -> list[Any]:
+        escalation: RouteEscalation | None = getattr(self, "escalation", None)
+        if escalation is None:
+            return healthy_deployments
+        return escalation.filter(healthy_deployments)
 
     # ---- failures: forget the request ------------------------------------------------------
     async def async_post_call_failure_hook(

@@ -39,9 +39,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..core.errors import GateConfigError
 from ..core.limits import Limits
 from ..core.policy import Policy
+from .escalation import EscalationSettings
+from .metrics import MetricsSettings
 
 SETTING_KEYS = frozenset(
     {"tools", "tools_file", "policy", "limits", "tool_categories", "hmac_key_env", "run_id"}
+    | {"metrics", "escalation"}  # operating the gate: see docs/metrics.md
 )
 
 REQUEST_TOOLS = "request"
@@ -135,6 +138,8 @@ class GateSettings(BaseModel):
     tool_categories: dict[str, str] | None = None
     hmac_key_env: str | None = None
     run_id: str | None = None
+    metrics: MetricsSettings | None = None
+    escalation: EscalationSettings | None = None
 
     @field_validator("policy")
     @classmethod

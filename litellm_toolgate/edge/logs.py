@@ -3,6 +3,9 @@
 Each record goes out as one log record: a short message with ids and outcome only, and the
 whole sanitized record in ``extra["toolgate"]`` (a JSON-ready dict) for handlers that ship
 structured logs. Released calls log at INFO, quarantined ones at WARNING.
+
+It is also where decided attempts are counted: :data:`observers` (the metrics exporter,
+the route escalation) hear of each attempt once, whatever the logging level.
 """
 
 from __future__ import annotations
@@ -10,11 +13,17 @@ from __future__ import annotations
 import logging
 
 from ..core.attempt import Attempt
+from ..core.metrics import Observers
 
 logger = logging.getLogger("litellm_toolgate")
 
+observers = Observers()
+"""Told of every decided attempt and every gated proxy stream (see ``core/metrics.py``)."""
+
 
 def emit_records(attempt: Attempt) -> None:
+    if observers:
+        observers.attempt_decided(attempt)
     fault = attempt.quarantined
     level = logging.INFO if fault is None else logging.WARNING
     if not logger.isEnabledFor(level):

@@ -137,6 +137,10 @@ class _TapBody:
         self._tap = tap
         self._closed = False
         self._open_line = False  # litellm holds an unterminated line
+        # The body itself ended (its iterator ran out). A piece iterator that stopped on an
+        # exception (a read cancelled because the reader went away) is finished too, but a
+        # drain over it ending at once is no end of the body: no EOF is fed then.
+        self._exhausted = False
 
     def _passes(self, piece: bytes) -> bool:
         """Feed one piece to the attempt; True when litellm may have it."""
@@ -171,8 +175,13 @@ class _TapStream(_TapBody, httpx.SyncByteStream):
     def _pieces(self) -> Iterator[bytes]:
         # One iterator for reading and for draining on close, so no slice is ever skipped.
         if self._it is None:
-            self._it = (part for piece in self._inner for part in _slices(piece))
+            self._it = self._sliced()
         return self._it
+
+    def _sliced(self) -> Iterator[bytes]:
+        for piece in self._inner:
+            yield from _slices(piece)
+        self._exhausted = True
 
     def __iter__(self) -> Iterator[bytes]:
         error: httpx.TransportError | None = None
@@ -197,7 +206,8 @@ class _TapStream(_TapBody, httpx.SyncByteStream):
                     if not self._tap.feed(piece):
                         break
                 else:
-                    self._tap.eof()
+                    if self._exhausted:
+                        self._tap.eof()
         except httpx.TransportError as exc:
             self._tap.fail(exc)
         finally:
@@ -223,6 +233,7 @@ class _AsyncTapStream(_TapBody, httpx.AsyncByteStream):
                 if turn:  # a turn for other tasks between slices of one large read
                     await asyncio.sleep(0)
                 yield part
+        self._exhausted = True
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         error: httpx.TransportError | None = None
@@ -247,7 +258,8 @@ class _AsyncTapStream(_TapBody, httpx.AsyncByteStream):
                     if not self._tap.feed(piece):
                         break
                 else:
-                    self._tap.eof()
+                    if self._exhausted:
+                        self._tap.eof()
         except httpx.TransportError as exc:
             self._tap.fail(exc)
         finally:

@@ -1,0 +1,298 @@
+"""The gate's Prometheus metrics: an observer of decided attempts and gated streams.
+
+Needs the ``metrics`` extra (``prometheus-client``). The core hands every decided attempt's
+:class:`~..core.metrics.AttemptOutcome` to the observers registered in :mod:`logs`; this
+exporter keeps the series below and hands them to ``prometheus_client`` as a collector, in
+its process-global registry by default: a LiteLLM proxy whose ``callbacks`` include
+``prometheus`` serves that registry on its own ``/metrics``, so the gate's series appear
+there. ``port`` in the settings starts a scrape endpoint of its own (on ``127.0.0.1``
+unless ``host`` says otherwise), for a proxy without litellm's Prometheus logger and for
+code using the gate directly.
+
+Why a collector and not ``Counter``/``Histogram`` objects: an attempt is counted on the
+decision's path, and five of those objects cost about 5 µs an attempt (each takes a lock);
+plain integers under one lock cost a fraction of that, and the families are built only
+when scraped (:meth:`PrometheusExporter.collect`).
+
+Series (``route`` is bounded, see :class:`~..core.metrics.RouteLabels`):
+
+* ``toolgate_attempts_total{route,wire,outcome}``: decided attempts, ``released`` or
+  ``quarantined``.
+* ``toolgate_releases_total{route,wire}``
+* ``toolgate_quarantines_total{route,wire,reason,family,party}``
+* ``toolgate_decision_seconds{wire}``: parse, schema and policy time of an attempt's calls.
+* ``toolgate_release_delay_seconds{wire}``: first call fragment on the wire to the release.
+* ``toolgate_withheld_bytes{wire}``: argument bytes an attempt withheld.
+* ``toolgate_streams_in_flight``: gated proxy streams open now.
+* ``toolgate_route_escalated{route}`` and ``toolgate_escalations_total{route,transition}``:
+  see :mod:`escalation`.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..core.errors import GateConfigError
+from ..core.metrics import AttemptOutcome, RouteLabels
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+# Seconds: the decision is CPU work (sub-millisecond to tens of ms); the release delay is
+# the stream's length from the first call fragment (milliseconds to minutes).
+DECISION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5)
+DELAY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+BYTES_BUCKETS = (0, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216)
+
+METRIC_LABELS: dict[str, tuple[str, ...]] = {
+    "toolgate_attempts_total": ("route", "wire", "outcome"),
+    "toolgate_releases_total": ("route", "wire"),
+    "toolgate_quarantines_total": ("route", "wire", "reason", "family", "party"),
+    "toolgate_decision_seconds": ("wire",),
+    "toolgate_release_delay_seconds": ("wire",),
+    "toolgate_withheld_bytes": ("wire",),
+    "toolgate_streams_in_flight": (),
+    "toolgate_route_escalated": ("route",),
+    "toolgate_escalations_total": ("route", "transition"),
+}
+"""Every series the gate exports and its labels (histograms add ``_bucket``, ``_sum``,
+``_count`` and the ``le`` label). The dashboard test checks its queries against this."""
+
+_HISTOGRAMS = {
+    "toolgate_decision_seconds": (
+        "Parse, schema and policy time of an attempt's calls.",
+        DECISION_BUCKETS,
+    ),
+    "toolgate_release_delay_seconds": (
+        "From the first call fragment on the wire to the release.",
+        DELAY_BUCKETS,
+    ),
+    "toolgate_withheld_bytes": ("Argument bytes an attempt withheld.", BYTES_BUCKETS),
+}
+
+
+class MetricsSettings(BaseModel):
+    """``metrics:`` in the gate's settings. Present means on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    port: int | None = Field(default=None, ge=1, le=65535)
+    """Serve ``/metrics`` on this port too (the proxy's own ``/metrics`` needs litellm's
+    ``prometheus`` callback)."""
+    host: str = "127.0.0.1"
+    routes: list[str] = []
+    """Route label values always kept (the deployments' ``litellm_params.model``)."""
+    max_routes: int = Field(default=20, ge=0, le=1000)
+    """Other routes kept as their own label value; past them, ``other``."""
+
+
+def _require() -> Any:
+    try:
+        import prometheus_client
+    except ImportError:
+        raise GateConfigError(
+            "toolgate 'metrics' needs prometheus-client: pip install 'litellm-toolgate[metrics]'"
+        ) from None
+    return prometheus_client
+
+
+class _Histogram:
+    """One histogram series: per-bucket counts (the last is +Inf) and the sum. A value goes
+    to ``bisect_left(bounds, value)``: the first bound it is less than or equal to (``le``)."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+
+    def buckets(self) -> list[tuple[str, float]]:
+        out: list[tuple[str, float]] = []
+        running = 0
+        for bound, count in zip((*self.bounds, float("inf")), self.counts, strict=True):
+            running += count
+            out.append(("+Inf" if bound == float("inf") else repr(float(bound)), running))
+        return out
+
+
+class PrometheusExporter:
+    """The observer that keeps the gate's series, and their collector (see the module)."""
+
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        routes: list[str] | tuple[str, ...] = (),
+        max_routes: int = 20,
+    ) -> None:
+        prom = _require()
+        from prometheus_client import core
+
+        self._families = core
+        self.registry = prom.REGISTRY if registry is None else registry
+        self.route_label = RouteLabels(routes, max_routes)
+        self._lock = threading.Lock()
+        # (route, wire, reason) -> [count, histograms..., (route label, wire, reason,
+        # family, party)]; reason None: released. Routes past the cap share a label.
+        self._cells: dict[tuple[str, str, str | None], list[Any]] = {}
+        self._histograms: dict[tuple[str, str], _Histogram] = {}
+        self._in_flight = 0
+        self._escalated: dict[str, int] = {}
+        self._transitions: dict[tuple[str, str], int] = {}
+        self.registry.register(self)
+
+    # ---- observer ------------------------------------------------------------------------------
+    def attempt_decided(self, outcome: AttemptOutcome) -> None:
+        route, wire, released, reason, _, _, calls, withheld_bytes, deciding, delay = outcome
+        key = (route, wire, reason)
+        with self._lock:
+            cell = self._cells.get(key)
+            if cell is None:
+                cell = self._cells[key] = self._make(outcome)
+            cell[0] += 1
+            if calls:
+                decision, delays, withheld = cell[1], cell[2], cell[3]
+                decision.counts[bisect_left(decision.bounds, deciding)] += 1
+                decision.sum += deciding
+                withheld.counts[bisect_left(withheld.bounds, withheld_bytes)] += 1
+                withheld.sum += withheld_bytes
+                if released and delay is not None:
+                    delays.counts[bisect_left(delays.bounds, delay)] += 1
+                    delays.sum += delay
+
+    def _make(self, outcome: AttemptOutcome) -> list[Any]:
+        """A new cell: [count, decision, delay and withheld histograms, the series labels]."""
+        route, wire = self.route_label(outcome.route or "unknown"), outcome.wire
+        histograms = []
+        for name in _HISTOGRAMS:
+            made = self._histograms.get((name, wire))
+            if made is None:
+                made = self._histograms[name, wire] = _Histogram(_HISTOGRAMS[name][1])
+            histograms.append(made)
+        series = (route, wire, outcome.reason, outcome.family, outcome.party)
+        return [0, *histograms, series]
+
+    def stream_started(self, route: str) -> None:
+        with self._lock:
+            self._in_flight += 1
+
+    def stream_ended(self, route: str) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+    def route_transition(self, route: str, transition: str) -> None:
+        label = self.route_label(route or "unknown")
+        with self._lock:
+            key = (label, transition)
+            self._transitions[key] = self._transitions.get(key, 0) + 1
+            self._escalated[label] = 1 if transition == "tripped" else 0
+
+    # ---- collector -------------------------------------------------------------------------------
+    def describe(self) -> list[Any]:
+        return []  # the families are made at each scrape; nothing to check in advance
+
+    def collect(self) -> Iterator[Any]:
+        core = self._families
+        with self._lock:
+            outcomes: dict[tuple[Any, ...], int] = {}
+            for cell in self._cells.values():
+                outcomes[cell[4]] = outcomes.get(cell[4], 0) + cell[0]
+            histograms = {k: (h.buckets(), h.sum) for k, h in self._histograms.items()}
+            in_flight = self._in_flight
+            escalated = dict(self._escalated)
+            transitions = dict(self._transitions)
+        attempts = core.CounterMetricFamily(
+            "toolgate_attempts", "Decided attempts.", labels=["route", "wire", "outcome"]
+        )
+        releases = core.CounterMetricFamily(
+            "toolgate_releases", "Released attempts.", labels=["route", "wire"]
+        )
+        quarantines = core.CounterMetricFamily(
+            "toolgate_quarantines",
+            "Quarantined attempts, by reason, exception family and party at fault.",
+            labels=list(METRIC_LABELS["toolgate_quarantines_total"]),
+        )
+        totals: dict[tuple[str, str, str], int] = {}
+        for (route, wire, reason, family, party), count in sorted(
+            outcomes.items(), key=lambda item: tuple(str(part) for part in item[0])
+        ):
+            outcome = "released" if reason is None else "quarantined"
+            totals[route, wire, outcome] = totals.get((route, wire, outcome), 0) + count
+            if reason is None:
+                releases.add_metric([route, wire], count)
+            else:
+                quarantines.add_metric([route, wire, reason, str(family), str(party)], count)
+        for labels, count in totals.items():
+            attempts.add_metric(list(labels), count)
+        yield attempts
+        yield releases
+        yield quarantines
+        for name, (documentation, _) in _HISTOGRAMS.items():
+            family = core.HistogramMetricFamily(name, documentation, labels=["wire"])
+            for (of, wire), (buckets, total) in sorted(histograms.items()):
+                if of == name:
+                    family.add_metric([wire], buckets, total)
+            yield family
+        yield core.GaugeMetricFamily(
+            "toolgate_streams_in_flight", "Gated proxy streams open now.", value=in_flight
+        )
+        escalation = core.GaugeMetricFamily(
+            "toolgate_route_escalated",
+            "1 while the route's remote faults keep it escalated.",
+            labels=["route"],
+        )
+        for route, value in sorted(escalated.items()):
+            escalation.add_metric([route], value)
+        yield escalation
+        changes = core.CounterMetricFamily(
+            "toolgate_escalations", "Route escalation transitions.", labels=["route", "transition"]
+        )
+        for (route, transition), count in sorted(transitions.items()):
+            changes.add_metric([route, transition], count)
+        yield changes
+
+
+_lock = threading.Lock()
+_exporters: dict[str, PrometheusExporter] = {}  # the process's one, under "global"
+_served: set[tuple[str, int]] = set()
+
+
+def enable_metrics(settings: MetricsSettings) -> PrometheusExporter:
+    """The process's exporter (made once, in the global registry) registered as an observer,
+    and the settings' port served. Several gates in one process share it."""
+    from .logs import observers
+
+    prom = _require()
+    with _lock:
+        made = _exporters.get("global")
+        if made is None:
+            made = _exporters["global"] = PrometheusExporter(
+                None, settings.routes, settings.max_routes
+            )
+        else:
+            for route in settings.routes:
+                made.route_label.name(route)
+        observers.add(made)
+        if settings.port is not None and (settings.host, settings.port) not in _served:
+            try:
+                prom.start_http_server(settings.port, addr=settings.host)
+            except OSError as exc:
+                raise GateConfigError(
+                    f"metrics port {settings.host}:{settings.port} cannot be served: "
+                    f"{type(exc).__name__}"
+                ) from None
+            _served.add((settings.host, settings.port))
+        return made
+
+
+def exporter() -> PrometheusExporter | None:
+    """The process's exporter, once metrics are on."""
+    return _exporters.get("global")
+
+
+__all__ = ["METRIC_LABELS", "MetricsSettings", "PrometheusExporter", "enable_metrics", "exporter"]
