@@ -1,0 +1,570 @@
+"""The bounded tool loop (``gate.run`` / ``gate.arun``) over the real litellm and the loopback
+fake upstream: rounds, results matched by id, the journal's rows, the bounds, failures and
+resume after a (simulated) crash."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from litellm_toolgate import (
+    DuplicateCallId,
+    GateConfigError,
+    LoopLimitExceeded,
+    QuarantineReason,
+    StreamFault,
+    ToolGate,
+)
+from litellm_toolgate.core.journal import AmbiguousCalls, Effect, JournalRow, Outcome, Step
+from litellm_toolgate.core.loop import LoopLimits
+from litellm_toolgate.demo.responses import answer_events
+from litellm_toolgate.demo.upstream import (
+    FakeUpstream,
+    Scripted,
+    answer_stream,
+    calls_stream,
+    recording,
+    responses_calls_stream,
+)
+from litellm_toolgate.edge.journal import open_journal
+from litellm_toolgate.edge.loop import NOT_AVAILABLE, TOOL_ERROR
+from litellm_toolgate.edge.tools import Tool, ToolContext
+
+MULTIPLY = {
+    "type": "function",
+    "function": {
+        "name": "multiply",
+        "description": "Multiply two finite numbers.",
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+            "required": ["a", "b"],
+            "additionalProperties": False,
+        },
+    },
+}
+R_MULTIPLY = {"type": "function", "name": "multiply", **{
+    k: v for k, v in MULTIPLY["function"].items() if k != "name"  # type: ignore[union-attr]
+}}
+ARGS = '{"a": 7, "b": 8}'
+USER = [{"role": "user", "content": "What is 7 times 8? Use multiply."}]
+
+
+class Crash(BaseException):
+    """Stands in for the process dying: not an Exception, so nothing catches it."""
+
+
+@pytest.fixture
+def upstream() -> Iterator[FakeUpstream]:
+    with FakeUpstream() as up:
+        yield up
+
+
+@pytest.fixture
+def journal() -> Iterator[Any]:
+    j = open_journal("sqlite:///:memory:")
+    yield j
+    j.close()
+
+
+def chat_route(up: FakeUpstream) -> dict[str, Any]:
+    return {"model": "cometapi/gpt-4o-mini", "api_base": up.base_url, "api_key": "sk-loop"}
+
+
+def responses_route(up: FakeUpstream) -> dict[str, Any]:
+    return {"model": "openai/gpt-4o-mini", "api_base": up.base_url, "api_key": "sk-loop"}
+
+
+def multiply(arguments: dict[str, Any]) -> dict[str, float]:
+    return {"value": arguments["a"] * arguments["b"]}
+
+
+def tools(**overrides: Any) -> dict[str, Tool]:
+    return {"multiply": Tool(overrides.pop("fn", multiply), effect="read_only", **overrides)}
+
+
+# ---- chat and Responses, end to end ----------------------------------------------------
+def test_chat_runs_the_call_once_and_answers_with_its_id(
+    upstream: FakeUpstream, journal: Any
+) -> None:
+    upstream.enqueue(
+        Scripted(recording("round1_multiply.sse"), chunk_sizes=[7, 64, 3]),
+        Scripted(answer_stream("7 times 8 is 56."), chunk_sizes=[5]),
+    )
+    texts: list[str] = []
+    saved: list[list[Any]] = []
+    result = ToolGate([MULTIPLY]).run(
+        messages=list(USER),
+        tools=[MULTIPLY],
+        executors=tools(),
+        journal=journal,
+        run_id="run-chat",
+        on_text=texts.append,
+        checkpoint=saved.append,
+        **chat_route(upstream),
+    )
+    assert result.text == "7 times 8 is 56." and result.rounds == 2
+    assert "".join(texts) == "Let me multiply those." + "7 times 8 is 56."
+    (row,) = result.rows
+    assert (row.step, row.outcome, row.tool, row.round) == (Step.FINISHED, Outcome.SUCCEEDED, "multiply", 0)
+    assert row.result_size == len('{"value":56}') and row.result_digest.startswith("sha256:")
+    # Round two carried the assistant turn (its tool_calls) and then the result, by id.
+    sent = upstream.requests[1]["messages"]
+    assistant, tool = sent[-2], sent[-1]
+    call_id = assistant["tool_calls"][0]["id"]
+    assert call_id == row.call_id and tool == {
+        "role": "tool",
+        "tool_call_id": call_id,
+        "content": '{"value":56}',
+    }
+    assert assistant["tool_calls"][0]["function"]["arguments"] == '{"a": 7, "b": 8}'
+    # Checkpoints: the model turn first, then with its result; the last is the conversation.
+    assert saved[0][-1]["role"] == "assistant" and saved[1][-1]["role"] == "tool"
+    assert result.conversation == saved[-1] and len(upstream.requests) == 2
+
+
+def test_responses_replays_the_output_items_then_the_outputs(
+    upstream: FakeUpstream, journal: Any
+) -> None:
+    upstream.enqueue(
+        Scripted(responses_calls_stream([("call_r1", "multiply", ARGS)])),
+        Scripted(answer_events("7 times 8 is 56.")),
+    )
+    texts: list[str] = []
+    result = ToolGate([R_MULTIPLY]).run(
+        api="responses",
+        input=list(USER),
+        tools=[R_MULTIPLY],
+        executors=tools(),
+        journal=journal,
+        run_id="run-responses",
+        on_text=texts.append,
+        **responses_route(upstream),
+    )
+    assert result.text == "7 times 8 is 56." and "".join(texts) == result.text
+    sent = upstream.requests[1]["input"]
+    kinds = [item.get("type") for item in sent[1:]]
+    assert kinds == ["reasoning", "function_call", "function_call_output"]
+    assert sent[1]["encrypted_content"] == "enc-reasoning-1"
+    assert sent[2]["call_id"] == "call_r1" and sent[2]["arguments"] == ARGS
+    assert sent[3] == {"type": "function_call_output", "call_id": "call_r1", "output": '{"value":56}'}
+    assert [r.call_id for r in result.rows] == ["call_r1"]
+
+
+def test_arun_awaits_async_tools_and_runs_sync_ones(upstream: FakeUpstream, journal: Any) -> None:
+    upstream.enqueue(
+        Scripted(calls_stream([("c1", "multiply", ARGS), ("c2", "add", '{"a": 1, "b": 2}')])),
+        Scripted(answer_stream("done")),
+    )
+    add_tool = {
+        "type": "function",
+        "function": {**MULTIPLY["function"], "name": "add"},  # type: ignore[dict-item]
+    }
+    seen: list[ToolContext] = []
+
+    async def add(arguments: dict[str, Any], context: ToolContext) -> int:
+        seen.append(context)
+        return int(arguments["a"] + arguments["b"])
+
+    async def text(piece: str) -> None:
+        await asyncio.sleep(0)
+
+    async def main() -> Any:
+        gate = ToolGate([MULTIPLY, add_tool])
+        return await gate.arun(
+            messages=list(USER),
+            tools=[MULTIPLY, add_tool],
+            executors={**tools(), "add": Tool(add, effect="non_idempotent")},
+            journal=journal,
+            run_id="run-async",
+            on_text=text,
+            **chat_route(upstream),
+        )
+
+    result = asyncio.run(main())
+    assert result.text == "done"
+    assert [(r.call_id, r.outcome) for r in result.rows] == [
+        ("c1", Outcome.SUCCEEDED),
+        ("c2", Outcome.SUCCEEDED),
+    ]
+    sent = upstream.requests[1]["messages"]
+    assert [m.get("tool_call_id") for m in sent[-2:]] == ["c1", "c2"]
+    assert [m["content"] for m in sent[-2:]] == ['{"value":56}', "3"]
+    (context,) = seen
+    row = result.rows[1]
+    assert (context.idempotency_key, context.call_id, context.round) == (row.idempotency_key, "c2", 0)
+    assert context.fencing_token == row.fencing_token and context.still_current()
+    assert "{" not in repr(context)
+
+
+def test_a_failing_tool_gives_a_failed_row_and_no_error_text(
+    upstream: FakeUpstream, journal: Any
+) -> None:
+    upstream.enqueue(Scripted(calls_stream([("c1", "multiply", ARGS)])), Scripted(answer_stream("no")))
+
+    def broken(arguments: dict[str, Any]) -> Any:
+        raise ValueError(f"secret {arguments}")
+
+    result = ToolGate([MULTIPLY]).run(
+        messages=list(USER),
+        executors=tools(fn=broken),
+        journal=journal,
+        run_id="run-fail",
+        **chat_route(upstream),
+    )
+    (row,) = result.rows
+    assert (row.outcome, row.error_class) == (Outcome.FAILED, "ValueError")
+    assert upstream.requests[1]["messages"][-1]["content"] == TOOL_ERROR
+    assert "secret" not in json.dumps(upstream.requests[1])
+
+
+def test_the_caller_controls_the_failed_tool_message(upstream: FakeUpstream, journal: Any) -> None:
+    upstream.enqueue(Scripted(calls_stream([("c1", "multiply", ARGS)])), Scripted(answer_stream("no")))
+
+    def broken(arguments: dict[str, Any]) -> Any:
+        raise KeyError("x")
+
+    ToolGate([MULTIPLY]).run(
+        messages=list(USER),
+        executors=tools(fn=broken),
+        journal=journal,
+        run_id="run-fail-2",
+        tool_error=lambda name, exc: f"{name} failed: {type(exc).__name__}",
+        **chat_route(upstream),
+    )
+    assert upstream.requests[1]["messages"][-1]["content"] == "multiply failed: KeyError"
+
+
+# ---- bounds and call ids: the round runs nothing ----------------------------------------
+def _one_call_each_round(up: FakeUpstream, ids: list[str]) -> None:
+    up.enqueue(*(Scripted(calls_stream([(i, "multiply", ARGS)])) for i in ids))
+
+
+def test_a_third_round_with_calls_is_refused_and_runs_nothing(
+    upstream: FakeUpstream, journal: Any
+) -> None:
+    _one_call_each_round(upstream, ["c1", "c2", "c3"])
+    ran: list[int] = []
+    with pytest.raises(LoopLimitExceeded) as caught:
+        ToolGate([MULTIPLY]).run(
+            messages=list(USER),
+            executors=tools(fn=lambda a: ran.append(1) or 1),
+            journal=journal,
+            run_id="run-rounds",
+            **chat_route(upstream),
+        )
+    assert caught.value.reason is QuarantineReason.TOO_MANY_ROUNDS
+    assert [r.call_id for r in journal.calls("run-rounds")] == ["c1", "c2"] and len(ran) == 2
+
+
+@pytest.mark.parametrize(
+    ("ids", "limits", "reason", "family"),
+    [
+        (["a", "b", "c", "d", "e"], None, QuarantineReason.TOO_MANY_CALLS_IN_ROUND, LoopLimitExceeded),
+        (["a", "a"], None, QuarantineReason.CALL_ID_REUSED, DuplicateCallId),
+        (["a", "b", "c"], LoopLimits(max_calls=2), QuarantineReason.TOO_MANY_CALLS_IN_RUN, LoopLimitExceeded),
+    ],
+    ids=["calls-in-round", "id-twice-in-round", "calls-in-run"],
+)
+def test_a_round_past_its_bounds_is_refused_whole(
+    upstream: FakeUpstream,
+    journal: Any,
+    ids: list[str],
+    limits: LoopLimits | None,
+    reason: QuarantineReason,
+    family: type[Exception],
+) -> None:
+    upstream.enqueue(Scripted(calls_stream([(i, "multiply", ARGS) for i in ids])))
+    with pytest.raises(family) as caught:
+        ToolGate([MULTIPLY]).run(
+            messages=list(USER),
+            executors=tools(fn=lambda a: pytest.fail("ran")),
+            journal=journal,
+            run_id="run-bounds",
+            limits=limits,
+            **chat_route(upstream),
+        )
+    assert caught.value.reason is reason  # type: ignore[attr-defined]
+    assert journal.calls("run-bounds") == []
+
+
+def test_a_call_id_reused_in_a_later_round_is_refused_before_it_runs(
+    upstream: FakeUpstream, journal: Any
+) -> None:
+    _one_call_each_round(upstream, ["same", "same"])
+    ran: list[int] = []
+    with pytest.raises(DuplicateCallId):
+        ToolGate([MULTIPLY]).run(
+            messages=list(USER),
+            executors=tools(fn=lambda a: ran.append(1) or 1),
+            journal=journal,
+            run_id="run-reuse",
+            **chat_route(upstream),
+        )
+    assert len(ran) == 1 and len(journal.calls("run-reuse")) == 1
+
+
+def test_a_quarantined_stream_stops_the_run_with_nothing_journaled(
+    upstream: FakeUpstream, journal: Any
+) -> None:
+    upstream.enqueue(Scripted(recording("broken_truncated.sse")))
+    with pytest.raises(StreamFault):
+        ToolGate([MULTIPLY]).run(
+            messages=list(USER),
+            executors=tools(),
+            journal=journal,
+            run_id="run-broken",
+            **chat_route(upstream),
+        )
+    assert journal.calls("run-broken") == []
+
+
+# ---- resume after a crash ----------------------------------------------------------------
+def _crash_in_tool(upstream: FakeUpstream, journal: Any, run_id: str) -> list[Any]:
+    """Round one's call starts, then the 'process dies' inside the tool: the row stays at
+    started. Returns the last checkpointed conversation."""
+    upstream.enqueue(Scripted(calls_stream([("c1", "multiply", ARGS)])))
+    saved: list[list[Any]] = []
+
+    def dies(arguments: dict[str, Any]) -> Any:
+        raise Crash
+
+    with pytest.raises(Crash):
+        ToolGate([MULTIPLY]).run(
+            messages=list(USER),
+            executors=tools(fn=dies),
+            journal=journal,
+            run_id=run_id,
+            checkpoint=saved.append,
+            lease_seconds=0.2,
+            **chat_route(upstream),
+        )
+    (row,) = journal.unfinished(run_id)
+    assert row.step is Step.STARTED
+    return saved[-1]
+
+
+def _resume(upstream: FakeUpstream, journal: Any, run_id: str, conversation: list[Any], **tool: Any) -> Any:
+    upstream.enqueue(Scripted(answer_stream("7 times 8 is 56.")))
+    return ToolGate([MULTIPLY]).run(
+        messages=conversation,
+        executors=tools(**tool),
+        journal=journal,
+        run_id=run_id,
+        lease_seconds=0.2,
+        **chat_route(upstream),
+    )
+
+
+def test_resume_with_fail_reports_the_started_row_and_runs_nothing(
+    upstream: FakeUpstream, journal: Any
+) -> None:
+    conversation = _crash_in_tool(upstream, journal, "r-fail")
+    ran: list[int] = []
+    with pytest.raises(AmbiguousCalls) as caught:
+        _resume(upstream, journal, "r-fail", conversation, fn=lambda a: ran.append(1))
+    (row,) = caught.value.rows
+    assert (row.call_id, row.tool, row.step) == ("c1", "multiply", Step.STARTED)
+    assert "7" not in str(caught.value).replace("r-fail", "") and not ran
+    # Reconciled by an operator: the resume goes on, the call is not run again.
+    journal.reconcile(row.idempotency_key, reason="checked the target: it ran")
+    result = _resume(upstream, journal, "r-fail", conversation, fn=lambda a: ran.append(1))
+    assert not ran and result.text == "7 times 8 is 56."
+    assert upstream.requests[-1]["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": NOT_AVAILABLE,
+    }
+
+
+def test_resume_with_retry_with_key_runs_again_under_the_same_key(
+    upstream: FakeUpstream, journal: Any
+) -> None:
+    conversation = _crash_in_tool(upstream, journal, "r-retry")
+    (before,) = journal.unfinished("r-retry")
+    keys: list[tuple[str, int]] = []
+
+    def again(arguments: dict[str, Any], context: ToolContext) -> int:
+        keys.append((context.idempotency_key, context.fencing_token))
+        return 56
+
+    result = _resume(upstream, journal, "r-retry", conversation, fn=again, on_ambiguous="retry_with_key")
+    assert keys[0][0] == before.idempotency_key and keys[0][1] > (before.fencing_token or 0)
+    (row,) = result.rows
+    assert row.outcome is Outcome.SUCCEEDED and upstream.requests[-1]["messages"][-1]["content"] == "56"
+
+
+@pytest.mark.parametrize("answer", [True, False])
+def test_resume_with_ask_runs_again_only_if_told(
+    upstream: FakeUpstream, journal: Any, answer: bool
+) -> None:
+    conversation = _crash_in_tool(upstream, journal, f"r-ask-{answer}")
+    asked: list[JournalRow] = []
+    ran: list[int] = []
+
+    async def ask(row: JournalRow) -> bool:
+        asked.append(row)
+        return answer
+
+    result = _resume(
+        upstream,
+        journal,
+        f"r-ask-{answer}",
+        conversation,
+        fn=lambda a: ran.append(1) or 56,
+        on_ambiguous="ask",
+        ask=ask,
+    )
+    assert [r.call_id for r in asked] == ["c1"] and len(ran) == int(answer)
+    (row,) = result.rows
+    assert row.step is (Step.FINISHED if answer else Step.RECONCILED)
+
+
+@pytest.mark.parametrize("it_ran", [True, False])
+def test_resume_with_verify_asks_the_target_system(
+    upstream: FakeUpstream, journal: Any, it_ran: bool
+) -> None:
+    conversation = _crash_in_tool(upstream, journal, f"r-verify-{it_ran}")
+    ran: list[int] = []
+    checked: list[ToolContext] = []
+
+    def verify(context: ToolContext) -> bool:
+        checked.append(context)
+        return it_ran
+
+    result = _resume(
+        upstream,
+        journal,
+        f"r-verify-{it_ran}",
+        conversation,
+        fn=lambda a: ran.append(1) or 56,
+        on_ambiguous=verify,
+    )
+    assert len(checked) == 1 and checked[0].call_id == "c1" and len(ran) == int(not it_ran)
+    (row,) = result.rows
+    assert row.step is (Step.RECONCILED if it_ran else Step.FINISHED)
+
+
+def test_resume_after_a_crash_before_decide_asks_the_model_again(
+    upstream: FakeUpstream, journal: Any
+) -> None:
+    # A conversation checkpointed with a model turn none of whose calls was journaled: only
+    # possible if the process died between the checkpoint and the first decide.
+    journal_rows_before = journal.calls("r-again")
+    assert journal_rows_before == []
+    conversation = [
+        *USER,
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "old", "type": "function", "function": {"name": "multiply", "arguments": ARGS}}
+        ]},
+    ]
+    upstream.enqueue(Scripted(answer_stream("asked again")))
+    # No rows for this run: a fresh run; the trailing turn is sent as the caller gave it.
+    # With a row of another call of the run, the unjournaled turn is dropped and re-asked.
+    result = ToolGate([MULTIPLY]).run(
+        messages=conversation,
+        executors=tools(),
+        journal=journal,
+        run_id="r-again",
+        **chat_route(upstream),
+    )
+    assert result.text == "asked again"
+
+
+def test_resume_refuses_a_conversation_whose_arguments_changed(
+    upstream: FakeUpstream, journal: Any
+) -> None:
+    conversation = _crash_in_tool(upstream, journal, "r-changed")
+    changed = json.loads(json.dumps(conversation))
+    changed[-1]["tool_calls"][0]["function"]["arguments"] = '{"a": 7, "b": 9}'
+    with pytest.raises(AmbiguousCalls):
+        _resume(upstream, journal, "r-changed", changed, on_ambiguous="retry_with_key")
+
+
+def test_resume_after_decide_reports_the_decided_row(upstream: FakeUpstream) -> None:
+    def observer(move: str, row: JournalRow) -> None:
+        if move == "decided":
+            raise Crash
+
+    journal = open_journal("sqlite:///:memory:", observer=observer)
+    upstream.enqueue(Scripted(calls_stream([("c1", "multiply", ARGS)])))
+    saved: list[list[Any]] = []
+    with pytest.raises(Crash):
+        ToolGate([MULTIPLY]).run(
+            messages=list(USER),
+            executors=tools(),
+            journal=journal,
+            run_id="r-decided",
+            checkpoint=saved.append,
+            **chat_route(upstream),
+        )
+    (row,) = journal.unfinished("r-decided")
+    assert row.step is Step.DECIDED
+    journal.observer = None
+    with pytest.raises(AmbiguousCalls) as caught:
+        _resume(upstream, journal, "r-decided", saved[-1])
+    assert [r.step for r in caught.value.rows] == [Step.DECIDED]
+    result = _resume(upstream, journal, "r-decided", saved[-1], on_ambiguous="retry_with_key")
+    assert result.rows[0].outcome is Outcome.SUCCEEDED
+    journal.close()
+
+
+# ---- set-up errors: refused before anything is sent -------------------------------------
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"executors": {}}, "executors"),
+        ({"executors": {"multiply": multiply}}, "executors"),
+        ({"executors": {"other": Tool(multiply, effect="read_only")}}, "no executor"),
+        ({"journal": None}, "journal="),
+        ({"run_id": ""}, "run_id="),
+        ({"api": "messages"}, "api must be"),
+        ({"stream": True}, "stream="),
+        ({"messages": "hi"}, "messages="),
+        ({"limits": 3}, "LoopLimits"),
+        ({"on_text": "print"}, "on_text"),
+        ({"lease_seconds": 0}, "lease_seconds"),
+    ],
+)
+def test_bad_settings_are_refused(upstream: FakeUpstream, journal: Any, change: dict[str, Any], words: str) -> None:
+    options: dict[str, Any] = {
+        "messages": list(USER),
+        "executors": tools(),
+        "journal": journal,
+        "run_id": "r-bad",
+        **chat_route(upstream),
+        **change,
+    }
+    with pytest.raises(GateConfigError, match=words):
+        ToolGate([MULTIPLY]).run(**options)
+    assert upstream.requests == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"effect": "sometimes"}, "effect"),
+        ({"effect": "read_only", "on_ambiguous": "maybe"}, "on_ambiguous"),
+        ({"effect": "read_only", "on_ambiguous": "ask"}, "ask="),
+        ({"effect": "read_only", "ask": print}, "ask="),
+    ],
+)
+def test_bad_tools_are_refused(kwargs: dict[str, Any], words: str) -> None:
+    with pytest.raises(GateConfigError, match=words):
+        Tool(multiply, **kwargs)
+    with pytest.raises(GateConfigError):
+        Tool("multiply", effect="read_only")  # type: ignore[arg-type]
+
+
+def test_limits_are_checked() -> None:
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(GateConfigError):
+            LoopLimits(max_rounds=bad)  # type: ignore[arg-type]
+    assert LoopLimits() == LoopLimits(max_rounds=3, max_calls_per_round=4, max_calls=8)
+    assert repr(Tool(multiply, effect=Effect.IDEMPOTENT)) == (
+        "Tool(effect='idempotent', on_ambiguous='fail')"
+    )
