@@ -7,6 +7,14 @@ The tree::
     ├── WireNotObservable               the gate cannot see the raw wire of this call (local)
     │   └── RouteNotGated               a litellm route (provider, API) the gate does not
     │                                   gate: refused before anything is sent
+    ├── JournalError                    the run journal refused a move (core/journal.py)
+    │   ├── IllegalTransition           a move its transition table does not hold
+    │   │   └── AlreadyClaimed          a claim on a call not at DECIDED, or leased
+    │   ├── StaleClaim                  a finish with a fencing token no longer current
+    │   ├── AmbiguousCalls              unfinished rows on resume (ids, tools, steps)
+    │   ├── CallIdReused                a call id journaled in the run for another call
+    │   ├── UnknownCall                 no row holds that idempotency key
+    │   └── JournalVersionError         the store's schema is newer than this code
     └── ToolCallQuarantined             an attempt was quarantined; nothing was released
         ├── StreamFault                 the upstream broke the protocol (remote), including
         │                               a Responses item that skipped or contradicts a stage

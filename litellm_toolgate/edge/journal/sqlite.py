@@ -1,0 +1,87 @@
+"""The embedded store: stdlib ``sqlite3``, one file in WAL mode (or ``:memory:``).
+
+One connection per journal, shared by its threads under the journal's lock. Every method
+runs in ``BEGIN IMMEDIATE`` (the write lock is taken when the transaction begins, so two
+processes racing for a claim serialize there instead of failing on upgrade); a claim bumps
+the ``fencing`` counter row and moves the call in that one transaction. ``synchronous=FULL``
+by default: a commit is on disk when the method returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator
+from typing import Any
+
+from ...core.errors import GateConfigError
+from .store import Clock, Cursor, Observer, SqlJournal
+
+MIN_SQLITE = (3, 35, 0)  # RETURNING
+
+NAMES = {
+    "calls": "journal_calls",
+    "version": "journal_schema_version",
+    "counter": "journal_counter",
+    "fencing": "",
+    "by_step": "journal_calls_by_step",
+    "real": "REAL",
+    "bigint": "INTEGER",
+}
+
+
+class SqliteJournal(SqlJournal):
+    """A journal in one SQLite file (``path``), or in memory (``":memory:"``)."""
+
+    dialect = "sqlite"
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        timeout: float = 30.0,
+        synchronous: str = "FULL",
+        clock: Clock,
+        observer: Observer | None = None,
+    ) -> None:
+        if sqlite3.sqlite_version_info < MIN_SQLITE:  # pragma: no cover - old platforms
+            raise GateConfigError("the SQLite journal needs SQLite 3.35 or newer (RETURNING)")
+        super().__init__(dict(NAMES), clock=clock, observer=observer)
+        self.path = path
+        self._conn = sqlite3.connect(
+            path, timeout=timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            if path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute(f"PRAGMA synchronous = {synchronous}")
+            with self._tx() as cur:
+                self._migrate(cur)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    @contextlib.contextmanager
+    def _begin(self) -> Iterator[Cursor]:
+        cur = self._conn.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            yield cur
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        else:
+            cur.execute("COMMIT")
+        finally:
+            cur.close()
+
+    def _next_token(self, cur: Cursor) -> int:
+        cur.execute(
+            "UPDATE journal_counter SET value = value + 1 WHERE name = 'fencing' RETURNING value"
+        )
+        value: Any = cur.fetchone()[0]
+        return int(value)
+
+    def _disconnect(self) -> None:
+        self._conn.close()
