@@ -146,7 +146,12 @@ def _child(config_path: str) -> int:
         outcome = {
             "status": "ambiguous",
             "rows": [
-                {"key": r.idempotency_key, "call_id": r.call_id, "tool": r.tool, "step": r.step.value}
+                {
+                    "key": r.idempotency_key,
+                    "call_id": r.call_id,
+                    "tool": r.tool,
+                    "step": r.step.value,
+                }
                 for r in exc.rows
             ],
         }
@@ -272,7 +277,9 @@ class CrashKit:
             assert key in case.reported or rows[key].finished, f"{point} #{n}: {key} lost"
         case.runs = _runs(workdir)
         twice = [
-            call for call, count in case.runs.items() if call.startswith("non_idempotent ") and count > 1
+            call
+            for call, count in case.runs.items()
+            if call.startswith("non_idempotent ") and count > 1
         ]
         assert not twice, f"{point} #{n}: non-idempotent tool ran twice: {twice}"
         return case

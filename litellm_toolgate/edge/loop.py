@@ -143,7 +143,7 @@ class _Run:
                 name = function.get("name") if isinstance(function, Mapping) else None
                 names.add(str(name if name is not None else tool.get("name")))
         elif self.gate.registry is not None:
-            names = set(self.gate.registry.names())
+            names = set(self.gate.registry.names)
         missing = sorted(names - set(self.executors))
         if missing:
             raise GateConfigError(f"no executor for tool(s) {missing}: every tool needs a Tool")
