@@ -276,7 +276,9 @@ def idempotency_key(run_id: str, round_: int, call_id: str) -> str:
 def canonical_json(value: Any) -> bytes:
     """Sorted keys, no spaces, non-ASCII kept, UTF-8. Refuses NaN and infinities."""
     try:
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        text = json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
     except (TypeError, ValueError):
         # The message of either can quote a value: drop it.
         raise GateConfigError("value is not canonical JSON (a non-JSON type or NaN)") from None
