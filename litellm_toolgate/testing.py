@@ -38,9 +38,9 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import multiprocessing
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 from collections import Counter
@@ -197,21 +197,18 @@ class CrashKit:
         path.write_text(json.dumps(config), encoding="utf-8")
         with contextlib.suppress(FileNotFoundError):
             (workdir / "outcome.json").unlink()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        done = subprocess.run(
-            [sys.executable, "-m", "litellm_toolgate.testing", str(path)],
-            env=env,
-            timeout=CHILD_TIMEOUT,
-            capture_output=True,
-            check=False,
-        )
-        if done.returncode not in (0, -signal.SIGKILL):
-            raise AssertionError(
-                f"the scenario's child exited {done.returncode}:\n"
-                + done.stderr.decode(errors="replace")[-4000:]
-            )
-        return done.returncode
+        child = _processes().Process(target=_child, args=(str(path),), daemon=True)
+        child.start()
+        child.join(CHILD_TIMEOUT)
+        if child.is_alive():
+            child.kill()
+            child.join()
+            raise AssertionError(f"the scenario's child ran past {CHILD_TIMEOUT:g} s")
+        code = child.exitcode
+        assert code is not None
+        if code not in (0, -signal.SIGKILL):
+            raise AssertionError(f"the scenario's child exited {code} (its stderr says why)")
+        return code
 
     @staticmethod
     def _outcome(workdir: Path) -> dict[str, Any]:
@@ -283,6 +280,22 @@ class CrashKit:
         ]
         assert not twice, f"{point} #{n}: non-idempotent tool ran twice: {twice}"
         return case
+
+
+_CONTEXT: Any = None
+
+
+def _processes() -> Any:
+    """Children come from a fork server that imported litellm and the gate once: each is a
+    fresh process (nothing of the test's state), started in a fraction of the time a new
+    interpreter importing litellm takes on a busy machine."""
+    global _CONTEXT  # noqa: PLW0603 (one server per test process)
+    if _CONTEXT is None:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["litellm", "litellm_toolgate.edge.gate", __name__])
+        _CONTEXT = context
+    return _CONTEXT
 
 
 def _runs(workdir: Path) -> dict[str, int]:
