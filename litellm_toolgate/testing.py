@@ -204,7 +204,7 @@ class CrashKit:
             child.kill()
             child.join()
             raise AssertionError(f"the scenario's child ran past {CHILD_TIMEOUT:g} s")
-        code = child.exitcode
+        code: int | None = child.exitcode
         assert code is not None
         if code not in (0, -signal.SIGKILL):
             raise AssertionError(f"the scenario's child exited {code} (its stderr says why)")
