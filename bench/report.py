@@ -63,6 +63,15 @@ def brief(row: Row) -> str:
             f"{row['gate_sections']} (worst {row['worst_gate_section_ms']:.2f} ms CPU, "
             f"{row['worst_gate_section_wall_ms']:.2f} ms wall)"
         )
+    if section == "journal":
+        steps, ratio = row["step_us"], row["step_ratio"]
+        return (
+            f"×{fmt_range(row['ratio_wall'], 2)} of the floor, wall; "
+            f"{row['us']['median']:.0f} µs a transition (floor {row['floor_us']['median']:.0f} "
+            "µs: one bare durable write); "
+            + " / ".join(f"{k} {steps[k]:.0f} µs ×{ratio[k]:.2f}" for k in steps)
+            + f"; {row['claims_per_second']['median']:.0f} claims/s"
+        )
     return ""
 
 
@@ -110,6 +119,8 @@ def headline(row: Row) -> str:
         return f"{row['diff_ms']['median']:+.2f} ms"
     if section == "loop":
         return f"{row['gate_sections_over_5ms']} over 5 ms"
+    if section == "journal":
+        return f"×{max(row['step_ratio'].values()):.2f}"
     return ""
 
 

@@ -27,6 +27,9 @@ Sections (each row of the output names its section):
   of many small objects (the schema's worst case) and one long string (a file's content).
 * ``ttft``: time to the first text chunk, plain vs gated.
 * ``memory``: tracemalloc peak over the withheld argument bytes, core only.
+* ``journal``: the run journal's three committed transitions per call (decide, claim,
+  finish) on SQLite and PostgreSQL against the floor of one bare durable ``INSERT`` /
+  ``UPDATE`` per transition, and claims per second (``bench/journal.py``).
 * ``loop``: an async gated stream with a 1 MB call in asyncio debug mode
   (``slow_callback_duration = 5 ms``): slow callbacks, and every gate section that ran on
   the loop's thread for longer than 5 ms.
@@ -56,6 +59,7 @@ from bench.bodies import interleaved_body, text_body, tool_body
 from bench.common import Row, Upstream
 from bench.core import core_section, decision_section, memory_section
 from bench.e2e import RETRIED, e2e_section, sdk_section, ttft_section
+from bench.journal import journal_section
 from bench.loop import loop_section
 from bench.report import markdown
 
@@ -79,6 +83,7 @@ def plan(quick: bool) -> dict[str, Any]:
             "ttft": (text_body(20), 2),
             "memory": (16_384, [16]),
             "loop": 16_384,
+            "journal": (10, 1),
         }
     return {
         "e2e": [
@@ -101,6 +106,7 @@ def plan(quick: bool) -> dict[str, Any]:
         "ttft": (text_body(200), 15),
         "memory": (1_048_576, [8, 64, 1024]),
         "loop": 1_048_576,
+        "journal": (200, 7),
     }
 
 
@@ -112,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         action="append",
-        help="run only these sections (core, decision, memory, ttft, loop, e2e, sdk); the "
-        "other sections' rows are kept from the existing output file",
+        help="run only these sections (core, decision, memory, ttft, loop, journal, e2e, "
+        "sdk); the other sections' rows are kept from the existing output file",
     )
     args = parser.parse_args(argv)
     out = args.out or HERE / ("results-quick.json" if args.quick else "results.json")
@@ -129,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             ("memory", lambda: memory_section(*chosen["memory"])),
             ("ttft", lambda: ttft_section(up, *chosen["ttft"])),
             ("loop", lambda: loop_section(up, chosen["loop"])),
+            ("journal", lambda: journal_section(*chosen["journal"])),
             ("e2e", lambda: e2e_section(up, chosen["e2e"])),
             ("sdk", lambda: sdk_section(up, chosen["sdk"])),
         ]
@@ -150,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         rows = kept + rows
         when = {**previous.get("sections_when", {}), **when}
-    order = ["core", "decision", "memory", "ttft", "loop", "e2e", "reference"]
+    order = ["core", "decision", "memory", "ttft", "loop", "journal", "e2e", "reference"]
     rows.sort(key=lambda r: order.index(r["section"]))
     results = {
         "when": now,

@@ -41,7 +41,12 @@ def main(argv: list[str] | None = None) -> int:
         "routes",
         help="print which litellm routes the gate gates (chat and Responses), and why not",
     )
+    from .edge.journal.cli import add_journal_command
+
+    add_journal_command(commands)
     args = parser.parse_args(argv)
+    if args.command == "journal":
+        return int(args.handler(args, sys.stdout))
     if args.command == "routes":
         return print_routes(sys.stdout)
     if args.command == "fake-upstream":

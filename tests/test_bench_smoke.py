@@ -24,6 +24,7 @@ EXPECTED_ROWS = {
     "ttft": 2,
     "memory": 1,
     "loop": 2,
+    "journal": 2,  # SQLite, and PostgreSQL (a row saying it did not run without a server)
 }
 
 
@@ -71,6 +72,8 @@ def test_quick_benchmark_writes_every_row(tmp_path: Path) -> None:
             assert row["gate_sections"] > 0
             assert row["floor_cpu_ms"] > 0
             assert set(row["floor_parts_ms"]) == set(row["gate_parts_ms"])
+        if row["section"] == "journal" and "error" not in row:
+            assert row["ratio_wall"]["median"] > 0 and row["claims_per_second"]["median"] > 0
         if row["section"] == "loop" and "gated" in row["name"]:
             assert row["gate_sections"] > 0  # the gate's own sections were timed
     assert counts == EXPECTED_ROWS

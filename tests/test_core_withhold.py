@@ -293,7 +293,7 @@ def test_without_an_owner_nothing_is_told() -> None:
 
 
 # What the core may not reach: the client library, the HTTP client, the network, the edge.
-FORBIDDEN = {"litellm", "httpx", "openai", "anthropic", "socket", "asyncio"}
+FORBIDDEN = {"litellm", "httpx", "openai", "anthropic", "socket", "asyncio", "sqlite3", "psycopg"}
 
 
 def imported(path: Path) -> set[str]:

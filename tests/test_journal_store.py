@@ -463,3 +463,43 @@ def test_postgresql_without_psycopg_says_how_to_install_it(monkeypatch: Any) -> 
     monkeypatch.setitem(sys.modules, "psycopg.conninfo", None)
     with pytest.raises(GateConfigError, match=r"litellm-toolgate\[postgres\]"):
         open_journal("postgresql://u:s3cret@127.0.0.1:1/db")
+
+
+def test_migrations_apply_in_order_once_and_old_code_refuses_the_new_schema(
+    url: str, monkeypatch: Any
+) -> None:
+    from litellm_toolgate.edge.journal import schema, store
+
+    with open_journal(url) as j:
+        key = j.decide(call()).idempotency_key
+    second = schema.Migration(2, common=("ALTER TABLE {calls} ADD COLUMN note TEXT",))
+    third = schema.Migration(3, common=("UPDATE {calls} SET note = 'from v3'",))
+    monkeypatch.setattr(store, "MIGRATIONS", (*schema.MIGRATIONS, second, third))
+    monkeypatch.setattr(store, "LATEST", 3)
+    with open_journal(url) as j:
+        assert j.get(key).step is Step.DECIDED  # the rows survive
+    with open_journal(url) as j:  # nothing is applied twice (ADD COLUMN would fail)
+        pass
+    assert schema_versions(url) == [1, 2, 3]
+    notes = (
+        _sqlite_rows(url, "SELECT note FROM journal_calls")
+        if url.startswith("sqlite")
+        else pg_query(url, "SELECT note FROM {schema}.journal_calls")
+    )
+    assert [tuple(r) for r in notes] == [("from v3",)]
+    monkeypatch.undo()
+    with pytest.raises(JournalVersionError) as raised:
+        open_journal(url)
+    assert (raised.value.found, raised.value.known) == (3, 1)
+
+
+def _sqlite_rows(url: str, sql: str) -> list[tuple[object, ...]]:
+    import sqlite3
+
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as c:
+        return list(c.execute(sql))
+
+
+def test_an_unusable_sqlite_path_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(GateConfigError, match="cannot open"):
+        open_journal(f"sqlite:///{tmp_path}/no/such/dir/journal.db")

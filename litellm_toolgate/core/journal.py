@@ -99,8 +99,8 @@ class ApprovalStatus(enum.Enum):
 
 
 class Move(enum.Enum):
-    """What a store is asked to do to a row. The value names the committed transition
-    (the name an observer is called with)."""
+    """What a store is asked to do to a row. The value names the committed transition:
+    the name a store's observer is called with (a RECLAIM is reported as ``"started"``)."""
 
     DECIDE = "decided"
     APPROVE = "approval"

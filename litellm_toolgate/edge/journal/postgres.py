@@ -1,11 +1,12 @@
 """The fleet store: PostgreSQL through psycopg 3 (the optional extra ``postgres``).
 
 One connection per journal in autocommit mode, shared by its threads under the journal's
-lock; each method runs in one explicit transaction. The fencing token is ``nextval`` of a
-``SEQUENCE``: strictly increasing across every claim of every worker. A claim is the
-conditional ``UPDATE`` alone (its row lock lasts the statement's transaction, never the
-tool's run). Tables live in one schema (``?schema=NAME``, default ``public``), created on
-first open; concurrent first opens serialize on an advisory lock.
+lock; each move is one statement (its own transaction: one round trip), a migration one
+explicit transaction. The fencing token is ``nextval`` of a ``SEQUENCE``, drawn by the
+claim's conditional ``UPDATE`` itself: strictly increasing across every claim of every
+worker. The row lock of that ``UPDATE`` lasts its statement, never the tool's run.
+Tables live in one schema (``?schema=NAME``, default ``public``), created on first open;
+concurrent first opens serialize on an advisory lock.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
-from .store import Clock, Cursor, Observer, SqlJournal
+from .store import Clock, Cursor, Kind, Observer, SqlJournal
 
 
 class PostgresJournal(SqlJournal):
@@ -53,7 +54,7 @@ class PostgresJournal(SqlJournal):
             conninfo, autocommit=True, connect_timeout=max(1, int(connect_timeout))
         )
         try:
-            with self._tx() as cur:
+            with self._tx("many") as cur:
                 # One migrator at a time per schema, even across processes.
                 cur.execute("SELECT pg_advisory_xact_lock(%s)", [zlib.crc32(schema.encode())])
                 cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
@@ -66,14 +67,20 @@ class PostgresJournal(SqlJournal):
         return sql.replace("?", "%s")
 
     @contextlib.contextmanager
-    def _begin(self) -> Iterator[Cursor]:
-        with self._conn.transaction(), self._conn.cursor() as cur:
-            yield cur
+    def _begin(self, kind: Kind) -> Iterator[Cursor]:
+        if kind == "many":
+            with self._conn.transaction(), self._conn.cursor() as cur:
+                yield cur
+        else:
+            # One statement on an autocommit connection is its own transaction: one round
+            # trip. (A "one" move's explaining read, when its write matched nothing, is a
+            # second statement; the refusal was decided by the write.)
+            with self._conn.cursor() as cur:
+                yield cur
 
-    def _next_token(self, cur: Cursor) -> int:
-        cur.execute(self._q("SELECT nextval('{fencing}')"))
-        value: Any = cur.fetchone()[0]
-        return int(value)
+    def _token(self, cur: Cursor) -> tuple[str, list[Any]]:
+        # Drawn by the claim's UPDATE itself, only for the row it moves.
+        return self._q("nextval('{fencing}')"), []
 
     def _disconnect(self) -> None:
         self._conn.close()

@@ -1,9 +1,10 @@
 """The embedded store: stdlib ``sqlite3``, one file in WAL mode (or ``:memory:``).
 
-One connection per journal, shared by its threads under the journal's lock. Every method
+One connection per journal, shared by its threads under the journal's lock. Every write
 runs in ``BEGIN IMMEDIATE`` (the write lock is taken when the transaction begins, so two
 processes racing for a claim serialize there instead of failing on upgrade); a claim bumps
-the ``fencing`` counter row and moves the call in that one transaction. ``synchronous=FULL``
+the ``fencing`` counter row and moves the call in that one transaction. A read is one
+``SELECT``, its own read transaction (WAL readers do not wait for the writer). ``synchronous=FULL``
 by default: a commit is on disk when the method returns.
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ...core.errors import GateConfigError
-from .store import Clock, Cursor, Observer, SqlJournal
+from .store import Clock, Cursor, Kind, Observer, SqlJournal
 
 MIN_SQLITE = (3, 35, 0)  # RETURNING
 
@@ -48,23 +49,33 @@ class SqliteJournal(SqlJournal):
             raise GateConfigError("the SQLite journal needs SQLite 3.35 or newer (RETURNING)")
         super().__init__(dict(NAMES), clock=clock, observer=observer)
         self.path = path
-        self._conn = sqlite3.connect(
-            path, timeout=timeout, isolation_level=None, check_same_thread=False
-        )
         try:
+            self._conn = sqlite3.connect(
+                path, timeout=timeout, isolation_level=None, check_same_thread=False
+            )
             self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+        except sqlite3.Error as e:
+            # A directory that does not exist, a file that is not a database: the set-up.
+            raise GateConfigError(f"cannot open the SQLite journal: {e}") from None
+        try:
             if path != ":memory:":
                 self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute(f"PRAGMA synchronous = {synchronous}")
-            with self._tx() as cur:
+            with self._tx("many") as cur:
                 self._migrate(cur)
         except BaseException:
             self._conn.close()
             raise
 
     @contextlib.contextmanager
-    def _begin(self) -> Iterator[Cursor]:
+    def _begin(self, kind: Kind) -> Iterator[Cursor]:
         cur = self._conn.cursor()
+        if kind == "read":  # one SELECT: its own read transaction, no write lock
+            try:
+                yield cur
+            finally:
+                cur.close()
+            return
         cur.execute("BEGIN IMMEDIATE")
         try:
             yield cur
@@ -76,12 +87,13 @@ class SqliteJournal(SqlJournal):
         finally:
             cur.close()
 
-    def _next_token(self, cur: Cursor) -> int:
+    def _token(self, cur: Cursor) -> tuple[str, list[Any]]:
+        # The counter row moves in the claim's own transaction: rolled back with it.
         cur.execute(
             "UPDATE journal_counter SET value = value + 1 WHERE name = 'fencing' RETURNING value"
         )
         value: Any = cur.fetchone()[0]
-        return int(value)
+        return "?", [int(value)]
 
     def _disconnect(self) -> None:
         self._conn.close()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from ...core.errors import GateConfigError
 from ...core.journal import (
@@ -47,6 +47,7 @@ from ...core.journal import (
 from .schema import LATEST, MIGRATIONS, VERSION_TABLE
 
 Observer = Callable[[str, JournalRow], None]
+Kind = Literal["read", "one", "many"]
 Clock = Callable[[], float]
 
 _SELECT = ", ".join(COLUMNS)
@@ -76,11 +77,15 @@ class SqlJournal:
 
     # -- what a dialect supplies --------------------------------------------------------
 
-    def _begin(self) -> contextlib.AbstractContextManager[Cursor]:  # pragma: no cover
-        raise NotImplementedError
+    def _begin(self, kind: Kind) -> contextlib.AbstractContextManager[Cursor]:
+        """A cursor for ``kind`` of work: ``"read"`` (one consistent read), ``"one"`` (one
+        conditional write and, when it matches nothing, a read that explains why) or
+        ``"many"`` (several statements in one transaction)."""
+        raise NotImplementedError  # pragma: no cover
 
-    def _next_token(self, cur: Cursor) -> int:  # pragma: no cover
-        raise NotImplementedError
+    def _token(self, cur: Cursor) -> tuple[str, list[Any]]:
+        """The SQL expression (and its parameters) of a claim's new fencing token."""
+        raise NotImplementedError  # pragma: no cover
 
     def _placeholder(self, sql: str) -> str:
         return sql
@@ -95,11 +100,11 @@ class SqlJournal:
         return sql
 
     @contextlib.contextmanager
-    def _tx(self) -> Iterator[Cursor]:
+    def _tx(self, kind: Kind) -> Iterator[Cursor]:
         with self._lock:
             if self._closed:
                 raise GateConfigError("this journal is closed")
-            with self._begin() as cur:
+            with self._begin(kind) as cur:
                 yield cur
 
     def _notify(self, move: Move, row: JournalRow) -> None:
@@ -170,7 +175,7 @@ class SqlJournal:
         call id already used in the run for another call raises ``CallIdReused``."""
         row = JournalRow.decided(call, now=self._clock())
         record = row.to_record()
-        with self._tx() as cur:
+        with self._tx("one") as cur:
             cur.execute(
                 self._q(
                     f"INSERT INTO {{calls}} ({_SELECT}) VALUES "
@@ -202,7 +207,7 @@ class SqlJournal:
     ) -> JournalRow:
         """Bind an approval (or a denial, or a timeout) to what was approved."""
         status = ApprovalStatus(status)
-        with self._tx() as cur:
+        with self._tx("one") as cur:
             row = self._move(
                 cur,
                 Move.APPROVE,
@@ -223,18 +228,19 @@ class SqlJournal:
         STARTED once the earlier claim's lease has expired. ``AlreadyClaimed`` otherwise."""
         lease = check_lease(lease_seconds)
         now = self._clock()
-        with self._tx() as cur:
-            token = self._next_token(cur)
+        with self._tx("one") as cur:
+            token, token_params = self._token(cur)
             cur.execute(
                 self._q(
-                    "UPDATE {calls} SET step = ?, fencing_token = ?, lease_expires_at = ?, "
+                    f"UPDATE {{calls}} SET step = ?, fencing_token = {token}, "
+                    "lease_expires_at = ?, "
                     "started_at = ? WHERE idempotency_key = ? AND (step = ? OR (? = 1 AND "
                     "step = ? AND (lease_expires_at IS NULL OR lease_expires_at <= ?))) "
                     f"RETURNING {_SELECT}"
                 ),
                 [
                     Step.STARTED.value,
-                    token,
+                    *token_params,
                     now + lease,
                     now,
                     key,
@@ -256,7 +262,7 @@ class SqlJournal:
     def check_token(self, key: str, token: int) -> bool:
         """For a tool: is ``token`` the current claim on this call (at STARTED)? False for a
         stale token, a finished call or an unknown key."""
-        with self._tx() as cur:
+        with self._tx("read") as cur:
             cur.execute(
                 self._q("SELECT step, fencing_token FROM {calls} WHERE idempotency_key = ?"),
                 [key],
@@ -277,7 +283,7 @@ class SqlJournal:
         outcome = finish_outcome(outcome)
         check_result(error_class, result_size, result_digest)
         key = claim.idempotency_key
-        with self._tx() as cur:
+        with self._tx("one") as cur:
             row = self._move(
                 cur,
                 Move.FINISH,
@@ -303,7 +309,7 @@ class SqlJournal:
     def skip(self, key: str, *, reason: str) -> JournalRow:
         """DECIDED -> FINISHED with outcome SKIPPED: the tool never ran (denied, expired)."""
         text = reason_text(reason)
-        with self._tx() as cur:
+        with self._tx("one") as cur:
             row = self._move(
                 cur,
                 Move.SKIP,
@@ -320,7 +326,7 @@ class SqlJournal:
         """An operator's mark on an unfinished row, with the reason (what they found)."""
         text = reason_text(reason)
         now = self._clock()
-        with self._tx() as cur:
+        with self._tx("many") as cur:
             before = self._row(cur, key)
             outcome = reconciled_outcome(before.step, key=key)
             row = self._move(
@@ -336,17 +342,17 @@ class SqlJournal:
 
     def get(self, key: str) -> JournalRow:
         """The row with this key (``UnknownCall`` if none)."""
-        with self._tx() as cur:
+        with self._tx("read") as cur:
             return self._row(cur, key)
 
     def calls(self, run_id: str) -> list[JournalRow]:
         """Every row of a run, by round."""
-        with self._tx() as cur:
+        with self._tx("read") as cur:
             return self._rows(cur, "run_id = ?", [run_id])
 
     def unfinished(self, run_id: str) -> list[JournalRow]:
         """The run's rows at DECIDED or STARTED (what a resume must deal with first)."""
-        with self._tx() as cur:
+        with self._tx("read") as cur:
             return self._rows(
                 cur,
                 "run_id = ? AND step IN (?, ?)",
@@ -355,7 +361,7 @@ class SqlJournal:
 
     def ambiguous(self, run_id: str | None = None) -> list[JournalRow]:
         """Rows left at STARTED (in one run, or in all)."""
-        with self._tx() as cur:
+        with self._tx("read") as cur:
             if run_id is None:
                 return self._rows(cur, "step = ?", [Step.STARTED.value])
             return self._rows(cur, "step = ? AND run_id = ?", [Step.STARTED.value, run_id])
@@ -365,7 +371,7 @@ class SqlJournal:
         unfinished = "CASE WHEN step IN ('decided', 'started') THEN 1 ELSE 0 END"
         started = "CASE WHEN step = 'started' THEN 1 ELSE 0 END"
         changed = "COALESCE(reconciled_at, finished_at, started_at, decided_at)"
-        with self._tx() as cur:
+        with self._tx("read") as cur:
             cur.execute(
                 self._q(
                     f"SELECT run_id, COUNT(*), SUM({unfinished}), SUM({started}), "
