@@ -125,3 +125,19 @@ def test_settings_file_fails_closed(tmp_path: Path) -> None:
     explicit = tmp_path / "request.yaml"
     explicit.write_text("tools: request\n")
     assert ToolGateGuardrail.from_settings_file(explicit).gate.registry is None
+
+
+@pytest.mark.parametrize("error", ["ValueError", "TypeError", "KeyError", "OSError"])
+def test_a_policy_module_that_fails_to_import_stops_the_guardrail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: str
+) -> None:
+    """A policy module that raises while it is imported (a composed policy built at import,
+    reading a missing setting, say) is a typed config error. A bare ValueError or TypeError
+    would reach the proxy, which logs such a guardrail and starts without it."""
+    name = f"policy_fails_{error.lower()}"
+    (tmp_path / f"{name}.py").write_text(f"raise {error}('CANARY-7f3a9c')\npolicy = None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(GuardrailConfigError) as stopped:
+        ToolGateGuardrail(tools_file=_tools_file(tmp_path), policy=f"{name}:policy")
+    assert "cannot be imported" in str(stopped.value)
+    assert "CANARY" not in str(stopped.value)

@@ -208,7 +208,12 @@ class GateSettings(BaseModel):
         module_name, _, attr = self.policy.partition(":")
         try:
             target: Any = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
+        except GateConfigError:
+            raise  # a built-in policy built at import names its own setting
+        except Exception as exc:
+            # Whatever the module raised while it was imported: a bare ValueError or TypeError
+            # would reach a proxy, which logs such a guardrail and starts without it. Only the
+            # type is kept (the message could quote anything).
             raise GateConfigError(
                 f"policy {self.policy!r} cannot be imported: {type(exc).__name__}"
             ) from None
