@@ -31,7 +31,7 @@ from litellm_toolgate.demo.upstream import (
     responses_calls_stream,
 )
 from litellm_toolgate.edge.journal import open_journal
-from litellm_toolgate.edge.loop import NOT_AVAILABLE, TOOL_ERROR
+from litellm_toolgate.edge.loop import NOT_APPROVED, NOT_AVAILABLE, TOOL_ERROR
 from litellm_toolgate.edge.tools import Tool, ToolContext
 
 MULTIPLY = {
@@ -629,3 +629,105 @@ def test_limits_are_checked() -> None:
     assert repr(Tool(multiply, effect=Effect.IDEMPOTENT)) == (
         "Tool(effect='idempotent', on_ambiguous='fail')"
     )
+
+
+# ---- at started: the approval is confirmed again, the paths resolved again -------------
+def test_an_approval_that_no_longer_holds_at_start_asks_again_and_a_no_runs_nothing(
+    upstream: FakeUpstream, journal: Any
+) -> None:
+    from litellm_toolgate.policies import ApprovalPolicy
+
+    now = [1000.0]
+    answers = iter([True, False])  # yes at the gate; no when asked again at started
+    asked: list[str] = []
+
+    def ask(request: Any) -> bool:
+        asked.append(request.call_id)
+        return next(answers)
+
+    policy = ApprovalPolicy(ask, tools=[MULTIPLY], version="v1", ttl=10.0, clock=lambda: now[0])
+    upstream.enqueue(
+        Scripted(calls_stream([("c1", "multiply", ARGS)])), Scripted(answer_stream("ok"))
+    )
+    ran: list[int] = []
+    result = ToolGate([MULTIPLY], policy=policy).run(
+        messages=list(USER),
+        executors=tools(fn=lambda a: _count(ran)),
+        journal=journal,
+        run_id="r-approval",
+        # Between the gate's approval and the call's start, the grant's ttl runs out.
+        checkpoint=lambda conversation: now.__setitem__(0, now[0] + 100.0),
+        **chat_route(upstream),
+    )
+    assert asked == ["c1", "c1"] and not ran
+    (row,) = result.rows
+    assert (row.step, row.outcome) == (Step.FINISHED, Outcome.SKIPPED)
+    assert upstream.requests[-1]["messages"][-1]["content"] == NOT_APPROVED
+
+
+def test_a_still_valid_approval_runs_without_asking_again(
+    upstream: FakeUpstream, journal: Any
+) -> None:
+    from litellm_toolgate.policies import ApprovalPolicy
+
+    asked: list[str] = []
+
+    async def ask(request: Any) -> bool:
+        asked.append(request.call_id)
+        return True
+
+    policy = ApprovalPolicy(ask, tools=[MULTIPLY], version="v1")
+    upstream.enqueue(
+        Scripted(calls_stream([("c1", "multiply", ARGS)])), Scripted(answer_stream("ok"))
+    )
+
+    async def main() -> Any:
+        return await ToolGate([MULTIPLY], policy=policy).arun(
+            messages=list(USER),
+            executors=tools(),
+            journal=journal,
+            run_id="r-approval-ok",
+            **chat_route(upstream),
+        )
+
+    result = asyncio.run(main())
+    (row,) = result.rows
+    assert asked == ["c1"] and row.outcome is Outcome.SUCCEEDED
+    status = row.approval_status
+    assert status is not None and (status.value, row.approval_policy_version) == ("approved", "v1")
+
+
+def test_the_tool_gets_the_path_scope_s_resolved_paths(
+    upstream: FakeUpstream, journal: Any, tmp_path: Any
+) -> None:
+    from litellm_toolgate.policies import PathScope
+
+    write = {
+        "type": "function",
+        "function": {
+            "name": "write_file",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+                "additionalProperties": False,
+            },
+        },
+    }
+    (tmp_path / "notes").mkdir()
+    scope = PathScope(str(tmp_path), paths={"write_file": ("path",)})
+    upstream.enqueue(
+        Scripted(calls_stream([("c1", "write_file", '{"path": "notes/a.md"}')])),
+        Scripted(answer_stream("ok")),
+    )
+    given: list[str] = []
+    ToolGate([write], policy=scope).run(
+        messages=list(USER),
+        executors={
+            "write_file": Tool(lambda a: given.append(a["path"]) or "ok", effect="idempotent")
+        },
+        journal=journal,
+        run_id="r-paths",
+        **chat_route(upstream),
+    )
+    assert given == [str((tmp_path / "notes" / "a.md").resolve())]

@@ -49,6 +49,9 @@ from ..core.loop import (
     result_digest,
     result_text,
 )
+from ..core.policy import ToolCall
+from .atstart import aconfirm_at_start, confirm_at_start, tool_arguments
+from .pathscope import PathRefused
 from .tools import ToolContext, check_executors
 
 TOOL_ERROR = '{"error": "the tool failed"}'
@@ -56,6 +59,8 @@ TOOL_ERROR = '{"error": "the tool failed"}'
 NOT_AVAILABLE = '{"error": "the call was interrupted; its result is not available"}'
 """What the model gets for a resumed call that is not run again (reconciled, verified or
 finished before its result reached the conversation)."""
+NOT_APPROVED = '{"error": "the call was not run: its approval or path check no longer holds"}'
+"""What the model gets for a call the policy refused at ``started`` (see ``confirm_at_start``)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,7 @@ class _Call:
     arguments: str
     value: dict[str, Any]
     row: JournalRow | None = None
+    index: int = 0
 
     def __repr__(self) -> str:
         return f"_Call(call_id={self.call_id!r}, name={self.name!r})"
@@ -213,6 +219,22 @@ class _Run:
             "result_digest": result_digest(content, hmac_key=self.gate.hmac_key),
         }
 
+    def tool_call(self, call: _Call) -> ToolCall:
+        """The call as the gate's policy sees it, for the checks at ``started``."""
+        assert call.row is not None
+        return ToolCall(call.row.attempt_id, call.index, call.call_id, call.name, call.value)
+
+    def arguments_or_none(self, tool_call: ToolCall) -> dict[str, Any] | None:
+        """What the tool is given (every path scope's paths resolved again now), or None
+        when a path no longer resolves inside its root."""
+        refused = False
+        try:
+            return tool_arguments(self.gate.policy, tool_call)
+        except PathRefused:
+            refused = True  # names the declaration and the reason, never the path
+        assert refused
+        return None
+
     def failure_text(self, name: str, exc: BaseException) -> str:
         if self.tool_error is None:
             return TOOL_ERROR
@@ -329,7 +351,9 @@ def _output_items(response: Any) -> list[Any]:
 
 
 def _released_calls(stream: Any) -> list[_Call]:
-    return [_Call(c.call_id, c.name, c.arguments, dict(c.value)) for c in stream.released]
+    return [
+        _Call(c.call_id, c.name, c.arguments, dict(c.value), index=c.index) for c in stream.released
+    ]
 
 
 # ---- the sync driver ---------------------------------------------------------------------
@@ -408,6 +432,16 @@ class _Sync:
     def execute(self, call: _Call, *, retry_expired: bool = False) -> None:
         s = self.s
         assert call.row is not None
+        # Between decide and claim: the approval is confirmed against the row (asked again
+        # if it no longer holds) and the path scopes resolve the tool's arguments again.
+        tool_call = s.tool_call(call)
+        arguments = None
+        if confirm_at_start(s.gate.policy, call.row, tool_call, journal=self.j).approved:
+            arguments = s.arguments_or_none(tool_call)
+        if arguments is None:
+            self.not_run(call)
+            return
+        call.value = arguments
         claim: Claim = self.j.claim(
             call.row.idempotency_key, lease_seconds=s.lease_seconds, retry_expired=retry_expired
         )
@@ -430,6 +464,15 @@ class _Sync:
         else:
             self.j.finish(claim, Outcome.FAILED, error_class=failed)
         s.append_result(call.call_id, content)
+
+    def not_run(self, call: _Call) -> None:
+        assert call.row is not None
+        key, reason = call.row.idempotency_key, "refused at start: approval or path check"
+        if call.row.step is Step.DECIDED:
+            self.j.skip(key, reason=reason)
+        else:
+            self.j.reconcile(key, reason=reason)
+        self.s.append_result(call.call_id, NOT_APPROVED)
 
     def resolve(self, call: _Call, round_index: int, attempt_id: str) -> None:
         """A call of the resumed turn: run it, or not, by its row and its tool's rule."""
@@ -573,6 +616,15 @@ class _Async:
     async def execute(self, call: _Call, *, retry_expired: bool = False) -> None:
         s = self.s
         assert call.row is not None
+        tool_call = s.tool_call(call)
+        arguments = None
+        decision = await aconfirm_at_start(s.gate.policy, call.row, tool_call, journal=self.j)
+        if decision.approved:
+            arguments = await self.call(s.arguments_or_none, tool_call)
+        if arguments is None:
+            await self.not_run(call)
+            return
+        call.value = arguments
         claim: Claim = await self.call(
             self.j.claim,
             call.row.idempotency_key,
@@ -598,6 +650,15 @@ class _Async:
         else:
             await self.call(self.j.finish, claim, Outcome.FAILED, error_class=failed)
         s.append_result(call.call_id, content)
+
+    async def not_run(self, call: _Call) -> None:
+        assert call.row is not None
+        key, reason = call.row.idempotency_key, "refused at start: approval or path check"
+        if call.row.step is Step.DECIDED:
+            await self.call(self.j.skip, key, reason=reason)
+        else:
+            await self.call(self.j.reconcile, key, reason=reason)
+        self.s.append_result(call.call_id, NOT_APPROVED)
 
     async def resolve(self, call: _Call, round_index: int, attempt_id: str) -> None:
         s = self.s
@@ -632,4 +693,4 @@ class _Async:
         await self.execute(call, retry_expired=row.step is Step.STARTED)
 
 
-__all__ = ["NOT_AVAILABLE", "TOOL_ERROR", "RunResult", "arun", "run"]
+__all__ = ["NOT_APPROVED", "NOT_AVAILABLE", "TOOL_ERROR", "RunResult", "arun", "run"]
