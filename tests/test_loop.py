@@ -721,11 +721,14 @@ def test_the_tool_gets_the_path_scope_s_resolved_paths(
         Scripted(answer_stream("ok")),
     )
     given: list[str] = []
+
+    def write_file(arguments: dict[str, Any]) -> str:
+        given.append(arguments["path"])
+        return "ok"
+
     ToolGate([write], policy=scope).run(
         messages=list(USER),
-        executors={
-            "write_file": Tool(lambda a: given.append(a["path"]) or "ok", effect="idempotent")
-        },
+        executors={"write_file": Tool(write_file, effect="idempotent")},
         journal=journal,
         run_id="r-paths",
         **chat_route(upstream),
