@@ -31,7 +31,7 @@ def brief(row: Row) -> str:
             f"{row['plain_cpu_ms']:.0f} ms{_taken_off(row)}){_floor(row)}; plain litellm "
             f"{row['baseline_us_per_event']['median']:.0f} µs/event"
         )
-    if section in ("core", "reference"):
+    if section in ("core", "reference", "toolloop"):
         return (
             f"×{fmt_range(row['ratio_wall'])} wall, ×{fmt_range(row['ratio_cpu'])} cpu; "
             f"baseline {row['baseline_us_per_event']['median']:.1f} µs/event, "
@@ -107,7 +107,7 @@ def headline(row: Row) -> str:
     section = row["section"]
     if section == "e2e":
         return f"×{row['attributed_ratio']['median']:.3f}"
-    if section in ("core", "reference"):
+    if section in ("core", "reference", "toolloop"):
         return f"×{row['ratio_cpu']['median']:.3f}"
     if section == "decision":
         if "ratio" in row:

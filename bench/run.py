@@ -30,6 +30,8 @@ Sections (each row of the output names its section):
 * ``journal``: the run journal's three committed transitions per call (decide, claim,
   finish) on SQLite and PostgreSQL against the floor of one bare durable ``INSERT`` /
   ``UPDATE`` per transition, and claims per second (``bench/journal.py``).
+* ``toolloop``: ``gate.run``'s added time per round against the gated round alone
+  (``bench/toolloop.py``).
 * ``loop``: an async gated stream with a 1 MB call in asyncio debug mode
   (``slow_callback_duration = 5 ms``): slow callbacks, and every gate section that ran on
   the loop's thread for longer than 5 ms.
@@ -62,6 +64,7 @@ from bench.e2e import RETRIED, e2e_section, sdk_section, ttft_section
 from bench.journal import journal_section
 from bench.loop import loop_section
 from bench.report import markdown
+from bench.toolloop import toolloop_section
 
 HERE = Path(__file__).resolve().parent
 
@@ -84,6 +87,7 @@ def plan(quick: bool) -> dict[str, Any]:
             "memory": (16_384, [16]),
             "loop": 16_384,
             "journal": (10, 1),
+            "toolloop": 1,
         }
     return {
         "e2e": [
@@ -107,6 +111,7 @@ def plan(quick: bool) -> dict[str, Any]:
         "memory": (1_048_576, [8, 64, 1024]),
         "loop": 1_048_576,
         "journal": (200, 7),
+        "toolloop": 9,
     }
 
 
@@ -118,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         action="append",
-        help="run only these sections (core, decision, memory, ttft, loop, journal, e2e, "
-        "sdk); the other sections' rows are kept from the existing output file",
+        help="run only these sections (core, decision, memory, ttft, loop, journal, "
+        "toolloop, e2e, sdk); the other sections' rows are kept from the existing output file",
     )
     args = parser.parse_args(argv)
     out = args.out or HERE / ("results-quick.json" if args.quick else "results.json")
@@ -136,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             ("ttft", lambda: ttft_section(up, *chosen["ttft"])),
             ("loop", lambda: loop_section(up, chosen["loop"])),
             ("journal", lambda: journal_section(*chosen["journal"])),
+            ("toolloop", lambda: toolloop_section(up, chosen["toolloop"])),
             ("e2e", lambda: e2e_section(up, chosen["e2e"])),
             ("sdk", lambda: sdk_section(up, chosen["sdk"])),
         ]
@@ -157,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         ]
         rows = kept + rows
         when = {**previous.get("sections_when", {}), **when}
-    order = ["core", "decision", "memory", "ttft", "loop", "journal", "e2e", "reference"]
+    order = ["core", "decision", "memory", "ttft", "loop", "journal", "toolloop", "e2e"]
+    order.append("reference")
     rows.sort(key=lambda r: order.index(r["section"]))
     results = {
         "when": now,
