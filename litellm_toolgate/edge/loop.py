@@ -59,6 +59,10 @@ TOOL_ERROR = '{"error": "the tool failed"}'
 NOT_AVAILABLE = '{"error": "the call was interrupted; its result is not available"}'
 """What the model gets for a resumed call that is not run again (reconciled, verified or
 finished before its result reached the conversation)."""
+NOT_JOURNALED = '{"error": "the call was not run: it was not journaled before an interruption"}'
+"""What the model gets, on a resume, for a call of a journaled turn that has no row itself
+(the process died between two of the turn's decides): it is not run (nothing proves the
+gate released it), and the model may ask for it again."""
 NOT_APPROVED = '{"error": "the call was not run: its approval or path check no longer holds"}'
 """What the model gets for a call the policy refused at ``started`` (see ``confirm_at_start``)."""
 
@@ -253,10 +257,10 @@ class _Run:
         raise_clean(quarantine(reason, attempt_id, records))
 
     # ---- resume ----------------------------------------------------------------------------
-    def plan_resume(self, rows: list[JournalRow]) -> tuple[list[_Call], int, str]:
-        """The calls to finish before the next round, the round they belong to, and the
-        attempt id they were released by; :class:`AmbiguousCalls` for rows that cannot be
-        resolved (rule ``fail``, or no call in the conversation to run them from)."""
+    def plan_resume(self, rows: list[JournalRow]) -> list[_Call]:
+        """The calls to finish before the next round; :class:`AmbiguousCalls` for rows
+        that cannot be resolved (rule ``fail``, or no call in the conversation to run them
+        from)."""
         by_id = {r.call_id: r for r in rows}
         pending = pending_calls(self.conversation, api=self.api)
         journaled = [p for p in pending if p.call_id in by_id]
@@ -277,10 +281,7 @@ class _Run:
         ]
         if stuck:
             raise AmbiguousCalls(self.run_id, stuck)
-        if journaled:
-            first = by_id[journaled[0].call_id]
-            return calls, first.round, first.attempt_id
-        return [], max((r.round for r in rows), default=-1), ""
+        return calls
 
     def _resumed(self, pending: PendingCall, row: JournalRow | None) -> _Call:
         if pending.name not in self.executors:
@@ -379,12 +380,11 @@ class _Sync:
         total = len(rows)
         next_round = 0
         if rows:
-            calls, round_index, attempt_id = s.plan_resume(rows)
+            calls = s.plan_resume(rows)
+            seen.update(c.call_id for c in calls)
             for call in calls:
-                self.resolve(call, round_index, attempt_id)
+                self.resolve(call)
             next_round = max(r.round for r in rows) + 1
-            if calls:
-                next_round = max(next_round, round_index + 1)
         for rounds, round_index in enumerate(range(next_round, s.limits.max_rounds), start=1):
             if s.before_round is not None:
                 s.before_round(round_index)
@@ -401,8 +401,9 @@ class _Sync:
                 call.row = self.j.decide(s.new_call(call, round_index, stream.attempt_id))
             for call in calls:
                 self.execute(call)
-        # The bound is checked on every round's calls, so the loop always returns above.
-        raise AssertionError("unreachable: the last round's calls were refused")  # pragma: no cover
+        # Only a resumed run whose journal already holds its last round gets here.
+        s.refuse(QuarantineReason.TOO_MANY_ROUNDS, f"resume-{s.run_id}")
+        raise AssertionError("refused")  # pragma: no cover (refuse raises)
 
     def stream_round(self) -> tuple[str, Any, list[Any] | None]:
         s = self.s
@@ -474,13 +475,12 @@ class _Sync:
             self.j.reconcile(key, reason=reason)
         self.s.append_result(call.call_id, NOT_APPROVED)
 
-    def resolve(self, call: _Call, round_index: int, attempt_id: str) -> None:
+    def resolve(self, call: _Call) -> None:
         """A call of the resumed turn: run it, or not, by its row and its tool's rule."""
         s = self.s
         row = call.row
         if row is None:
-            call.row = self.j.decide(s.new_call(call, round_index, attempt_id))
-            self.execute(call)
+            s.append_result(call.call_id, NOT_JOURNALED)
             return
         if row.finished:
             s.append_result(call.call_id, NOT_AVAILABLE)
@@ -562,12 +562,11 @@ class _Async:
         total = len(rows)
         next_round = 0
         if rows:
-            calls, round_index, attempt_id = s.plan_resume(rows)
+            calls = s.plan_resume(rows)
+            seen.update(c.call_id for c in calls)
             for call in calls:
-                await self.resolve(call, round_index, attempt_id)
+                await self.resolve(call)
             next_round = max(r.round for r in rows) + 1
-            if calls:
-                next_round = max(next_round, round_index + 1)
         for rounds, round_index in enumerate(range(next_round, s.limits.max_rounds), start=1):
             if s.before_round is not None:
                 await _async_value(s.before_round(round_index))
@@ -586,7 +585,8 @@ class _Async:
                 call.row = await self.call(self.j.decide, new)
             for call in calls:
                 await self.execute(call)
-        raise AssertionError("unreachable: the last round's calls were refused")  # pragma: no cover
+        s.refuse(QuarantineReason.TOO_MANY_ROUNDS, f"resume-{s.run_id}")
+        raise AssertionError("refused")  # pragma: no cover (refuse raises)
 
     async def stream_round(self) -> tuple[str, Any, list[Any] | None]:
         s = self.s
@@ -660,13 +660,11 @@ class _Async:
             await self.call(self.j.reconcile, key, reason=reason)
         self.s.append_result(call.call_id, NOT_APPROVED)
 
-    async def resolve(self, call: _Call, round_index: int, attempt_id: str) -> None:
+    async def resolve(self, call: _Call) -> None:
         s = self.s
         row = call.row
         if row is None:
-            new = s.new_call(call, round_index, attempt_id)
-            call.row = await self.call(self.j.decide, new)
-            await self.execute(call)
+            s.append_result(call.call_id, NOT_JOURNALED)
             return
         if row.finished:
             s.append_result(call.call_id, NOT_AVAILABLE)
@@ -693,4 +691,12 @@ class _Async:
         await self.execute(call, retry_expired=row.step is Step.STARTED)
 
 
-__all__ = ["NOT_APPROVED", "NOT_AVAILABLE", "TOOL_ERROR", "RunResult", "arun", "run"]
+__all__ = [
+    "NOT_APPROVED",
+    "NOT_AVAILABLE",
+    "NOT_JOURNALED",
+    "TOOL_ERROR",
+    "RunResult",
+    "arun",
+    "run",
+]
