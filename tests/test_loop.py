@@ -31,7 +31,7 @@ from litellm_toolgate.demo.upstream import (
     responses_calls_stream,
 )
 from litellm_toolgate.edge.journal import open_journal
-from litellm_toolgate.edge.loop import NOT_APPROVED, NOT_AVAILABLE, TOOL_ERROR
+from litellm_toolgate.edge.loop import NOT_APPROVED, NOT_AVAILABLE, NOT_JOURNALED, TOOL_ERROR
 from litellm_toolgate.edge.tools import Tool, ToolContext
 
 MULTIPLY = {
@@ -734,3 +734,399 @@ def test_the_tool_gets_the_path_scope_s_resolved_paths(
         **chat_route(upstream),
     )
     assert given == [str((tmp_path / "notes" / "a.md").resolve())]
+
+
+# ---- the async twin of resume, Responses resume, and the remaining branches -------------
+def _go(asynchronous: bool, gate: ToolGate, **options: Any) -> Any:
+    if not asynchronous:
+        return gate.run(**options)
+
+    async def main() -> Any:
+        return await gate.arun(**options)
+
+    return asyncio.run(main())
+
+
+def _options(
+    up: FakeUpstream, journal: Any, run_id: str, conversation: list[Any], **tool: Any
+) -> dict[str, Any]:
+    return {
+        "messages": conversation,
+        "executors": tools(**tool),
+        "journal": journal,
+        "run_id": run_id,
+        "lease_seconds": 0.2,
+        **chat_route(up),
+    }
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize(
+    ("rule", "step", "runs"),
+    [
+        ({"on_ambiguous": "retry_with_key"}, Step.FINISHED, 1),
+        ({"on_ambiguous": "ask", "ask": lambda row: False}, Step.RECONCILED, 0),
+        ({"on_ambiguous": "ask", "ask": lambda row: True}, Step.FINISHED, 1),
+        ({"on_ambiguous": lambda context: True}, Step.RECONCILED, 0),
+        ({"on_ambiguous": lambda context: False}, Step.FINISHED, 1),
+    ],
+    ids=["retry", "ask-no", "ask-yes", "verify-ran", "verify-not"],
+)
+def test_every_rule_sync_and_async(  # noqa: PLR0917
+    upstream: FakeUpstream,
+    journal: Any,
+    asynchronous: bool,
+    rule: dict[str, Any],
+    step: Step,
+    runs: int,
+) -> None:
+    run_id = f"r-{asynchronous}-{step.value}-{runs}-{len(rule)}"
+    conversation = _crash_in_tool(upstream, journal, run_id)
+    upstream.enqueue(Scripted(answer_stream("done")))
+    ran: list[int] = []
+
+    async def tool(arguments: dict[str, Any]) -> int:
+        return _count(ran)
+
+    result = _go(
+        asynchronous,
+        ToolGate([MULTIPLY]),
+        **_options(upstream, journal, run_id, conversation, fn=tool, **rule),
+        before_round=lambda index: None,
+    )
+    (row,) = result.rows
+    assert row.step is step and len(ran) == runs and result.text == "done"
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_fail_row_is_reported_sync_and_async(
+    upstream: FakeUpstream, journal: Any, asynchronous: bool
+) -> None:
+    conversation = _crash_in_tool(upstream, journal, f"r-f-{asynchronous}")
+    with pytest.raises(AmbiguousCalls):
+        _go(
+            asynchronous,
+            ToolGate([MULTIPLY]),
+            **_options(upstream, journal, f"r-f-{asynchronous}", conversation),
+        )
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_resume_does_not_run_a_finished_call_or_an_unjournaled_sibling(
+    upstream: FakeUpstream, journal: Any, asynchronous: bool
+) -> None:
+    # c1 finished but its result never reached the conversation; c2 of the same turn was
+    # never decided: neither runs; the model is told each was not run / not available.
+    run_id = f"r-lost-{asynchronous}"
+    upstream.enqueue(
+        Scripted(calls_stream([("c1", "multiply", ARGS)])), Scripted(answer_stream("a"))
+    )
+    first = ToolGate([MULTIPLY]).run(
+        messages=list(USER),
+        executors=tools(),
+        journal=journal,
+        run_id=run_id,
+        **chat_route(upstream),
+    )
+    turn = json.loads(json.dumps(first.conversation[:2]))
+    turn[1]["tool_calls"].append(
+        {"id": "c2", "type": "function", "function": {"name": "multiply", "arguments": ARGS}}
+    )
+    upstream.enqueue(Scripted(answer_stream("b")))
+    ran: list[int] = []
+    result = _go(
+        asynchronous,
+        ToolGate([MULTIPLY]),
+        **_options(upstream, journal, run_id, turn, fn=lambda a: _count(ran)),
+    )
+    assert not ran and result.text == "b"
+    sent = upstream.requests[-1]["messages"]
+    assert [(m["tool_call_id"], m["content"]) for m in sent[-2:]] == [
+        ("c1", NOT_AVAILABLE),
+        ("c2", NOT_JOURNALED),
+    ]
+
+
+def test_a_run_resumed_past_its_last_round_is_refused(upstream: FakeUpstream, journal: Any) -> None:
+    upstream.enqueue(
+        Scripted(calls_stream([("c1", "multiply", ARGS)])), Scripted(answer_stream("a"))
+    )
+    first = ToolGate([MULTIPLY]).run(
+        messages=list(USER),
+        executors=tools(),
+        journal=journal,
+        run_id="r-past",
+        **chat_route(upstream),
+    )
+    for asynchronous in (False, True):
+        with pytest.raises(LoopLimitExceeded) as caught:
+            _go(
+                asynchronous,
+                ToolGate([MULTIPLY]),
+                **_options(upstream, journal, "r-past", first.conversation),
+                limits=LoopLimits(max_rounds=1),
+            )
+        assert caught.value.reason is QuarantineReason.TOO_MANY_ROUNDS
+
+
+@pytest.mark.parametrize(
+    ("arguments", "name", "error"),
+    [("{not json", "multiply", AmbiguousCalls), (ARGS, "divide", GateConfigError)],
+)
+def test_resume_refuses_a_turn_it_cannot_run(
+    upstream: FakeUpstream, journal: Any, arguments: str, name: str, error: type[Exception]
+) -> None:
+    conversation = _crash_in_tool(upstream, journal, f"r-bad-{name}")
+    changed = json.loads(json.dumps(conversation))
+    changed[-1]["tool_calls"][0]["function"].update(arguments=arguments, name=name)
+    with pytest.raises(error):
+        _resume(upstream, journal, f"r-bad-{name}", changed)
+
+
+def test_responses_resume_retries_under_the_same_key(upstream: FakeUpstream, journal: Any) -> None:
+    upstream.enqueue(Scripted(responses_calls_stream([("call_r1", "multiply", ARGS)])))
+    saved: list[list[Any]] = []
+
+    def dies(arguments: dict[str, Any]) -> Any:
+        raise Crash
+
+    options: dict[str, Any] = {
+        "api": "responses",
+        "tools": [R_MULTIPLY],
+        "journal": journal,
+        "run_id": "r-resp",
+        "checkpoint": saved.append,
+        "lease_seconds": 0.2,
+        **responses_route(upstream),
+    }
+    with pytest.raises(Crash):
+        ToolGate([R_MULTIPLY]).run(input=list(USER), executors=tools(fn=dies), **options)
+    conversation = saved[-1]
+    assert [_kind_of(i) for i in conversation[1:]] == ["reasoning", "function_call"]
+    upstream.enqueue(Scripted(answer_events("7 times 8 is 56.")))
+    result = ToolGate([R_MULTIPLY]).run(
+        input=conversation, executors=tools(on_ambiguous="retry_with_key"), **options
+    )
+    assert result.text == "7 times 8 is 56." and result.rows[0].outcome is Outcome.SUCCEEDED
+    sent = upstream.requests[-1]["input"]
+    assert sent[-1] == {
+        "type": "function_call_output",
+        "call_id": "call_r1",
+        "output": '{"value":56}',
+    }
+
+
+def test_responses_resume_asks_again_for_an_unjournaled_turn(
+    upstream: FakeUpstream, journal: Any
+) -> None:
+    upstream.enqueue(
+        Scripted(responses_calls_stream([("call_r1", "multiply", ARGS)])),
+        Scripted(answer_events("first")),
+    )
+    options: dict[str, Any] = {"api": "responses", "journal": journal, "run_id": "r-resp-2"}
+    first = ToolGate([R_MULTIPLY]).run(
+        input=list(USER), executors=tools(), **options, **responses_route(upstream)
+    )
+    extra = {"type": "function_call", "call_id": "call_x", "name": "multiply", "arguments": ARGS}
+    user = {"role": "user", "content": "again"}
+    conversation = [
+        *first.conversation,
+        user,
+        {"type": "reasoning", "id": "rs_9", "summary": []},
+        extra,
+    ]
+    upstream.enqueue(Scripted(answer_events("second")))
+    result = ToolGate([R_MULTIPLY]).run(
+        input=conversation, executors=tools(), **options, **responses_route(upstream)
+    )
+    assert result.text == "second"
+    assert upstream.requests[-1]["input"][-1] == user
+
+
+def _kind_of(item: Any) -> str:
+    return str(item.get("type"))
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_journal_url_is_opened_and_closed_by_the_run(
+    upstream: FakeUpstream, tmp_path: Any, asynchronous: bool
+) -> None:
+    url = f"sqlite:///{tmp_path / 'j.db'}"
+    upstream.enqueue(
+        Scripted(calls_stream([("c1", "multiply", ARGS)])), Scripted(answer_stream("ok"))
+    )
+
+    async def multiply_async(arguments: dict[str, Any]) -> dict[str, Any]:
+        return multiply(arguments)
+
+    result = _go(
+        asynchronous,
+        ToolGate([MULTIPLY]),
+        messages=list(USER),
+        executors=tools(fn=multiply_async),  # a sync run runs an async tool to completion
+        journal=url,
+        run_id="r-url",
+        **chat_route(upstream),
+    )
+    assert result.rows[0].outcome is Outcome.SUCCEEDED
+    with open_journal(url) as again:
+        assert [r.call_id for r in again.calls("r-url")] == ["c1"]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_path_that_no_longer_resolves_at_start_skips_the_call(
+    upstream: FakeUpstream, journal: Any, tmp_path: Any, asynchronous: bool
+) -> None:
+    import os
+
+    from litellm_toolgate.policies import PathScope
+
+    write = {
+        "type": "function",
+        "function": {
+            "name": "write_file",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+                "additionalProperties": False,
+            },
+        },
+    }
+    (tmp_path / "notes").mkdir()
+    scope = PathScope(str(tmp_path), paths={"write_file": ("path",)})
+    upstream.enqueue(
+        Scripted(calls_stream([("c1", "write_file", '{"path": "notes/a.md"}')])),
+        Scripted(answer_stream("ok")),
+    )
+
+    def swap(conversation: list[Any]) -> None:
+        # After the gate approved and before the call starts: notes becomes a link out.
+        if (tmp_path / "notes").is_dir() and not (tmp_path / "notes").is_symlink():
+            (tmp_path / "notes").rmdir()
+            os.symlink("/etc", tmp_path / "notes")
+
+    ran: list[int] = []
+    result = _go(
+        asynchronous,
+        ToolGate([write], policy=scope),
+        messages=list(USER),
+        executors={"write_file": Tool(lambda a: _count(ran), effect="non_idempotent")},
+        journal=journal,
+        run_id=f"r-swap-{asynchronous}",
+        checkpoint=swap,
+        **chat_route(upstream),
+    )
+    (row,) = result.rows
+    assert not ran and row.outcome is Outcome.SKIPPED
+    assert upstream.requests[-1]["messages"][-1]["content"] == NOT_APPROVED
+
+
+def test_arun_skips_a_call_whose_approval_is_refused_at_start(
+    upstream: FakeUpstream, journal: Any
+) -> None:
+    from litellm_toolgate.policies import ApprovalPolicy
+
+    now = [1000.0]
+    answers = iter([True, False])  # yes at the gate; no when asked again at started
+    policy = ApprovalPolicy(
+        lambda request: next(answers),
+        tools=[MULTIPLY],
+        version="v1",
+        ttl=10.0,
+        clock=lambda: now[0],
+    )
+    upstream.enqueue(
+        Scripted(calls_stream([("c1", "multiply", ARGS)])), Scripted(answer_stream("ok"))
+    )
+    ran: list[int] = []
+
+    async def main() -> Any:
+        return await ToolGate([MULTIPLY], policy=policy).arun(
+            messages=list(USER),
+            executors=tools(fn=lambda a: _count(ran)),
+            journal=journal,
+            run_id="r-async-no",
+            checkpoint=lambda c: now.__setitem__(0, now[0] + 100.0),
+            **chat_route(upstream),
+        )
+
+    result = asyncio.run(main())
+    (row,) = result.rows
+    assert not ran and row.outcome is Outcome.SKIPPED
+    assert upstream.requests[-1]["messages"][-1]["content"] == NOT_APPROVED
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_failing_tool_sync_and_async(
+    upstream: FakeUpstream, journal: Any, asynchronous: bool
+) -> None:
+    upstream.enqueue(
+        Scripted(calls_stream([("c1", "multiply", ARGS)])), Scripted(answer_stream("ok"))
+    )
+
+    async def broken(arguments: dict[str, Any]) -> Any:
+        raise RuntimeError("secret text")
+
+    result = _go(
+        asynchronous,
+        ToolGate([MULTIPLY]),
+        messages=list(USER),
+        executors=tools(fn=broken),
+        journal=journal,
+        run_id=f"r-broken-{asynchronous}",
+        tool_error=lambda name, exc: "custom",
+        **chat_route(upstream),
+    )
+    assert (result.rows[0].outcome, result.rows[0].error_class) == (Outcome.FAILED, "RuntimeError")
+    assert upstream.requests[-1]["messages"][-1]["content"] == "custom"
+
+
+def test_core_loop_helpers() -> None:
+    from litellm_toolgate.core.loop import pending_calls, result_digest, result_text
+
+    assert result_text("x") == "x" and result_text({"a": [1]}) == '{"a":[1]}'
+    with pytest.raises(ValueError):
+        result_text(float("nan"))
+    assert result_digest("x", hmac_key=b"k" * 16).startswith("hmac-sha256:")
+    assert pending_calls([{"role": "user", "content": "hi"}], api="chat") == []
+    items = [
+        {"role": "user", "content": "q"},
+        {"type": "message", "role": "assistant", "content": []},
+        {"type": "function_call", "call_id": "a", "name": "t", "arguments": "{}"},
+    ]
+    assert [p.call_id for p in pending_calls(items, api="responses")] == ["a"]
+    assert "{}" not in repr(pending_calls(items, api="responses")[0])
+
+
+def test_arun_on_the_bridged_responses_route(upstream: FakeUpstream, journal: Any) -> None:
+    # cometapi/ has no native Responses route: litellm bridges it to chat completions.
+    upstream.enqueue(
+        Scripted(calls_stream([("call_b1", "multiply", ARGS)], text="Let me.")),
+        Scripted(answer_stream("7 times 8 is 56.")),
+    )
+    texts: list[str] = []
+
+    async def main() -> Any:
+        return await ToolGate([R_MULTIPLY]).arun(
+            api="responses",
+            input=list(USER),
+            tools=[R_MULTIPLY],
+            executors=tools(),
+            journal=journal,
+            run_id="r-bridged",
+            on_text=texts.append,
+            **chat_route(upstream),
+        )
+
+    result = asyncio.run(main())
+    assert result.text == "7 times 8 is 56." and "".join(texts) == "Let me." + result.text
+    sent = upstream.requests[1]["messages"]
+    assert sent[-1] == {"role": "tool", "tool_call_id": "call_b1", "content": '{"value":56}'}
+    assert result.rows[0].call_id == "call_b1"
+
+
+def test_tool_odd_callables() -> None:
+    with pytest.raises(GateConfigError, match="ask="):
+        Tool(multiply, effect="read_only", on_ambiguous="ask", ask="yes")  # type: ignore[arg-type]
+    assert Tool(max, effect="read_only").wants_context is False  # no signature to read
