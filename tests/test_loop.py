@@ -1130,3 +1130,76 @@ def test_tool_odd_callables() -> None:
     with pytest.raises(GateConfigError, match="ask="):
         Tool(multiply, effect="read_only", on_ambiguous="ask", ask="yes")  # type: ignore[arg-type]
     assert Tool(max, effect="read_only").wants_context is False  # no signature to read
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_resumed_call_whose_approval_no_longer_holds_is_reconciled_not_run(
+    upstream: FakeUpstream, journal: Any, asynchronous: bool
+) -> None:
+    from litellm_toolgate.policies import ApprovalPolicy
+
+    run_id = f"r-reapprove-{asynchronous}"
+    upstream.enqueue(Scripted(calls_stream([("c1", "multiply", ARGS)])))
+    saved: list[list[Any]] = []
+
+    def dies(arguments: dict[str, Any]) -> Any:
+        raise Crash
+
+    yes = ApprovalPolicy(lambda request: True, tools=[MULTIPLY], version="v1")
+    with pytest.raises(Crash):
+        ToolGate([MULTIPLY], policy=yes).run(
+            messages=list(USER),
+            executors=tools(fn=dies, on_ambiguous="retry_with_key"),
+            journal=journal,
+            run_id=run_id,
+            checkpoint=saved.append,
+            lease_seconds=0.2,
+            **chat_route(upstream),
+        )
+    # The rules changed (a new version): the grant in the row no longer holds; asked again, no.
+    no = ApprovalPolicy(lambda request: False, tools=[MULTIPLY], version="v2")
+    upstream.enqueue(Scripted(answer_stream("ok")))
+    ran: list[int] = []
+    result = _go(
+        asynchronous,
+        ToolGate([MULTIPLY], policy=no),
+        **_options(
+            upstream,
+            journal,
+            run_id,
+            saved[-1],
+            fn=lambda a: _count(ran),
+            on_ambiguous="retry_with_key",
+        ),
+    )
+    (row,) = result.rows
+    assert not ran and row.step is Step.RECONCILED
+    assert upstream.requests[-1]["messages"][-1]["content"] == NOT_APPROVED
+
+
+def test_an_unjournaled_turn_with_a_partial_answer_is_dropped_whole(
+    upstream: FakeUpstream, journal: Any
+) -> None:
+    upstream.enqueue(
+        Scripted(calls_stream([("c1", "multiply", ARGS)])), Scripted(answer_stream("a"))
+    )
+    first = ToolGate([MULTIPLY]).run(
+        messages=list(USER),
+        executors=tools(),
+        journal=journal,
+        run_id="r-drop",
+        **chat_route(upstream),
+    )
+    calls = [
+        {"id": i, "type": "function", "function": {"name": "multiply", "arguments": ARGS}}
+        for i in ("c8", "c9")
+    ]
+    conversation = [
+        *first.conversation,
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "c8", "content": "?"},
+    ]
+    result = _resume(upstream, journal, "r-drop", conversation)
+    assert result.text == "7 times 8 is 56."
+    assert "c8" not in json.dumps(upstream.requests[-1]["messages"])
+    assert "_Call" not in repr(result) and "RunResult(rounds=1" in repr(result)

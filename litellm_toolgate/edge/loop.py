@@ -437,7 +437,10 @@ class _Sync:
         # if it no longer holds) and the path scopes resolve the tool's arguments again.
         tool_call = s.tool_call(call)
         arguments = None
-        if confirm_at_start(s.gate.policy, call.row, tool_call, journal=self.j).approved:
+        # A resumed row already started takes no new approval columns (the table allows them
+        # at decided only): it is confirmed, and asked again, without writing them.
+        journal = self.j if call.row.step is Step.DECIDED else None
+        if confirm_at_start(s.gate.policy, call.row, tool_call, journal=journal).approved:
             arguments = s.arguments_or_none(tool_call)
         if arguments is None:
             self.not_run(call)
@@ -618,7 +621,8 @@ class _Async:
         assert call.row is not None
         tool_call = s.tool_call(call)
         arguments = None
-        decision = await aconfirm_at_start(s.gate.policy, call.row, tool_call, journal=self.j)
+        journal = self.j if call.row.step is Step.DECIDED else None
+        decision = await aconfirm_at_start(s.gate.policy, call.row, tool_call, journal=journal)
         if decision.approved:
             arguments = await self.call(s.arguments_or_none, tool_call)
         if arguments is None:
