@@ -1203,3 +1203,63 @@ def test_an_unjournaled_turn_with_a_partial_answer_is_dropped_whole(
     assert result.text == "7 times 8 is 56."
     assert "c8" not in json.dumps(upstream.requests[-1]["messages"])
     assert "_Call" not in repr(result) and "RunResult(rounds=1" in repr(result)
+
+
+# ---- no argument text in what the loop raises ------------------------------------------
+SEND = {
+    "type": "function",
+    "function": {
+        "name": "send",
+        "parameters": {
+            "type": "object",
+            "properties": {"to": {"type": "string"}},
+            "required": ["to"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_what_the_loop_raises_holds_no_argument_text(
+    upstream: FakeUpstream, journal: Any, asynchronous: bool
+) -> None:
+    from conftest import CANARY
+    from leakcheck import assert_clean_exception
+
+    arguments = json.dumps({"to": CANARY})
+    upstream.enqueue(*(Scripted(calls_stream([(f"s{i}", "send", arguments)])) for i in range(3)))
+    executors = {"send": Tool(lambda a: "sent", effect="non_idempotent")}
+    options: dict[str, Any] = {
+        "messages": list(USER),
+        "executors": executors,
+        "journal": journal,
+        "run_id": f"r-leak-{asynchronous}",
+        **chat_route(upstream),
+    }
+    with pytest.raises(LoopLimitExceeded) as limit:
+        _go(asynchronous, ToolGate([SEND]), **options)
+    assert_clean_exception(limit.value)
+    # A resume that refuses: the conversation holds the text, the error does not.
+    saved: list[list[Any]] = []
+    upstream.enqueue(Scripted(calls_stream([("t1", "send", arguments)])))
+
+    def dies(arguments: dict[str, Any]) -> Any:
+        raise Crash
+
+    with pytest.raises(Crash):
+        ToolGate([SEND]).run(
+            **{
+                **options,
+                "run_id": f"r-leak2-{asynchronous}",
+                "checkpoint": saved.append,
+                "executors": {"send": Tool(dies, effect="non_idempotent")},
+            }
+        )
+    with pytest.raises(AmbiguousCalls) as ambiguous:
+        _go(
+            asynchronous,
+            ToolGate([SEND]),
+            **{**options, "run_id": f"r-leak2-{asynchronous}", "messages": saved[-1]},
+        )
+    assert_clean_exception(ambiguous.value)

@@ -359,11 +359,11 @@ class ToolGate:
         and answered with its id (see :mod:`.loop`). ``executors``, ``journal`` and
         ``run_id`` are required; ``api="chat"`` (``messages=``) or ``"responses"``
         (``input=``); every other argument is litellm's, sent with every round."""
-        return run_loop(self, **options)
+        return run_loop(self, options)
 
     async def arun(self, **options: Any) -> RunResult:
         """:meth:`run`, async: async tools are awaited, sync ones run off the event loop."""
-        return await arun_loop(self, **options)
+        return await arun_loop(self, options)
 
     def messages(self, **kwargs: Any) -> Any:
         """``litellm.anthropic.messages.create`` with every tool_use block gated.

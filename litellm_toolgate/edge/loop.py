@@ -27,9 +27,9 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NoReturn
 
-from ..core.errors import QuarantineReason
+from ..core.errors import QuarantineReason, ToolGateError
 from ..core.journal import Claim, JournalRow, Outcome, Step
 from ..core.loop import result_text
 from .atstart import aconfirm_at_start, confirm_at_start
@@ -48,14 +48,34 @@ from .runstate import (
 
 
 # ---- the sync driver ---------------------------------------------------------------------
-def run(gate: Any, **options: Any) -> RunResult:
-    """The loop, sync (see the module's text); ``gate.run(...)`` calls it."""
+def run(gate: Any, options: dict[str, Any]) -> RunResult:
+    """The loop, sync (see the module's text); ``gate.run(**options)`` calls it. The
+    conversation is taken out of ``options`` (no frame keeps it but the run's own)."""
+    outcome = _run_sync(gate, options)
+    if isinstance(outcome, RunResult):
+        return outcome
+    _raise_bare(outcome)
+
+
+def _run_sync(gate: Any, options: dict[str, Any]) -> RunResult | ToolGateError:
     state = RunState(gate, options, asynchronous=False)
     try:
         return _Sync(state).run()
+    except ToolGateError as exc:
+        return exc  # raised again by run(), from a frame that holds no conversation
     finally:
         if state.owns_journal:
             state.journal.close()
+
+
+def _raise_bare(error: ToolGateError) -> NoReturn:
+    """Raise the library's own error with no history (see ``raise_clean``): the frames it
+    passed through hold the conversation, whose tool calls carry argument text."""
+    error.__traceback__ = None
+    error.__cause__ = None
+    error.__context__ = None
+    error.__suppress_context__ = False
+    raise error
 
 
 class _Sync:
@@ -230,11 +250,20 @@ async def _async_value(value: Any) -> Any:
 
 
 # ---- the async driver --------------------------------------------------------------------
-async def arun(gate: Any, **options: Any) -> RunResult:
+async def arun(gate: Any, options: dict[str, Any]) -> RunResult:
     """The loop, async: the same steps, the journal's calls off the event loop."""
+    outcome = await _arun(gate, options)
+    if isinstance(outcome, RunResult):
+        return outcome
+    _raise_bare(outcome)
+
+
+async def _arun(gate: Any, options: dict[str, Any]) -> RunResult | ToolGateError:
     state = RunState(gate, options, asynchronous=True)
     try:
         return await _Async(state).run()
+    except ToolGateError as exc:
+        return exc
     finally:
         if state.owns_journal:
             await asyncio.to_thread(state.journal.close)
