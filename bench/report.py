@@ -37,7 +37,7 @@ def brief(row: Row) -> str:
             f"+{fmt_range(row['added_us_per_attempt'], 2)} µs on "
             f"{row['gate_us_per_attempt']:.0f} µs an attempt"
         )
-    if section in ("core", "reference"):
+    if section in ("core", "reference", "toolloop"):
         return (
             f"×{fmt_range(row['ratio_wall'])} wall, ×{fmt_range(row['ratio_cpu'])} cpu; "
             f"baseline {row['baseline_us_per_event']['median']:.1f} µs/event, "
@@ -113,7 +113,7 @@ def headline(row: Row) -> str:
     section = row["section"]
     if section == "e2e":
         return f"×{row['attributed_ratio']['median']:.3f}"
-    if section in ("core", "reference", "metrics"):
+    if section in ("core", "reference", "metrics", "toolloop"):
         return f"×{row['ratio_cpu']['median']:.3f}"
     if section == "decision":
         if "ratio" in row:

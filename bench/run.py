@@ -32,6 +32,8 @@ Sections (each row of the output names its section):
   ``UPDATE`` per transition, and claims per second (``bench/journal.py``).
 * ``metrics``: the gate's own CPU per attempt with its Prometheus metrics on vs off
   (``bench/metrics.py``), same run, paired.
+* ``toolloop``: ``gate.run``'s added time per round against the gated round alone
+  (``bench/toolloop.py``).
 * ``loop``: an async gated stream with a 1 MB call in asyncio debug mode
   (``slow_callback_duration = 5 ms``): slow callbacks, and every gate section that ran on
   the loop's thread for longer than 5 ms.
@@ -65,6 +67,7 @@ from bench.journal import journal_section
 from bench.loop import loop_section
 from bench.metrics import metrics_section
 from bench.report import markdown
+from bench.toolloop import toolloop_section
 
 HERE = Path(__file__).resolve().parent
 
@@ -88,6 +91,7 @@ def plan(quick: bool) -> dict[str, Any]:
             "loop": 16_384,
             "journal": (10, 1),
             "metrics": [("tool-call 20 events", tool_body(20)[0], 50, 2)],
+            "toolloop": 1,
         }
     return {
         "e2e": [
@@ -116,6 +120,7 @@ def plan(quick: bool) -> dict[str, Any]:
             ("tool-call 200 events", tool_body(200)[0], 200, 15),
             ("4 interleaved calls of 16 KB", interleaved_body(4, 16_384)[0], 100, 15),
         ],
+        "toolloop": 9,
     }
 
 
@@ -128,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         action="append",
         help="run only these sections (core, decision, memory, metrics, ttft, loop, journal, "
-        "e2e, sdk); the other sections' rows are kept from the existing output file",
+        "toolloop, e2e, sdk); the other sections' rows are kept from the existing output file",
     )
     args = parser.parse_args(argv)
     out = args.out or HERE / ("results-quick.json" if args.quick else "results.json")
@@ -146,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             ("ttft", lambda: ttft_section(up, *chosen["ttft"])),
             ("loop", lambda: loop_section(up, chosen["loop"])),
             ("journal", lambda: journal_section(*chosen["journal"])),
+            ("toolloop", lambda: toolloop_section(up, chosen["toolloop"])),
             ("e2e", lambda: e2e_section(up, chosen["e2e"])),
             ("sdk", lambda: sdk_section(up, chosen["sdk"])),
         ]
@@ -167,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         ]
         rows = kept + rows
         when = {**previous.get("sections_when", {}), **when}
-    order = ["core", "decision", "memory", "metrics", "ttft", "loop", "journal", "e2e", "reference"]
+    order = ["core", "decision", "memory", "metrics", "ttft", "loop", "journal", "toolloop", "e2e"]
+    order.append("reference")
     rows.sort(key=lambda r: order.index(r["section"]))
     results = {
         "when": now,

@@ -26,6 +26,12 @@ def main(argv: list[str] | None = None) -> int:
         help="chat completions (default), the Responses API (gate.responses) or the "
         "Anthropic Messages API (gate.amessages, /v1/messages)",
     )
+    demo.add_argument(
+        "--crash",
+        action="store_true",
+        help="kill a worker between a call's start and finish, then resume: the journal "
+        "refuses to run the call again until it is reconciled",
+    )
     fake = commands.add_parser(
         "fake-upstream",
         help="serve the demo's fake CometAPI on 127.0.0.1 (for the proxy examples)",
@@ -54,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     # Use litellm's bundled model cost map: nothing outside this machine is needed.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    if args.crash:
+        from .demo.crash import run_crash_demo
+
+        return run_crash_demo(sys.stdout)
     from .demo.run import run_demo
 
     return run_demo(sys.stdout, model=args.model, api=args.api)

@@ -391,6 +391,9 @@ def test_every_reason_is_covered() -> None:
     # Refused before the request is sent (test_taxonomy_profiles): no wire, no argument text.
     covered |= {R.UNSUPPORTED_REQUEST}
     covered |= {R.ROUTE_NOT_GATED}  # a path the gate does not read: tests/test_routes.py
+    # The tool loop's own bounds and call-id rule: tests/test_loop.py
+    covered |= {R.TOO_MANY_ROUNDS, R.TOO_MANY_CALLS_IN_ROUND, R.TOO_MANY_CALLS_IN_RUN}
+    covered |= {R.CALL_ID_REUSED}
     assert covered | CORE_ONLY == set(QuarantineReason)
 
 

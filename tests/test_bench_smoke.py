@@ -24,6 +24,7 @@ EXPECTED_ROWS = {
     "ttft": 2,
     "memory": 1,
     "loop": 2,
+    "toolloop": 2,
     "journal": 2,  # SQLite, and PostgreSQL (a row saying it did not run without a server)
     "metrics": 1,
 }

@@ -25,10 +25,12 @@ from litellm_toolgate.core import (
     Carrier,
     CarrierCall,
     CarrierMismatch,
+    DuplicateCallId,
     GateConfigError,
     Interrupted,
     LimitExceeded,
     Limits,
+    LoopLimitExceeded,
     Party,
     PolicyDecision,
     PolicyDenied,
@@ -1258,6 +1260,10 @@ FAMILY: dict[str, tuple[type[ToolCallQuarantined], int, Party]] = {
     "text_too_large": (LimitExceeded, 413, LOCAL),
     "body_too_large": (LimitExceeded, 413, LOCAL),
     "carrier_mismatch": (CarrierMismatch, 502, REMOTE),
+    "too_many_rounds": (LoopLimitExceeded, 413, LOCAL),
+    "too_many_calls_in_round": (LoopLimitExceeded, 413, LOCAL),
+    "too_many_calls_in_run": (LoopLimitExceeded, 413, LOCAL),
+    "call_id_reused": (DuplicateCallId, 502, REMOTE),
 }
 
 

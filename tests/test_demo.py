@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from litellm_toolgate.cli import main
@@ -15,6 +17,18 @@ def test_demo_prints_56_and_quarantines_the_broken_stream(
     out = capsys.readouterr().out
     assert "computed locally: 56" in out
     assert "7 times 8 is 56." in out
+    # The rounds went through the tool loop; its journal row is printed (no arguments).
+    assert "== the journal: 1 row(s) of run demo-run ==" in out
+    row = json.loads(
+        next(line for line in out.splitlines() if line.startswith('{"run_id": "demo-run"'))
+    )
+    assert (row["tool"], row["step"], row["outcome"], row["effect"]) == (
+        "multiply",
+        "finished",
+        "succeeded",
+        "read_only",
+    )
+    assert row["argument_digest"].startswith("sha256:") and '"a": 7' not in out
     assert "the gate: attempt" in out and "quarantined: missing_finish" in out
     assert '"execution_state": "quarantined"' in out
     # Plain litellm, shown for contrast, hands the broken call over (its finish reason is
@@ -80,3 +94,20 @@ def test_the_anthropic_fake_answers_only_a_tool_result_with_the_matching_id() ->
     assert fake_answer({"messages": [asked, {"role": "user", "content": [result]}]}).status == 200
     other = {**result, "tool_use_id": "toolu_2"}
     assert fake_answer({"messages": [asked, {"role": "user", "content": [other]}]}).status == 400
+
+
+def test_demo_crash_refuses_the_ambiguous_call_until_it_is_reconciled(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["demo", "--crash"]) == 0
+    out = capsys.readouterr().out
+    assert "worker killed with SIGKILL between start and finish" in out
+    assert '"step": "started"' in out
+    assert (
+        "resume refused: run demo-crash: 1 call(s) not finished, not run again until "
+        "reconciled: call_demo_crash_1 (record_product, started)" in out
+    )
+    assert "reconciled call_demo_crash_1 (record_product): ledger checked" in out
+    assert '"step": "reconciled"' in out
+    assert "ledger entries: 1; record_product ran once" in out
+    assert "answer: The product was recorded before the interruption." in out

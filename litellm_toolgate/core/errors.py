@@ -23,6 +23,8 @@ The tree::
         ├── SchemaRejected              unknown tool, or the value fails the tool's schema
         ├── PolicyDenied                the policy said no (or failed)
         ├── LimitExceeded               a configured limit was reached (local)
+        │   └── LoopLimitExceeded       the tool loop's rounds or calls ran out (local)
+        ├── DuplicateCallId             a call id seen before in the same run (remote)
         └── CarrierMismatch             litellm's chunks disagree with the wire
 
     Fault (an Exception, not a ToolGateError)
@@ -111,6 +113,11 @@ class QuarantineReason(enum.Enum):
     BODY_TOO_LARGE = "body_too_large"
     # The carrier (litellm's chunks) against the wire.
     CARRIER_MISMATCH = "carrier_mismatch"
+    # The tool loop (gate.run): its bounds, and call ids unique across the whole run.
+    TOO_MANY_ROUNDS = "too_many_rounds"
+    TOO_MANY_CALLS_IN_ROUND = "too_many_calls_in_round"
+    TOO_MANY_CALLS_IN_RUN = "too_many_calls_in_run"
+    CALL_ID_REUSED = "call_id_reused"
 
     @property
     def family(self) -> type[ToolCallQuarantined]:
@@ -274,6 +281,18 @@ class LimitExceeded(ToolCallQuarantined):
     status_code = 413
 
 
+class LoopLimitExceeded(LimitExceeded):
+    """The tool loop reached its bound on rounds, calls in a round or calls in the run: the
+    round that went past it runs nothing."""
+
+
+class DuplicateCallId(ToolCallQuarantined):
+    """A released call's id was already used earlier in the same run (``gate.run``): the
+    round runs nothing, so no result can be matched to the wrong call."""
+
+    status_code = 502
+
+
 class CarrierMismatch(ToolCallQuarantined):
     """litellm's assembled tool calls differ from what the wire carried."""
 
@@ -384,12 +403,16 @@ _FAMILY: dict[QuarantineReason, type[ToolCallQuarantined]] = {
         LimitExceeded,
     ),
     R.CARRIER_MISMATCH: CarrierMismatch,
+    **dict.fromkeys(
+        (R.TOO_MANY_ROUNDS, R.TOO_MANY_CALLS_IN_ROUND, R.TOO_MANY_CALLS_IN_RUN), LoopLimitExceeded
+    ),
+    R.CALL_ID_REUSED: DuplicateCallId,
     **dict.fromkeys((R.ROUTE_NOT_GATED, R.WIRE_NOT_OBSERVED, R.UNSUPPORTED_REQUEST), WireUnread),
 }
 _LOCAL = frozenset(
     {R.CANCELLED, R.POLICY_DENIED, R.POLICY_ERROR, R.ROUTE_NOT_GATED, R.WIRE_NOT_OBSERVED}
     | {R.UNSUPPORTED_REQUEST}
-    | {r for r, fam in _FAMILY.items() if fam is LimitExceeded}
+    | {r for r, fam in _FAMILY.items() if issubclass(fam, LimitExceeded)}
 )
 assert set(_FAMILY) == set(QuarantineReason), "every reason needs a family"
 del R

@@ -84,6 +84,8 @@ class GatedItems:
         self._carrier = carrier
         self._on_decided = on_decided
         self._out: deque[Any] = deque()
+        self.released: list[ReleasedCall] = []
+        """The calls this attempt released (set once, by an approving :meth:`decide`)."""
         self.done = False
         self._told = False
 
@@ -127,7 +129,7 @@ class GatedItems:
     def decide(self, approved: bool) -> None:
         """The stream is over: the policy's answer releases the calls, or nothing."""
         if approved:
-            released = self.attempt.release()
+            released = self.released = self.attempt.release()
             self._out.extend(self._carrier.release(released))
             self._tell()
         self.done = True

@@ -1,11 +1,14 @@
 """``toolgate demo``: the 7 × 8 tool loop, gated, end to end.
 
-By default a fake CometAPI on 127.0.0.1 serves recorded streams: round one streams a
-``multiply`` call, which the gate releases only after it validated; the demo multiplies
-locally and sends the result back; round two streams the answer, which the fake upstream
+By default a fake CometAPI on 127.0.0.1 serves recorded streams. The rounds go through the
+tool loop (``gate.run``): round one streams a ``multiply`` call, which the gate releases
+only after it validated; the loop journals it (decided, started, finished, in an SQLite
+journal in memory), multiplies locally and sends the result back with the call's id; round
+two streams the answer, which the fake upstream
 builds from the tool result it received (so the printed product is the demo's own). Then a
 broken recording (arguments cut short, ``[DONE]`` without a finish reason) shows the gate
 quarantining what plain litellm would hand over as finished, with its sanitized record.
+The journal's rows are printed after the loop (``toolgate demo --crash``: :mod:`.crash`).
 
 With ``COMETAPI_KEY`` set, rounds one and two go to the real CometAPI instead.
 """
@@ -22,6 +25,8 @@ from typing import Any, TextIO
 import litellm
 
 from .. import ToolCallQuarantined, ToolGate
+from ..edge.journal import open_journal
+from ..edge.tools import Tool, ToolContext
 from .upstream import FakeUpstream, Scripted, answer_stream, recording
 
 MULTIPLY = {
@@ -152,28 +157,37 @@ def _demo(out: TextIO, model: str | None) -> int:
             {"role": "user", "content": "What is 7 times 8? Use multiply."}
         ]
 
-        out.write("\n== round 1: the model asks for a tool ==\n")
-        text, calls = _round(gate, out, messages=messages, tools=[MULTIPLY], **route)
-        if [c["function"]["name"] for c in calls] != ["multiply"]:
-            out.write("expected exactly one multiply call\n")
-            return 1
-        arguments = json.loads(calls[0]["function"]["arguments"])
-        product = _multiply(arguments)
-        out.write(
-            f"released: multiply (call {calls[0]['id']}), validated; "
-            f"computed locally: {product:g}\n"
-        )
-        messages += [
-            {"role": "assistant", "content": text or None, "tool_calls": calls},
-            {
-                "role": "tool",
-                "tool_call_id": calls[0]["id"],
-                "content": json.dumps({"value": product}),
-            },
-        ]
+        journal = open_journal("sqlite:///:memory:")
 
-        out.write("\n== round 2: the model answers ==\n")
-        _round(gate, out, messages=messages, tools=[MULTIPLY], **route)
+        def multiply(arguments: dict[str, Any], context: ToolContext) -> dict[str, float]:
+            product = _multiply(arguments)
+            out.write(
+                f"\nreleased: multiply (call {context.call_id}), validated, journaled; "
+                f"computed locally: {product:g}\n"
+            )
+            return {"value": product}
+
+        def round_starts(index: int) -> None:
+            _flush_logs()
+            what = "the model asks for a tool" if index == 0 else "the model answers"
+            out.write(f"\n== round {index + 1}: {what} ==\n")
+
+        result = gate.run(
+            messages=messages,
+            tools=[MULTIPLY],
+            executors={"multiply": Tool(multiply, effect="read_only")},
+            journal=journal,
+            run_id="demo-run",
+            on_text=out.write,
+            before_round=round_starts,
+            **route,
+        )
+        out.write("\n")
+        _flush_logs()
+        out.write(f"\n== the journal: {len(result.rows)} row(s) of run demo-run ==\n")
+        print_rows(out, result.rows)
+        journal.close()
+        messages = result.conversation
 
         out.write("\n== a broken stream: arguments cut short, [DONE] with no finish_reason ==\n")
         broken = {
@@ -197,6 +211,13 @@ def _demo(out: TextIO, model: str | None) -> int:
             return 0
         out.write("the broken stream was not quarantined\n")
         return 1
+
+
+def print_rows(out: TextIO, rows: Any) -> None:
+    """Each journal row as one JSON line: ids, steps, digests and sizes (never arguments)."""
+    for row in rows:
+        record = {k: v for k, v in row.to_record().items() if v is not None}
+        out.write(json.dumps(record) + "\n")
 
 
 def _plain_litellm(kwargs: dict[str, Any]) -> str:

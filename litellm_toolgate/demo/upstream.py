@@ -443,3 +443,76 @@ def _text_pieces(text: str) -> list[str]:
     if current:
         pieces.append(current)
     return pieces
+
+
+def calls_stream(
+    calls: Sequence[tuple[str, str, str]], *, text: str = "", model: str = "gpt-4o-mini"
+) -> bytes:
+    """A chat SSE body streaming ``text``, then the tool calls ``(id, name, arguments)``
+    (each call's arguments cut in two fragments), ``finish_reason: tool_calls`` and [DONE]."""
+    base: dict[str, Any] = {
+        "id": "chatcmpl-calls",
+        "object": "chat.completion.chunk",
+        "created": 1767225600,
+        "model": model,
+    }
+
+    def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        line = json.dumps({**base, "choices": [choice]}, separators=(",", ":"))
+        return b"data: " + line.encode() + b"\n\n"
+
+    out = [event({"role": "assistant", "content": ""})]
+    out += [event({"content": piece}) for piece in _text_pieces(text)]
+    for index, (call_id, name, arguments) in enumerate(calls):
+        half = len(arguments) // 2
+        opened = {"index": index, "id": call_id, "type": "function"}
+        opened["function"] = {"name": name, "arguments": arguments[:half]}
+        out.append(event({"tool_calls": [opened]}))
+        rest = {"index": index, "function": {"arguments": arguments[half:]}}
+        out.append(event({"tool_calls": [rest]}))
+    out.append(event({}, "tool_calls"))
+    out.append(b"data: [DONE]\n\n")
+    return b"".join(out)
+
+
+def responses_calls_stream(
+    calls: Sequence[tuple[str, str, str]], *, reasoning: str | None = "enc-reasoning-1"
+) -> bytes:
+    """A native Responses SSE body: a reasoning item (with ``encrypted_content``) and one
+    ``function_call`` item per ``(call_id, name, arguments)``, then ``response.completed``."""
+    response = {"id": "resp_calls", "object": "response", "status": "in_progress", "output": []}
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": response}]
+    output: list[dict[str, Any]] = []
+    if reasoning is not None:
+        item = {"id": "rs_1", "type": "reasoning", "summary": [], "encrypted_content": reasoning}
+        events.append({"type": "response.output_item.added", "output_index": 0, "item": item})
+        events.append({"type": "response.output_item.done", "output_index": 0, "item": item})
+        output.append(item)
+    for call_id, name, arguments in calls:
+        index = len(output)
+        item = {
+            "id": f"fc_{index}",
+            "type": "function_call",
+            "call_id": call_id,
+            "name": name,
+            "arguments": "",
+            "status": "in_progress",
+        }
+        events.append({"type": "response.output_item.added", "output_index": index, "item": item})
+        delta = {"item_id": item["id"], "output_index": index}
+        events.append(
+            {"type": "response.function_call_arguments.delta", **delta, "delta": arguments}
+        )
+        events.append(
+            {"type": "response.function_call_arguments.done", **delta, "arguments": arguments}
+        )
+        done = {**item, "arguments": arguments, "status": "completed"}
+        events.append({"type": "response.output_item.done", "output_index": index, "item": done})
+        output.append(done)
+    final = {**response, "status": "completed", "output": output}
+    events.append({"type": "response.completed", "response": final})
+    return b"".join(
+        f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': n})}\n\n".encode()
+        for n, e in enumerate(events)
+    )

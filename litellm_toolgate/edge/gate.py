@@ -50,6 +50,9 @@ from .clients import (
 from .config import REQUEST_TOOLS
 from .events import CarrierEvents, carrier_events, carrier_of_response
 from .logs import emit_records
+from .loop import RunResult
+from .loop import arun as arun_loop
+from .loop import run as run_loop
 from .messages import AnthropicEvents, message_carrier
 from .policy import aapprove_whole, approve_whole
 from .routes import Api, ClientKind, route_for
@@ -351,6 +354,18 @@ class ToolGate:
         return await self._agated(
             Api.RESPONSES, litellm.aresponses, kwargs, carrier_of_response, CarrierEvents
         )
+
+    # ---- the tool loop (edge/loop.py) -------------------------------------------------------
+    def run(self, **options: Any) -> RunResult:
+        """Run the bounded tool loop: gated rounds, each released call journaled, run once
+        and answered with its id (see :mod:`.loop`). ``executors``, ``journal`` and
+        ``run_id`` are required; ``api="chat"`` (``messages=``) or ``"responses"``
+        (``input=``); every other argument is litellm's, sent with every round."""
+        return run_loop(self, options)
+
+    async def arun(self, **options: Any) -> RunResult:
+        """:meth:`run`, async: async tools are awaited, sync ones run off the event loop."""
+        return await arun_loop(self, options)
 
     def messages(self, **kwargs: Any) -> Any:
         """``litellm.anthropic.messages.create`` with every tool_use block gated.

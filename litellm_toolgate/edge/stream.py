@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 from ..core.attempt import Attempt
 from ..core.errors import raise_clean
 from ..core.gated import END, FAULT, MORE, CarrierAdapter, GatedItems
-from ..core.policy import Policy
+from ..core.policy import Policy, ReleasedCall
 from .carrier import CarrierChunks
 from .logs import emit_records
 from .offload import decide_off_loop
@@ -63,6 +63,12 @@ class _Base:
     @property
     def attempt_id(self) -> str:
         return self.attempt.attempt_id
+
+    @property
+    def released(self) -> list[ReleasedCall]:
+        """The calls this stream released, once it ended approved (else empty): the same
+        ids, names and argument text the released items carry, with the validated values."""
+        return list(self._gated.released)
 
 
 class GatedStream(_Base):
