@@ -37,7 +37,8 @@ from litellm_toolgate import (
     UngatedCallRefused,
 )
 from litellm_toolgate.demo.serve import as_requested
-from litellm_toolgate.edge import sdkclaim, synccall
+from litellm_toolgate.edge.sync import claiming as synccall
+from litellm_toolgate.edge.sync import sdkclaim
 
 litellm.suppress_debug_info = True
 R = QuarantineReason

@@ -26,8 +26,8 @@ from conftest import CASES, MANIFEST, body_of
 from routeserver import RouteServer, Seen
 
 from litellm_toolgate import ToolGate, ToolGateGuardrail, WireNotObservable
-from litellm_toolgate.edge.sdkclaim import ClaimingSession
-from litellm_toolgate.edge.synccall import MARKER
+from litellm_toolgate.edge.sync.sdkclaim import ClaimingSession
+from litellm_toolgate.edge.sync.claiming import MARKER
 
 litellm.suppress_debug_info = True
 GOOD = body_of(CASES["multiply_basic"])

@@ -106,10 +106,10 @@ from .messages import AnthropicEvents, message_carrier
 from .policy import aapprove_whole
 from .preflight import chat_chunk_check, responses_event_check
 from .routes import Api, Refused, decision_for, route_for
-from .sdkclaim import arm_sdk, evict_foreign_sdk_clients, install_session
-from .sdkclaim import streamed as sdkclaim_streamed
+from .sync.sdkclaim import arm_sdk, evict_foreign_sdk_clients, install_session
+from .sync.sdkclaim import streamed as sdkclaim_streamed
 from .stream import AsyncGatedStream
-from .synccall import (
+from .sync.claiming import (
     UngatedCallRefused,
     arm,
     check_claimed,

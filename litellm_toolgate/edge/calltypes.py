@@ -8,7 +8,7 @@ type a future litellm adds fails that test until it is classified here.
 
 Refusals are enforced twice: the async deployment hook raises :class:`CallRefused` (a
 guardrail intervention, so litellm hands it to the caller as it is), and ``log_pre_api_call``
-raises :class:`~.synccall.UngatedCallRefused` for any refused call that gets that far.
+raises :class:`~.sync.claiming.UngatedCallRefused` for any refused call that gets that far.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""core.claims: calls armed per thread and call id, claimed once by a one-time token."""
+"""edge.sync.claims: calls armed per thread and call id, claimed once by a one-time token."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from litellm_toolgate.core.claims import ClaimTable, Vouches, new_token
+from litellm_toolgate.edge.sync.claims import ClaimTable, Vouches, new_token
 
 
 @dataclass

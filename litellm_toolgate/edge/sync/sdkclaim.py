@@ -46,9 +46,9 @@ from typing import Any
 import httpx
 import litellm
 
-from .synccall import CLAIMS, MARKER, ClaimingTransport, UngatedCallRefused, evict_cached, sent
-from .transport import WireTap
-from .withhold import Withholding
+from .claiming import CLAIMS, MARKER, ClaimingTransport, UngatedCallRefused, evict_cached, sent
+from ..transport import WireTap
+from ..withhold import Withholding
 
 # The request dict's entries that the SDK turns into request options, not body fields.
 _SDK_OPTIONS = ("extra_headers", "extra_query", "extra_body")

@@ -55,9 +55,9 @@ from typing import Any, TypeVar
 import httpx
 import litellm
 
-from ..core.claims import ClaimTable, Vouches, new_token
-from .transport import WireTap, _wrap
-from .withhold import HeldResponse, SyncWithholdingStream, Withholding
+from .claims import ClaimTable, Vouches, new_token
+from ..transport import WireTap, _wrap
+from ..withhold import HeldResponse, SyncWithholdingStream, Withholding
 
 _C = TypeVar("_C")
 
