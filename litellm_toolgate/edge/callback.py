@@ -25,13 +25,14 @@ who hands the result to the caller.
   hook, which may raise.
 * **SDK, sync ``litellm.completion`` / ``litellm.responses``.** litellm runs no sync hook
   that can change the request, so the gate arms the call in ``log_pre_api_call`` and a
-  transport installed as ``litellm.sync_transport`` claims exactly that request and
-  withholds like the async client (:mod:`synccall`); the OpenAI SDK routes' chat
-  streams go out through the OpenAI SDK, and are claimed on a ``litellm.client_session``
-  the gate sets when none is set (:mod:`sdkclaim`). What it cannot claim is refused before
-  it is sent (:class:`UngatedCallRefused`, a ``BaseException``: litellm swallows anything
-  narrower from a logging hook). A :class:`ToolGate`'s own calls are vouched for by that
-  gate (call id and thread) and left alone.
+  claiming transport, put in place around the transport of the httpx client litellm sends
+  it on, claims exactly that request and withholds like the async client (:mod:`.sync`);
+  the OpenAI SDK routes' chat streams are claimed the same way on the SDK client's httpx
+  client. What it cannot claim is refused before it is sent (:class:`UngatedCallRefused`,
+  a ``BaseException``: litellm swallows anything narrower from a logging hook). A
+  :class:`ToolGate`'s own calls are vouched for by that gate (call id and thread) and left
+  alone. Nothing global changes until the first such call; :meth:`ToolGateGuardrail.close`
+  puts back what it changed.
 * **Other call types** are classified once in :mod:`calltypes`: a model turn the gate does
   not read yet is refused before sending, everything else passes untouched.
 
@@ -73,6 +74,7 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
+import litellm
 from litellm.integrations.custom_guardrail import CustomGuardrail
 from litellm.types.guardrails import GuardrailEventHooks
 from litellm.types.llms.openai import ResponsesAPIResponse
@@ -106,20 +108,20 @@ from .messages import AnthropicEvents, message_carrier
 from .policy import aapprove_whole
 from .preflight import chat_chunk_check, responses_event_check
 from .routes import Api, Refused, decision_for, route_for
-from .sync.sdkclaim import arm_sdk, evict_foreign_sdk_clients, install_session
-from .sync.sdkclaim import streamed as sdkclaim_streamed
 from .stream import AsyncGatedStream
+from .sync import claiming
 from .sync.claiming import (
     UngatedCallRefused,
     arm,
     check_claimed,
-    evict_foreign_clients,
-    install,
+    forget_claim,
     is_vouched,
     is_vouched_client,
     sent,
     vouch_client,
 )
+from .sync.sdkclaim import arm_sdk
+from .sync.sdkclaim import streamed as sdkclaim_streamed
 from .transport import AsyncTapTransport, WireTap
 from .withhold import Withholding, WithholdingTransport
 
@@ -133,6 +135,16 @@ _GATED_CALLS = _CHAT_CALLS | _RESPONSES_CALLS | _MESSAGES_CALLS
 _SYNC_RESPONSES = frozenset({"responses"})
 _SYNC_CALLS = frozenset({"completion"}) | _SYNC_RESPONSES
 _MAX_PENDING = 10_000
+# litellm's lists a callback lands in (litellm.callbacks, and the ones litellm copies it to).
+_CALLBACK_LISTS = (
+    "callbacks",
+    "input_callback",
+    "success_callback",
+    "failure_callback",
+    "_async_input_callback",
+    "_async_success_callback",
+    "_async_failure_callback",
+)
 # Where the proxy keeps a request's metadata (chat; Responses and other routes).
 _METADATA = ("metadata", "litellm_metadata")
 _TOKEN = "toolgate_request"
@@ -156,6 +168,7 @@ _SEALED = (
     "async_log_failure_event",
     "log_pre_api_call",
     "log_post_api_call",
+    "log_failure_event",
 )
 
 
@@ -323,15 +336,31 @@ class ToolGateGuardrail(CustomGuardrail):
         kwargs.setdefault("guardrail_name", "toolgate")
         super().__init__(**kwargs)
         self._pending: PendingTable[WireTap] = PendingTable(_METADATA, _TOKEN)
-        # Sync calls are claimed by litellm.sync_transport, which litellm reads only when it
-        # builds a client: put it in place now, and drop the clients built without it, so
-        # that no sync call made after this gate exists can go out on an unclaimed client.
-        evict_foreign_clients(install())
-        # The same for the OpenAI SDK routes' sync client, on litellm.client_session: the
-        # gate sets a claiming one only when none is set (see sdkclaim).
-        install_session()
-        evict_foreign_sdk_clients()
         self._made: weakref.WeakSet[WireTap] = weakref.WeakSet()
+        # Nothing global changes here: the first sync call that needs the claim wraps the
+        # clients it goes out on (see sync.claiming); close() (or the last gate dropped)
+        # puts them back. Every gate shares the one installation.
+        self._release = claiming.INSTALLATION.acquire()
+        self._closed = False
+        weakref.finalize(self, self._release)
+
+    def close(self) -> None:
+        """Take this gate out of litellm's callback lists, and put back what the gates
+        changed in the process once the last one is closed: every httpx client the sync
+        claim wrapped gets its own transports back. A closed gate that is called anyway
+        refuses the sync calls it would have gated."""
+        self._closed = True
+        for name in _CALLBACK_LISTS:
+            listed = getattr(litellm, name, None)
+            if isinstance(listed, list):
+                listed[:] = [item for item in listed if item is not self]
+        self._release()
+
+    def __enter__(self) -> ToolGateGuardrail:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @classmethod
     def from_settings_file(cls, path: str | Path, **kwargs: Any) -> ToolGateGuardrail:
@@ -431,6 +460,8 @@ class ToolGateGuardrail(CustomGuardrail):
         if not isinstance(kwargs, Mapping):
             return
         kind = _call_type(kwargs.get("call_type"))
+        if self._closed and kind in _SYNC_CALLS:
+            raise UngatedCallRefused("this toolgate gate was closed; it gates no more calls")
         if handling(kind) in (Handling.REFUSED, None):
             raise UngatedCallRefused(
                 f"toolgate does not gate litellm call type {kind!r}; it was not sent"
@@ -485,6 +516,13 @@ class ToolGateGuardrail(CustomGuardrail):
     ) -> None:
         if isinstance(kwargs, Mapping) and _call_type(kwargs.get("call_type")) in _SYNC_CALLS:
             check_claimed(kwargs)
+
+    def log_failure_event(
+        self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        # litellm runs it on the caller's thread once a sync call failed: its claim is done.
+        if isinstance(kwargs, Mapping):
+            forget_claim(kwargs)
 
     def _remember(self, kwargs: dict[str, Any], tap: WireTap) -> None:
         """Keep the tap for the proxy's later hooks, under a token of this gate's written into

@@ -4,33 +4,39 @@ litellm gives a callback no sync hook that can change a request or stop a respon
 only sync hook that runs before a request is sent is ``log_pre_api_call`` (on the caller's
 thread, with the call's id, its full URL, the body about to be sent and the very headers
 dict that will be sent), and it swallows every ``Exception``. What the gate can change is
-the HTTP transport litellm's own sync client is built on: litellm reads a module-level
-``litellm.sync_transport`` whenever it builds a client. So:
+the transport under the HTTP client litellm is about to send on. So:
 
-1. **Install.** The first gated sync call puts a :class:`ClaimingTransport` in
-   ``litellm.sync_transport``, wrapping the one the user set there, if any (otherwise it
-   sends as litellm would have: its TLS settings, http2 and the environment's proxies).
-   litellm caches its sync clients; a cached client built before the install would bypass
-   it, so those are evicted before each armed call.
+1. **Wrap, in place** (:class:`Installation`). Before an armed call is sent, the gate puts a
+   :class:`ClaimingTransport` around the transport (and each proxy mount) of the httpx
+   clients litellm will send it on: the handler litellm's HTTP routes take from its client
+   cache for the call's ``ssl_verify`` (made now, with litellm's own code, when it is not
+   there yet), every handler already in that cache, ``litellm.module_level_client``, and for
+   the OpenAI SDK routes every cached sync SDK client and ``litellm.client_session``
+   (:mod:`.sdkclaim`). Nothing else is touched, and nothing is replaced: a request that
+   carries no marker goes through the transport the client already had, so a request the
+   gate does not gate is sent exactly as litellm would send it (its own ``ssl_verify``,
+   certificate, the environment's proxies, redirects, a ``litellm.sync_transport`` or
+   ``client_session`` of the user's). Nothing changes until the first call that needs it;
+   when the last gate is closed every wrapped client gets its own transports back.
 2. **Arm** (``log_pre_api_call``). The call gets its attempt and a claim: the thread, the
-   URL, the body, and a one-time token put into the outgoing headers under
+   URL, a digest of the body, and a one-time token put into the outgoing headers under
    :data:`MARKER`.
 3. **Claim** (the transport). A request carrying the marker is matched to its claim: same
    token, same thread, same URL, same body. The marker is taken out before the request is
    sent, so the upstream never sees it. The response body then goes through the same
-   withholding as the async path (:class:`~.withhold.SyncWithholdingStream`): text passes
+   withholding as the async path (:class:`~..withhold.SyncWithholdingStream`): text passes
    live, tool calls wait for the wire's end, parse, schema and the policy; a whole body is
    judged on the wire before litellm reads any of it. A marker without a matching claim is
-   refused before the request is sent.
+   refused before the request is sent. An answer that is not a success (a 429, a 503) is
+   handed back unread and the claim stays takeable, so the OpenAI SDK's own retry of the
+   same request is claimed and gated like the first try.
 4. **Check** (``log_post_api_call``, after the response headers and before litellm reads
-   the body). An armed call whose request never reached the transport went out through a
-   client the gate cannot see (a ``client=`` passed by hand, ``litellm.force_ipv4``): it is
-   refused there, before a byte of its body is read.
+   the body). An armed call whose request never reached a claiming transport went out
+   through a client the gate cannot see (a ``client=`` passed by hand): it is refused there,
+   before a byte of its body is read.
 
 A claimed request the upstream answers with a redirect is refused, not followed: the request
-that follows it would carry no marker. The OpenAI SDK routes (``openai/``, ``azure/``, ...)
-send through ``litellm.client_session`` instead of ``litellm.sync_transport``: their claim is
-:mod:`sdkclaim`'s, on the same transport.
+that follows it would carry no marker.
 
 Refusals that cannot be a quarantine (nothing was observed) raise
 :class:`UngatedCallRefused`, a ``BaseException``: litellm swallows every narrower exception
@@ -38,28 +44,27 @@ a logging hook raises.
 
 :class:`ToolGate`'s own sync calls carry a client of that gate's, which gates them itself:
 the gate vouches for each one by its ``litellm_call_id`` and thread while litellm's call is
-being made (:func:`vouched`), and the callback leaves exactly those calls alone.
+being made (:mod:`.vouching`), and the callback leaves exactly those calls alone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
-import os
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import litellm
 
-from .claims import ClaimTable, Vouches, new_token
 from ..transport import WireTap, _wrap
 from ..withhold import HeldResponse, SyncWithholdingStream, Withholding
-
-_C = TypeVar("_C")
+from .claims import ClaimTable, new_token
+from .vouching import is_vouched, is_vouched_client, vouch_client, vouched
 
 MARKER = "x-toolgate-claim"
 """The one-time header that binds a sync request to the call that armed it (never sent)."""
@@ -80,16 +85,21 @@ class UngatedCallRefused(BaseException):
     """
 
 
+def body_digest(body: Any) -> str:
+    """A digest of a JSON body, the same for the dict litellm logs and the bytes it sends."""
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 @dataclass
 class _Claim:
     token: str
     call_id: str
     thread: int
     url: str
-    body: Any
+    digest: str
     tap: WireTap
     gate: Withholding
-    ssl_verify: Any = None
     claimed: bool = field(default=False)
     # How the request's URL is checked (the exact URL, or an SDK route's base URL) and what
     # to undo once the request is claimed or the call is settled (see sdkclaim).
@@ -103,7 +113,7 @@ class _Claim:
 
 
 class _Claims(ClaimTable[_Claim]):
-    """Armed calls (the core's table of them), each claimed at most once."""
+    """Armed calls (see :class:`~.claims.ClaimTable`), each claimed at most once."""
 
     def arm(
         self,
@@ -113,7 +123,6 @@ class _Claims(ClaimTable[_Claim]):
         *,
         url: str,
         body: Any,
-        ssl_verify: Any = None,
         url_matches: Callable[[httpx.URL], bool] | None = None,
         restore: Callable[[], None] | None = None,
     ) -> str:
@@ -125,10 +134,9 @@ class _Claims(ClaimTable[_Claim]):
                 call_id=str(kwargs.get("litellm_call_id") or ""),
                 thread=threading.get_ident(),
                 url=url,
-                body=json.loads(json.dumps(body)),
+                digest=body_digest(body),
                 tap=tap,
                 gate=gate,
-                ssl_verify=ssl_verify,
                 url_matches=url_matches,
                 restore=restore,
             )
@@ -137,64 +145,20 @@ class _Claims(ClaimTable[_Claim]):
 
 
 CLAIMS = _Claims()
-# ToolGate's own sync calls, by call id and thread while litellm makes them.
-_VOUCHES = Vouches()
-vouched = _VOUCHES.vouched
-
-
-def is_vouched(call_id: str) -> bool:
-    return call_id in _VOUCHES
-
-
-_vouched_clients: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def vouch_client(client: _C) -> _C:
-    """Mark an async client a gate withholds on itself (the callback then leaves it alone)."""
-    _vouched_clients.add(client)
-    return client
-
-
-def is_vouched_client(client: Any) -> bool:
-    try:
-        return client is not None and client in _vouched_clients
-    except TypeError:  # not weakly referenceable: not one of ours
-        return False
 
 
 class ClaimingTransport(httpx.BaseTransport):
-    """``litellm.sync_transport`` while a gate is a callback. See the module docstring."""
+    """The transport the gate puts, in place, around one transport of an httpx client
+    litellm sends on. A request without the marker goes to ``inner`` as it is."""
 
-    def __init__(
-        self,
-        inner: httpx.BaseTransport | None,
-        sends_as: Callable[[Any], httpx.Client] | None = None,
-    ) -> None:
-        # The transport the user put in litellm.sync_transport, or None: send as litellm would.
+    def __init__(self, inner: httpx.BaseTransport) -> None:
         self.inner = inner
-        # How litellm would have set up the client this transport stands in for (by the
-        # call's ssl_verify): litellm's own HTTP handler by default.
-        self._sends_as = sends_as or _default_client
-        self._lock = threading.Lock()
-        self._defaults: dict[str, httpx.Client] = {}
-
-    def _route(self, request: httpx.Request, ssl_verify: Any = None) -> httpx.BaseTransport:
-        if self.inner is not None:
-            return self.inner
-        key = repr(ssl_verify)
-        with self._lock:
-            client = self._defaults.get(key)
-            if client is None:
-                client = self._defaults[key] = self._sends_as(ssl_verify)
-        # httpx's own choice of transport for this URL: the environment's proxy, or none.
-        transport: httpx.BaseTransport = client._transport_for_url(request.url)
-        return transport
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         token = request.headers.get(MARKER)
         if token is None:
             # Not a model turn a gate armed (litellm's other sync calls): as litellm would.
-            return self._route(request).handle_request(request)
+            return self.inner.handle_request(request)
         del request.headers[MARKER]
         claim = CLAIMS.take(token)
         if claim is None or not _matches(claim, request):
@@ -206,16 +170,25 @@ class ClaimingTransport(httpx.BaseTransport):
         claim.settled()
         tap = claim.tap
         tap.prepare(request)
-        response = self._route(request, claim.ssl_verify).handle_request(request)
+        try:
+            response = self.inner.handle_request(request)
+        except Exception:
+            CLAIMS.settle(claim.call_id)  # failed: nothing more of this call is claimed
+            raise
         if response.has_redirect_location:
             # The client would follow it with a request that carries no marker, and the
             # answer to that one would reach the caller unread: not followed.
             response.close()
+            CLAIMS.settle(claim.call_id)
             raise UngatedCallRefused(
                 "the upstream answered a gated sync call with a redirect; it was not "
                 "followed and nothing of it was read (point api_base at the final URL)"
             )
         if not tap.bind(response, request):
+            # Not a body the gate reads (a 429, a 503): handed back unread. The OpenAI SDK
+            # may send the same request again (its own retries): claimed again then.
+            if claim.url_matches is not None:
+                CLAIMS.put_back(claim)
             return response
         assert isinstance(response.stream, httpx.SyncByteStream)
         if tap.streamed:
@@ -225,25 +198,8 @@ class ClaimingTransport(httpx.BaseTransport):
         return HeldResponse(response, whole, request, tap, claim.gate)
 
     def close(self) -> None:
-        # Every sync client litellm builds sits on this one transport, and httpx closes a
-        # client's transport with the client: litellm closes a handler it drops (its
-        # ``__del__`` does), while other threads are sending through the same connections.
-        # Closing anything here broke their requests (EBADF); the transport lives as long
-        # as the process, and so do the clients it sends on.
-        return
-
-
-def _default_client(ssl_verify: Any) -> httpx.Client:
-    """An httpx client set up as litellm's own sync client would be without a transport."""
-    from litellm.llms.custom_httpx import http_handler
-
-    http2 = bool(http_handler.http2_enabled())
-    try:
-        verify = http_handler.get_ssl_configuration(ssl_verify, http2=http2)
-    except TypeError:  # litellm 1.108: no http2 argument
-        verify = http_handler.get_ssl_configuration(ssl_verify)
-    cert = os.getenv("SSL_CERTIFICATE", litellm.ssl_certificate)
-    return httpx.Client(verify=verify, cert=cert, http2=http2, trust_env=True)
+        # The client this transport sits in is being closed: so is its own transport.
+        self.inner.close()
 
 
 def _matches(claim: _Claim, request: httpx.Request) -> bool:
@@ -254,61 +210,143 @@ def _matches(claim: _Claim, request: httpx.Request) -> bool:
     elif str(request.url) != claim.url:
         return False
     try:
-        sent = json.loads(request.content)
+        sent_body = json.loads(request.content)
     except ValueError:
         return False
-    return bool(sent == claim.body)
+    return body_digest(sent_body) == claim.digest
 
 
-def install() -> ClaimingTransport:
-    """The claiming transport in ``litellm.sync_transport`` (wrapping the user's, if any)."""
-    current = getattr(litellm, "sync_transport", None)
-    if isinstance(current, ClaimingTransport):
-        return current
-    if current is not None and not isinstance(current, httpx.BaseTransport):
-        raise UngatedCallRefused(
-            "litellm.sync_transport is not an httpx transport; the gate cannot claim its calls"
-        )
-    claiming = ClaimingTransport(current)
-    # Not declared by every litellm version (litellm reads it with getattr).
-    setattr(litellm, "sync_transport", claiming)  # noqa: B010
-    return claiming
+@dataclass
+class _Wrapped:
+    client: weakref.ref[httpx.Client]
+    transport: ClaimingTransport
+    mounts: dict[Any, ClaimingTransport | None]
 
 
-def evict_cached(foreign: Callable[[object, object], bool]) -> int:
-    """Drop the entries of litellm's client cache that ``foreign(key, client)`` names; how
-    many. Dropped clients are not closed here (litellm closes the ones it owns, later)."""
+class Installation:
+    """What the gates changed in the process, shared by every gate, put back by the last.
+
+    Gates are counted (:meth:`acquire`, :meth:`release`); the first armed call wraps the
+    clients it needs (:meth:`claim_client`), and when the count drops to zero every client
+    still alive gets back the transports it had.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._gates = 0
+        self._wrapped: dict[int, _Wrapped] = {}
+
+    @property
+    def gates(self) -> int:
+        return self._gates
+
+    @property
+    def wrapped(self) -> int:
+        """How many httpx clients carry a claiming transport now."""
+        with self._lock:
+            return len(self._wrapped)
+
+    def acquire(self) -> Callable[[], None]:
+        """Count one more gate; the function that releases it (once, however often it is
+        called)."""
+        with self._lock:
+            self._gates += 1
+        done = threading.Event()
+
+        def release() -> None:
+            with self._lock:
+                if done.is_set():
+                    return
+                done.set()
+                self._gates -= 1
+                if self._gates == 0:
+                    self._restore()
+
+        return release
+
+    def claim_client(self, client: Any) -> bool:
+        """Put a claiming transport around ``client``'s transport and proxy mounts, in place
+        (once); False when it is not an httpx client the gate can wrap."""
+        if not isinstance(client, httpx.Client) or client.is_closed:
+            return False
+        with self._lock:
+            if self._gates <= 0:
+                raise UngatedCallRefused(
+                    "this toolgate gate was closed; it gates no more sync calls (take it "
+                    "out of litellm.callbacks)"
+                )
+            transport = client._transport
+            if isinstance(transport, ClaimingTransport):
+                return True
+            wrapper = ClaimingTransport(transport)
+            mounts: dict[Any, ClaimingTransport | None] = {
+                pattern: None if inner is None else ClaimingTransport(inner)
+                for pattern, inner in client._mounts.items()
+            }
+            client._mounts = dict(mounts)
+            client._transport = wrapper
+            key = id(client)
+
+            def forget(_ref: object) -> None:
+                with self._lock:
+                    entry = self._wrapped.get(key)
+                    if entry is not None and entry.client() is None:
+                        del self._wrapped[key]
+
+            self._wrapped[key] = _Wrapped(weakref.ref(client, forget), wrapper, mounts)
+            return True
+
+    def _restore(self) -> None:
+        for entry in list(self._wrapped.values()):
+            client = entry.client()
+            if client is None:
+                continue
+            if client._transport is entry.transport:
+                client._transport = entry.transport.inner
+            client._mounts = {
+                pattern: transport.inner if isinstance(transport, ClaimingTransport) else transport
+                for pattern, transport in client._mounts.items()
+            }
+        self._wrapped.clear()
+
+
+INSTALLATION = Installation()
+
+
+def cached_clients(kind: Callable[[Any], bool]) -> Iterator[tuple[Any, Any]]:
+    """(key, client) of litellm's client cache that ``kind`` accepts."""
     cache: Any = getattr(litellm, "in_memory_llm_clients_cache", None)
     table = getattr(cache, "cache_dict", None)
     if not isinstance(table, dict):
-        return 0
-    evicted = 0
+        return
     for key, value in list(table.items()):
-        if foreign(key, value):
-            evicted += 1
-            with contextlib.suppress(Exception):
-                cache.delete_cache(key)
-    return evicted
+        with contextlib.suppress(Exception):
+            if kind(value):
+                yield key, value
 
 
-def evict_foreign_clients(claiming: ClaimingTransport) -> int:
-    """Drop litellm's cached sync clients that were built on another transport; how many."""
+def _is_handler(value: Any) -> bool:
+    from litellm.llms.custom_httpx.http_handler import HTTPHandler
 
-    def foreign(key: object, value: object) -> bool:
-        if not (isinstance(key, str) and key.startswith("httpx_client")):
-            return False
-        return getattr(getattr(value, "client", None), "_transport", None) is not claiming
+    return isinstance(value, HTTPHandler)
 
-    return evict_cached(foreign)
+
+def claim_http_handlers(ssl_verify: Any) -> None:
+    """Wrap the httpx clients under litellm's sync HTTP handlers: the one litellm's routes
+    take for ``ssl_verify`` (made now, with litellm's own code, if it is not cached yet),
+    every other cached one, and ``litellm.module_level_client``."""
+    from litellm.llms.custom_httpx.http_handler import _get_httpx_client
+
+    handlers: list[Any] = [_get_httpx_client(params={"ssl_verify": ssl_verify})]
+    handlers.extend(value for _key, value in cached_clients(_is_handler))
+    handlers.append(getattr(litellm, "module_level_client", None))
+    for handler in handlers:
+        if _is_handler(handler):
+            INSTALLATION.claim_client(handler.client)
 
 
 def arm(kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding) -> None:
     """Arm one sync request of a call (see the module docstring); refuse what cannot be."""
-    if litellm.force_ipv4:
-        raise UngatedCallRefused(
-            "litellm.force_ipv4 makes litellm build its own sync transport, which the gate "
-            "cannot see; this sync call was not sent (use the async call, or ToolGate)"
-        )
     headers = sent(kwargs, "headers")
     url = sent(kwargs, "api_base")
     body = sent(kwargs, "complete_input_dict")
@@ -316,19 +354,17 @@ def arm(kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding) -> None:
         raise UngatedCallRefused(
             "this sync call's request is not visible to the gate; it was not sent"
         )
-    claiming = install()
-    if evict_foreign_clients(claiming):
-        # litellm takes its cached client *before* this hook runs (the Responses route does,
-        # and its stream reaches the caller with no later hook): a client built on another
-        # transport may be the one this very request is about to go out on, unclaimed.
-        raise UngatedCallRefused(
-            "litellm held a sync HTTP client built before the gate's transport was installed, "
-            "and this call may be sent through it; it was not sent (the client is dropped: "
-            "the next call is gated)"
-        )
     params = kwargs.get("litellm_params")
-    ssl_verify = params.get("ssl_verify") if isinstance(params, Mapping) else None
-    headers[MARKER] = CLAIMS.arm(kwargs, tap, gate, url=url, body=body, ssl_verify=ssl_verify)
+    claim_http_handlers(params.get("ssl_verify") if isinstance(params, Mapping) else None)
+    headers[MARKER] = CLAIMS.arm(kwargs, tap, gate, url=url, body=body)
+
+
+def forget_claim(kwargs: Mapping[str, Any]) -> None:
+    """The call failed (litellm's sync failure logging, on the caller's thread): its claim,
+    if any is left, is forgotten."""
+    claim = CLAIMS.settle(str(kwargs.get("litellm_call_id") or ""))
+    if claim is not None:
+        claim.settled()
 
 
 def check_claimed(kwargs: Mapping[str, Any]) -> None:
@@ -348,12 +384,18 @@ def check_claimed(kwargs: Mapping[str, Any]) -> None:
 
 
 __all__ = [
+    "CLAIMS",
+    "INSTALLATION",
     "MARKER",
     "ClaimingTransport",
+    "Installation",
     "UngatedCallRefused",
     "arm",
     "check_claimed",
-    "install",
+    "claim_http_handlers",
+    "forget_claim",
     "is_vouched",
+    "is_vouched_client",
+    "vouch_client",
     "vouched",
 ]
