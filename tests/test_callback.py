@@ -185,7 +185,7 @@ def _no_leak(error: BaseException) -> None:
 
 
 # Sync calls are claimed on the wire: on litellm's own HTTP handler (litellm.sync_transport)
-# and, for streams on the OpenAI SDK routes, on litellm.client_session (sdkclaim).
+# and, for streams on the OpenAI SDK routes, on the SDK client's httpx client (sdkclaim).
 MODES = [(mode, r) for mode in ("async", "sync") for r in ROUTES]
 
 

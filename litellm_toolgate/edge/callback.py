@@ -131,7 +131,7 @@ _RESPONSES_CALLS = frozenset({"aresponses"})
 # litellm.anthropic.messages.acreate and the proxy's /v1/messages.
 _MESSAGES_CALLS = frozenset({"anthropic_messages"})
 _GATED_CALLS = _CHAT_CALLS | _RESPONSES_CALLS | _MESSAGES_CALLS
-# Sync calls: gated on the wire through the sync transport (synccall).
+# Sync calls: gated on the wire by the claiming transport (sync.claiming).
 _SYNC_RESPONSES = frozenset({"responses"})
 _SYNC_CALLS = frozenset({"completion"}) | _SYNC_RESPONSES
 _MAX_PENDING = 10_000
@@ -439,7 +439,7 @@ class ToolGateGuardrail(CustomGuardrail):
         self._made.add(tap)
         return kwargs
 
-    # ---- sync calls: armed here, claimed by the sync transport (see synccall) -------------
+    # ---- sync calls: armed here, claimed on the wire (see sync.claiming) ---------------
     def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
         # litellm logs and drops any Exception this hook raises and sends the call anyway
         # (only a BaseException, such as UngatedCallRefused, stops it): a call the gate
@@ -456,7 +456,7 @@ class ToolGateGuardrail(CustomGuardrail):
             )
 
     def _arm_sync(self, kwargs: Any) -> None:
-        """Refuse a sync call the gate cannot gate, or arm it to be claimed (see synccall)."""
+        """Refuse a sync call the gate cannot gate, or arm it to be claimed (see sync.claiming)."""
         if not isinstance(kwargs, Mapping):
             return
         kind = _call_type(kwargs.get("call_type"))

@@ -8,5 +8,5 @@ calls are armed in ``log_pre_api_call`` and claimed on the wire by a transport o
 * :mod:`.claiming`: the claiming transport on ``litellm.sync_transport``, arming, the
   after-headers check, vouching, and the installation of the gate's globals (made by the
   first call that needs them, restored when the last gate is closed).
-* :mod:`.sdkclaim`: the OpenAI SDK routes, claimed on ``litellm.client_session``.
+* :mod:`.sdkclaim`: the OpenAI SDK routes, claimed on the SDK client's httpx client.
 """
