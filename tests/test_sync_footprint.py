@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx
 import litellm
 import pytest
 from conftest import CASES, MANIFEST, body_of
@@ -24,6 +25,7 @@ from conftest import CASES, MANIFEST, body_of
 from litellm_toolgate import SchemaRejected, ToolGateGuardrail
 from litellm_toolgate.demo.serve import as_requested
 from litellm_toolgate.edge.sync import claiming
+from litellm_toolgate.edge.sync.custom import CustomProviderRefused
 
 litellm.suppress_debug_info = True
 
@@ -247,3 +249,87 @@ def test_close_takes_the_gate_out_of_litellms_callback_lists(upstream: Scripted)
         list(litellm.completion(**chat(upstream, "unknown_tool", stream=True)))
     finally:
         litellm.callbacks = saved
+
+
+# ---- hole 2: model turns the sync path never armed --------------------------------------
+def _custom_providers(upstream: Scripted) -> dict[str, Any]:
+    """Two CustomLLM providers that call the upstream: over raw httpx, over litellm's handler."""
+    from litellm import CustomLLM, ModelResponse
+    from litellm.llms.custom_httpx.http_handler import HTTPHandler
+
+    def ask(send: Callable[[str, dict[str, Any]], bytes], name: str) -> ModelResponse:
+        payload = {"model": "m", "messages": [{"role": "user", "content": name}]}
+        body = json.loads(send(upstream.base_url + "/chat/completions", payload))
+        return ModelResponse(**body)
+
+    def raw(url: str, payload: dict[str, Any]) -> bytes:
+        return httpx.post(url, json=payload).content
+
+    def handled(url: str, payload: dict[str, Any]) -> bytes:
+        return bytes(HTTPHandler().post(url, json=payload).content)
+
+    class Provider(CustomLLM):
+        def __init__(self, send: Callable[[str, dict[str, Any]], bytes]) -> None:
+            super().__init__()
+            self.send = send
+
+        def completion(self, *args: Any, **kwargs: Any) -> ModelResponse:
+            return ask(self.send, kwargs["messages"][-1]["content"])
+
+        def streaming(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+            response = ask(self.send, kwargs["messages"][-1]["content"])
+            call = response.choices[0].message.tool_calls[0]
+            yield {
+                "finish_reason": "tool_calls",
+                "index": 0,
+                "is_finished": True,
+                "text": "",
+                "tool_use": {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.function.name, "arguments": call.function.arguments},
+                    "index": 0,
+                },
+                "usage": None,
+            }
+
+    return {"rawllm": Provider(raw), "handlerllm": Provider(handled)}
+
+
+@pytest.mark.parametrize("registered", ["before", "after"])
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_custom_provider_sync_turn_is_refused_unsent(
+    upstream: Scripted, registered: str, stream: bool
+) -> None:
+    providers = _custom_providers(upstream)
+    saved_map, saved_callbacks = litellm.custom_provider_map, litellm.callbacks
+    entries = [{"provider": name, "custom_handler": h} for name, h in providers.items()]
+
+    def call(name: str) -> Any:
+        result = litellm.completion(
+            model=f"{name}/m",
+            messages=[{"role": "user", "content": "unknown_tool"}],
+            stream=stream,
+        )
+        return list(result) if stream else result
+
+    try:
+        if registered == "before":
+            litellm.custom_provider_map = entries
+        with ToolGateGuardrail(MANIFEST["tools"]) as made:
+            litellm.callbacks = [made]
+            if registered == "after":
+                litellm.custom_provider_map = entries
+                # Any call the gate sees next shadows the providers registered since.
+                list(litellm.completion(**chat(upstream, "multiply_basic", stream=True)))
+            before = len(upstream.seen)
+            for name in providers:
+                with pytest.raises(CustomProviderRefused, match=name):
+                    call(name)
+            assert len(upstream.seen) == before  # nothing was sent
+        # Closed: the providers are theirs again (and their broken call goes through).
+        for name in providers:
+            assert call(name) is not None
+    finally:
+        litellm.custom_provider_map = saved_map
+        litellm.callbacks = saved_callbacks

@@ -447,6 +447,8 @@ class ToolGateGuardrail(CustomGuardrail):
         # the handler, so no chain holds the request.
         failed = False
         try:
+            if not self._closed:  # a custom provider registered since: its sync turns refused
+                claiming.INSTALLATION.custom.refuse()
             self._arm_sync(kwargs)
         except Exception:
             failed = True

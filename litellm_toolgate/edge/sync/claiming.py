@@ -64,6 +64,7 @@ import litellm
 from ..transport import WireTap, _wrap
 from ..withhold import HeldResponse, SyncWithholdingStream, Withholding
 from .claims import ClaimTable, new_token
+from .custom import CustomProviders
 from .vouching import is_vouched, is_vouched_client, vouch_client, vouched
 
 MARKER = "x-toolgate-claim"
@@ -228,13 +229,16 @@ class Installation:
 
     Gates are counted (:meth:`acquire`, :meth:`release`); the first armed call wraps the
     clients it needs (:meth:`claim_client`), and when the count drops to zero every client
-    still alive gets back the transports it had.
+    still alive gets back the transports it had. The sync methods of custom providers are
+    shadowed by a refusal from the first gate on (:mod:`.custom`: litellm runs no hook for
+    them), and given back with the rest.
     """
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._gates = 0
         self._wrapped: dict[int, _Wrapped] = {}
+        self.custom = CustomProviders()
 
     @property
     def gates(self) -> int:
@@ -251,6 +255,7 @@ class Installation:
         called)."""
         with self._lock:
             self._gates += 1
+            self.custom.refuse()
         done = threading.Event()
 
         def release() -> None:
@@ -297,6 +302,7 @@ class Installation:
             return True
 
     def _restore(self) -> None:
+        self.custom.restore()
         for entry in list(self._wrapped.values()):
             client = entry.client()
             if client is None:
