@@ -168,7 +168,6 @@ _SEALED = (
     "async_log_failure_event",
     "log_pre_api_call",
     "log_post_api_call",
-    "log_failure_event",
 )
 
 
@@ -523,6 +522,7 @@ class ToolGateGuardrail(CustomGuardrail):
         self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
     ) -> None:
         # litellm runs it on the caller's thread once a sync call failed: its claim is done.
+        # (Not sealed: a subclass that replaces it leaves at most one claim per thread.)
         if isinstance(kwargs, Mapping):
             forget_claim(kwargs)
 
