@@ -18,7 +18,7 @@ who hands the result to the caller.
 * **Proxy, not streaming.** The injected client holds the body until it ended; the proxy's
   success hook checks litellm's response against the wire and raises the same way.
 * **SDK, ``litellm.acompletion``.** No hook sees the stream before the caller does, so the
-  injected client withholds on the wire itself (:mod:`withhold`). A quarantine travels
+  injected client withholds on the wire itself (:mod:`.httpwithhold`). A quarantine travels
   through litellm as its litellm-flavoured twin (:mod:`intervention`: also a guardrail
   intervention), which litellm hands to the caller unchanged and never retries.
   Non-streamed responses are judged while held and checked again in the deployment success
@@ -38,7 +38,7 @@ who hands the result to the caller.
 
 The Responses API goes the same ways: ``litellm.aresponses`` and the proxy's
 ``/v1/responses`` run the same pre-call hook, and the withholding client reads either wire
-(:mod:`withhold`). Through litellm's bridge the hook runs once more for the chat call
+(:mod:`.httpwithhold`). Through litellm's bridge the hook runs once more for the chat call
 litellm makes with the outer call's client: the gate recognises its own client and leaves
 it, so one attempt reads the wire and the policy runs once. The proxy hands the iterator
 hook a wrapper of its own around litellm's stream, so the tap carries whether the caller
@@ -100,13 +100,14 @@ from .calltypes import (
     sync_route_sdk,
 )
 from .config import SETTING_KEYS, GateSettings, unknown_guardrail_keys
-from .events import CarrierEvents, carrier_events, carrier_of_result
 from .gate import ToolGate
+from .httpwithhold import Withholding, WithholdingTransport
 from .intervention import as_intervention
 from .logs import emit_records
 from .messages import AnthropicEvents, message_carrier
-from .policy import aapprove_whole
+from .policyrun import aapprove_whole
 from .preflight import chat_chunk_check, responses_event_check
+from .respevents import CarrierEvents, carrier_events, carrier_of_result
 from .routes import Api, Refused, decision_for, route_for
 from .stream import AsyncGatedStream
 from .sync import claiming
@@ -123,7 +124,6 @@ from .sync.claiming import (
 from .sync.sdkclaim import arm_sdk
 from .sync.sdkclaim import streamed as sdkclaim_streamed
 from .transport import AsyncTapTransport, WireTap
-from .withhold import Withholding, WithholdingTransport
 
 _CHAT_CALLS = frozenset({"acompletion", "completion"})
 # The calls the gate gates here: chat completions and the async Responses API.

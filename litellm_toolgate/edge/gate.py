@@ -46,10 +46,10 @@ from .clients import (
     is_async_client,
 )
 from .config import REQUEST_TOOLS
-from .events import CarrierEvents, carrier_events, carrier_of_response
 from .logs import emit_records
 from .messages import AnthropicEvents, message_carrier
-from .policy import aapprove_whole, approve_whole
+from .policyrun import aapprove_whole, approve_whole
+from .respevents import CarrierEvents, carrier_events, carrier_of_response
 from .routes import Api, ClientKind, route_for
 from .stream import AsyncGatedStream, GatedStream
 from .sync.vouching import vouch_client, vouched

@@ -24,7 +24,7 @@ the transport under the HTTP client litellm is about to send on. So:
 3. **Claim** (the transport). A request carrying the marker is matched to its claim: same
    token, same thread, same URL, same body. The marker is taken out before the request is
    sent, so the upstream never sees it. The response body then goes through the same
-   withholding as the async path (:class:`~..withhold.SyncWithholdingStream`): text passes
+   withholding as the async path (:class:`~..httpwithhold.SyncWithholdingStream`): text passes
    live, tool calls wait for the wire's end, parse, schema and the policy; a whole body is
    judged on the wire before litellm reads any of it. A marker without a matching claim is
    refused before the request is sent. An answer that is not a success (a 429, a 503) is
@@ -61,8 +61,8 @@ from typing import Any
 import httpx
 import litellm
 
+from ..httpwithhold import HeldResponse, SyncWithholdingStream, Withholding
 from ..transport import WireTap, _wrap
-from ..withhold import HeldResponse, SyncWithholdingStream, Withholding
 from .claims import ClaimTable, new_token
 from .custom import CustomProviders
 from .vouching import is_vouched, is_vouched_client, vouch_client, vouched

@@ -34,8 +34,8 @@ from typing import Any
 import httpx
 import litellm
 
+from ..httpwithhold import Withholding
 from ..transport import WireTap
-from ..withhold import Withholding
 from . import claiming
 from .claiming import CLAIMS, MARKER, UngatedCallRefused, cached_clients, sent
 

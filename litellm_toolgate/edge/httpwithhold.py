@@ -42,7 +42,7 @@ from ..core.withhold import Withholder
 from .intervention import as_intervention
 from .logs import emit_records
 from .offload import decide_off_loop
-from .policy import ajudge, judge
+from .policyrun import ajudge, judge
 from .preflight import ChunkCheck, chat_body_parses
 from .transport import AsyncTapTransport, WireTap
 
