@@ -11,6 +11,7 @@ Each test here pins one promise of the sync claim (see ``litellm_toolgate.edge.s
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -155,6 +156,12 @@ def test_an_sdk_retry_after_a_rate_limit_is_gated_and_released(
 
 
 # ---- hole 9: tables bounded and cleaned on every outcome ------------------------------------
+def _live_claims() -> int:
+    """Claim objects still alive anywhere (in the table or not)."""
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if type(o).__name__ == "_Claim")
+
+
 def test_failed_sync_calls_leave_no_claim(upstream: Scripted, gate: ToolGateGuardrail) -> None:
     for _ in range(5):
         upstream.failures[:] = [500]
@@ -166,6 +173,14 @@ def test_failed_sync_calls_leave_no_claim(upstream: Scripted, gate: ToolGateGuar
         with pytest.raises((litellm.APIConnectionError, litellm.InternalServerError)):
             litellm.completion(**{**chat(upstream, "multiply_basic"), "api_base": dead})
         assert len(claiming.CLAIMS) == 0
+    for _ in range(5):  # the SDK route: a 429 its client does not retry
+        upstream.failures[:] = [429]
+        with pytest.raises(litellm.RateLimitError):
+            litellm.completion(
+                **chat(upstream, "multiply_basic", "openai", stream=True, max_retries=0)
+            )
+        assert len(claiming.CLAIMS) == 0
+    assert _live_claims() == 0  # nothing kept them (or a copy of their body) elsewhere
 
 
 def test_the_gate_keeps_no_client_of_its_own_per_tls_setting(
