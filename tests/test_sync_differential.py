@@ -7,8 +7,8 @@ world without a gate and in a world with one, against loopback servers (HTTP, an
 a self-signed certificate), and the test compares what the servers (and a loopback HTTP
 proxy) saw and what the caller got. The matrix: the process's and the call's ``ssl_verify``,
 the user's ``litellm.sync_transport`` / ``client_session`` / ``aclient_session`` set before
-and after the gate, environment proxies, and the OpenAI SDK's own retries after a 429 or a
-503. Calls the gate does gate (a sync stream after a 429, an async stream on the user's
+and after the gate, environment proxies, redirects, and the OpenAI SDK's own retries after a
+429 or a 503. Calls the gate does gate (a sync stream after a 429, an async stream on the user's
 ``aclient_session``) must reach the same servers through the same objects.
 """
 
@@ -92,7 +92,12 @@ def _handler(world: World, where: str) -> type[BaseHTTPRequestHandler]:
             with world.lock:
                 world.seen.append(Seen(where, self.path, headers, payload))
                 failure = world.failures.pop(0) if world.failures else None
-            if failure is not None:
+            if self.path.startswith("/redirect/"):  # moved: 307 keeps the method and body
+                self.send_response(307)
+                self.send_header("location", self.path.removeprefix("/redirect"))
+                self.send_header("content-length", "0")
+                self.end_headers()
+            elif failure is not None:
                 self._send(failure, "application/json", b'{"error": {"message": "later"}}')
             elif "texts" in payload:  # Cohere's embedding request
                 self._send(200, "application/json", json.dumps(_COHERE).encode())
@@ -435,6 +440,12 @@ def sdk_retries(servers: Servers, add_gate: Callable[[], None]) -> list[str]:
     return outcomes
 
 
+def redirects(servers: Servers, add_gate: Callable[[], None]) -> list[str]:
+    add_gate()
+    moved = servers.http.replace("/v1", "/redirect/v1")
+    return [_outcome(_embed(moved, "voyage")), _outcome(_embed(moved, "openai"))]
+
+
 SCENARIOS: dict[str, Scenario] = {
     "tls-process-off-call-on": tls_process_off_call_on,
     "tls-process-on-call-off": tls_process_on_call_off,
@@ -445,6 +456,7 @@ SCENARIOS: dict[str, Scenario] = {
     "aclient-session": aclient_session_before,
     "environment-proxy": environment_proxy,
     "sdk-retries": sdk_retries,
+    "redirects": redirects,
 }
 
 
@@ -485,3 +497,5 @@ def test_the_matrix_means_what_it_says(servers: Servers) -> None:
     outcomes, seen = _run(servers, sdk_retries, gated=True)
     assert len(seen) == 8  # every call sent twice: the first try, and the SDK's retry
     assert outcomes[1] == outcomes[3] == expected
+    _, seen = _run(servers, redirects, gated=True)
+    assert [s.path.startswith("/redirect/") for s in seen] == [True, False, True, False]
