@@ -27,7 +27,7 @@ from litellm_toolgate.core.journal import (
 from litellm_toolgate.core.policy import PolicyDecision, ReleasedCall, ToolCall
 from litellm_toolgate.edge.approval import ApprovalPolicy
 from litellm_toolgate.edge.journal import open_journal
-from litellm_toolgate.edge.policy import _arun, _run
+from litellm_toolgate.edge.policyrun import _arun, _run
 
 CANARY = "CANARY-7f3a9c"
 SCHEMA = {

@@ -19,7 +19,7 @@ from litellm_toolgate.core.compose import (
 )
 from litellm_toolgate.core.errors import GateConfigError
 from litellm_toolgate.core.policy import PolicyDecision, ToolCall
-from litellm_toolgate.edge.policy import _arun, _run
+from litellm_toolgate.edge.policyrun import _arun, _run
 
 CALL = ToolCall("att", 0, "call_1", "write_file", {"path": "CANARY-7f3a9c"})
 

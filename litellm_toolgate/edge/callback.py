@@ -18,26 +18,27 @@ who hands the result to the caller.
 * **Proxy, not streaming.** The injected client holds the body until it ended; the proxy's
   success hook checks litellm's response against the wire and raises the same way.
 * **SDK, ``litellm.acompletion``.** No hook sees the stream before the caller does, so the
-  injected client withholds on the wire itself (:mod:`withhold`). A quarantine travels
+  injected client withholds on the wire itself (:mod:`.httpwithhold`). A quarantine travels
   through litellm as its litellm-flavoured twin (:mod:`intervention`: also a guardrail
   intervention), which litellm hands to the caller unchanged and never retries.
   Non-streamed responses are judged while held and checked again in the deployment success
   hook, which may raise.
 * **SDK, sync ``litellm.completion`` / ``litellm.responses``.** litellm runs no sync hook
   that can change the request, so the gate arms the call in ``log_pre_api_call`` and a
-  transport installed as ``litellm.sync_transport`` claims exactly that request and
-  withholds like the async client (:mod:`synccall`); the OpenAI SDK routes' chat
-  streams go out through the OpenAI SDK, and are claimed on a ``litellm.client_session``
-  the gate sets when none is set (:mod:`sdkclaim`). What it cannot claim is refused before
-  it is sent (:class:`UngatedCallRefused`, a ``BaseException``: litellm swallows anything
-  narrower from a logging hook). A :class:`ToolGate`'s own calls are vouched for by that
-  gate (call id and thread) and left alone.
+  claiming transport, put in place around the transport of the httpx client litellm sends
+  it on, claims exactly that request and withholds like the async client (:mod:`.sync`);
+  the OpenAI SDK routes' chat streams are claimed the same way on the SDK client's httpx
+  client. What it cannot claim is refused before it is sent (:class:`UngatedCallRefused`,
+  a ``BaseException``: litellm swallows anything narrower from a logging hook). A
+  :class:`ToolGate`'s own calls are vouched for by that gate (call id and thread) and left
+  alone. Nothing global changes until the first such call; :meth:`ToolGateGuardrail.close`
+  puts back what it changed.
 * **Other call types** are classified once in :mod:`calltypes`: a model turn the gate does
   not read yet is refused before sending, everything else passes untouched.
 
 The Responses API goes the same ways: ``litellm.aresponses`` and the proxy's
 ``/v1/responses`` run the same pre-call hook, and the withholding client reads either wire
-(:mod:`withhold`). Through litellm's bridge the hook runs once more for the chat call
+(:mod:`.httpwithhold`). Through litellm's bridge the hook runs once more for the chat call
 litellm makes with the outer call's client: the gate recognises its own client and leaves
 it, so one attempt reads the wire and the policy runs once. The proxy hands the iterator
 hook a wrapper of its own around litellm's stream, so the tap carries whether the caller
@@ -73,6 +74,7 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
+import litellm
 from litellm.integrations.custom_guardrail import CustomGuardrail
 from litellm.types.guardrails import GuardrailEventHooks
 from litellm.types.llms.openai import ResponsesAPIResponse
@@ -100,31 +102,31 @@ from .calltypes import (
 )
 from .config import SETTING_KEYS, GateSettings, unknown_guardrail_keys
 from .escalation import RouteEscalation
-from .events import CarrierEvents, carrier_events, carrier_of_result
 from .gate import ToolGate
+from .httpwithhold import Withholding, WithholdingTransport
 from .intervention import as_intervention
 from .logs import emit_records, observers
 from .messages import AnthropicEvents, message_carrier
 from .observe import start_observing
-from .policy import aapprove_whole
+from .policyrun import aapprove_whole
 from .preflight import chat_chunk_check, responses_event_check
+from .respevents import CarrierEvents, carrier_events, carrier_of_result
 from .routes import Api, Refused, decision_for, route_for
-from .sdkclaim import arm_sdk, evict_foreign_sdk_clients, install_session
-from .sdkclaim import streamed as sdkclaim_streamed
 from .stream import AsyncGatedStream
-from .synccall import (
+from .sync import claiming
+from .sync.claiming import (
     UngatedCallRefused,
     arm,
     check_claimed,
-    evict_foreign_clients,
-    install,
+    forget_claim,
     is_vouched,
     is_vouched_client,
     sent,
     vouch_client,
 )
+from .sync.sdkclaim import arm_sdk
+from .sync.sdkclaim import streamed as sdkclaim_streamed
 from .transport import AsyncTapTransport, WireTap
-from .withhold import Withholding, WithholdingTransport
 
 _CHAT_CALLS = frozenset({"acompletion", "completion"})
 # The calls the gate gates here: chat completions and the async Responses API.
@@ -132,10 +134,20 @@ _RESPONSES_CALLS = frozenset({"aresponses"})
 # litellm.anthropic.messages.acreate and the proxy's /v1/messages.
 _MESSAGES_CALLS = frozenset({"anthropic_messages"})
 _GATED_CALLS = _CHAT_CALLS | _RESPONSES_CALLS | _MESSAGES_CALLS
-# Sync calls: gated on the wire through the sync transport (synccall).
+# Sync calls: gated on the wire by the claiming transport (sync.claiming).
 _SYNC_RESPONSES = frozenset({"responses"})
 _SYNC_CALLS = frozenset({"completion"}) | _SYNC_RESPONSES
 _MAX_PENDING = 10_000
+# litellm's lists a callback lands in (litellm.callbacks, and the ones litellm copies it to).
+_CALLBACK_LISTS = (
+    "callbacks",
+    "input_callback",
+    "success_callback",
+    "failure_callback",
+    "_async_input_callback",
+    "_async_success_callback",
+    "_async_failure_callback",
+)
 # Where the proxy keeps a request's metadata (chat; Responses and other routes).
 _METADATA = ("metadata", "litellm_metadata")
 _TOKEN = "toolgate_request"
@@ -332,15 +344,31 @@ class ToolGateGuardrail(CustomGuardrail):
         kwargs.setdefault("guardrail_name", "toolgate")
         super().__init__(**kwargs)
         self._pending: PendingTable[WireTap] = PendingTable(_METADATA, _TOKEN)
-        # Sync calls are claimed by litellm.sync_transport, which litellm reads only when it
-        # builds a client: put it in place now, and drop the clients built without it, so
-        # that no sync call made after this gate exists can go out on an unclaimed client.
-        evict_foreign_clients(install())
-        # The same for the OpenAI SDK routes' sync client, on litellm.client_session: the
-        # gate sets a claiming one only when none is set (see sdkclaim).
-        install_session()
-        evict_foreign_sdk_clients()
         self._made: weakref.WeakSet[WireTap] = weakref.WeakSet()
+        # Nothing global changes here: the first sync call that needs the claim wraps the
+        # clients it goes out on (see sync.claiming); close() (or the last gate dropped)
+        # puts them back. Every gate shares the one installation.
+        self._release = claiming.INSTALLATION.acquire()
+        self._closed = False
+        weakref.finalize(self, self._release)
+
+    def close(self) -> None:
+        """Take this gate out of litellm's callback lists, and put back what the gates
+        changed in the process once the last one is closed: every httpx client the sync
+        claim wrapped gets its own transports back. A closed gate that is called anyway
+        refuses the sync calls it would have gated."""
+        self._closed = True
+        for name in _CALLBACK_LISTS:
+            listed = getattr(litellm, name, None)
+            if isinstance(listed, list):
+                listed[:] = [item for item in listed if item is not self]
+        self._release()
+
+    def __enter__(self) -> ToolGateGuardrail:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @classmethod
     def from_settings_file(cls, path: str | Path, **kwargs: Any) -> ToolGateGuardrail:
@@ -434,7 +462,7 @@ class ToolGateGuardrail(CustomGuardrail):
         self._made.add(tap)
         return kwargs
 
-    # ---- sync calls: armed here, claimed by the sync transport (see synccall) -------------
+    # ---- sync calls: armed here, claimed on the wire (see sync.claiming) ---------------
     def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
         # litellm logs and drops any Exception this hook raises and sends the call anyway
         # (only a BaseException, such as UngatedCallRefused, stops it): a call the gate
@@ -442,6 +470,8 @@ class ToolGateGuardrail(CustomGuardrail):
         # the handler, so no chain holds the request.
         failed = False
         try:
+            if not self._closed:  # a custom provider registered since: its sync turns refused
+                claiming.INSTALLATION.custom.refuse()
             self._arm_sync(kwargs)
         except Exception:
             failed = True
@@ -451,10 +481,12 @@ class ToolGateGuardrail(CustomGuardrail):
             )
 
     def _arm_sync(self, kwargs: Any) -> None:
-        """Refuse a sync call the gate cannot gate, or arm it to be claimed (see synccall)."""
+        """Refuse a sync call the gate cannot gate, or arm it to be claimed (see sync.claiming)."""
         if not isinstance(kwargs, Mapping):
             return
         kind = _call_type(kwargs.get("call_type"))
+        if self._closed and kind in _SYNC_CALLS:
+            raise UngatedCallRefused("this toolgate gate was closed; it gates no more calls")
         if handling(kind) in (Handling.REFUSED, None):
             raise UngatedCallRefused(
                 f"toolgate does not gate litellm call type {kind!r}; it was not sent"
@@ -509,6 +541,14 @@ class ToolGateGuardrail(CustomGuardrail):
     ) -> None:
         if isinstance(kwargs, Mapping) and _call_type(kwargs.get("call_type")) in _SYNC_CALLS:
             check_claimed(kwargs)
+
+    def log_failure_event(
+        self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        # litellm runs it on the caller's thread once a sync call failed: its claim is done.
+        # (Not sealed: a subclass that replaces it leaves at most one claim per thread.)
+        if isinstance(kwargs, Mapping):
+            forget_claim(kwargs)
 
     def _remember(self, kwargs: dict[str, Any], tap: WireTap) -> None:
         """Keep the tap for the proxy's later hooks, under a token of this gate's written into

@@ -48,16 +48,16 @@ from .clients import (
     is_async_client,
 )
 from .config import REQUEST_TOOLS
-from .events import CarrierEvents, carrier_events, carrier_of_response
 from .logs import emit_records
 from .loop import RunResult
 from .loop import arun as arun_loop
 from .loop import run as run_loop
 from .messages import AnthropicEvents, message_carrier
-from .policy import aapprove_whole, approve_whole
+from .policyrun import aapprove_whole, approve_whole
+from .respevents import CarrierEvents, carrier_events, carrier_of_response
 from .routes import Api, ClientKind, route_for
 from .stream import AsyncGatedStream, GatedStream
-from .synccall import vouch_client, vouched
+from .sync.vouching import vouch_client, vouched
 from .transport import AsyncTapTransport, TapTransport, WireTap
 
 _HOW = (

@@ -2,7 +2,7 @@
 
 Text chunks pass through as litellm yields them; tool-call fragments and the finish are
 withheld (see :mod:`carrier`; for ``gate.responses()`` the carrier is litellm's Responses
-events, withheld per function-call item by :mod:`events`). When litellm's stream ends
+events, withheld per function-call item by :mod:`.respevents`). When litellm's stream ends
 the gate reads the wire to its end, concludes the attempt, runs the policy, and only then
 yields one chunk holding every released call (arguments exactly as on the wire) followed by
 the held chunks. Any fault raises :class:`ToolCallQuarantined` instead; nothing withheld is
@@ -31,7 +31,7 @@ from ..core.policy import Policy, ReleasedCall
 from .carrier import CarrierChunks
 from .logs import emit_records
 from .offload import decide_off_loop
-from .policy import ajudge, judge
+from .policyrun import ajudge, judge
 from .transport import WireTap
 
 

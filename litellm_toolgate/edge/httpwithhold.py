@@ -45,7 +45,7 @@ from ..core.withhold import Withholder
 from .intervention import as_intervention
 from .logs import emit_records
 from .offload import decide_off_loop
-from .policy import ajudge, judge
+from .policyrun import ajudge, judge
 from .preflight import ChunkCheck, chat_body_parses
 from .transport import AsyncTapTransport, RequestRefused, WireTap
 
@@ -72,7 +72,7 @@ class _Faces(Generic[_Inner]):
             carrier_of=gate.carrier_of,
         )
         # A whole body is read inside litellm's request call, which turns any exception into
-        # its own; there the quarantine is raised later, by the response (see synccall).
+        # its own; there the quarantine is raised later, by the response (see sync.claiming).
         self._defer = defer
 
     def _raise_if_quarantined(self) -> None:
