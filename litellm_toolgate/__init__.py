@@ -38,7 +38,9 @@ from .core import (
 if TYPE_CHECKING:
     from .edge.callback import GuardrailConfigError, ToolGateGuardrail, UngatedCallRefused
     from .edge.gate import ToolGate
+    from .edge.journal import open_journal
     from .edge.stream import AsyncGatedStream, GatedStream
+    from .edge.tools import Tool, ToolContext
 
 __version__ = "0.1.0"
 
@@ -49,6 +51,9 @@ _EDGE = {
     "ToolGateGuardrail": "callback",
     "GuardrailConfigError": "callback",
     "UngatedCallRefused": "callback",
+    "Tool": "tools",
+    "ToolContext": "tools",
+    "open_journal": "journal",
 }
 
 
@@ -81,7 +86,9 @@ __all__ = [
     "SchemaRejected",
     "StreamFault",
     "ToolCall",
+    "Tool",
     "ToolCallQuarantined",
+    "ToolContext",
     "ToolGate",
     "ToolGateError",
     "ToolGateGuardrail",
@@ -90,4 +97,5 @@ __all__ = [
     "WireNotObservable",
     "WireUnread",
     "find_quarantine",
+    "open_journal",
 ]
