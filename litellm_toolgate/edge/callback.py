@@ -438,6 +438,8 @@ class ToolGateGuardrail(CustomGuardrail):
         self, kwargs: dict[str, Any], call_type: Any
     ) -> dict[str, Any] | None:
         kind = _call_type(call_type)
+        if kind in _SYNC_CALLS:
+            return None  # litellm's sync Responses runs this hook too: armed by the sync face
         vouched = is_vouched_client(kwargs.get("client"))
         api = self._admit(kind, kwargs, kwargs, vouched=vouched)
         if api is None:
@@ -497,7 +499,7 @@ class ToolGateGuardrail(CustomGuardrail):
         try:
             self._arm_sync(kwargs)
         except ToolGateError as refused:
-            refusal = f"{refused}; this sync call was not sent"
+            refusal = str(refused)  # each says that the call was not sent
         except Exception:
             refusal = "toolgate could not prepare this sync call to be gated; it was not sent"
         if refusal is not None:
