@@ -157,6 +157,14 @@ def run(mode: str, stream: bool, kwargs: dict[str, Any]) -> Any:
         return exc
 
 
+def new_cache(**settings: Any) -> Any:
+    """A ``litellm.Cache`` (litellm's stubs do not export it)."""
+    from litellm.caching.caching import Cache
+
+    cache: Any = Cache
+    return cache(**settings)
+
+
 PATHS = [(m, s) for m in ("async", "sync") for s in (True, False)]
 
 
@@ -165,7 +173,7 @@ PATHS = [(m, s) for m in ("async", "sync") for s in (True, False)]
 def test_a_cached_invalid_call_is_never_handed_over(
     upstream: FakeUpstream, mode: str, stream: bool
 ) -> None:
-    litellm.cache = litellm.Cache(type="local")
+    litellm.cache = new_cache(type="local")
     kwargs = call(upstream, f"bad {uuid.uuid4().hex}")
     filled = run("sync", stream, kwargs)  # no gate: litellm caches the invalid call
     assert arguments_of(filled) == [BAD]
@@ -182,8 +190,9 @@ def test_a_cached_invalid_call_is_never_handed_over(
 def test_the_guard_answers_miss_only_while_a_gate_is_registered() -> None:
     """A read the guard cannot place (no litellm caching handler on the stack) is a miss
     while a gate is registered; without one, and once unguarded, reads go through."""
-    litellm.cache = litellm.Cache(type="local")
-    litellm.cache.add_cache({"x": 1}, cache_key="toolgate-test-key")
+    litellm.cache = new_cache(type="local")
+    cache: Any = litellm.cache
+    cache.add_cache({"x": 1}, cache_key="toolgate-test-key")
     litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]
     assert cacheguard.guarded(litellm.cache)
     assert litellm.cache.get_cache(cache_key="toolgate-test-key") is None
@@ -230,7 +239,7 @@ def test_a_redis_cache_filled_without_the_gate_is_not_read(
         timeout=120,
         capture_output=True,
     )
-    litellm.cache = litellm.Cache(type="redis", host="127.0.0.1", port=6379, namespace=namespace)
+    litellm.cache = new_cache(type="redis", host="127.0.0.1", port="6379", namespace=namespace)
     try:
         before = len(upstream.requests)
         assert arguments_of(run(mode, stream, kwargs)) == [BAD]  # the hit, without a gate
@@ -269,7 +278,7 @@ def test_n_2_is_refused_unsent_on_every_path(
 def test_a_router_does_not_resend_a_refused_request(upstream: FakeUpstream, stream: bool) -> None:
     litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]
     params = {k: v for k, v in call(upstream, "good").items() if k in ("model", "api_base")}
-    router = litellm.Router(
+    router: Any = litellm.Router(  # type: ignore[attr-defined]
         model_list=[
             {"model_name": "m", "litellm_params": {**params, "api_key": "sk-test"}},
         ],
@@ -338,7 +347,7 @@ def test_narrow_wide_narrow_registries_in_turn(
 def test_two_gates_for_one_call_refuse_it_in_any_order(
     upstream: FakeUpstream, mode: str, stream: bool, order: str
 ) -> None:
-    gates = [
+    gates: list[Any] = [
         ToolGateGuardrail([MULTIPLY], policy=deny_all),
         ToolGateGuardrail([MULTIPLY], policy=allow_all),
     ]

@@ -80,16 +80,15 @@ from litellm.types.llms.openai import ResponsesAPIResponse
 from ..core.attempt import Attempt, Carrier
 from ..core.errors import (
     GateConfigError,
-    RouteNotGated,
     ToolCallQuarantined,
     ToolGateError,
     raise_clean,
 )
-from ..core.wires.chat import REQUEST_FIELDS
 from ..core.limits import Limits
 from ..core.pending import PendingTable
 from ..core.policy import Policy
 from ..core.state import StreamState
+from ..core.wires.chat import REQUEST_FIELDS
 from . import cacheguard
 from .calltypes import (
     CallRefused,
