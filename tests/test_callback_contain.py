@@ -23,6 +23,7 @@ from typing import Any
 
 import litellm
 import pytest
+from litellm.integrations.custom_logger import CustomLogger
 
 from litellm_toolgate import (
     GuardrailConfigError,
@@ -458,3 +459,91 @@ def test_a_bad_mode_stops_a_real_proxy(tmp_path: Path, mode: str) -> None:
     ):
         raise AssertionError(f"the proxy started with mode {mode}")
     assert "post_call" in str(caught.value)
+
+
+# ---- 12. what litellm's failure loggers receive -----------------------------------------------
+CANARY = "CANARY-contain-5e1f"
+
+
+class FailureLogger(CustomLogger):
+    """Keeps every argument litellm hands its failure loggers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[Any, ...]] = []
+
+    async def async_log_failure_event(
+        self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        self.seen.append((kwargs, response_obj, start_time, end_time))
+
+    def log_failure_event(
+        self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        self.seen.append((kwargs, response_obj, start_time, end_time))
+
+
+def leaks(value: Any, path: str = "", depth: int = 0, memo: set[int] | None = None) -> list[str]:
+    """Where in ``value`` (recursively: containers, object attributes, reprs) the canary is."""
+    memo = set() if memo is None else memo
+    if id(value) in memo or depth > 14:
+        return []
+    memo.add(id(value))
+    if isinstance(value, str):
+        return [path] if CANARY in value else []
+    if isinstance(value, (bytes, bytearray)):
+        return [path] if CANARY.encode() in value else []
+    found: list[str] = []
+    if isinstance(value, dict):
+        for key, item in list(value.items()):
+            found += leaks(item, f"{path}[{key!r}]", depth + 1, memo)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for index, item in enumerate(list(value)):
+            found += leaks(item, f"{path}[{index}]", depth + 1, memo)
+    elif isinstance(getattr(value, "__dict__", None), dict):
+        found += leaks(vars(value), f"{path}.__dict__", depth + 1, memo)
+    elif CANARY in repr(value):
+        found.append(path)
+    return found
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [json.dumps({"a": CANARY, "b": 8}), '{"a": 7, "b": 8, "c": "' + CANARY + '"', "x" + CANARY],
+    ids=["schema", "truncated", "not-json"],
+)
+@pytest.mark.parametrize("stream", [False, True])
+def test_failure_loggers_never_receive_the_withheld_arguments(stream: bool, arguments: str) -> None:
+    """litellm runs its failure loggers for an async call on the caller's loop, after the
+    call failed: the test waits for them there (bounded). For a body the gate refuses on the
+    wire before litellm parsed it (truncated, not JSON) litellm runs none on some paths;
+    whatever ran is checked. A whole schema-invalid answer is read by litellm first, and its
+    failure loggers always run: the case where litellm kept the raw body."""
+    logger = FailureLogger()
+    must_log = not stream and "schema" in arguments_kind(arguments)
+
+    async def go(server: FakeUpstream) -> Any:
+        try:
+            result = await litellm.acompletion(**call(server, "go"), stream=stream)
+            if stream:
+                [c async for c in result]
+        except ToolCallQuarantined as refused:
+            for _ in range(600 if must_log else 40):
+                if logger.seen:
+                    break
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.3)  # litellm's other loggers of the same failure
+            return refused
+        return None
+
+    with FakeUpstream(lambda request: as_requested(request, sse(arguments))) as server:
+        litellm.callbacks = [ToolGateGuardrail([MULTIPLY]), logger]
+        got = asyncio.run(go(server))
+    assert isinstance(got, ToolCallQuarantined), got
+    if must_log:
+        assert logger.seen, "litellm ran no failure logger"
+    assert leaks(logger.seen) == []
+
+
+def arguments_kind(arguments: str) -> str:
+    return "schema" if arguments.startswith("{") and arguments.endswith("}") else "broken"

@@ -67,6 +67,7 @@ into every subclass and refuses a subclass that replaces them, so a subclass sta
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 import weakref
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
@@ -221,6 +222,24 @@ def _sync_refusal(kind: str, route: str, streamed: bool, sdk_streamed: bool) -> 
             "litellm.anthropic.messages.acreate(...) or ToolGate.messages(...)"
         )
     return None
+
+
+def _sanitize_logged_response(request: Mapping[str, Any], attempt: Attempt) -> None:
+    """Put the attempt's sanitized record where litellm keeps the raw answer it read.
+
+    litellm's logging object holds the upstream's body as ``original_response`` (its
+    ``post_call`` stores it once the body was read) and hands it to every failure logger
+    (``log_failure_event``, ``async_log_failure_event``, its integrations) when the call
+    fails: for a quarantined whole response, the very argument text the gate withheld.
+    """
+    logging_obj = request.get("litellm_logging_obj")
+    details = getattr(logging_obj, "model_call_details", None)
+    if not isinstance(details, dict):
+        return
+    record = json.dumps(attempt.summary(), separators=(",", ":"), default=str)
+    details["original_response"] = record
+    if "response" in details:
+        details["response"] = None
 
 
 def _mode_name(mode: Any) -> str:
@@ -667,6 +686,7 @@ class ToolGateGuardrail(CustomGuardrail):
         fault = attempt.quarantined
         if fault is not None:
             del response  # litellm's result holds argument text: not in this frame's locals
+            _sanitize_logged_response(request, attempt)
             raise_clean(fault if in_proxy else as_intervention(fault))
 
     # ---- failures: forget the request ------------------------------------------------------
