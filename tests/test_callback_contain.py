@@ -29,6 +29,7 @@ from litellm_toolgate import (
     GuardrailConfigError,
     PolicyDenied,
     QuarantineReason,
+    RouteNotGated,
     SchemaRejected,
     ToolCallQuarantined,
     ToolGateGuardrail,
@@ -419,6 +420,18 @@ def test_other_settings_of_the_wrong_type_stop_start_up(setting: dict[str, Any])
     arguments: dict[str, Any] = {"tools": [MULTIPLY], **setting}
     with pytest.raises(GuardrailConfigError, match=next(iter(setting))):
         ToolGateGuardrail(**arguments)
+
+
+@pytest.mark.parametrize("model", ["nosuch/gpt-4o-mini", "gpt-unknown-zz"])
+@pytest.mark.parametrize(("mode", "stream"), PATHS)
+def test_a_provider_litellm_cannot_tell_is_route_not_gated(
+    upstream: FakeUpstream, mode: str, stream: bool, model: str
+) -> None:
+    litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]
+    before = len(upstream.requests)
+    got = run(mode, stream, {**call(upstream, "good"), "model": model})
+    assert isinstance(got, RouteNotGated), got
+    assert len(upstream.requests) == before
 
 
 def test_limits_of_the_right_type_are_kept() -> None:

@@ -33,7 +33,15 @@ who hands the result to the caller.
   narrower from a logging hook). A :class:`ToolGate`'s own calls are vouched for by that
   gate (call id and thread) and left alone.
 * **Other call types** are classified once in :mod:`calltypes`: a model turn the gate does
-  not read yet is refused before sending, everything else passes untouched.
+  not read yet (or a call type the table does not list) is refused before sending, and only
+  what the table calls "not a model turn" passes untouched.
+
+Every call, async or sync, is admitted by one check (:meth:`ToolGateGuardrail._admit`):
+the call type, the gate (one gate per call: a second one selected for the same call
+refuses it, :class:`GatesConflict`; a gate taken out of ``litellm.callbacks`` does nothing),
+per-request selection, the route table, and then the request's own fields on the new
+attempt (a chat request for ``n > 1`` is refused unsent). litellm answers cache hits before
+any of this runs, so a gated call skips litellm's cache reads (:mod:`cacheguard`).
 
 The Responses API goes the same ways: ``litellm.aresponses`` and the proxy's
 ``/v1/responses`` run the same pre-call hook, and the withholding client reads either wire
@@ -68,10 +76,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 import weakref
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from pathlib import Path
+from types import FrameType
 from typing import Any, Literal, NoReturn
 
 from litellm.integrations.custom_guardrail import CustomGuardrail
@@ -81,6 +91,7 @@ from litellm.types.llms.openai import ResponsesAPIResponse
 from ..core.attempt import Attempt, Carrier
 from ..core.errors import (
     GateConfigError,
+    RouteNotGated,
     ToolCallQuarantined,
     ToolGateError,
     raise_clean,
@@ -108,7 +119,7 @@ from .logs import emit_records
 from .messages import AnthropicEvents, message_carrier
 from .policy import aapprove_whole
 from .preflight import chat_chunk_check, responses_event_check
-from .routes import Api, route_for
+from .routes import Api, provider_of, route_for
 from .sdkclaim import arm_sdk, evict_foreign_sdk_clients, install_session
 from .sdkclaim import streamed as sdkclaim_streamed
 from .stream import AsyncGatedStream
@@ -242,6 +253,42 @@ def _sanitize_logged_response(request: Mapping[str, Any], attempt: Attempt) -> N
         details["response"] = None
 
 
+# Where litellm reads ``default_on`` at the start of every call: its guardrail bookkeeping,
+# called from its call set-up with the call's arguments.
+_APPLIED = "get_applied_guardrails"
+_SETUP = "function_setup"
+
+
+def _refuse_unresolved(gate: ToolGateGuardrail, frame: FrameType | None) -> None:
+    """Refuse a model-turn call whose provider litellm cannot tell, as the route table does.
+
+    Read from litellm's call set-up (the caller of ``default_on`` when it is litellm's
+    guardrail bookkeeping): the call's arguments and its function. A sync call would
+    otherwise end in litellm's own ``BadRequestError`` before any hook of the gate ran; the
+    async hook refuses the same call with :class:`RouteNotGated`. Anything else that reads
+    ``default_on`` is left alone.
+    """
+    if frame is None or frame.f_code.co_name != _APPLIED:
+        return
+    if not str(frame.f_globals.get("__name__", "")).startswith("litellm."):
+        return
+    setup = frame.f_back
+    if setup is None or setup.f_code.co_name != _SETUP:
+        return
+    kind = setup.f_locals.get("original_function")
+    kwargs = frame.f_locals.get("kwargs")
+    if not isinstance(kind, str) or not isinstance(kwargs, Mapping):
+        return
+    if handling(kind) is not Handling.GATED or kind in _MESSAGES_CALLS:
+        return
+    if all(g is not gate for g in _registered_gates()[:1]) or not _selected(gate, kwargs):
+        return  # the first registered gate answers for all (a second one is refused later)
+    model = kwargs.get("model")
+    if isinstance(model, str) and model and provider_of(kwargs) is None:
+        api = Api.RESPONSES if kind in _RESPONSES_CALLS else Api.CHAT
+        raise RouteNotGated(model, api.value, "litellm cannot tell this model's provider")
+
+
 def _mode_name(mode: Any) -> str:
     """A guardrail mode for a message: its name, or the kind of value it is."""
     if isinstance(mode, str):
@@ -369,6 +416,7 @@ class ToolGateGuardrail(CustomGuardrail):
     @property
     def default_on(self) -> bool:
         cacheguard.guard(_any_gate_registered)
+        _refuse_unresolved(self, sys._getframe(1))
         return self._default_on
 
     @default_on.setter
