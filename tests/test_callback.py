@@ -99,7 +99,7 @@ def upstream() -> Iterator[FakeUpstream]:
 def _unregister() -> Iterator[None]:
     """litellm copies ``litellm.callbacks`` into lists of its own; take the gates out of all."""
     yield
-    from litellm_toolgate.edge import synccall
+    from litellm_toolgate.edge.sync import claiming as synccall
 
     assert len(synccall.CLAIMS) == 0, "a sync call's claim was left behind"
     for name in dir(litellm):
@@ -185,7 +185,7 @@ def _no_leak(error: BaseException) -> None:
 
 
 # Sync calls are claimed on the wire: on litellm's own HTTP handler (litellm.sync_transport)
-# and, for streams on the OpenAI SDK routes, on litellm.client_session (sdkclaim).
+# and, for streams on the OpenAI SDK routes, on the SDK client's httpx client (sdkclaim).
 MODES = [(mode, r) for mode in ("async", "sync") for r in ROUTES]
 
 

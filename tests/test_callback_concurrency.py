@@ -28,7 +28,7 @@ from litellm_toolgate import ArgumentsRejected, ToolGateGuardrail
 from litellm_toolgate.demo.run import MULTIPLY
 from litellm_toolgate.demo.serve import as_requested
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
-from litellm_toolgate.edge import synccall
+from litellm_toolgate.edge.sync import claiming as synccall
 
 litellm.suppress_debug_info = True
 THREADS, PER_THREAD, CONCURRENT = 8, 50, 200

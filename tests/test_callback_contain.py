@@ -189,19 +189,25 @@ def test_a_cached_invalid_call_is_never_handed_over(
     assert len(upstream.requests) == before + 1
 
 
-def test_the_guard_answers_miss_only_while_a_gate_is_registered() -> None:
-    """A read the guard cannot place (no litellm caching handler on the stack) is a miss
-    while a gate is registered; without one, and once unguarded, reads go through."""
+def test_the_guard_answers_miss_only_while_a_gate_is_registered(upstream: FakeUpstream) -> None:
+    """Nothing is wrapped until a call; a read the guard cannot place (no litellm caching
+    handler on the stack) is a miss while a gate is registered; without one reads go
+    through, and closing the last gate puts the cache's own reads back."""
     litellm.cache = new_cache(type="local")
     cache: Any = litellm.cache
     cache.add_cache({"x": 1}, cache_key="toolgate-test-key")
-    litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]
-    assert cacheguard.guarded(litellm.cache)
-    assert litellm.cache.get_cache(cache_key="toolgate-test-key") is None
-    litellm.callbacks = []
-    assert litellm.cache.get_cache(cache_key="toolgate-test-key") == {"x": 1}
-    cacheguard.unguard()
+    gate = ToolGateGuardrail([MULTIPLY])
+    litellm.callbacks = [gate]
     assert not cacheguard.guarded(litellm.cache)
+    assert arguments_of(run("sync", False, call(upstream, "good"))) == [GOOD]
+    assert cacheguard.guarded(litellm.cache)
+    assert cache.get_cache(cache_key="toolgate-test-key") is None
+    litellm.callbacks = []
+    assert cache.get_cache(cache_key="toolgate-test-key") == {"x": 1}
+    litellm.callbacks = [gate]
+    gate.close()
+    assert not cacheguard.guarded(litellm.cache)
+    assert cache.get_cache(cache_key="toolgate-test-key") == {"x": 1}
 
 
 _FILL = """

@@ -85,7 +85,7 @@ def upstream() -> Iterator[FakeUpstream]:
 def _unregister() -> Iterator[None]:
     """litellm copies ``litellm.callbacks`` into lists of its own; take the gates out of all."""
     yield
-    from litellm_toolgate.edge import synccall
+    from litellm_toolgate.edge.sync import claiming as synccall
 
     assert len(synccall.CLAIMS) == 0, "a sync call's claim was left behind"
     for name in dir(litellm):

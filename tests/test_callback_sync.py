@@ -37,7 +37,7 @@ from litellm_toolgate import (
     UngatedCallRefused,
 )
 from litellm_toolgate.demo.serve import as_requested
-from litellm_toolgate.edge import sdkclaim, synccall
+from litellm_toolgate.edge.sync import claiming as synccall
 
 litellm.suppress_debug_info = True
 R = QuarantineReason
@@ -142,6 +142,8 @@ def test_the_marker_never_reaches_the_upstream(upstream: Recorder, stream: bool)
 
 
 def test_a_users_sync_transport_is_composed(upstream: Recorder) -> None:
+    """Set after the gate exists: no call is refused, the gate never replaces it."""
+
     class Counting(httpx.HTTPTransport):
         def __init__(self) -> None:
             super().__init__()
@@ -161,47 +163,27 @@ def test_a_users_sync_transport_is_composed(upstream: Recorder) -> None:
             list(litellm.completion(**kwargs(upstream, "unknown_tool", stream=True)))
         assert len(mine.seen) == 2  # both went out through the user's transport
         assert all(synccall.MARKER not in r.headers for r in mine.seen)
-        installed = litellm.sync_transport  # type: ignore[attr-defined]
-        assert isinstance(installed, synccall.ClaimingTransport) and installed.inner is mine
+        assert litellm.sync_transport is mine  # type: ignore[attr-defined]
     finally:
         litellm.sync_transport = saved  # type: ignore[attr-defined]
         litellm.in_memory_llm_clients_cache.flush_cache()
 
 
-def test_a_handler_closed_on_the_claiming_transport_leaves_it_open(upstream: Recorder) -> None:
-    """litellm closes a handler it drops (``__del__``), and httpx closes the client's
-    transport with it: the shared transport's connections, in use by other threads."""
-    list(litellm.completion(**kwargs(upstream, "multiply_basic", stream=True)))
-    claiming = synccall.install()
-    sending = list(claiming._defaults.values())
-    assert sending
-    HTTPHandler().close()  # a handler litellm built on litellm.sync_transport, closed
-    assert not any(client.is_closed for client in sending)
-    list(litellm.completion(**kwargs(upstream, "multiply_basic", stream=True)))
-
-
-def test_a_client_cached_before_the_gate_cannot_bypass_it(upstream: Recorder) -> None:
+def test_a_client_cached_before_the_gate_is_wrapped_and_gated(upstream: Recorder) -> None:
     saved_callbacks = litellm.callbacks
-    saved = getattr(litellm, "sync_transport", None)
     litellm.callbacks = []
-    litellm.sync_transport = None  # type: ignore[attr-defined]
     litellm.in_memory_llm_clients_cache.flush_cache()
     try:
         # Without the gate litellm builds and caches a plain client...
         litellm.completion(**kwargs(upstream, "multiply_basic"))
         litellm.callbacks = saved_callbacks
         sent = len(upstream.bodies)
-        # ...which litellm may already hold when the gate's first hook runs: that call is
-        # refused unsent, and the client dropped...
-        with pytest.raises(UngatedCallRefused, match="built before"):
-            litellm.completion(**kwargs(upstream, "unknown_tool"))
-        assert len(upstream.bodies) == sent
-        # ...so the next call is claimed and gated.
+        # ...which the gate wraps in place before the next call goes out on it.
         with pytest.raises(SchemaRejected):
             litellm.completion(**kwargs(upstream, "unknown_tool"))
+        assert len(upstream.bodies) == sent + 1
     finally:
         litellm.callbacks = saved_callbacks
-        litellm.sync_transport = saved  # type: ignore[attr-defined]
         litellm.in_memory_llm_clients_cache.flush_cache()
 
 
@@ -211,17 +193,20 @@ def test_a_client_of_your_own_is_refused_before_its_body_is_read(upstream: Recor
         list(litellm.completion(client=own, **kwargs(upstream, "multiply_basic", stream=True)))
 
 
-def test_force_ipv4_is_refused_before_sending(
-    upstream: Recorder, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_force_ipv4_calls_are_gated(upstream: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """litellm builds an IPv4-only transport of its own: the gate wraps it like any other."""
     monkeypatch.setattr(litellm, "force_ipv4", True)
-    before = len(upstream.bodies)
-    with pytest.raises(UngatedCallRefused, match="force_ipv4"):
-        litellm.completion(**kwargs(upstream, "multiply_basic", stream=True))
-    assert len(upstream.bodies) == before
+    litellm.in_memory_llm_clients_cache.flush_cache()
+    try:
+        chunks = list(litellm.completion(**kwargs(upstream, "multiply_basic", stream=True)))
+        assert "".join(calls_of(chunks)) == CASES["multiply_basic"]["calls"][0]["arguments"]
+        with pytest.raises(SchemaRejected):
+            list(litellm.completion(**kwargs(upstream, "unknown_tool", stream=True)))
+    finally:
+        litellm.in_memory_llm_clients_cache.flush_cache()
 
 
-# ---- the OpenAI SDK routes: claimed on litellm.client_session (sdkclaim) ------------------
+# ---- the OpenAI SDK routes: claimed on the SDK client's httpx client (sdkclaim) -----------
 SDK_ROUTES = ["openai", "azure", "perplexity", "cerebras", "litellm_proxy"]
 
 
@@ -298,13 +283,7 @@ def test_an_sdk_route_stream_is_claimed_and_its_marker_never_sent(
     for sent in upstream.headers[-2:]:
         assert synccall.MARKER not in sent and sent.get("x-trace") == "t-1"
     assert mine == {"X-Trace": "t-1"}  # the caller's headers never held the marker
-    assert isinstance(litellm.client_session, sdkclaim.ClaimingSession)
-    # litellm's one raw use of the session (Azure's legacy image generation, through an
-    # HTTPHandler that takes the session's timeout) keeps the 600 s it has with none set.
-    from litellm.llms.custom_httpx.http_handler import HTTPHandler
-
-    raw = HTTPHandler(client=litellm.client_session)
-    assert raw.client.timeout == httpx.Timeout(600.0, connect=5.0)
+    assert litellm.client_session is None  # the gate set no session of its own
 
 
 def test_a_call_the_gate_fails_to_arm_is_refused_unsent(upstream: Recorder) -> None:
@@ -347,30 +326,29 @@ def test_a_whole_sync_response_on_an_sdk_route_is_refused_unsent(
 
 
 @pytest.mark.parametrize("route", SDK_ROUTES)
-def test_a_client_session_of_your_own_is_left_alone_and_refused_unsent(
+def test_a_client_session_of_your_own_is_used_and_gated(
     upstream: Recorder, route: str, session_restored: None
 ) -> None:
     watched = Watched()
     mine = httpx.Client(transport=watched, headers={"X-Http": "mine"})
-    transport, mounts = mine._transport, dict(mine._mounts)
     litellm.client_session = mine
-    ToolGateGuardrail(MANIFEST["tools"])  # a gate made now leaves the session in place
-    assert litellm.client_session is mine
-    before = len(upstream.bodies)
-    with pytest.raises(UngatedCallRefused, match="client_session is an http client of your own"):
-        litellm.completion(**sdk_kwargs(upstream, "multiply_basic", route, stream=True))
-    assert len(upstream.bodies) == before and watched.sent == 0
-    assert mine._transport is transport and dict(mine._mounts) == mounts
-    # The routes on litellm's own HTTP handler are not affected by it.
+    chunks = list(litellm.completion(**sdk_kwargs(upstream, "multiply_basic", route, stream=True)))
+    assert "".join(calls_of(chunks)) == CASES["multiply_basic"]["calls"][0]["arguments"]
     with pytest.raises(SchemaRejected):
-        list(litellm.completion(**kwargs(upstream, "unknown_tool", stream=True)))
+        list(litellm.completion(**sdk_kwargs(upstream, "unknown_tool", route, stream=True)))
+    assert watched.sent == 2  # both through the user's own session...
+    assert upstream.headers[-1].get("x-http") == "mine"  # ...with its settings
+    # Still the user's session, on the user's transport (the gate's claim is around it).
+    assert litellm.client_session is mine
+    assert isinstance(mine._transport, synccall.ClaimingTransport)
+    assert mine._transport.inner is watched
 
 
-def test_an_azure_client_of_your_own_is_refused_unsent(
+def test_an_azure_client_of_your_own_is_used_and_gated(
     upstream: Recorder, session_restored: None
 ) -> None:
     # litellm caches an Azure client it is handed (before any hook runs): that is where the
-    # gate sees it.
+    # gate finds and wraps it.
     watched = Watched()
     own = openai.AzureOpenAI(
         api_key="sk-own",
@@ -378,16 +356,14 @@ def test_an_azure_client_of_your_own_is_refused_unsent(
         api_version="2024-10-21",
         http_client=httpx.Client(transport=watched),
     )
-    before = len(upstream.bodies)
-    with pytest.raises(UngatedCallRefused, match="client= of your own"):
-        litellm.completion(
-            client=own, **sdk_kwargs(upstream, "multiply_basic", "azure", stream=True)
-        )
-    assert len(upstream.bodies) == before and watched.sent == 0
-    # Dropped from litellm's cache: the next call with the same settings is gated.
     with pytest.raises(SchemaRejected):
-        list(litellm.completion(**sdk_kwargs(upstream, "unknown_tool", "azure", stream=True)))
-    assert watched.sent == 0
+        list(
+            litellm.completion(
+                client=own, **sdk_kwargs(upstream, "unknown_tool", "azure", stream=True)
+            )
+        )
+    assert watched.sent == 1
+    assert upstream.headers[-1].get("api-key") == "sk-own"
 
 
 def test_an_openai_client_of_your_own_is_refused_before_its_body_is_read(
@@ -410,7 +386,7 @@ def test_an_openai_client_of_your_own_is_refused_before_its_body_is_read(
     assert synccall.MARKER in upstream.headers[-1]
 
 
-def test_an_sdk_client_cached_before_the_gate_is_dropped_and_refused(
+def test_an_sdk_client_cached_before_the_gate_is_wrapped_and_gated(
     upstream: Recorder, session_restored: None
 ) -> None:
     saved = litellm.callbacks
@@ -422,10 +398,7 @@ def test_an_sdk_client_cached_before_the_gate_is_dropped_and_refused(
     finally:
         litellm.callbacks = saved
     sent = len(upstream.bodies)
-    with pytest.raises(UngatedCallRefused, match="dropped"):
-        litellm.completion(**sdk_kwargs(upstream, "unknown_tool", "openai", stream=True))
-    assert len(upstream.bodies) == sent
-    with pytest.raises(SchemaRejected):  # the next call is claimed
+    with pytest.raises(SchemaRejected):  # wrapped in place: this very call is claimed
         list(litellm.completion(**sdk_kwargs(upstream, "unknown_tool", "openai", stream=True)))
     assert len(upstream.bodies) == sent + 1
 
@@ -571,7 +544,7 @@ def test_a_redirect_of_a_claimed_call_is_not_followed(upstream: Recorder) -> Non
 def test_a_claim_matches_only_the_call_that_armed_it(upstream: Recorder) -> None:
     """Wrong token, wrong thread, wrong URL, wrong body: refused, never sent."""
     gate = ToolGate(MANIFEST["tools"])
-    transport = synccall.install()
+    transport = synccall.ClaimingTransport(httpx.HTTPTransport())
     url = upstream.base_url + "/chat/completions"
     body = {"model": "m", "messages": [{"role": "user", "content": "multiply_basic"}]}
 
@@ -588,6 +561,10 @@ def test_a_claim_matches_only_the_call_that_armed_it(upstream: Recorder) -> None
             "POST", to, json=payload, headers={synccall.MARKER: token, "content-type": "x"}
         )
         transport.handle_request(request)
+
+    def refused_at_the_check(call_id: str) -> None:
+        with pytest.raises(UngatedCallRefused):  # claimed by nobody: refused at the check
+            synccall.check_claimed({"litellm_call_id": call_id})
 
     before = len(upstream.bodies)
     with pytest.raises(UngatedCallRefused):
@@ -614,9 +591,7 @@ def test_a_claim_matches_only_the_call_that_armed_it(upstream: Recorder) -> None
     worker.join()
     assert len(errors) == 1 and isinstance(errors[0], UngatedCallRefused)
     assert len(upstream.bodies) == before  # none of them was sent
-    for call_id in ("c1", "c2", "c3"):
-        with pytest.raises(UngatedCallRefused):  # claimed by nobody: refused at the check
-            synccall.check_claimed({"litellm_call_id": call_id})
+    refused_at_the_check("c3")
 
 
 def test_tool_gate_beside_the_callback_gates_once(

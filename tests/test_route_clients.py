@@ -7,7 +7,7 @@ method, URL (path and query: Azure's ``api-version``), body and headers must be 
 key, organization, extra headers, the SDK's timeout and retry headers. A caller's own SDK
 client is wrapped, not replaced, and stays untapped for its other calls; an environment proxy
 is still used. The same holds for a sync stream under ``litellm.callbacks``, which goes out on
-the claiming ``litellm.client_session`` the gate sets.
+litellm's own SDK client, its httpx client wrapped in place by the gate.
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from conftest import CASES, MANIFEST, body_of
 from routeserver import RouteServer, Seen
 
 from litellm_toolgate import ToolGate, ToolGateGuardrail, WireNotObservable
-from litellm_toolgate.edge.sdkclaim import ClaimingSession
-from litellm_toolgate.edge.synccall import MARKER
+from litellm_toolgate.edge.sync.claiming import MARKER
 
 litellm.suppress_debug_info = True
 GOOD = body_of(CASES["multiply_basic"])
@@ -236,10 +235,10 @@ def test_litellm_keeps_no_gate_client_in_its_cache(server: RouteServer, asynchro
     assert plain.path.startswith("/openai/deployments/my-deployment/chat/completions")
 
 
-# ---- sync calls under litellm.callbacks: claimed on litellm.client_session (sdkclaim) ------
+# ---- sync calls under litellm.callbacks: claimed on litellm's SDK client (sdkclaim) ---------
 def _plain_then_under_callback(server: RouteServer, kwargs: dict[str, Any]) -> tuple[Seen, Seen]:
     """The same sync stream sent by plain litellm (no session, no gate), then by litellm
-    with a gate in litellm.callbacks (which sets its claiming session)."""
+    with a gate in litellm.callbacks (which sets no session: it wraps litellm's own client)."""
     saved = (litellm.callbacks, litellm.client_session)
     litellm.client_session = None
     litellm.in_memory_llm_clients_cache.flush_cache()
@@ -248,7 +247,7 @@ def _plain_then_under_callback(server: RouteServer, kwargs: dict[str, Any]) -> t
         plain = _sent(server, kwargs, None, False)
         litellm.callbacks = [ToolGateGuardrail(MANIFEST["tools"])]
         gated = _sent(server, kwargs, None, False)
-        assert isinstance(litellm.client_session, ClaimingSession)
+        assert litellm.client_session is None
     finally:
         litellm.callbacks, litellm.client_session = saved
         for name in dir(litellm):

@@ -25,13 +25,14 @@ who hands the result to the caller.
   hook, which may raise.
 * **SDK, sync ``litellm.completion`` / ``litellm.responses``.** litellm runs no sync hook
   that can change the request, so the gate arms the call in ``log_pre_api_call`` and a
-  transport installed as ``litellm.sync_transport`` claims exactly that request and
-  withholds like the async client (:mod:`synccall`); the OpenAI SDK routes' chat
-  streams go out through the OpenAI SDK, and are claimed on a ``litellm.client_session``
-  the gate sets when none is set (:mod:`sdkclaim`). What it cannot claim is refused before
-  it is sent (:class:`UngatedCallRefused`, a ``BaseException``: litellm swallows anything
-  narrower from a logging hook). A :class:`ToolGate`'s own calls are vouched for by that
-  gate (call id and thread) and left alone.
+  claiming transport, put in place around the transport of the httpx client litellm sends
+  it on, claims exactly that request and withholds like the async client (:mod:`.sync`);
+  the OpenAI SDK routes' chat streams are claimed the same way on the SDK client's httpx
+  client. What it cannot claim is refused before it is sent (:class:`UngatedCallRefused`,
+  a ``BaseException``: litellm swallows anything narrower from a logging hook). A
+  :class:`ToolGate`'s own calls are vouched for by that gate (call id and thread) and left
+  alone. Nothing global changes until the first such call; :meth:`ToolGateGuardrail.close`
+  puts back what it changed.
 * **Other call types** are classified once in :mod:`calltypes`: a model turn the gate does
   not read yet (or a call type the table does not list) is refused before sending, and only
   what the table calls "not a model turn" passes untouched.
@@ -84,6 +85,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Literal, NoReturn
 
+import litellm
 from litellm.integrations.custom_guardrail import CustomGuardrail
 from litellm.types.guardrails import GuardrailEventHooks
 from litellm.types.llms.openai import ResponsesAPIResponse
@@ -120,20 +122,20 @@ from .messages import AnthropicEvents, message_carrier
 from .policy import aapprove_whole
 from .preflight import chat_chunk_check, responses_event_check
 from .routes import Api, provider_of, route_for
-from .sdkclaim import arm_sdk, evict_foreign_sdk_clients, install_session
-from .sdkclaim import streamed as sdkclaim_streamed
 from .stream import AsyncGatedStream
-from .synccall import (
+from .sync import claiming
+from .sync.claiming import (
     UngatedCallRefused,
     arm,
     check_claimed,
-    evict_foreign_clients,
-    install,
+    forget_claim,
     is_vouched,
     is_vouched_client,
     sent,
     vouch_client,
 )
+from .sync.sdkclaim import arm_sdk
+from .sync.sdkclaim import streamed as sdkclaim_streamed
 from .transport import AsyncTapTransport, WireTap
 from .withhold import Withholding, WithholdingTransport
 
@@ -143,9 +145,19 @@ _RESPONSES_CALLS = frozenset({"aresponses", "responses"})
 # litellm.anthropic.messages.acreate and the proxy's /v1/messages.
 _MESSAGES_CALLS = frozenset({"anthropic_messages"})
 _GATED_CALLS = _CHAT_CALLS | _RESPONSES_CALLS | _MESSAGES_CALLS
-# Sync calls: gated on the wire through the sync transport (synccall).
+# Sync calls: gated on the wire by the claiming transport (sync.claiming).
 _SYNC_CALLS = frozenset({"completion", "responses"})
 _MAX_PENDING = 10_000
+# litellm's lists a callback lands in (litellm.callbacks, and the ones litellm copies it to).
+_CALLBACK_LISTS = (
+    "callbacks",
+    "input_callback",
+    "success_callback",
+    "failure_callback",
+    "_async_input_callback",
+    "_async_success_callback",
+    "_async_failure_callback",
+)
 # Where the proxy keeps a request's metadata (chat; Responses and other routes).
 _METADATA = ("metadata", "litellm_metadata")
 _TOKEN = "toolgate_request"
@@ -169,6 +181,7 @@ _SEALED = (
     "async_log_failure_event",
     "log_pre_api_call",
     "log_post_api_call",
+    "log_failure_event",
 )
 
 
@@ -398,16 +411,13 @@ class ToolGateGuardrail(CustomGuardrail):
         kwargs.setdefault("guardrail_name", "toolgate")
         super().__init__(**kwargs)
         self._pending: PendingTable[WireTap] = PendingTable(_METADATA, _TOKEN)
-        # Sync calls are claimed by litellm.sync_transport, which litellm reads only when it
-        # builds a client: put it in place now, and drop the clients built without it, so
-        # that no sync call made after this gate exists can go out on an unclaimed client.
-        evict_foreign_clients(install())
-        # The same for the OpenAI SDK routes' sync client, on litellm.client_session: the
-        # gate sets a claiming one only when none is set (see sdkclaim).
-        install_session()
-        evict_foreign_sdk_clients()
         self._made: weakref.WeakSet[WireTap] = weakref.WeakSet()
-        cacheguard.guard(_any_gate_registered)
+        # Nothing global changes here: the first sync call that needs the claim wraps the
+        # clients it goes out on (see sync.claiming); close() (or the last gate dropped)
+        # puts them back. Every gate shares the one installation.
+        self._release = claiming.INSTALLATION.acquire()
+        self._closed = False
+        weakref.finalize(self, self._release)
 
     # litellm reads every registered guardrail's ``default_on`` first thing on every call,
     # before it looks at its response cache (``get_applied_guardrails`` in its call setup):
@@ -422,6 +432,26 @@ class ToolGateGuardrail(CustomGuardrail):
     @default_on.setter
     def default_on(self, value: bool) -> None:
         self._default_on = value
+
+    def close(self) -> None:
+        """Take this gate out of litellm's callback lists, and put back what the gates
+        changed in the process once the last one is closed: every httpx client the sync
+        claim wrapped gets its own transports back. A closed gate that is called anyway
+        refuses the sync calls it would have gated."""
+        self._closed = True
+        for name in _CALLBACK_LISTS:
+            listed = getattr(litellm, name, None)
+            if isinstance(listed, list):
+                listed[:] = [item for item in listed if item is not self]
+        if not _any_gate_registered():
+            cacheguard.unguard()  # litellm.cache's own reads back
+        self._release()
+
+    def __enter__(self) -> ToolGateGuardrail:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @classmethod
     def from_settings_file(cls, path: str | Path, **kwargs: Any) -> ToolGateGuardrail:
@@ -555,7 +585,7 @@ class ToolGateGuardrail(CustomGuardrail):
         self._made.add(tap)
         return kwargs
 
-    # ---- sync calls: armed here, claimed by the sync transport (see synccall) -------------
+    # ---- sync calls: armed here, claimed on the wire (see sync.claiming) ---------------
     def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
         # litellm logs and drops any Exception this hook raises and sends the call anyway
         # (only a BaseException, such as UngatedCallRefused, stops it): a call the gate
@@ -563,6 +593,8 @@ class ToolGateGuardrail(CustomGuardrail):
         # the handler, so no chain holds the request.
         refusal: str | None = None
         try:
+            if not self._closed:  # a custom provider registered since: its sync turns refused
+                claiming.INSTALLATION.custom.refuse()
             self._arm_sync(kwargs)
         except ToolGateError as refused:
             refusal = str(refused)  # each says that the call was not sent
@@ -572,10 +604,12 @@ class ToolGateGuardrail(CustomGuardrail):
             raise UngatedCallRefused(refusal)
 
     def _arm_sync(self, kwargs: Any) -> None:
-        """Refuse a sync call the gate cannot gate, or arm it to be claimed (see synccall)."""
+        """Refuse a sync call the gate cannot gate, or arm it to be claimed (see sync.claiming)."""
         if not isinstance(kwargs, Mapping):
             return
         kind = _call_type(kwargs.get("call_type"))
+        if self._closed and kind in _SYNC_CALLS:
+            raise UngatedCallRefused("this toolgate gate was closed; it gates no more calls")
         if handling(kind) is Handling.GATED and kind not in _SYNC_CALLS:
             return  # an async call: armed by the async hook
         call_id = str(kwargs.get("litellm_call_id") or "")
@@ -642,6 +676,13 @@ class ToolGateGuardrail(CustomGuardrail):
     ) -> None:
         if isinstance(kwargs, Mapping) and _call_type(kwargs.get("call_type")) in _SYNC_CALLS:
             check_claimed(kwargs)
+
+    def log_failure_event(
+        self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        # litellm runs it on the caller's thread once a sync call failed: its claim is done.
+        if isinstance(kwargs, Mapping):
+            forget_claim(kwargs)
 
     def _remember(self, kwargs: dict[str, Any], tap: WireTap) -> None:
         """Keep the tap for the proxy's later hooks, under a token of this gate's written into

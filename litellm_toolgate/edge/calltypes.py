@@ -8,7 +8,7 @@ type a future litellm adds fails that test until it is classified here.
 
 Refusals are enforced twice: the async deployment hook raises :class:`CallRefused` (a
 guardrail intervention, so litellm hands it to the caller as it is), and ``log_pre_api_call``
-raises :class:`~.synccall.UngatedCallRefused` for any refused call that gets that far.
+raises :class:`~.sync.claiming.UngatedCallRefused` for any refused call that gets that far.
 """
 
 from __future__ import annotations
@@ -66,11 +66,10 @@ REFUSED = ANTHROPIC_MESSAGES | frozenset(
     }
 )
 
-# Sync routes whose chat calls go out through an OpenAI SDK client, which ignores
-# litellm.sync_transport (their Responses calls use litellm's own client). Those in
-# _SDK_CLAIMED are claimed on litellm.client_session (see sdkclaim): openai/, azure/ and the
-# routes litellm sends through its OpenAI route. The others are refused before sending under
-# litellm.callbacks.
+# Sync routes whose chat calls go out through an OpenAI SDK client (their Responses calls
+# use litellm's own client). Those in _SDK_CLAIMED are claimed on the SDK client's httpx
+# client (see sync.sdkclaim): openai/, azure/ and the routes litellm sends through its
+# OpenAI route. The others are refused before sending under litellm.callbacks.
 _SDK_CLAIMED = frozenset({"openai", "azure", "perplexity", "cerebras", "litellm_proxy"})
 _SDK_CLIENT_ROUTES = _SDK_CLAIMED | frozenset(
     {"azure_ai", "custom_openai", "text-completion-openai"}

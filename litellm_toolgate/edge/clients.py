@@ -26,6 +26,9 @@ Nothing litellm would have sent may be lost on the way:
 
 The gate's own httpx clients trust the environment (proxies, as httpx reads them) and are
 shared across calls (one sync, one per event loop); each call gets a copy with its own tap.
+When the user set ``litellm.client_session`` / ``aclient_session`` (the http client litellm
+builds its SDK clients on), a tapped copy of that session is used instead, so its proxies,
+certificates and headers apply as they would without the gate.
 
 litellm keeps an Azure SDK client it was handed in its client cache, keyed by the call's
 settings, and would hand it to a later call with the same settings: :func:`forget` takes the
@@ -187,7 +190,12 @@ class ClientPool:
         if user_client is not None:
             sdk = self._wrapped_sdk(kind, wrap, asynchronous, user_client)
         else:
-            http_client = _tapped_copy(self.http_client(asynchronous), wrap)
+            # litellm builds its SDK clients on the user's session when one is set
+            # (litellm.client_session / aclient_session): so does the gate, tapped.
+            session = _shared_session(asynchronous)
+            http_type = httpx.AsyncClient if asynchronous else httpx.Client
+            base = session if isinstance(session, http_type) else self.http_client(asynchronous)
+            http_client = _tapped_copy(base, wrap)
             settings = dict(request or {})
             if kind is ClientKind.AZURE_SDK:
                 sdk = _azure_client(settings, http_client, asynchronous)

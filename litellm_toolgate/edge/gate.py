@@ -52,7 +52,7 @@ from .messages import AnthropicEvents, message_carrier
 from .policy import aapprove_whole, approve_whole
 from .routes import Api, ClientKind, route_for
 from .stream import AsyncGatedStream, GatedStream
-from .synccall import vouch_client, vouched
+from .sync.claiming import vouch_client, vouched
 from .transport import AsyncTapTransport, TapTransport, WireTap
 
 _HOW = (

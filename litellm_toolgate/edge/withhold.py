@@ -68,7 +68,7 @@ class _Faces(Generic[_Inner]):
             on_decided=gate.decided,
         )
         # A whole body is read inside litellm's request call, which turns any exception into
-        # its own; there the quarantine is raised later, by the response (see synccall).
+        # its own; there the quarantine is raised later, by the response (see sync.claiming).
         self._defer = defer
 
     def _raise_if_quarantined(self) -> None:

@@ -1,4 +1,4 @@
-"""core.claims: calls armed per thread and call id, claimed once by a one-time token."""
+"""edge.sync.claims: calls armed per thread and call id, claimed once by a one-time token."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from litellm_toolgate.core.claims import ClaimTable, Vouches, new_token
+from litellm_toolgate.edge.sync.claims import ClaimTable, Vouches, new_token
 
 
 @dataclass
@@ -40,8 +40,8 @@ def test_a_claim_is_taken_only_on_the_thread_that_armed_it() -> None:
     claim = Claim("call-1")
     table.add(claim)
     assert _elsewhere(lambda: table.take(claim.token)) is None
-    assert len(table) == 0  # forgotten: the request carrying it was refused
-    assert table.take(claim.token) is None
+    assert table.take(claim.token) is None  # the token is spent: that request was refused
+    assert table.settle("call-1") is claim  # and the call, never claimed, is refused
 
 
 def test_arming_a_call_again_voids_its_earlier_claim() -> None:
@@ -80,3 +80,34 @@ def test_tokens_are_fresh_and_header_safe() -> None:
     tokens = {new_token() for _ in range(100)}
     assert len(tokens) == 100
     assert all(t.replace("-", "").replace("_", "").isalnum() for t in tokens)
+
+
+def test_a_thread_holds_one_claim_whatever_became_of_the_earlier_ones() -> None:
+    table: ClaimTable[Claim] = ClaimTable()
+    for n in range(1000):  # calls that failed before they were settled
+        table.add(Claim(f"call-{n}"))
+    assert len(table) == 1 and table.threads == 1
+
+
+def test_claims_of_ended_threads_are_swept() -> None:
+    table: ClaimTable[Claim] = ClaimTable()
+    for n in range(3 * ClaimTable.SWEEP):
+        _elsewhere(lambda n=n: table.add(Claim(f"call-{n}")))
+    assert table.threads <= ClaimTable.SWEEP + 1
+
+
+def test_a_claim_put_back_is_taken_again_until_its_call_is_settled() -> None:
+    table: ClaimTable[Claim] = ClaimTable()
+    claim = Claim("call-1")
+    table.add(claim)
+    assert table.take(claim.token) is claim
+    table.put_back(claim)  # the host resends the same request (a rate limit, say)
+    assert table.take(claim.token) is claim
+    assert len(table) == 0  # claimed: nothing is left of it
+    table.put_back(claim)
+    assert table.settle("call-1") is claim  # the call ended (its failure was logged)
+    assert table.take(claim.token) is None and len(table) == 0
+    later = Claim("call-2")
+    table.add(later)
+    table.put_back(claim)  # the thread armed another call since: not put back
+    assert table.take(claim.token) is None and table.take(later.token) is later

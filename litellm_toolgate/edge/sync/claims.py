@@ -6,7 +6,8 @@ choose a call id, and two threads may make calls with the same one):
 * :class:`ClaimTable`: calls armed before their request is sent, each with a one-time token
   the request must carry. A token is taken once, and only on the thread that armed it; the
   call's claim is settled (forgotten) by its id once the host is done with the request.
-  Arming the same call again (the host retrying it) voids the earlier claim.
+  Arming a call on a thread voids every earlier claim of that thread (a thread makes one
+  call at a time): the table never holds more than one claim per live thread.
 * :class:`Vouches`: calls some other party gates itself, for as long as it makes them.
 
 Both are safe to share across threads; neither does I/O.
@@ -41,39 +42,79 @@ def new_token() -> str:
 
 
 class ClaimTable(Generic[_C]):
-    """Armed calls, by token and by (thread, call id); each is claimed at most once."""
+    """Armed calls, by token and by thread and call id; each is claimed at most once.
+
+    Bounded by the threads that make calls, whatever the calls' outcomes: a thread makes one
+    sync call at a time, so arming a call forgets every earlier claim of its thread (a call
+    that failed before it was settled, a retry of the same call), and once the table holds
+    claims of more than :attr:`SWEEP` threads, those of threads that have ended are dropped.
+    """
+
+    SWEEP = 64
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_token: dict[str, _C] = {}
-        self._by_call: dict[tuple[int, str], _C] = {}
+        self._by_thread: dict[int, dict[str, _C]] = {}
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._by_token)
+            return sum(len(calls) for calls in self._by_thread.values())
+
+    @property
+    def threads(self) -> int:
+        """How many threads have a claim in the table."""
+        with self._lock:
+            return len(self._by_thread)
 
     def add(self, claim: _C) -> None:
         with self._lock:
+            for earlier in self._by_thread.pop(claim.thread, {}).values():
+                self._by_token.pop(earlier.token, None)
             self._by_token[claim.token] = claim
-            previous = self._by_call.get((claim.thread, claim.call_id))
-            if previous is not None:
-                # The host re-arms the same call on its own retry: the old claim is void.
-                self._by_token.pop(previous.token, None)
-            self._by_call[(claim.thread, claim.call_id)] = claim
+            self._by_thread[claim.thread] = {claim.call_id: claim}
+            if len(self._by_thread) > self.SWEEP:
+                self._sweep()
+
+    def _sweep(self) -> None:
+        alive = {thread.ident for thread in threading.enumerate()}
+        for ident in [ident for ident in self._by_thread if ident not in alive]:
+            for gone in self._by_thread.pop(ident).values():
+                self._by_token.pop(gone.token, None)
 
     def take(self, token: str) -> _C | None:
         """The claim of ``token``, forgotten by token; None when there is none, or when it
         was armed on another thread (it is forgotten then too)."""
         with self._lock:
             claim = self._by_token.pop(token, None)
-        if claim is None or claim.thread != threading.get_ident():
-            return None
-        return claim
+            if claim is None:
+                return None
+            if claim.thread != threading.get_ident():
+                return None  # still armed, unclaimed: its thread's check refuses the call
+            calls = self._by_thread.get(claim.thread, {})
+            if calls.get(claim.call_id) is claim:
+                del calls[claim.call_id]  # claimed: nothing is left to check of it
+                if not calls:
+                    del self._by_thread[claim.thread]
+            return claim
+
+    def put_back(self, claim: _C) -> None:
+        """Make a claim just taken takeable again by its token (the host may resend the same
+        request, e.g. after a rate limit), unless its thread armed another call since."""
+        with self._lock:
+            if claim.thread in self._by_thread:
+                return
+            self._by_thread[claim.thread] = {claim.call_id: claim}
+            self._by_token[claim.token] = claim
 
     def settle(self, call_id: str) -> _C | None:
         """This thread's claim of the call, forgotten (it is armed once per request)."""
         with self._lock:
-            claim = self._by_call.pop((threading.get_ident(), call_id), None)
+            ident = threading.get_ident()
+            calls = self._by_thread.get(ident, {})
+            claim = calls.pop(call_id, None)
+            if not calls:
+                self._by_thread.pop(ident, None)
             if claim is not None:
                 self._by_token.pop(claim.token, None)
             return claim

@@ -1,0 +1,12 @@
+"""Sync calls under ``litellm.callbacks``: the edge's sync machinery in one place.
+
+litellm gives a callback no sync hook that can change a request or stop a response, so sync
+calls are armed in ``log_pre_api_call`` and claimed on the wire by a transport of the gate's:
+
+* :mod:`.claims`: the host bookkeeping (calls armed per thread and call id, each claimed
+  once by a one-time token; calls another party vouches for). No I/O.
+* :mod:`.claiming`: the claiming transport on ``litellm.sync_transport``, arming, the
+  after-headers check, vouching, and the installation of the gate's globals (made by the
+  first call that needs them, restored when the last gate is closed).
+* :mod:`.sdkclaim`: the OpenAI SDK routes, claimed on the SDK client's httpx client.
+"""

@@ -1,0 +1,407 @@
+"""Sync calls under ``litellm.callbacks``: armed in ``log_pre_api_call``, claimed on the wire.
+
+litellm gives a callback no sync hook that can change a request or stop a response: the
+only sync hook that runs before a request is sent is ``log_pre_api_call`` (on the caller's
+thread, with the call's id, its full URL, the body about to be sent and the very headers
+dict that will be sent), and it swallows every ``Exception``. What the gate can change is
+the transport under the HTTP client litellm is about to send on. So:
+
+1. **Wrap, in place** (:class:`Installation`). Before an armed call is sent, the gate puts a
+   :class:`ClaimingTransport` around the transport (and each proxy mount) of the httpx
+   clients litellm will send it on: the handler litellm's HTTP routes take from its client
+   cache for the call's ``ssl_verify`` (made now, with litellm's own code, when it is not
+   there yet), every handler already in that cache, ``litellm.module_level_client``, and for
+   the OpenAI SDK routes every cached sync SDK client and ``litellm.client_session``
+   (:mod:`.sdkclaim`). Nothing else is touched, and nothing is replaced: a request that
+   carries no marker goes through the transport the client already had, so a request the
+   gate does not gate is sent exactly as litellm would send it (its own ``ssl_verify``,
+   certificate, the environment's proxies, redirects, a ``litellm.sync_transport`` or
+   ``client_session`` of the user's). Nothing changes until the first call that needs it;
+   when the last gate is closed every wrapped client gets its own transports back.
+2. **Arm** (``log_pre_api_call``). The call gets its attempt and a claim: the thread, the
+   URL, a digest of the body, and a one-time token put into the outgoing headers under
+   :data:`MARKER`.
+3. **Claim** (the transport). A request carrying the marker is matched to its claim: same
+   token, same thread, same URL, same body. The marker is taken out before the request is
+   sent, so the upstream never sees it. The response body then goes through the same
+   withholding as the async path (:class:`~..withhold.SyncWithholdingStream`): text passes
+   live, tool calls wait for the wire's end, parse, schema and the policy; a whole body is
+   judged on the wire before litellm reads any of it. A marker without a matching claim is
+   refused before the request is sent. An answer that is not a success (a 429, a 503) is
+   handed back unread and the claim stays takeable, so the OpenAI SDK's own retry of the
+   same request is claimed and gated like the first try.
+4. **Check** (``log_post_api_call``, after the response headers and before litellm reads
+   the body). An armed call whose request never reached a claiming transport went out
+   through a client the gate cannot see (a ``client=`` passed by hand): it is refused there,
+   before a byte of its body is read.
+
+A claimed request the upstream answers with a redirect is refused, not followed: the request
+that follows it would carry no marker.
+
+Refusals that cannot be a quarantine (nothing was observed) raise
+:class:`UngatedCallRefused`, a ``BaseException``: litellm swallows every narrower exception
+a logging hook raises.
+
+:class:`ToolGate`'s own sync calls carry a client of that gate's, which gates them itself:
+the gate vouches for each one by its ``litellm_call_id`` and thread while litellm's call is
+being made (:mod:`.vouching`), and the callback leaves exactly those calls alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import litellm
+
+from ..transport import WireTap, _wrap
+from ..withhold import HeldResponse, SyncWithholdingStream, Withholding
+from .claims import ClaimTable, new_token
+from .custom import CustomProviders
+from .vouching import is_vouched, is_vouched_client, vouch_client, vouched
+
+MARKER = "x-toolgate-claim"
+"""The one-time header that binds a sync request to the call that armed it (never sent)."""
+
+
+def sent(kwargs: Mapping[str, Any], name: str) -> Any:
+    """What litellm's ``log_pre_api_call`` kwargs say of the request about to be sent
+    (``additional_args``: ``api_base``, ``headers``, ``complete_input_dict``), or None."""
+    extra = kwargs.get("additional_args")
+    return extra.get(name) if isinstance(extra, Mapping) else None
+
+
+class UngatedCallRefused(BaseException):
+    """A sync call under the callback that the gate cannot gate; it was not sent.
+
+    Derives from ``BaseException``: litellm swallows every ``Exception`` its logging hooks
+    raise, so this is the only way the refusal reaches the caller.
+    """
+
+
+def body_digest(body: Any) -> str:
+    """A digest of a JSON body, the same for the dict litellm logs and the bytes it sends."""
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass
+class _Claim:
+    token: str
+    call_id: str
+    thread: int
+    url: str
+    digest: str
+    tap: WireTap
+    gate: Withholding
+    claimed: bool = field(default=False)
+    # How the request's URL is checked (the exact URL, or an SDK route's base URL) and what
+    # to undo once the request is claimed or the call is settled (see sdkclaim).
+    url_matches: Callable[[httpx.URL], bool] | None = None
+    restore: Callable[[], None] | None = None
+
+    def settled(self) -> None:
+        if self.restore is not None:
+            self.restore()
+            self.restore = None
+
+
+class _Claims(ClaimTable[_Claim]):
+    """Armed calls (see :class:`~.claims.ClaimTable`), each claimed at most once."""
+
+    def arm(
+        self,
+        kwargs: Mapping[str, Any],
+        tap: WireTap,
+        gate: Withholding,
+        *,
+        url: str,
+        body: Any,
+        url_matches: Callable[[httpx.URL], bool] | None = None,
+        restore: Callable[[], None] | None = None,
+    ) -> str:
+        """Arm one request of the call on this thread; the one-time marker it must carry."""
+        token = new_token()
+        self.add(
+            _Claim(
+                token=token,
+                call_id=str(kwargs.get("litellm_call_id") or ""),
+                thread=threading.get_ident(),
+                url=url,
+                digest=body_digest(body),
+                tap=tap,
+                gate=gate,
+                url_matches=url_matches,
+                restore=restore,
+            )
+        )
+        return token
+
+
+CLAIMS = _Claims()
+
+
+class ClaimingTransport(httpx.BaseTransport):
+    """The transport the gate puts, in place, around one transport of an httpx client
+    litellm sends on. A request without the marker goes to ``inner`` as it is."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self.inner = inner
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        token = request.headers.get(MARKER)
+        if token is None:
+            # Not a model turn a gate armed (litellm's other sync calls): as litellm would.
+            return self.inner.handle_request(request)
+        del request.headers[MARKER]
+        claim = CLAIMS.take(token)
+        if claim is None or not _matches(claim, request):
+            raise UngatedCallRefused(
+                "a sync request carried a toolgate claim that does not match the call that "
+                "armed it; it was not sent"
+            )
+        claim.claimed = True
+        claim.settled()
+        tap = claim.tap
+        tap.prepare(request)
+        try:
+            response = self.inner.handle_request(request)
+        except Exception:
+            CLAIMS.settle(claim.call_id)  # failed: nothing more of this call is claimed
+            raise
+        if response.has_redirect_location:
+            # The client would follow it with a request that carries no marker, and the
+            # answer to that one would reach the caller unread: not followed.
+            response.close()
+            CLAIMS.settle(claim.call_id)
+            raise UngatedCallRefused(
+                "the upstream answered a gated sync call with a redirect; it was not "
+                "followed and nothing of it was read (point api_base at the final URL)"
+            )
+        if not tap.bind(response, request):
+            # Not a body the gate reads (a 429, a 503): handed back unread. The OpenAI SDK
+            # may send the same request again (its own retries): claimed again then.
+            if claim.url_matches is not None:
+                CLAIMS.put_back(claim)
+            return response
+        assert isinstance(response.stream, httpx.SyncByteStream)
+        if tap.streamed:
+            body = SyncWithholdingStream(response.stream, tap, claim.gate)
+            return _wrap(response, body, request)
+        whole = SyncWithholdingStream(response.stream, tap, claim.gate, defer=True)
+        return HeldResponse(response, whole, request, tap, claim.gate)
+
+    def close(self) -> None:
+        # The client this transport sits in is being closed: so is its own transport.
+        self.inner.close()
+
+
+def _matches(claim: _Claim, request: httpx.Request) -> bool:
+    # The core's table gives a claim only to the thread that armed it.
+    if claim.url_matches is not None:
+        if not claim.url_matches(request.url):
+            return False
+    elif str(request.url) != claim.url:
+        return False
+    try:
+        sent_body = json.loads(request.content)
+    except ValueError:
+        return False
+    return body_digest(sent_body) == claim.digest
+
+
+@dataclass
+class _Wrapped:
+    client: weakref.ref[httpx.Client]
+    transport: ClaimingTransport
+    mounts: dict[Any, ClaimingTransport | None]
+
+
+class Installation:
+    """What the gates changed in the process, shared by every gate, put back by the last.
+
+    Gates are counted (:meth:`acquire`, :meth:`release`); the first armed call wraps the
+    clients it needs (:meth:`claim_client`), and when the count drops to zero every client
+    still alive gets back the transports it had. The sync methods of custom providers are
+    shadowed by a refusal from the first gate on (:mod:`.custom`: litellm runs no hook for
+    them), and given back with the rest.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._gates = 0
+        self._wrapped: dict[int, _Wrapped] = {}
+        self.custom = CustomProviders()
+
+    @property
+    def gates(self) -> int:
+        return self._gates
+
+    @property
+    def wrapped(self) -> int:
+        """How many httpx clients carry a claiming transport now."""
+        with self._lock:
+            return len(self._wrapped)
+
+    def acquire(self) -> Callable[[], None]:
+        """Count one more gate; the function that releases it (once, however often it is
+        called)."""
+        with self._lock:
+            self._gates += 1
+            self.custom.refuse()
+        done = threading.Event()
+
+        def release() -> None:
+            with self._lock:
+                if done.is_set():
+                    return
+                done.set()
+                self._gates -= 1
+                if self._gates == 0:
+                    self._restore()
+
+        return release
+
+    def claim_client(self, client: Any) -> bool:
+        """Put a claiming transport around ``client``'s transport and proxy mounts, in place
+        (once); False when it is not an httpx client the gate can wrap."""
+        if not isinstance(client, httpx.Client) or client.is_closed:
+            return False
+        with self._lock:
+            if self._gates <= 0:
+                raise UngatedCallRefused(
+                    "this toolgate gate was closed; it gates no more sync calls (take it "
+                    "out of litellm.callbacks)"
+                )
+            transport = client._transport
+            if isinstance(transport, ClaimingTransport):
+                return True
+            wrapper = ClaimingTransport(transport)
+            mounts: dict[Any, ClaimingTransport | None] = {
+                pattern: None if inner is None else ClaimingTransport(inner)
+                for pattern, inner in client._mounts.items()
+            }
+            client._mounts = dict(mounts)
+            client._transport = wrapper
+            key = id(client)
+
+            def forget(_ref: object) -> None:
+                with self._lock:
+                    entry = self._wrapped.get(key)
+                    if entry is not None and entry.client() is None:
+                        del self._wrapped[key]
+
+            self._wrapped[key] = _Wrapped(weakref.ref(client, forget), wrapper, mounts)
+            return True
+
+    def _restore(self) -> None:
+        self.custom.restore()
+        for entry in list(self._wrapped.values()):
+            client = entry.client()
+            if client is None:
+                continue
+            if client._transport is entry.transport:
+                client._transport = entry.transport.inner
+            client._mounts = {
+                pattern: transport.inner if isinstance(transport, ClaimingTransport) else transport
+                for pattern, transport in client._mounts.items()
+            }
+        self._wrapped.clear()
+
+
+INSTALLATION = Installation()
+
+
+def cached_clients(kind: Callable[[Any], bool]) -> Iterator[tuple[Any, Any]]:
+    """(key, client) of litellm's client cache that ``kind`` accepts."""
+    cache: Any = getattr(litellm, "in_memory_llm_clients_cache", None)
+    table = getattr(cache, "cache_dict", None)
+    if not isinstance(table, dict):
+        return
+    for key, value in list(table.items()):
+        with contextlib.suppress(Exception):
+            if kind(value):
+                yield key, value
+
+
+def _is_handler(value: Any) -> bool:
+    from litellm.llms.custom_httpx.http_handler import HTTPHandler
+
+    return isinstance(value, HTTPHandler)
+
+
+def claim_http_handlers(ssl_verify: Any) -> None:
+    """Wrap the httpx clients under litellm's sync HTTP handlers: the one litellm's routes
+    take for ``ssl_verify`` (made now, with litellm's own code, if it is not cached yet),
+    every other cached one, and ``litellm.module_level_client``."""
+    from litellm.llms.custom_httpx.http_handler import _get_httpx_client
+
+    handlers: list[Any] = [_get_httpx_client(params={"ssl_verify": ssl_verify})]
+    handlers.extend(value for _key, value in cached_clients(_is_handler))
+    handlers.append(getattr(litellm, "module_level_client", None))
+    for handler in handlers:
+        if _is_handler(handler):
+            INSTALLATION.claim_client(handler.client)
+
+
+def arm(kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding) -> None:
+    """Arm one sync request of a call (see the module docstring); refuse what cannot be."""
+    headers = sent(kwargs, "headers")
+    url = sent(kwargs, "api_base")
+    body = sent(kwargs, "complete_input_dict")
+    if not isinstance(headers, dict) or not isinstance(url, str) or body is None:
+        raise UngatedCallRefused(
+            "this sync call's request is not visible to the gate; it was not sent"
+        )
+    params = kwargs.get("litellm_params")
+    claim_http_handlers(params.get("ssl_verify") if isinstance(params, Mapping) else None)
+    headers[MARKER] = CLAIMS.arm(kwargs, tap, gate, url=url, body=body)
+
+
+def forget_claim(kwargs: Mapping[str, Any]) -> None:
+    """The call failed (litellm's sync failure logging, on the caller's thread): its claim,
+    if any is left, is forgotten."""
+    claim = CLAIMS.settle(str(kwargs.get("litellm_call_id") or ""))
+    if claim is not None:
+        claim.settled()
+
+
+def check_claimed(kwargs: Mapping[str, Any]) -> None:
+    """After the response headers: the armed request must have been claimed."""
+    claim = CLAIMS.settle(str(kwargs.get("litellm_call_id") or ""))
+    if claim is None:
+        return
+    headers = sent(kwargs, "headers")
+    if isinstance(headers, dict):
+        headers.pop(MARKER, None)
+    claim.settled()
+    if not claim.claimed:
+        raise UngatedCallRefused(
+            "this sync call went out through an HTTP client the gate cannot see (a client= "
+            "of your own?); its response was not read"
+        )
+
+
+__all__ = [
+    "CLAIMS",
+    "INSTALLATION",
+    "MARKER",
+    "ClaimingTransport",
+    "Installation",
+    "UngatedCallRefused",
+    "arm",
+    "check_claimed",
+    "claim_http_handlers",
+    "forget_claim",
+    "is_vouched",
+    "is_vouched_client",
+    "vouch_client",
+    "vouched",
+]

@@ -1,0 +1,123 @@
+"""Sync chat streams of the OpenAI SDK routes under ``litellm.callbacks``: claimed on the
+OpenAI SDK client's http client.
+
+On these routes litellm sends through an ``openai.OpenAI`` / ``AzureOpenAI`` client, which
+litellm builds (on ``litellm.client_session`` when one is set, else on an httpx client of
+its own) and caches *before* any hook of the call runs. So:
+
+1. **Wrap, in place** (``log_pre_api_call``). The httpx client under every cached sync SDK
+   client, and ``litellm.client_session``, get a :class:`~.claiming.ClaimingTransport`
+   around their own transports (see :class:`~.claiming.Installation`): the client the call
+   holds is among them, whether litellm built it for this call, before the gate existed, or
+   on a session of the user's; a request without the marker goes out as it would have.
+2. **Arm.** The one-time marker rides in a fresh ``extra_headers`` of litellm's request dict
+   (the dict whose entries litellm hands the SDK; the logged headers are not what is sent on
+   these routes), the claim keeps the SDK client's base URL and the body the SDK will send.
+   The claiming transport takes the marker out, puts the caller's ``extra_headers`` back and
+   withholds like every sync claim. The SDK's own retries (after a 429 or a 503) resend the
+   same marker, and are claimed again.
+3. **Last line** (``log_post_api_call``, after the response headers, before any byte of the
+   body is read). A call that went out on an SDK client the gate could not see (an
+   ``openai/`` ``client=`` of the caller's: litellm neither caches nor reports it) was never
+   claimed: it is refused there. Its marker did reach that upstream (a random token, no
+   more).
+
+A whole (non-streamed) response is refused before sending: the SDK reads that body inside
+litellm's error handling, which would turn a quarantine into a retryable server error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+import litellm
+
+from ..transport import WireTap
+from ..withhold import Withholding
+from . import claiming
+from .claiming import CLAIMS, MARKER, UngatedCallRefused, cached_clients, sent
+
+# The request dict's entries that the SDK turns into request options, not body fields.
+_SDK_OPTIONS = ("extra_headers", "extra_query", "extra_body")
+_ABSENT = object()
+
+
+def _is_sync_sdk(value: Any) -> bool:
+    import openai
+
+    return isinstance(value, openai.OpenAI)
+
+
+def claim_sdk_clients() -> None:
+    """Wrap, in place, the httpx client under every cached sync SDK client, and
+    ``litellm.client_session``."""
+    installation = claiming.INSTALLATION
+    for _key, client in cached_clients(_is_sync_sdk):
+        installation.claim_client(getattr(client, "_client", None))
+    installation.claim_client(getattr(litellm, "client_session", None))
+
+
+def streamed(kwargs: Mapping[str, Any]) -> bool:
+    """Whether the request litellm is about to send asks for a stream (its body says)."""
+    data = sent(kwargs, "complete_input_dict")
+    return isinstance(data, Mapping) and data.get("stream") is True
+
+
+def _base_matcher(base: str) -> Callable[[httpx.URL], bool]:
+    """Whether a request URL is on the SDK client's base URL and asks for chat completions."""
+    root = httpx.URL(base)
+    prefix = root.path.rstrip("/") + "/"
+
+    def matches(url: httpx.URL) -> bool:
+        return (
+            (url.scheme, url.host, url.port) == (root.scheme, root.host, root.port)
+            and url.path.startswith(prefix)
+            and url.path.endswith("/chat/completions")
+        )
+
+    return matches
+
+
+def arm_sdk(kwargs: Mapping[str, Any], route: str, tap: WireTap, gate: Withholding) -> None:
+    """Arm one sync chat stream on an SDK route; refuse what cannot be claimed."""
+    claim_sdk_clients()
+    base, data = sent(kwargs, "api_base"), sent(kwargs, "complete_input_dict")
+    url = str(base) if base is not None else ""
+    headers = data.get("extra_headers", _ABSENT) if isinstance(data, dict) else None
+    extra_body = data.get("extra_body") if isinstance(data, dict) else None
+    if (
+        not url.startswith(("http://", "https://"))
+        or not isinstance(data, dict)
+        or not (headers is _ABSENT or headers is None or isinstance(headers, Mapping))
+        or not (extra_body is None or isinstance(extra_body, Mapping))
+    ):
+        raise UngatedCallRefused(
+            "this sync call's request is not visible to the gate; it was not sent"
+        )
+    # What the SDK sends: the dict without its request options, with extra_body merged in.
+    body = {k: v for k, v in data.items() if k not in _SDK_OPTIONS}
+    body.update(extra_body or {})
+    mine: dict[str, Any] = dict(headers) if isinstance(headers, Mapping) else {}
+    mine.pop(MARKER, None)
+    # Put back once claimed (never written to: the marker goes into a new dict); a marker a
+    # re-armed call left there is not the caller's.
+    original: object = headers
+    if isinstance(headers, Mapping) and MARKER in headers:
+        original = {k: v for k, v in headers.items() if k != MARKER}
+
+    def restore() -> None:
+        if original is _ABSENT:
+            data.pop("extra_headers", None)
+        else:
+            data["extra_headers"] = original
+
+    token = CLAIMS.arm(
+        kwargs, tap, gate, url=url, body=body, url_matches=_base_matcher(url), restore=restore
+    )
+    # A new dict: the caller's own extra_headers never hold the marker.
+    data["extra_headers"] = {**mine, MARKER: token}
+
+
+__all__ = ["arm_sdk", "claim_sdk_clients", "streamed"]
