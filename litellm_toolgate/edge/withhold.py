@@ -44,7 +44,7 @@ from .logs import emit_records
 from .offload import decide_off_loop
 from .policy import ajudge, judge
 from .preflight import ChunkCheck, chat_body_parses
-from .transport import AsyncTapTransport, WireTap
+from .transport import AsyncTapTransport, RequestRefused, WireTap
 
 _Inner = TypeVar("_Inner", bound=httpx.SyncByteStream | httpx.AsyncByteStream)
 
@@ -249,6 +249,8 @@ class WithholdingTransport(AsyncTapTransport):
         if self.tap.streamed:
             return await super().handle_async_request(request)
         self.tap.prepare(request)
+        if self.tap.refused:  # as the streamed path: a request the gate cannot gate stays unsent
+            raise RequestRefused(self.tap.attempt.quarantined)
         response = await self.inner.handle_async_request(request)
         if not self.tap.bind(response, request):
             return response
