@@ -121,7 +121,7 @@ from .logs import emit_records
 from .messages import AnthropicEvents, message_carrier
 from .policy import aapprove_whole
 from .preflight import chat_chunk_check, responses_event_check
-from .routes import Api, provider_of, route_for
+from .routes import Api, route_for
 from .stream import AsyncGatedStream
 from .sync import claiming
 from .sync.claiming import (
@@ -297,9 +297,26 @@ def _refuse_unresolved(gate: ToolGateGuardrail, frame: FrameType | None) -> None
     if all(g is not gate for g in _registered_gates()[:1]) or not _selected(gate, kwargs):
         return  # the first registered gate answers for all (a second one is refused later)
     model = kwargs.get("model")
-    if isinstance(model, str) and model and provider_of(kwargs) is None:
+    if isinstance(model, str) and model and not _resolves(kwargs, model):
         api = Api.RESPONSES if kind in _RESPONSES_CALLS else Api.CHAT
         raise RouteNotGated(model, api.value, "litellm cannot tell this model's provider")
+
+
+def _resolves(kwargs: Mapping[str, Any], model: str) -> bool:
+    """Whether litellm can tell the call's provider. Asked on every call, from many threads
+    at once: unlike :func:`provider_of` it leaves ``sys.stdout`` alone (litellm prints its
+    provider list when it cannot tell, as it would a moment later without the gate)."""
+
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(
+            model=model,
+            custom_llm_provider=kwargs.get("custom_llm_provider"),
+            api_base=kwargs.get("api_base"),
+            api_key=kwargs.get("api_key"),
+        )
+    except Exception:
+        return False
+    return bool(provider)
 
 
 def _mode_name(mode: Any) -> str:
