@@ -306,7 +306,6 @@ def _resolves(kwargs: Mapping[str, Any], model: str) -> bool:
     """Whether litellm can tell the call's provider. Asked on every call, from many threads
     at once: unlike :func:`provider_of` it leaves ``sys.stdout`` alone (litellm prints its
     provider list when it cannot tell, as it would a moment later without the gate)."""
-
     try:
         _, provider, _, _ = litellm.get_llm_provider(
             model=model,
