@@ -12,6 +12,7 @@ typed; settings of the wrong type and guardrail modes other than ``post_call`` s
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import subprocess
@@ -109,6 +110,9 @@ def upstream() -> Iterator[FakeUpstream]:
 def _clean() -> Iterator[None]:
     saved_cache = litellm.cache
     yield
+    # Every gate this test built is closed: the process is left as the test found it.
+    for made in [o for o in gc.get_objects() if isinstance(o, ToolGateGuardrail)]:
+        made.close()
     cacheguard.unguard()
     litellm.cache = saved_cache
     litellm.callbacks = []
