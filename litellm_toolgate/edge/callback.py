@@ -292,8 +292,8 @@ def _refuse_unresolved(gate: ToolGateGuardrail, frame: FrameType | None) -> None
     kwargs = frame.f_locals.get("kwargs")
     if not isinstance(kind, str) or not isinstance(kwargs, Mapping):
         return
-    if handling(kind) is not Handling.GATED or kind in _MESSAGES_CALLS:
-        return
+    if kind not in _SYNC_CALLS:
+        return  # an async call: its pre-call hook refuses it, with the deployment's model
     if all(g is not gate for g in _registered_gates()[:1]) or not _selected(gate, kwargs):
         return  # the first registered gate answers for all (a second one is refused later)
     model = kwargs.get("model")
