@@ -625,6 +625,9 @@ class ToolGateGuardrail(CustomGuardrail):
             return
         kind = _call_type(kwargs.get("call_type"))
         if self._closed and kind in _SYNC_CALLS:
+            gates = _registered_gates()
+            if gates and all(gate is not self for gate in gates):
+                return  # closed and replaced: the registered gate decides
             raise UngatedCallRefused("this toolgate gate was closed; it gates no more calls")
         if handling(kind) is Handling.GATED and kind not in _SYNC_CALLS:
             return  # an async call: armed by the async hook
