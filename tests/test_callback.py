@@ -13,6 +13,7 @@ the client goes away; ``test_proxy_e2e.py`` drives a real proxy. And the YAML se
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,6 +107,10 @@ def _unregister() -> Iterator[None]:
         value = getattr(litellm, name, None)
         if isinstance(value, list):
             value[:] = [cb for cb in value if not isinstance(cb, (ToolGateGuardrail, Standard))]
+    # litellm keeps callbacks it saw in lists of its own (litellm.utils' callback_list):
+    # close every gate this test built, so the next test finds the process as it was.
+    for made in [o for o in gc.get_objects() if isinstance(o, ToolGateGuardrail)]:
+        made.close()
 
 
 @pytest.fixture

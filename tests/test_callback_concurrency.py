@@ -12,6 +12,7 @@ loopback sink on every success and failure.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import threading
 from collections.abc import Iterator
@@ -125,6 +126,9 @@ def shipping(servers: tuple[FakeUpstream, FakeUpstream]) -> Iterator[Shipping]:
             value = getattr(litellm, name, None)
             if isinstance(value, list):
                 value[:] = [cb for cb in value if not isinstance(cb, (ToolGateGuardrail, Shipping))]
+        # litellm keeps callbacks it saw in lists of its own: close the gates built here.
+        for made in [o for o in gc.get_objects() if isinstance(o, ToolGateGuardrail)]:
+            made.close()
 
 
 def expect(number: int, released: str | None, error: BaseException | None) -> None:

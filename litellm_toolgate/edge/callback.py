@@ -34,7 +34,15 @@ who hands the result to the caller.
   alone. Nothing global changes until the first such call; :meth:`ToolGateGuardrail.close`
   puts back what it changed.
 * **Other call types** are classified once in :mod:`calltypes`: a model turn the gate does
-  not read yet is refused before sending, everything else passes untouched.
+  not read yet (or a call type the table does not list) is refused before sending, and only
+  what the table calls "not a model turn" passes untouched.
+
+Every call, async or sync, is admitted by one check (:meth:`ToolGateGuardrail._admit`):
+the call type, the gate (one gate per call: a second one selected for the same call
+refuses it, :class:`GatesConflict`; a gate taken out of ``litellm.callbacks`` does nothing),
+per-request selection, the route table, and then the request's own fields on the new
+attempt (a chat request for ``n > 1`` is refused unsent). litellm answers cache hits before
+any of this runs, so a gated call skips litellm's cache reads (:mod:`cacheguard`).
 
 The Responses API goes the same ways: ``litellm.aresponses`` and the proxy's
 ``/v1/responses`` run the same pre-call hook, and the withholding client reads either wire
@@ -68,10 +76,13 @@ into every subclass and refuses a subclass that replaces them, so a subclass sta
 from __future__ import annotations
 
 import contextlib
+import json
+import sys
 import time
 import weakref
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from pathlib import Path
+from types import FrameType
 from typing import Any, Literal, NoReturn
 
 import litellm
@@ -91,9 +102,12 @@ from ..core.limits import Limits
 from ..core.pending import PendingTable
 from ..core.policy import Policy
 from ..core.state import StreamState
+from ..core.wires.chat import REQUEST_FIELDS
+from . import cacheguard
 from .bridges import Bridge, bridge_carrier, bridge_path, messages_bridge
 from .calltypes import (
     CallRefused,
+    GatesConflict,
     Handling,
     handling,
     in_messages_entry_point,
@@ -111,7 +125,7 @@ from .observe import start_observing
 from .policyrun import aapprove_whole
 from .preflight import chat_chunk_check, responses_event_check
 from .respevents import CarrierEvents, carrier_events, carrier_of_result
-from .routes import Api, Refused, decision_for, route_for
+from .routes import Api, route_for
 from .stream import AsyncGatedStream
 from .sync import claiming
 from .sync.claiming import (
@@ -129,14 +143,13 @@ from .sync.sdkclaim import streamed as sdkclaim_streamed
 from .transport import AsyncTapTransport, WireTap
 
 _CHAT_CALLS = frozenset({"acompletion", "completion"})
-# The calls the gate gates here: chat completions and the async Responses API.
-_RESPONSES_CALLS = frozenset({"aresponses"})
+# The Responses API, async and sync.
+_RESPONSES_CALLS = frozenset({"aresponses", "responses"})
 # litellm.anthropic.messages.acreate and the proxy's /v1/messages.
 _MESSAGES_CALLS = frozenset({"anthropic_messages"})
 _GATED_CALLS = _CHAT_CALLS | _RESPONSES_CALLS | _MESSAGES_CALLS
 # Sync calls: gated on the wire by the claiming transport (sync.claiming).
-_SYNC_RESPONSES = frozenset({"responses"})
-_SYNC_CALLS = frozenset({"completion"}) | _SYNC_RESPONSES
+_SYNC_CALLS = frozenset({"completion", "responses"})
 _MAX_PENDING = 10_000
 # litellm's lists a callback lands in (litellm.callbacks, and the ones litellm copies it to).
 _CALLBACK_LISTS = (
@@ -203,14 +216,13 @@ def _carrier_of_whole(response: Any) -> Carrier:
     return carrier_of_result(response)
 
 
-def _sync_refusal(
-    kind: str, route: str, kwargs: Mapping[str, Any], streamed: bool, model: str
-) -> str | None:
-    """Why a sync call under the callback must not be sent, or None when it can be claimed.
-    ``model`` is the call's model under its route (``route/name``).
+def _sync_refusal(kind: str, route: str, streamed: bool, sdk_streamed: bool) -> str | None:
+    """Why a sync call under the callback must not be sent although its route is gated, or
+    None when it can be claimed.
 
     Each rule names a sync call the gate could not hand a quarantine to the caller for, so
-    it is refused in ``log_pre_api_call``, before anything is sent.
+    it is refused in ``log_pre_api_call``, before anything is sent (the route table itself is
+    applied by :meth:`ToolGateGuardrail._admit`, as for async calls).
     """
     if sync_route_refused(route, kind):
         return (
@@ -218,33 +230,7 @@ def _sync_refusal(
             f"gate cannot claim under litellm.callbacks; it was not sent. Use "
             f"ToolGate.{kind}(...) or litellm.a{kind}(...)"
         )
-    if kind == "completion":
-        # The route table, as ToolGate and the async hook apply it: a route whose wire the
-        # gate does not read.
-        decision = decision_for(route, Api.CHAT)
-        if isinstance(decision, Refused):
-            return (
-                f"toolgate does not gate the {route or '(unknown)'}/ route for chat "
-                f"({decision.reason}); this sync litellm.completion was not sent"
-            )
-    elif kind in _SYNC_RESPONSES and route:
-        # The same for the Responses API, with litellm asked how it serves the model (a
-        # made-up stream has no wire to gate): as route_for does for ToolGate.
-        params = kwargs.get("litellm_params")
-        base = params.get("api_base") if isinstance(params, Mapping) else None
-        try:
-            route_for(
-                {
-                    "model": model,
-                    "custom_llm_provider": route,
-                    "api_base": base,
-                    "stream": bool(kwargs.get("stream")),
-                },
-                Api.RESPONSES,
-            )
-        except RouteNotGated as refused:
-            return f"{refused}; this sync litellm.{kind} was not sent"
-    if sync_route_sdk(route, kind) and not sdkclaim_streamed(kwargs):
+    if sync_route_sdk(route, kind) and not sdk_streamed:
         # The SDK reads a whole body inside litellm's error handling, which would turn a
         # quarantine into a retryable server error of litellm's.
         return (
@@ -262,6 +248,99 @@ def _sync_refusal(
             "litellm.anthropic.messages.acreate(...) or ToolGate.messages(...)"
         )
     return None
+
+
+def _sanitize_logged_response(request: Mapping[str, Any], attempt: Attempt) -> None:
+    """Put the attempt's sanitized record where litellm keeps the raw answer it read.
+
+    litellm's logging object holds the upstream's body as ``original_response`` (its
+    ``post_call`` stores it once the body was read) and hands it to every failure logger
+    (``log_failure_event``, ``async_log_failure_event``, its integrations) when the call
+    fails: for a quarantined whole response, the very argument text the gate withheld.
+    """
+    logging_obj = request.get("litellm_logging_obj")
+    details = getattr(logging_obj, "model_call_details", None)
+    if not isinstance(details, dict):
+        return
+    record = json.dumps(attempt.summary(), separators=(",", ":"), default=str)
+    details["original_response"] = record
+    if "response" in details:
+        details["response"] = None
+
+
+# Where litellm reads ``default_on`` at the start of every call: its guardrail bookkeeping,
+# called from its call set-up with the call's arguments.
+_APPLIED = "get_applied_guardrails"
+_SETUP = "function_setup"
+
+
+def _refuse_unresolved(gate: ToolGateGuardrail, frame: FrameType | None) -> None:
+    """Refuse a model-turn call whose provider litellm cannot tell, as the route table does.
+
+    Read from litellm's call set-up (the caller of ``default_on`` when it is litellm's
+    guardrail bookkeeping): the call's arguments and its function. A sync call would
+    otherwise end in litellm's own ``BadRequestError`` before any hook of the gate ran; the
+    async hook refuses the same call with :class:`RouteNotGated`. Anything else that reads
+    ``default_on`` is left alone.
+    """
+    if frame is None or frame.f_code.co_name != _APPLIED:
+        return
+    if not str(frame.f_globals.get("__name__", "")).startswith("litellm."):
+        return
+    setup = frame.f_back
+    if setup is None or setup.f_code.co_name != _SETUP:
+        return
+    kind = setup.f_locals.get("original_function")
+    kwargs = frame.f_locals.get("kwargs")
+    if not isinstance(kind, str) or not isinstance(kwargs, Mapping):
+        return
+    if kind not in _SYNC_CALLS:
+        return  # an async call: its pre-call hook refuses it, with the deployment's model
+    if all(g is not gate for g in _registered_gates()[:1]) or not _selected(gate, kwargs):
+        return  # the first registered gate answers for all (a second one is refused later)
+    model = kwargs.get("model")
+    if isinstance(model, str) and model and not _resolves(kwargs, model):
+        api = Api.RESPONSES if kind in _RESPONSES_CALLS else Api.CHAT
+        raise RouteNotGated(model, api.value, "litellm cannot tell this model's provider")
+
+
+def _resolves(kwargs: Mapping[str, Any], model: str) -> bool:
+    """Whether litellm can tell the call's provider. Asked on every call, from many threads
+    at once: unlike :func:`provider_of` it leaves ``sys.stdout`` alone (litellm prints its
+    provider list when it cannot tell, as it would a moment later without the gate)."""
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(
+            model=model,
+            custom_llm_provider=kwargs.get("custom_llm_provider"),
+            api_base=kwargs.get("api_base"),
+            api_key=kwargs.get("api_key"),
+        )
+    except Exception:
+        return False
+    return bool(provider)
+
+
+def _mode_name(mode: Any) -> str:
+    """A guardrail mode for a message: its name, or the kind of value it is."""
+    if isinstance(mode, str):
+        return repr(mode[:40])
+    value = getattr(mode, "value", None)
+    return repr(value[:40]) if isinstance(value, str) else f"of type {type(mode).__name__}"
+
+
+def _registered_gates() -> list[ToolGateGuardrail]:
+    """The gates in ``litellm.callbacks``, each once, in order."""
+    import litellm
+
+    found: list[ToolGateGuardrail] = []
+    for callback in list(getattr(litellm, "callbacks", None) or ()):
+        if isinstance(callback, ToolGateGuardrail) and all(g is not callback for g in found):
+            found.append(callback)
+    return found
+
+
+def _any_gate_registered() -> bool:
+    return bool(_registered_gates())
 
 
 class ToolGateGuardrail(CustomGuardrail):
@@ -308,25 +387,29 @@ class ToolGateGuardrail(CustomGuardrail):
                 f"unknown toolgate settings {unknown}: the gate takes {sorted(SETTING_KEYS)} "
                 "besides litellm's own guardrail parameters"
             )
+        # Every value that is not the object form (a Limits, a callable policy) is checked as
+        # its YAML form: a wrong type is a typed error naming the setting, never dropped.
         yaml_form: dict[str, Any] = {
-            "tools": None if tools is None or isinstance(tools, str) else list(tools),
+            "tools": (
+                list(tools)
+                if isinstance(tools, Iterable) and not isinstance(tools, (str, bytes, Mapping))
+                else tools
+            ),
             "tools_file": tools_file,
-            "policy": policy if isinstance(policy, str) else None,
-            "limits": limits if isinstance(limits, Mapping) else None,
+            "policy": None if callable(policy) else policy,
+            "limits": None if isinstance(limits, Limits) else limits,
             "tool_categories": tool_categories,
             "hmac_key_env": hmac_key_env,
             "run_id": run_id,
             "metrics": metrics,
             "escalation": escalation,
         }
-        if isinstance(tools, str):
-            yaml_form["tools"] = tools  # "request", or a wrong word pydantic names
         try:
             settings = GateSettings.from_mapping(
                 {k: v for k, v in yaml_form.items() if v is not None}
             )
             arguments = settings.gate_arguments(None if base_dir is None else Path(base_dir))
-            if policy is not None and not isinstance(policy, str):
+            if callable(policy):
                 arguments["policy"] = policy
             if isinstance(limits, Limits):
                 arguments["limits"] = limits
@@ -341,6 +424,14 @@ class ToolGateGuardrail(CustomGuardrail):
             raise GuardrailConfigError("retry_stream_faults must be true or false")
         # Opt-in: a remote stream fault before the first chunk may be retried by litellm.
         self.retry_stream_faults = retry_stream_faults
+        event_hook = kwargs.get("event_hook")
+        if event_hook is not None and _call_type(event_hook) != GuardrailEventHooks.post_call.value:
+            # Only post_call's hooks see what the model answered: in any other mode (a
+            # misspelt one included) litellm would pass tool calls through ungated.
+            raise GuardrailConfigError(
+                f"toolgate runs as a post_call guardrail only (mode: post_call); "
+                f"mode {_mode_name(event_hook)} would let tool calls through ungated"
+            )
         kwargs.setdefault("guardrail_name", "toolgate")
         super().__init__(**kwargs)
         self._pending: PendingTable[WireTap] = PendingTable(_METADATA, _TOKEN)
@@ -352,6 +443,20 @@ class ToolGateGuardrail(CustomGuardrail):
         self._closed = False
         weakref.finalize(self, self._release)
 
+    # litellm reads every registered guardrail's ``default_on`` first thing on every call,
+    # before it looks at its response cache (``get_applied_guardrails`` in its call setup):
+    # the one moment the gate can make sure a ``litellm.cache`` set since is guarded
+    # (see cacheguard) before a gated call could be answered from it.
+    @property
+    def default_on(self) -> bool:
+        cacheguard.guard(_any_gate_registered)
+        _refuse_unresolved(self, sys._getframe(1))
+        return self._default_on
+
+    @default_on.setter
+    def default_on(self, value: bool) -> None:
+        self._default_on = value
+
     def close(self) -> None:
         """Take this gate out of litellm's callback lists, and put back what the gates
         changed in the process once the last one is closed: every httpx client the sync
@@ -362,6 +467,8 @@ class ToolGateGuardrail(CustomGuardrail):
             listed = getattr(litellm, name, None)
             if isinstance(listed, list):
                 listed[:] = [item for item in listed if item is not self]
+        if not _any_gate_registered():
+            cacheguard.unguard()  # litellm.cache's own reads back
         self._release()
 
     def __enter__(self) -> ToolGateGuardrail:
@@ -390,28 +497,84 @@ class ToolGateGuardrail(CustomGuardrail):
 
     in_flight = pending
 
+    # ---- the one admission and arming, for the async hook and the sync arming -------------
+    def _admit(
+        self, kind: str, request: Mapping[str, Any], route: Mapping[str, Any], *, vouched: bool
+    ) -> Api | None:
+        """Whether this gate gates the call, and on which API; None when it is not its to gate.
+
+        The one default-deny of the callback, shared by the async hook and the sync arming:
+        a call type that is not "not a model turn" (:mod:`calltypes`) is gated or refused,
+        never passed (one litellm does not list yet included). Raises, before anything is
+        sent: :class:`CallRefused` for a model turn the gate does not read,
+        :class:`GatesConflict` when another gate is registered for the same call, and
+        :class:`RouteNotGated` for a route the table refuses (``route``: the call's model,
+        provider, api_base and stream, as :func:`route_for` reads them).
+        """
+        how = handling(kind)
+        if how is Handling.NOT_A_MODEL_TURN:
+            return None
+        if how is not Handling.GATED:
+            raise CallRefused(kind)
+        if vouched:
+            # A client a gate already withholds on: a ToolGate's own call, or litellm's
+            # Responses bridge making its chat call with this gate's client from the outer
+            # call. One attempt per wire, one policy run per call.
+            return None
+        cacheguard.guard(_any_gate_registered)
+        gates = _registered_gates()
+        if gates and all(gate is not self for gate in gates):
+            return None  # taken out of litellm.callbacks; litellm's own lists still hold it
+        chosen = [gate for gate in gates or [self] if _selected(gate, request)]
+        if all(gate is not self for gate in chosen):
+            return None  # not selected: the request goes out untouched
+        if len(chosen) > 1:
+            raise GatesConflict([repr(gate.guardrail_name) for gate in chosen])
+        api = Api.RESPONSES if kind in _RESPONSES_CALLS else Api.CHAT
+        if route.get("model"):
+            route_for(route, api)
+        return api
+
+    def _new_tap(
+        self,
+        kind: str,
+        *,
+        tools: Any,
+        model: str,
+        streamed: bool,
+        body: Mapping[str, Any] | None,
+    ) -> WireTap:
+        """The call's attempt and tap; the request's own fields are checked now (a chat
+        request for ``n > 1`` is refused here, unsent: the tap's quarantine)."""
+        tap = WireTap(self.gate.new_attempt(tools=tools, model=model), streamed=streamed)
+        tap.responses_api = kind in _RESPONSES_CALLS
+        tap.messages_api = kind in _MESSAGES_CALLS
+        if body is not None and not tap.responses_api and not tap.messages_api:
+            tap.bind_request("/chat/completions", {k: body[k] for k in REQUEST_FIELDS if k in body})
+        return tap
+
     # ---- before the request ----------------------------------------------------------------
     async def async_pre_call_deployment_hook(
         self, kwargs: dict[str, Any], call_type: Any
     ) -> dict[str, Any] | None:
         kind = _call_type(call_type)
-        if handling(kind) is Handling.REFUSED:
-            raise CallRefused(kind)
-        if kind not in _GATED_CALLS or not _selected(self, kwargs):
+        if kind in _SYNC_CALLS:
+            return None  # litellm's sync Responses runs this hook too: armed by the sync face
+        vouched = is_vouched_client(kwargs.get("client"))
+        api = self._admit(kind, kwargs, kwargs, vouched=vouched)
+        if api is None:
             return None  # not gated here: the request goes out untouched
-        if is_vouched_client(kwargs.get("client")):
-            # A client a gate already withholds on: a ToolGate's own call, or litellm's
-            # Responses bridge making its chat call with this gate's client from the outer
-            # call. One attempt per wire, one policy run per call.
-            return None
         streamed = bool(kwargs.get("stream"))
         in_proxy = "proxy_server_request" in kwargs
-        tap = WireTap(
-            self.gate.new_attempt(tools=kwargs.get("tools"), model=str(kwargs.get("model", ""))),
+        tap = self._new_tap(
+            kind,
+            tools=kwargs.get("tools"),
+            model=str(kwargs.get("model", "")),
             streamed=streamed,
+            body=kwargs,
         )
-        tap.responses_api = kind in _RESPONSES_CALLS
-        tap.messages_api = kind in _MESSAGES_CALLS
+        if tap.refused:
+            self._refuse_unsent(kwargs, tap, in_proxy=in_proxy)
         # /v1/messages: the wire is the one litellm's bridge for this model speaks (bridges).
         bridge = messages_bridge(kwargs) if tap.messages_api else None
         if bridge is not None:
@@ -451,8 +614,10 @@ class ToolGateGuardrail(CustomGuardrail):
             def wrap(base: Any) -> Any:
                 return WithholdingTransport(base, tap, holding)
 
-        # The client kind the route takes; a route the gate does not gate is refused here.
-        api = Api.RESPONSES if tap.responses_api or bridge is Bridge.RESPONSES else Api.CHAT
+        # The client kind the route takes (checked in _admit; a Messages call litellm bridges
+        # to the Responses API takes that API's client, its route checked again here).
+        if bridge is Bridge.RESPONSES:
+            api = Api.RESPONSES
         kwargs["client"] = vouch_client(
             self.gate.tapped_client(kwargs, api, wrap, asynchronous=True)
         )
@@ -468,17 +633,17 @@ class ToolGateGuardrail(CustomGuardrail):
         # (only a BaseException, such as UngatedCallRefused, stops it): a call the gate
         # failed to check or arm must be refused here, never sent unclaimed. Raised outside
         # the handler, so no chain holds the request.
-        failed = False
+        refusal: str | None = None
         try:
             if not self._closed:  # a custom provider registered since: its sync turns refused
                 claiming.INSTALLATION.custom.refuse()
             self._arm_sync(kwargs)
+        except ToolGateError as refused:
+            refusal = str(refused)  # each says that the call was not sent
         except Exception:
-            failed = True
-        if failed:
-            raise UngatedCallRefused(
-                "toolgate could not prepare this sync call to be gated; it was not sent"
-            )
+            refusal = "toolgate could not prepare this sync call to be gated; it was not sent"
+        if refusal is not None:
+            raise UngatedCallRefused(refusal)
 
     def _arm_sync(self, kwargs: Any) -> None:
         """Refuse a sync call the gate cannot gate, or arm it to be claimed (see sync.claiming)."""
@@ -486,37 +651,52 @@ class ToolGateGuardrail(CustomGuardrail):
             return
         kind = _call_type(kwargs.get("call_type"))
         if self._closed and kind in _SYNC_CALLS:
+            gates = _registered_gates()
+            if gates and all(gate is not self for gate in gates):
+                return  # closed and replaced: the registered gate decides
             raise UngatedCallRefused("this toolgate gate was closed; it gates no more calls")
-        if handling(kind) in (Handling.REFUSED, None):
-            raise UngatedCallRefused(
-                f"toolgate does not gate litellm call type {kind!r}; it was not sent"
-            )
-        if kind not in _SYNC_CALLS:
-            return
+        if handling(kind) is Handling.GATED and kind not in _SYNC_CALLS:
+            return  # an async call: armed by the async hook
         call_id = str(kwargs.get("litellm_call_id") or "")
-        if is_vouched(call_id):
-            return  # a ToolGate's own call, with that gate's client: gated by that gate
         route = str(kwargs.get("custom_llm_provider") or "")
-        body = sent(kwargs, "complete_input_dict")
-        streamed = bool(kwargs.get("stream")) or bool(
-            isinstance(body, Mapping) and body.get("stream")
-        )
         # The logging kwargs name the model without its provider: the route (and so its
         # profile) is the provider's.
         model = str(kwargs.get("model") or "")
         if route and not model.startswith(f"{route}/"):
             model = f"{route}/{model}"
-        refusal = _sync_refusal(kind, route, kwargs, streamed, model)
+        body = sent(kwargs, "complete_input_dict")
+        streamed = bool(kwargs.get("stream")) or bool(
+            isinstance(body, Mapping) and body.get("stream")
+        )
+        # litellm's standard logging of a sync call reads the metadata of its litellm_params.
+        params = kwargs.get("litellm_params")
+        request: dict[str, Any] = params if isinstance(params, dict) else {}
+        where = {
+            "model": model if route else None,
+            "custom_llm_provider": route or None,
+            "api_base": request.get("api_base"),
+            "stream": streamed,
+        }
+        if self._admit(kind, request, where, vouched=is_vouched(call_id)) is None:
+            return
+        refusal = _sync_refusal(kind, route, streamed, sdkclaim_streamed(kwargs))
         if refusal is not None:
             raise UngatedCallRefused(refusal)
         sdk = sync_route_sdk(route, kind)
         tools = body.get("tools") if isinstance(body, Mapping) else None
-        tap = WireTap(self.gate.new_attempt(tools=tools, model=model), streamed=streamed)
-        tap.responses_api = kind in _SYNC_RESPONSES
+        tap = self._new_tap(
+            kind,
+            tools=tools,
+            model=model,
+            streamed=streamed,
+            body=body if isinstance(body, Mapping) else None,
+        )
+        if tap.refused:
+            emit_records(tap.attempt)
+            self._report(request, tap.attempt, time.time())
+            fault = tap.attempt.quarantined
+            raise UngatedCallRefused(f"{fault}; this sync call was not sent")
         started = time.time()
-        # litellm's standard logging of a sync call reads the metadata of its litellm_params.
-        params = kwargs.get("litellm_params")
-        request: dict[str, Any] = params if isinstance(params, dict) else {}
 
         def report(attempt: Attempt) -> None:
             self._report(request, attempt, started)
@@ -645,6 +825,7 @@ class ToolGateGuardrail(CustomGuardrail):
         fault = attempt.quarantined
         if fault is not None:
             del response  # litellm's result holds argument text: not in this frame's locals
+            _sanitize_logged_response(request, attempt)
             raise_clean(fault if in_proxy else as_intervention(fault))
 
     # ---- routing: a route escalated for its remote faults is left out (docs/metrics.md) ---
@@ -678,6 +859,14 @@ class ToolGateGuardrail(CustomGuardrail):
             self._take(kwargs)
 
     # ---- reporting -------------------------------------------------------------------------
+    def _refuse_unsent(self, request: dict[str, Any], tap: WireTap, *, in_proxy: bool) -> NoReturn:
+        """A request the gate cannot gate as asked (``n > 1``), refused before it was sent."""
+        emit_records(tap.attempt)
+        self._report(request, tap.attempt, time.time())
+        fault = tap.attempt.quarantined
+        assert fault is not None
+        raise_clean(fault if in_proxy else as_intervention(fault))
+
     def _refuse_unobserved(
         self, request: dict[str, Any], started: float, *, in_proxy: bool = True
     ) -> NoReturn:

@@ -18,7 +18,7 @@ import sys
 
 from litellm.exceptions import GuardrailRaisedException
 
-from ..core.errors import WireNotObservable
+from ..core.errors import GateConfigError, WireNotObservable
 
 
 class Handling(enum.Enum):
@@ -148,6 +148,32 @@ class CallRefused(WireNotObservable, GuardrailRaisedException):
         self.args = (message,)
 
 
+class GatesConflict(GateConfigError, GuardrailRaisedException):
+    """Two gates were registered for one call; it was refused before it was sent.
+
+    One call is gated by one gate: with two in ``litellm.callbacks`` (both selected for the
+    call) neither may decide alone, and which one litellm asks first depends on list order and
+    on sync or async. So the call is refused, whatever the order, and the message says so.
+    Also a litellm guardrail intervention, so litellm hands it to the caller unchanged and a
+    Router never re-sends it.
+    """
+
+    status_code = 400
+
+    def __init__(self, names: list[str]) -> None:
+        message = (
+            f"{len(names)} toolgate gates are registered for this call ({', '.join(names)}); "
+            "one call is gated by one gate, so it was refused before sending. Register one "
+            "ToolGateGuardrail (or select one per request with default_on: false)"
+        )
+        GateConfigError.__init__(self, message)
+        self.guardrail_name = "toolgate"
+        self.message = message
+        self.blocked_content = False
+        self.status_code = 400
+        self.args = (message,)
+
+
 NOT_A_MODEL_TURN = frozenset(
     {
         "embedding", "aembedding", "text_completion", "atext_completion",
@@ -206,6 +232,7 @@ __all__ = [
     "ANTHROPIC_MESSAGES",
     "CallRefused",
     "GATED",
+    "GatesConflict",
     "Handling",
     "NOT_A_MODEL_TURN",
     "REFUSED",

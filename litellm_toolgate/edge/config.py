@@ -34,7 +34,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+)
 
 from ..core.errors import GateConfigError
 from ..core.limits import Limits
@@ -107,19 +116,23 @@ def unknown_guardrail_keys(kwargs: Mapping[str, Any]) -> list[str]:
 
 
 class LimitSettings(BaseModel):
-    """Any subset of :class:`Limits`' fields; the rest keep their defaults."""
+    """Any subset of :class:`Limits`' fields; the rest keep their defaults.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Strict: a count is a YAML integer (``true`` is not 1, ``"16"`` is not 16), the idle
+    timeout a number; nothing is coerced.
+    """
 
-    max_calls: int | None = None
-    max_argument_bytes: int | None = None
-    max_total_argument_bytes: int | None = None
-    max_events: int | None = None
-    max_event_bytes: int | None = None
-    max_text_bytes: int | None = None
-    max_body_bytes: int | None = None
-    max_json_depth: int | None = None
-    idle_timeout: float | None = Field(default=None, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    max_calls: StrictInt | None = None
+    max_argument_bytes: StrictInt | None = None
+    max_total_argument_bytes: StrictInt | None = None
+    max_events: StrictInt | None = None
+    max_event_bytes: StrictInt | None = None
+    max_text_bytes: StrictInt | None = None
+    max_body_bytes: StrictInt | None = None
+    max_json_depth: StrictInt | None = None
+    idle_timeout: StrictInt | StrictFloat | None = Field(default=None, allow_inf_nan=False)
 
     def build(self) -> Limits:
         given = {f.name: getattr(self, f.name) for f in fields(Limits)}
@@ -131,15 +144,22 @@ class GateSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    tools: list[dict[str, Any]] | Literal["request"] | None = None
+    tools: list[dict[StrictStr, Any]] | Literal["request"] | None = None
     tools_file: Path | None = None
-    policy: str | None = None
+    policy: StrictStr | None = None
     limits: LimitSettings = LimitSettings()
-    tool_categories: dict[str, str] | None = None
-    hmac_key_env: str | None = None
-    run_id: str | None = None
+    tool_categories: dict[StrictStr, StrictStr] | None = None
+    hmac_key_env: StrictStr | None = None
+    run_id: StrictStr | None = None
     metrics: MetricsSettings | None = None
     escalation: EscalationSettings | None = None
+
+    @field_validator("tools_file", mode="before")
+    @classmethod
+    def _tools_file_path(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            raise ValueError("tools_file must be a path")
+        return value
 
     @field_validator("policy")
     @classmethod

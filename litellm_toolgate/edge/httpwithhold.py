@@ -258,7 +258,7 @@ class WithholdingTransport(AsyncTapTransport):
         if self.tap.streamed:
             return await super().handle_async_request(request)
         self.tap.prepare(request)
-        if self.tap.refused:
+        if self.tap.refused:  # as the streamed path: a request the gate cannot gate stays unsent
             raise RequestRefused(self.tap.attempt.quarantined)
         response = await self.inner.handle_async_request(request)
         if not self.tap.bind(response, request):

@@ -12,7 +12,9 @@ So each family has a twin here that is both: ``except SchemaRejected`` (or any b
 ``ToolCallQuarantined``) catches it, with the same ``reason``, ``records``, ``attempt_id``
 and message; litellm sees a guardrail intervention. ``status_code`` is the family's own where
 that is already a 4xx (403, 413, 422) and 422 for the families the proxy answers with 5xx
-(the proxy raises the core's classes and keeps those statuses).
+(the proxy raises the core's classes and keeps those statuses). :class:`WireUnread` (a route
+not gated, a wire not observed, a request refused before it was sent) has its twin too:
+every reason the core has reaches a callback user as a family they can catch.
 
 :func:`as_intervention` turns any core quarantine into its twin, freshly built, carrying no
 chained exception.

@@ -1,0 +1,572 @@
+"""The callback fails closed wherever a model turn could reach the caller ungated.
+
+Against the real litellm on loopback: a cached schema-invalid call (litellm's in-memory cache
+and a Redis cache filled by a process without the gate) is never handed over; a chat request
+for ``n > 1`` is refused unsent on every path, typed, and a Router does not re-send it; two
+gates registered for one call refuse it whatever their order, and gates used in turn each
+decide their own calls; the quarantines of the ``WireUnread`` family reach callback users
+typed; settings of the wrong type and guardrail modes other than ``post_call`` stop start-up
+(a real proxy for the latter, where the proxy is installed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import litellm
+import pytest
+from litellm.integrations.custom_logger import CustomLogger
+
+from litellm_toolgate import (
+    GuardrailConfigError,
+    PolicyDenied,
+    QuarantineReason,
+    RouteNotGated,
+    SchemaRejected,
+    ToolCallQuarantined,
+    ToolGateGuardrail,
+    UngatedCallRefused,
+)
+from litellm_toolgate.demo.run import MULTIPLY
+from litellm_toolgate.demo.serve import as_requested
+from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.edge import cacheguard
+from litellm_toolgate.edge.calltypes import GatesConflict
+
+litellm.suppress_debug_info = True
+R = QuarantineReason
+GOOD = '{"a": 7, "b": 8}'
+BAD = '{"a": "seven", "b": 8}'
+ADD = {
+    "type": "function",
+    "function": {
+        "name": "add",
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def sse(arguments: str) -> bytes:
+    """A chat stream with one ``multiply`` call carrying ``arguments``."""
+    base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1}
+    chunks = [
+        {
+            **base,
+            "model": "gpt-4o-mini",
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "role": "assistant",
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "call_1",
+                                "type": "function",
+                                "function": {"name": "multiply", "arguments": arguments},
+                            }
+                        ],
+                    },
+                    "finish_reason": None,
+                }
+            ],
+        },
+        {
+            **base,
+            "model": "gpt-4o-mini",
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+        },
+    ]
+    lines = [b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks]
+    return b"".join(lines) + b"data: [DONE]\n\n"
+
+
+def answer(request: dict[str, Any]) -> Scripted:
+    text = json.dumps(request.get("messages"))
+    return as_requested(request, sse(BAD if "bad" in text else GOOD))
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[FakeUpstream]:
+    with FakeUpstream(answer) as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def _clean() -> Iterator[None]:
+    saved_cache = litellm.cache
+    yield
+    # Every gate this test built is closed: the process is left as the test found it.
+    for made in [o for o in gc.get_objects() if isinstance(o, ToolGateGuardrail)]:
+        made.close()
+    cacheguard.unguard()
+    litellm.cache = saved_cache
+    litellm.callbacks = []
+    for name in dir(litellm):
+        value = getattr(litellm, name, None)
+        if isinstance(value, list):
+            value[:] = [cb for cb in value if not isinstance(cb, ToolGateGuardrail)]
+
+
+def call(upstream: FakeUpstream, prompt: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "model": "cometapi/gpt-4o-mini",
+        "messages": [{"role": "user", "content": prompt}],
+        "tools": [MULTIPLY],
+        "api_base": upstream.base_url,
+        "api_key": "sk-test",
+        "num_retries": 0,
+        **extra,
+    }
+
+
+def arguments_of(result: Any) -> list[str]:
+    """The tool-call arguments a result (a stream's chunks or a whole response) hands over."""
+    if isinstance(result, list):
+        text = "".join(
+            tc.function.arguments or ""
+            for chunk in result
+            for choice in chunk.choices
+            for tc in (choice.delta.tool_calls or [])
+        )
+        return [text] if text else []
+    return [tc.function.arguments for tc in result.choices[0].message.tool_calls or []]
+
+
+def run(mode: str, stream: bool, kwargs: dict[str, Any]) -> Any:
+    """One call through litellm; returns what the caller got or the exception it raised."""
+
+    async def go_async() -> Any:
+        result = await litellm.acompletion(**kwargs, stream=stream)
+        return [c async for c in result] if stream else result
+
+    try:
+        if mode == "async":
+            return asyncio.run(go_async())
+        result = litellm.completion(**kwargs, stream=stream)
+        return list(result) if stream else result
+    except (Exception, UngatedCallRefused) as exc:
+        return exc
+
+
+def new_cache(**settings: Any) -> Any:
+    """A ``litellm.Cache`` (litellm's stubs do not export it)."""
+    from litellm.caching.caching import Cache
+
+    cache: Any = Cache
+    return cache(**settings)
+
+
+PATHS = [(m, s) for m in ("async", "sync") for s in (True, False)]
+
+
+# ---- 1. litellm's cache ----------------------------------------------------------------------
+@pytest.mark.parametrize(("mode", "stream"), PATHS)
+def test_a_cached_invalid_call_is_never_handed_over(
+    upstream: FakeUpstream, mode: str, stream: bool
+) -> None:
+    litellm.cache = new_cache(type="local")
+    kwargs = call(upstream, f"bad {uuid.uuid4().hex}")
+    filled = run("sync", stream, kwargs)  # no gate: litellm caches the invalid call
+    assert arguments_of(filled) == [BAD]
+    before = len(upstream.requests)
+    assert arguments_of(run(mode, stream, kwargs)) == [BAD]  # a cache hit, no request
+    assert len(upstream.requests) == before
+    litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]
+    got = run(mode, stream, kwargs)
+    # Not answered from the cache: sent, gated, refused.
+    assert isinstance(got, SchemaRejected), got
+    assert len(upstream.requests) == before + 1
+
+
+def test_the_guard_answers_miss_only_while_a_gate_is_registered(upstream: FakeUpstream) -> None:
+    """Nothing is wrapped until a call; a read the guard cannot place (no litellm caching
+    handler on the stack) is a miss while a gate is registered; without one reads go
+    through, and closing the last gate puts the cache's own reads back."""
+    litellm.cache = new_cache(type="local")
+    cache: Any = litellm.cache
+    cache.add_cache({"x": 1}, cache_key="toolgate-test-key")
+    gate = ToolGateGuardrail([MULTIPLY])
+    litellm.callbacks = [gate]
+    assert not cacheguard.guarded(litellm.cache)
+    assert arguments_of(run("sync", False, call(upstream, "good"))) == [GOOD]
+    assert cacheguard.guarded(litellm.cache)
+    assert cache.get_cache(cache_key="toolgate-test-key") is None
+    litellm.callbacks = []
+    assert cache.get_cache(cache_key="toolgate-test-key") == {"x": 1}
+    litellm.callbacks = [gate]
+    gate.close()
+    assert not cacheguard.guarded(litellm.cache)
+    assert cache.get_cache(cache_key="toolgate-test-key") == {"x": 1}
+
+
+_FILL = """
+import asyncio, json, sys
+import litellm
+kwargs, stream = json.loads(sys.argv[1]), sys.argv[2] == "1"
+litellm.cache = litellm.Cache(type="redis", host="127.0.0.1", port=6379, namespace=sys.argv[3])
+result = litellm.completion(**kwargs, stream=stream)
+if stream:
+    list(result)
+import time; time.sleep(0.5)
+"""
+
+
+def _redis_up() -> bool:
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _redis_up(), reason="needs Redis on 127.0.0.1:6379")
+@pytest.mark.parametrize(("mode", "stream"), PATHS)
+def test_a_redis_cache_filled_without_the_gate_is_not_read(
+    upstream: FakeUpstream, mode: str, stream: bool
+) -> None:
+    namespace = f"toolgate-test-{uuid.uuid4().hex}"
+    kwargs = call(upstream, f"bad {uuid.uuid4().hex}")
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    subprocess.run(
+        [sys.executable, "-c", _FILL, json.dumps(kwargs), "1" if stream else "0", namespace],
+        check=True,
+        env=env,
+        timeout=120,
+        capture_output=True,
+    )
+    litellm.cache = new_cache(type="redis", host="127.0.0.1", port="6379", namespace=namespace)
+    try:
+        before = len(upstream.requests)
+        assert arguments_of(run(mode, stream, kwargs)) == [BAD]  # the hit, without a gate
+        assert len(upstream.requests) == before
+        litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]
+        got = run(mode, stream, kwargs)
+        assert isinstance(got, SchemaRejected), got
+        assert len(upstream.requests) == before + 1
+    finally:
+        cacheguard.unguard()
+        import redis
+
+        client = redis.Redis(host="127.0.0.1", port=6379)
+        for key in client.scan_iter(f"{namespace}*"):
+            client.delete(key)
+
+
+# ---- 5. a request the gate cannot gate is refused before it is sent ---------------------------
+@pytest.mark.parametrize(("mode", "stream"), PATHS)
+def test_n_2_is_refused_unsent_on_every_path(
+    upstream: FakeUpstream, mode: str, stream: bool
+) -> None:
+    litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]
+    before = len(upstream.requests)
+    got = run(mode, stream, call(upstream, "good", n=2))
+    if mode == "async":
+        assert isinstance(got, ToolCallQuarantined), got
+        assert got.reason is R.UNSUPPORTED_REQUEST
+    else:
+        assert isinstance(got, UngatedCallRefused), got
+        assert "unsupported_request" in str(got)
+    assert len(upstream.requests) == before
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_router_does_not_resend_a_refused_request(upstream: FakeUpstream, stream: bool) -> None:
+    litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]
+    params = {k: v for k, v in call(upstream, "good").items() if k in ("model", "api_base")}
+    router: Any = litellm.Router(  # type: ignore[attr-defined]
+        model_list=[
+            {"model_name": "m", "litellm_params": {**params, "api_key": "sk-test"}},
+        ],
+        num_retries=3,
+    )
+    before = len(upstream.requests)
+
+    async def go() -> Any:
+        result = await router.acompletion(
+            model="m", messages=[{"role": "user", "content": "good"}], n=2, stream=stream
+        )
+        return [c async for c in result] if stream else result
+
+    with pytest.raises(ToolCallQuarantined) as caught:
+        asyncio.run(go())
+    assert caught.value.reason is R.UNSUPPORTED_REQUEST
+    with pytest.raises(UngatedCallRefused):
+        router.completion(
+            model="m", messages=[{"role": "user", "content": "good"}], n=2, stream=stream
+        )
+    assert len(upstream.requests) == before
+
+
+# ---- 4. two gates ---------------------------------------------------------------------------
+def deny_all(call: Any) -> bool:
+    return False
+
+
+def allow_all(call: Any) -> bool:
+    return True
+
+
+@pytest.mark.parametrize(("mode", "stream"), PATHS)
+def test_gates_used_in_turn_each_decide_their_own_calls(
+    upstream: FakeUpstream, mode: str, stream: bool
+) -> None:
+    deny = ToolGateGuardrail([MULTIPLY], policy=deny_all)
+    allow = ToolGateGuardrail([MULTIPLY], policy=allow_all)
+    for gate, released in ((deny, False), (allow, True), (deny, False), (allow, True)):
+        litellm.callbacks = [gate]
+        got = run(mode, stream, call(upstream, "good"))
+        if released:
+            assert arguments_of(got) == [GOOD], got
+        else:
+            assert isinstance(got, PolicyDenied), got
+
+
+@pytest.mark.parametrize(("mode", "stream"), PATHS)
+def test_narrow_wide_narrow_registries_in_turn(
+    upstream: FakeUpstream, mode: str, stream: bool
+) -> None:
+    narrow = ToolGateGuardrail([ADD])
+    wide = ToolGateGuardrail([ADD, MULTIPLY])
+    for gate, released in ((narrow, False), (wide, True), (narrow, False)):
+        litellm.callbacks = [gate]
+        got = run(mode, stream, call(upstream, "good"))
+        if released:
+            assert arguments_of(got) == [GOOD], got
+        else:
+            assert isinstance(got, SchemaRejected), got
+            assert got.reason is R.UNKNOWN_TOOL
+
+
+@pytest.mark.parametrize("order", ["deny-first", "allow-first"])
+@pytest.mark.parametrize(("mode", "stream"), PATHS)
+def test_two_gates_for_one_call_refuse_it_in_any_order(
+    upstream: FakeUpstream, mode: str, stream: bool, order: str
+) -> None:
+    gates: list[Any] = [
+        ToolGateGuardrail([MULTIPLY], policy=deny_all),
+        ToolGateGuardrail([MULTIPLY], policy=allow_all),
+    ]
+    litellm.callbacks = gates if order == "deny-first" else gates[::-1]
+    before = len(upstream.requests)
+    got = run(mode, stream, call(upstream, "good"))
+    if mode == "async":
+        assert isinstance(got, GatesConflict), got
+    else:
+        assert isinstance(got, UngatedCallRefused), got
+        assert "gates are registered for this call" in str(got)
+    assert len(upstream.requests) == before
+
+
+# ---- 10. the WireUnread family reaches callback users typed ----------------------------------
+def test_a_mocked_whole_call_is_refused_typed() -> None:
+    litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]
+    mocked = [
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "multiply", "arguments": BAD},
+        }
+    ]
+
+    async def go() -> Any:
+        return await litellm.acompletion(
+            model="cometapi/gpt-4o-mini",
+            messages=[{"role": "user", "content": "x"}],
+            tools=[MULTIPLY],
+            mock_tool_calls=mocked,
+            api_key="sk-test",
+        )
+
+    with pytest.raises(ToolCallQuarantined) as caught:
+        asyncio.run(go())
+    assert caught.value.reason is R.WIRE_NOT_OBSERVED
+
+
+def test_every_reason_has_a_twin() -> None:
+    from litellm.exceptions import GuardrailRaisedException
+
+    from litellm_toolgate.core.errors import quarantine
+    from litellm_toolgate.edge.intervention import as_intervention
+
+    for reason in QuarantineReason:
+        twin = as_intervention(quarantine(reason, "att-1"))
+        assert isinstance(twin, GuardrailRaisedException)
+        assert isinstance(twin, reason.family) and twin.reason is reason
+        assert 400 <= twin.status_code < 500 and twin.status_code != 429
+
+
+# ---- 11. settings of the wrong type ---------------------------------------------------------
+@pytest.mark.parametrize(
+    "limits",
+    [16, "16", [16], {"max_calls": True}, {"max_calls": "16"}, {"idle_timeout": True}],
+)
+def test_limits_of_the_wrong_type_stop_start_up(limits: Any) -> None:
+    with pytest.raises(GuardrailConfigError, match="limits"):
+        ToolGateGuardrail([MULTIPLY], limits=limits)
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [{"tools": 5}, {"run_id": 5}, {"policy": 5}, {"tool_categories": {"a": 1}}],
+)
+def test_other_settings_of_the_wrong_type_stop_start_up(setting: dict[str, Any]) -> None:
+    arguments: dict[str, Any] = {"tools": [MULTIPLY], **setting}
+    with pytest.raises(GuardrailConfigError, match=next(iter(setting))):
+        ToolGateGuardrail(**arguments)
+
+
+@pytest.mark.parametrize("model", ["nosuch/gpt-4o-mini", "gpt-unknown-zz"])
+@pytest.mark.parametrize(("mode", "stream"), PATHS)
+def test_a_provider_litellm_cannot_tell_is_route_not_gated(
+    upstream: FakeUpstream, mode: str, stream: bool, model: str
+) -> None:
+    litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]
+    before = len(upstream.requests)
+    got = run(mode, stream, {**call(upstream, "good"), "model": model})
+    assert isinstance(got, RouteNotGated), got
+    assert len(upstream.requests) == before
+
+
+def test_limits_of_the_right_type_are_kept() -> None:
+    gate = ToolGateGuardrail([MULTIPLY], limits={"max_calls": 3, "idle_timeout": 2})
+    assert gate.gate.limits.max_calls == 3 and gate.gate.limits.idle_timeout == 2
+
+
+# ---- 3. guardrail modes ---------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["during_call", "pre_call", "post_cal", "logging_only"])
+def test_a_mode_other_than_post_call_stops_start_up(mode: str) -> None:
+    with pytest.raises(GuardrailConfigError, match="post_call"):
+        ToolGateGuardrail([MULTIPLY], event_hook=mode)
+
+
+def test_post_call_and_no_mode_construct() -> None:
+    from litellm.types.guardrails import GuardrailEventHooks
+
+    ToolGateGuardrail([MULTIPLY], event_hook="post_call")
+    ToolGateGuardrail([MULTIPLY], event_hook=GuardrailEventHooks.post_call)
+    ToolGateGuardrail([MULTIPLY])
+
+
+@pytest.mark.parametrize("mode", ["during_call", "post_cal"])
+def test_a_bad_mode_stops_a_real_proxy(tmp_path: Path, mode: str) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from proxyproc import prepare, proxy_missing, running_proxy
+
+    missing = proxy_missing()
+    if missing is not None:
+        pytest.skip(missing)
+    config = prepare("guardrails", tmp_path)
+    text = config.read_text()
+    assert "mode: post_call" in text
+    config.write_text(text.replace("mode: post_call", f"mode: {mode}", 1))
+    with (
+        pytest.raises(RuntimeError, match="exited at start-up") as caught,
+        running_proxy(config, "http://127.0.0.1:9/v1"),
+    ):
+        raise AssertionError(f"the proxy started with mode {mode}")
+    assert "post_call" in str(caught.value)
+
+
+# ---- 12. what litellm's failure loggers receive -----------------------------------------------
+CANARY = "CANARY-contain-5e1f"
+
+
+class FailureLogger(CustomLogger):
+    """Keeps every argument litellm hands its failure loggers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[Any, ...]] = []
+
+    async def async_log_failure_event(
+        self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        self.seen.append((kwargs, response_obj, start_time, end_time))
+
+    def log_failure_event(
+        self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
+    ) -> None:
+        self.seen.append((kwargs, response_obj, start_time, end_time))
+
+
+def leaks(value: Any, path: str = "", depth: int = 0, memo: set[int] | None = None) -> list[str]:
+    """Where in ``value`` (recursively: containers, object attributes, reprs) the canary is."""
+    memo = set() if memo is None else memo
+    if id(value) in memo or depth > 14:
+        return []
+    memo.add(id(value))
+    if isinstance(value, str):
+        return [path] if CANARY in value else []
+    if isinstance(value, (bytes, bytearray)):
+        return [path] if CANARY.encode() in value else []
+    found: list[str] = []
+    if isinstance(value, dict):
+        for key, item in list(value.items()):
+            found += leaks(item, f"{path}[{key!r}]", depth + 1, memo)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for index, item in enumerate(list(value)):
+            found += leaks(item, f"{path}[{index}]", depth + 1, memo)
+    elif isinstance(getattr(value, "__dict__", None), dict):
+        found += leaks(vars(value), f"{path}.__dict__", depth + 1, memo)
+    elif CANARY in repr(value):
+        found.append(path)
+    return found
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [json.dumps({"a": CANARY, "b": 8}), '{"a": 7, "b": 8, "c": "' + CANARY + '"', "x" + CANARY],
+    ids=["schema", "truncated", "not-json"],
+)
+@pytest.mark.parametrize("stream", [False, True])
+def test_failure_loggers_never_receive_the_withheld_arguments(stream: bool, arguments: str) -> None:
+    """litellm runs its failure loggers for an async call on the caller's loop, after the
+    call failed: the test waits for them there (bounded). For a body the gate refuses on the
+    wire before litellm parsed it (truncated, not JSON) litellm runs none on some paths;
+    whatever ran is checked. A whole schema-invalid answer is read by litellm first, and its
+    failure loggers always run: the case where litellm kept the raw body."""
+    logger = FailureLogger()
+    must_log = not stream and "schema" in arguments_kind(arguments)
+
+    async def go(server: FakeUpstream) -> Any:
+        try:
+            result = await litellm.acompletion(**call(server, "go"), stream=stream)
+            if stream:
+                [c async for c in result]
+        except ToolCallQuarantined as refused:
+            for _ in range(600 if must_log else 40):
+                if logger.seen:
+                    break
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.3)  # litellm's other loggers of the same failure
+            return refused
+        return None
+
+    with FakeUpstream(lambda request: as_requested(request, sse(arguments))) as server:
+        litellm.callbacks = [ToolGateGuardrail([MULTIPLY]), logger]
+        got = asyncio.run(go(server))
+    assert isinstance(got, ToolCallQuarantined), got
+    if must_log:
+        assert logger.seen, "litellm ran no failure logger"
+    assert leaks(logger.seen) == []
+
+
+def arguments_kind(arguments: str) -> str:
+    return "schema" if arguments.startswith("{") and arguments.endswith("}") else "broken"
