@@ -288,7 +288,7 @@ def test_a_gate_whose_construction_failed_closes_and_reprs_without_error() -> No
         ToolGateGuardrail(MANIFEST["tools"], limits={"max_callz": 1})
     half = ToolGateGuardrail.__new__(ToolGateGuardrail)
     half.close()
-    assert "ToolGateGuardrail(None, None)" == repr(half)
+    assert repr(half) == "ToolGateGuardrail(None, None)"
     assert claiming.INSTALLATION._gates == before
 
 
