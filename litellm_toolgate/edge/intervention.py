@@ -30,8 +30,10 @@ from litellm.exceptions import GuardrailRaisedException
 from ..core.errors import (
     ArgumentsRejected,
     CarrierMismatch,
+    DuplicateCallId,
     Interrupted,
     LimitExceeded,
+    LoopLimitExceeded,
     PolicyDenied,
     QuarantineReason,
     SchemaRejected,
@@ -104,6 +106,8 @@ _TWINS: dict[type[ToolCallQuarantined], type[ToolCallQuarantined]] = {
         SchemaRejected,
         PolicyDenied,
         LimitExceeded,
+        LoopLimitExceeded,
+        DuplicateCallId,
         CarrierMismatch,
         WireUnread,
     )
