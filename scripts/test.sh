@@ -16,7 +16,14 @@ export TOOLGATE_TEST_POSTGRES_URL="${TOOLGATE_TEST_POSTGRES_URL:-postgresql://po
 echo "== tests on litellm $(.venv/bin/python -c 'from importlib.metadata import version; print(version("litellm"))') =="
 echo "   (tests/test_proxy_e2e.py and tests/test_proxy_anthropic.py, the real-proxy tests, are left out here: litellm 1.110.2's [proxy]"
 echo "    extra does not resolve on the registry; they run on 1.108.7 below)"
-.venv/bin/python -m pytest -p no:cacheprovider -W ignore::UserWarning --ignore=tests/test_proxy_e2e.py --ignore=tests/test_proxy_anthropic.py "$@"
+# The footprint and soak suites measure process-wide state (live objects, resident memory,
+# litellm's global client caches): each runs in a process of its own, after the rest.
+own_process=(tests/test_sync_footprint.py tests/test_sync_soak.py)
+.venv/bin/python -m pytest -p no:cacheprovider -W ignore::UserWarning --ignore=tests/test_proxy_e2e.py \
+    --ignore=tests/test_proxy_anthropic.py "${own_process[@]/#/--ignore=}" "$@"
+for f in "${own_process[@]}"; do
+    .venv/bin/python -m pytest -p no:cacheprovider -W ignore::UserWarning "$f" "$@"
+done
 echo "== fuzzing, time-boxed (tests/fuzz/run.py) =="
 .venv/bin/python tests/fuzz/run.py --seconds 6
 echo "== tests on litellm $(.venv-litellm-1.108.7/bin/python -c 'from importlib.metadata import version; print(version("litellm"))') =="
@@ -32,5 +39,8 @@ done
 # package's own annotations, the same on either litellm version.
 core_only+=("--ignore=tests/test_gate_typing.py")
 echo "   (the core's own suites, litellm-independent, ran on 1.110.2 above: ${#core_only[@]} files left out)"
+# The 10,000-call soak ran on 1.110.2 above; here the footprint suite runs in its own process.
 TOOLGATE_REQUIRE_PROXY=1 .venv-litellm-1.108.7/bin/python -m pytest -p no:cacheprovider \
-    -W ignore::UserWarning "${core_only[@]}" "$@"
+    -W ignore::UserWarning "${core_only[@]}" "${own_process[@]/#/--ignore=}" "$@"
+.venv-litellm-1.108.7/bin/python -m pytest -p no:cacheprovider -W ignore::UserWarning \
+    tests/test_sync_footprint.py "$@"
