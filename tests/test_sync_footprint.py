@@ -279,6 +279,19 @@ def test_close_takes_the_gate_out_of_litellms_callback_lists(upstream: Scripted)
         litellm.callbacks = saved
 
 
+def test_a_gate_whose_construction_failed_closes_and_reprs_without_error() -> None:
+    # A bad setting raises inside __init__; the half-built object can still be found (litellm
+    # or a test reaching it through gc) and closed: it acquired nothing, so it releases
+    # nothing, and the installation's count is untouched.
+    before = claiming.INSTALLATION._gates
+    with pytest.raises(Exception, match="max_callz"):
+        ToolGateGuardrail(MANIFEST["tools"], limits={"max_callz": 1})
+    half = ToolGateGuardrail.__new__(ToolGateGuardrail)
+    half.close()
+    assert repr(half) == "ToolGateGuardrail(None, None)"
+    assert claiming.INSTALLATION._gates == before
+
+
 # ---- hole 2: model turns the sync path never armed --------------------------------------
 def _custom_providers(upstream: Scripted) -> dict[str, Any]:
     """Two CustomLLM providers that call the upstream: over raw httpx, over litellm's handler."""

@@ -461,7 +461,11 @@ class ToolGateGuardrail(CustomGuardrail):
         """Take this gate out of litellm's callback lists, and put back what the gates
         changed in the process once the last one is closed: every httpx client the sync
         claim wrapped gets its own transports back. A closed gate that is called anyway
-        refuses the sync calls it would have gated."""
+        refuses the sync calls it would have gated. A gate whose construction failed holds
+        nothing: closing it does nothing."""
+        release = self.__dict__.get("_release")
+        if release is None:
+            return
         self._closed = True
         for name in _CALLBACK_LISTS:
             listed = getattr(litellm, name, None)
@@ -469,7 +473,7 @@ class ToolGateGuardrail(CustomGuardrail):
                 listed[:] = [item for item in listed if item is not self]
         if not _any_gate_registered():
             cacheguard.unguard()  # litellm.cache's own reads back
-        self._release()
+        release()
 
     def __enter__(self) -> ToolGateGuardrail:
         return self
@@ -488,7 +492,8 @@ class ToolGateGuardrail(CustomGuardrail):
         return cls(base_dir=folder, **values, **kwargs)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.guardrail_name!r}, {self.gate!r})"
+        name, gate = self.__dict__.get("guardrail_name"), self.__dict__.get("gate")
+        return f"{type(self).__name__}({name!r}, {gate!r})"
 
     @property
     def pending(self) -> int:
