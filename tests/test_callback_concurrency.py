@@ -98,7 +98,8 @@ class Shipping(CustomLogger):
     async def async_log_success_event(
         self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
     ) -> None:
-        async with httpx.AsyncClient() as client:
+        # A generous connect timeout: hundreds of calls at once on a busy machine.
+        async with httpx.AsyncClient(timeout=httpx.Timeout(60.0)) as client:
             await client.post(self.sink, json={"n": 0, "stream": False})
         self._count()
 

@@ -220,6 +220,45 @@ def test_stop_returns_promptly_with_a_stalled_response_in_flight() -> None:
     up.stop()  # a second stop is harmless
 
 
+def test_a_client_that_sends_its_request_late_is_answered_not_reset() -> None:
+    # Many calls started at once on a busy machine: a client's connection is open long
+    # before its event loop gets to send the request. The server used to give up on a silent
+    # connection after 10 s and close it, so such a call failed with an empty-message
+    # ReadError (a reset) or "Server disconnected" that litellm reports as a 500
+    # (test_callback_concurrency, under load). 11 s: past that old bound.
+    data = json.dumps({"model": "m", "messages": [], "stream": False}).encode()
+    request = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(data)
+    ) + data
+    with FakeUpstream() as up:
+        up.enqueue(Scripted(b"{}", content_type="application/json"))
+        with socket.create_connection(("127.0.0.1", up.port), timeout=30) as sock:
+            time.sleep(11)
+            sock.sendall(request)
+            out = bytearray()
+            while chunk := sock.recv(65536):
+                out += chunk
+        status, _headers, body = _split_response(bytes(out))
+        assert status == "HTTP/1.1 200 OK"
+        assert body == b"{}"
+        assert len(up.requests) == 1
+
+
+def test_stop_cuts_a_connection_that_never_sends() -> None:
+    up = FakeUpstream().start()
+    with socket.create_connection(("127.0.0.1", up.port), timeout=30) as sock:
+        deadline = time.monotonic() + 10
+        while not up._conns and time.monotonic() < deadline:
+            time.sleep(0.02)  # the server has accepted it and waits for the request
+        assert up._conns
+        started = time.monotonic()
+        up.stop()
+        assert time.monotonic() - started < 10  # a hang guard, not a speed target
+        assert sock.recv(1) == b""  # closed by the server, unanswered
+    assert not any(t.is_alive() for t in up._threads)
+
+
 def test_non_streamed_body_uses_content_length() -> None:
     body = json.dumps({"id": "chatcmpl-1", "object": "chat.completion", "choices": []}).encode()
     with FakeUpstream() as up:

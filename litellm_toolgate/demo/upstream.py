@@ -49,6 +49,9 @@ _CHAT_PATHS = frozenset(
 )
 _CHAT_SUFFIXES = ("/chat/completions", "/responses")
 _JOIN_TIMEOUT = 2.0
+_REQUEST_WAIT = 120.0
+"""How long a connection may stay silent (before its request, or within one) before the
+server closes it: far longer than any client of a test waits to send."""
 _local = threading.local()  # each request is served on a thread of its own
 
 
@@ -145,7 +148,11 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "FakeCometAPI/0.1"
     sys_version = ""
-    timeout = 10.0  # socket timeout for reads and writes on one connection
+    # The socket timeout for reads and writes on one connection. Generous: on a busy machine
+    # a client may connect long before its event loop gets to send the request (hundreds of
+    # calls started at once); a server that gave up first would reset a call the client still
+    # makes. stop() cuts every connection still open, so nothing waits on this to end.
+    timeout = _REQUEST_WAIT
 
     @property
     def _owner(self) -> FakeUpstream:
