@@ -78,6 +78,19 @@ def _raise_bare(error: ToolGateError) -> NoReturn:
     raise error
 
 
+def _unsettled_row(s: RunState, call: LoopCall) -> JournalRow | None:
+    """The row of a resumed call that its tool's ambiguous rule must settle; None when the
+    call is answered without running (no row of its own, or already finished)."""
+    row = call.row
+    if row is None:
+        s.append_result(call.call_id, NOT_JOURNALED)
+    elif row.finished:
+        s.append_result(call.call_id, NOT_AVAILABLE)
+    else:
+        return row
+    return None
+
+
 class _Sync:
     def __init__(self, state: RunState) -> None:
         self.s = state
@@ -191,12 +204,8 @@ class _Sync:
     def resolve(self, call: LoopCall) -> None:
         """A call of the resumed turn: run it, or not, by its row and its tool's rule."""
         s = self.s
-        row = call.row
+        row = _unsettled_row(s, call)
         if row is None:
-            s.append_result(call.call_id, NOT_JOURNALED)
-            return
-        if row.finished:
-            s.append_result(call.call_id, NOT_AVAILABLE)
             return
         tool = s.executors[call.name]
         run_again = True
@@ -385,12 +394,8 @@ class _Async:
 
     async def resolve(self, call: LoopCall) -> None:
         s = self.s
-        row = call.row
+        row = _unsettled_row(s, call)
         if row is None:
-            s.append_result(call.call_id, NOT_JOURNALED)
-            return
-        if row.finished:
-            s.append_result(call.call_id, NOT_AVAILABLE)
             return
         tool = s.executors[call.name]
         run_again = True
