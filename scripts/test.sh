@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Set up both environments, lint and type-check, then run, in two lanes side by side (the
 # machine has two cores and each lane is one test process at a time):
-#   lane 1: the whole suite on litellm 1.110.2 (.venv), then its footprint suite;
+#   lane 1: the whole suite on litellm 1.110.2 (.venv), its footprint suite, then the fuzz
+#           harnesses for a few seconds each;
 #   lane 2: every suite that touches litellm again on litellm 1.108.7
 #           (.venv-litellm-1.108.7) with the real proxy, its footprint suite, then the
-#           10,000-call soak (on .venv) and the fuzz harnesses for a few seconds each.
+#           10,000-call soak (on .venv).
 # Lane 1 prints as it goes; lane 2's output follows when both are done. Every step runs
 # even after another failed; any step failing fails the run. Network use: loopback only.
 set -euo pipefail
@@ -33,6 +34,8 @@ lane_new() {
     "${pytest_new[@]}" --ignore=tests/test_proxy_e2e.py --ignore=tests/test_proxy_anthropic.py \
         "${own_process[@]/#/--ignore=}" "$@" || rc=1
     "${pytest_new[@]}" tests/test_sync_footprint.py "$@" || rc=1
+    echo "== fuzzing, time-boxed (tests/fuzz/run.py) =="
+    .venv/bin/python tests/fuzz/run.py --seconds 6 || rc=1
     return "$rc"
 }
 
@@ -51,8 +54,6 @@ lane_old() {
     "${pytest_old[@]}" tests/test_sync_footprint.py "$@" || rc=1
     echo "== the 10,000-call soak, on litellm 1.110.2 (.venv) =="
     "${pytest_new[@]}" tests/test_sync_soak.py "$@" || rc=1
-    echo "== fuzzing, time-boxed (tests/fuzz/run.py) =="
-    .venv/bin/python tests/fuzz/run.py --seconds 6 || rc=1
     return "$rc"
 }
 
