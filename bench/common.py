@@ -27,7 +27,7 @@ import litellm
 from bench.bodies import TOOLS
 from litellm_toolgate.core.attempt import Attempt
 from litellm_toolgate.core.body import BodyReader
-from litellm_toolgate.edge import carrier as carrier_mod
+from litellm_toolgate.edge.carriers import chat as carrier_mod
 
 litellm.suppress_debug_info = True
 

@@ -52,7 +52,7 @@ def metrics_section(shapes: list[tuple[str, bytes, int, int]]) -> list[Row]:
     try:
         from prometheus_client import CollectorRegistry
 
-        from litellm_toolgate.edge.metrics import PrometheusExporter
+        from litellm_toolgate.edge.prometheus import PrometheusExporter
     except ImportError:
         return [{"section": "metrics", "name": "metrics", "error": "prometheus-client missing"}]
     registry = ToolRegistry.from_tools(TOOLS)

@@ -69,6 +69,8 @@ def brief(row: Row) -> str:
             f"{row['gate_sections']} (worst {row['worst_gate_section_ms']:.2f} ms CPU, "
             f"{row['worst_gate_section_wall_ms']:.2f} ms wall)"
         )
+    if section == "proxyload":
+        return _proxyload(row)
     if section == "journal":
         steps, ratio = row["step_us"], row["step_ratio"]
         return (
@@ -79,6 +81,33 @@ def brief(row: Row) -> str:
             + f"; {row['claims_per_second']['median']:.0f} claims/s"
         )
     return ""
+
+
+def _proxyload(row: Row) -> str:
+    """Each proxy's figures; the guardrailed ones as ratios to the plain proxy."""
+    parts = []
+    for kind, p in row["proxies"].items():
+        head = f"{p['cpu_ms_per_request']['median']:.2f} ms CPU/req"
+        if "cpu_ratio" in p:
+            head = f"CPU/req ×{fmt_range(p['cpu_ratio'], 2)}"
+            if "cpu_vs_noop" in p:
+                head += f" (×{p['cpu_vs_noop']['median']:.2f} of noop)"
+            head += f", req/s ×{p['throughput_ratio']['median']:.2f}"
+        else:
+            head += f", {p['requests_per_s']['median']:.1f} req/s"
+        parts.append(
+            f"**{kind}** {head}, first {p['first_ms']['p50']:.0f}/{p['first_ms']['p99']:.0f} ms, "
+            f"last {p['last_ms']['p50']:.0f}/{p['last_ms']['p99']:.0f} ms (p50/p99), "
+            f"peak +{p.get('rise_mib', 0.0):.1f} MiB in the cell"
+            + (f", {p['errors']} errors" if p["errors"] else "")
+        )
+    text = "; ".join(parts)
+    if "gate_extra_peak_mib" in row:
+        text += (
+            f"; gate's rise over plain's +{row['gate_extra_peak_mib']:.1f} MiB "
+            f"({row['withheld_bytes'] / 2**20:.1f} MiB withheld)"
+        )
+    return text
 
 
 def _taken_off(row: Row) -> str:
@@ -127,6 +156,9 @@ def headline(row: Row) -> str:
         return f"{row['gate_sections_over_5ms']} over 5 ms"
     if section == "journal":
         return f"×{max(row['step_ratio'].values()):.2f}"
+    if section == "proxyload":
+        gate = row["proxies"]["gate"]
+        return f"×{gate['cpu_ratio']['median']:.2f} / ×{gate['cpu_vs_noop']['median']:.2f}"
     return ""
 
 
@@ -166,6 +198,8 @@ def markdown(results: dict[str, Any], previous: dict[str, Any] | None = None) ->
             budget = f"≤ {row['budget_us']:g} µs"
         elif row["section"] == "ttft":
             budget = "within noise"
+        elif row.get("memory_budget_mib") is not None:
+            budget = f"gate's rise ≤ plain's + {row['memory_budget_mib']:.1f} MiB"
         elif row["section"] == "loop" and "met" in row:
             budget = "no gate section > 5 ms CPU"
         met = {True: "yes", False: "**no**"}.get(row.get("met"), "")

@@ -66,6 +66,7 @@ from bench.e2e import RETRIED, e2e_section, sdk_section, ttft_section
 from bench.journal import journal_section
 from bench.loop import loop_section
 from bench.metrics import metrics_section
+from bench.proxyload import proxyload_section
 from bench.report import markdown
 from bench.toolloop import toolloop_section
 
@@ -92,6 +93,7 @@ def plan(quick: bool) -> dict[str, Any]:
             "journal": (10, 1),
             "metrics": [("tool-call 20 events", tool_body(20)[0], 50, 2)],
             "toolloop": 1,
+            "proxyload": ([1, 16, 64], 1, 1, 256),
         }
     return {
         "e2e": [
@@ -121,6 +123,7 @@ def plan(quick: bool) -> dict[str, Any]:
             ("4 interleaved calls of 16 KB", interleaved_body(4, 16_384)[0], 100, 15),
         ],
         "toolloop": 9,
+        "proxyload": ([1, 16, 64], 2, 2, 32),
     }
 
 
@@ -133,13 +136,15 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         action="append",
         help="run only these sections (core, decision, memory, metrics, ttft, loop, journal, "
-        "toolloop, e2e, sdk); the other sections' rows are kept from the existing output file",
+        "toolloop, e2e, sdk; proxyload, three real proxies under load, only when named); "
+        "the other sections' rows are kept from the existing output file",
     )
     args = parser.parse_args(argv)
     out = args.out or HERE / ("results-quick.json" if args.quick else "results.json")
     md = args.md or out.with_suffix(".md")
     chosen = plan(args.quick)
-    wanted = set(args.only or chosen)
+    # The load bench starts three proxies and runs for minutes: only when named.
+    wanted = set(args.only or set(chosen) - {"proxyload"})
     started = time.perf_counter()
     rows: list[Row] = []
     with Upstream() as up:
@@ -154,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             ("toolloop", lambda: toolloop_section(up, chosen["toolloop"])),
             ("e2e", lambda: e2e_section(up, chosen["e2e"])),
             ("sdk", lambda: sdk_section(up, chosen["sdk"])),
+            ("proxyload", lambda: proxyload_section(up, *chosen["proxyload"])),
         ]
         for name, step in steps:
             if name in wanted:
@@ -174,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = kept + rows
         when = {**previous.get("sections_when", {}), **when}
     order = ["core", "decision", "memory", "metrics", "ttft", "loop", "journal", "toolloop", "e2e"]
-    order.append("reference")
+    order += ["reference", "proxyload"]
     rows.sort(key=lambda r: order.index(r["section"]))
     results = {
         "when": now,

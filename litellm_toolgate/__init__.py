@@ -36,9 +36,14 @@ from .core import (
 )
 
 if TYPE_CHECKING:
-    from .edge.callback import GuardrailConfigError, ToolGateGuardrail, UngatedCallRefused
+    from .edge.callback import (
+        GuardrailConfigError,
+        SyncCallStopped,
+        ToolGateGuardrail,
+        UngatedCallRefused,
+    )
     from .edge.gate import ToolGate
-    from .edge.journal import open_journal
+    from .edge.journalstores import open_journal
     from .edge.stream import AsyncGatedStream, GatedStream
     from .edge.tools import Tool, ToolContext
 
@@ -51,9 +56,10 @@ _EDGE = {
     "ToolGateGuardrail": "callback",
     "GuardrailConfigError": "callback",
     "UngatedCallRefused": "callback",
+    "SyncCallStopped": "callback",
     "Tool": "tools",
     "ToolContext": "tools",
-    "open_journal": "journal",
+    "open_journal": "journalstores",
 }
 
 
@@ -85,6 +91,7 @@ __all__ = [
     "QuarantineReason",
     "SchemaRejected",
     "StreamFault",
+    "SyncCallStopped",
     "ToolCall",
     "Tool",
     "ToolCallQuarantined",

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         "routes",
         help="print which litellm routes the gate gates (chat and Responses), and why not",
     )
-    from .edge.journal.cli import add_journal_command
+    from .edge.journalstores.cli import add_journal_command
     from .operate.cli import COMMANDS, add_commands, run
 
     add_journal_command(commands)

@@ -21,9 +21,9 @@ from __future__ import annotations
 from .core.approval import ApprovalRequest, Grant, describe
 from .core.commands import BYPASSES, EXEC_OPTIONS, Allow, CommandAllowList, check_argv
 from .core.compose import AllOf, DenyReason, GatePolicy, PolicyAnswerInvalid, all_of, deny_reason
-from .edge.approval import ApprovalPolicy
+from .edge.approvalwait import ApprovalPolicy
 from .edge.atstart import aconfirm_at_start, confirm_at_start, members, tool_arguments
-from .edge.commands import CommandRefused, resolve_argv
+from .edge.commandrun import CommandRefused, resolve_argv
 from .edge.pathscope import PathRefused, PathScope, resolve_inside
 
 __all__ = [

@@ -52,7 +52,7 @@ from typing import Any
 import pytest
 
 from .core.journal import AmbiguousCalls, Effect, JournalRow
-from .edge.journal import open_journal
+from .edge.journalstores import open_journal
 from .edge.tools import Tool, ToolContext
 
 BOUNDARIES = ("decided", "started", "tool", "finished", "round")

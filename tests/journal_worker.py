@@ -29,7 +29,7 @@ from litellm_toolgate.core.journal import (
     Outcome,
     StaleClaim,
 )
-from litellm_toolgate.edge.journal import open_journal
+from litellm_toolgate.edge.journalstores import open_journal
 
 
 def wait_for(path: Path, seconds: float = 120.0) -> None:

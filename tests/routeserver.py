@@ -29,6 +29,8 @@ class Seen:
 class RouteServer:
     answers: dict[str, bytes] = field(default_factory=dict)
     content_type: str = "text/event-stream"
+    content_types: dict[str, str] = field(default_factory=dict)
+    """A path suffix's own content type (Ollama's ``/api/chat`` streams NDJSON)."""
     requests: list[Seen] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -77,7 +79,12 @@ class RouteServer:
                     self.wfile.write(payload)
                     return
                 self.send_response(200)
-                self.send_header("Content-Type", owner.content_type)
+                bare = self.path.split("?", 1)[0].rstrip("/")
+                content_type = next(
+                    (t for s, t in owner.content_types.items() if bare.endswith(s)),
+                    owner.content_type,
+                )
+                self.send_header("Content-Type", content_type)
                 self.send_header("Transfer-Encoding", "chunked")
                 self.send_header("Connection", "close")
                 self.end_headers()

@@ -399,9 +399,9 @@ def test_proxy_failure_hook_forgets_a_failed_request(upstream: FakeUpstream, str
 def test_the_pending_table_is_bounded(
     upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from litellm_toolgate.edge import callback
+    from litellm_toolgate.edge import taps
 
-    monkeypatch.setattr(callback, "_MAX_PENDING", 3)
+    monkeypatch.setattr(taps, "MAX_PENDING", 3)
     gate = ToolGateGuardrail(MANIFEST["tools"])
 
     requests: list[dict[str, Any]] = []
@@ -415,8 +415,8 @@ def test_the_pending_table_is_bounded(
 
     asyncio.run(fill())
     assert gate.pending == 3
-    assert gate._take(requests[0]) is None  # evicted: its stream is refused
-    assert gate._take(requests[4]) is not None
+    assert gate._taps.take(requests[0]) is None  # evicted: its stream is refused
+    assert gate._taps.take(requests[4]) is not None
 
 
 def test_proxy_hook_refuses_a_stream_it_did_not_observe(upstream: FakeUpstream) -> None:

@@ -34,6 +34,7 @@ from litellm_toolgate import (
     SchemaRejected,
     ToolCallQuarantined,
     ToolGate,
+    ToolGateError,
     ToolGateGuardrail,
     UngatedCallRefused,
 )
@@ -192,10 +193,35 @@ def test_a_client_cached_before_the_gate_is_wrapped_and_gated(upstream: Recorder
         litellm.in_memory_llm_clients_cache.flush_cache()
 
 
-def test_a_client_of_your_own_is_refused_before_its_body_is_read(upstream: Recorder) -> None:
-    own = HTTPHandler(client=httpx.Client())
-    with pytest.raises(UngatedCallRefused, match="cannot see"):
-        list(litellm.completion(client=own, **kwargs(upstream, "multiply_basic", stream=True)))
+def test_a_client_of_your_own_is_claimed_and_gated(
+    upstream: Recorder, gate: ToolGateGuardrail
+) -> None:
+    """A litellm HTTPHandler passed as client=: claimed in litellm's call set-up (in place,
+    put back when the gate is closed), so its calls are gated like litellm's own and the
+    marker never reaches the upstream."""
+    own_transport = httpx.HTTPTransport()
+    own = HTTPHandler(client=httpx.Client(transport=own_transport))
+    before = len(upstream.headers)
+    chunks = list(litellm.completion(client=own, **kwargs(upstream, "multiply_basic", stream=True)))
+    assert "".join(calls_of(chunks)) == CASES["multiply_basic"]["calls"][0]["arguments"]
+    assert isinstance(own.client._transport, synccall.ClaimingTransport)
+    with pytest.raises(SchemaRejected):
+        list(litellm.completion(client=own, **kwargs(upstream, "unknown_tool", stream=True)))
+    assert len(upstream.headers) == before + 2
+    assert all(synccall.MARKER not in h for h in upstream.headers[before:])
+    gate.close()
+    assert own.client._transport is own_transport
+
+
+def test_a_client_the_gate_cannot_claim_is_refused_unsent(upstream: Recorder) -> None:
+    class Opaque:
+        """A client= that is no httpx client the gate could claim."""
+
+    before = len(upstream.bodies)
+    with pytest.raises(UngatedCallRefused, match="client=") as refused:
+        litellm.completion(client=Opaque(), **kwargs(upstream, "multiply_basic", stream=True))
+    assert isinstance(refused.value, ToolGateError)
+    assert len(upstream.bodies) == before
 
 
 def test_force_ipv4_calls_are_gated(upstream: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -371,24 +397,22 @@ def test_an_azure_client_of_your_own_is_used_and_gated(
     assert upstream.headers[-1].get("api-key") == "sk-own"
 
 
-def test_an_openai_client_of_your_own_is_refused_before_its_body_is_read(
-    upstream: Recorder,
-) -> None:
-    # litellm neither caches nor reports an openai/ client= before sending: the claim was
-    # never made, so the call is refused after the response headers, before its body.
+def test_an_openai_client_of_your_own_is_claimed_and_gated(upstream: Recorder) -> None:
+    # litellm neither caches nor reports an openai/ client= before sending: the gate claims
+    # it in litellm's call set-up, so its stream is gated and the marker never sent.
     watched = Watched()
     own = openai.OpenAI(
         api_key="sk-own", base_url=upstream.base_url, http_client=httpx.Client(transport=watched)
     )
-    with pytest.raises(UngatedCallRefused, match="cannot see"):
+    with pytest.raises(SchemaRejected):
         list(
             litellm.completion(
-                client=own, **sdk_kwargs(upstream, "multiply_basic", "openai", stream=True)
+                client=own, **sdk_kwargs(upstream, "unknown_tool", "openai", stream=True)
             )
         )
-    assert watched.sent == 1 and watched.read == 0
-    # Documented: that upstream did get the (meaningless, one-time) marker.
-    assert synccall.MARKER in upstream.headers[-1]
+    assert watched.sent == 1
+    assert synccall.MARKER not in upstream.headers[-1]
+    assert upstream.headers[-1].get("authorization") == "Bearer sk-own"
 
 
 def test_an_sdk_client_cached_before_the_gate_is_wrapped_and_gated(
@@ -565,10 +589,12 @@ def test_a_claim_matches_only_the_call_that_armed_it(upstream: Recorder) -> None
         request = httpx.Request(
             "POST", to, json=payload, headers={synccall.MARKER: token, "content-type": "x"}
         )
-        transport.handle_request(request)
+        # A refusal is answered unsent; it is raised where litellm reads that answer.
+        transport.handle_request(request).content  # noqa: B018
 
     def refused_at_the_check(call_id: str) -> None:
-        with pytest.raises(UngatedCallRefused):  # claimed by nobody: refused at the check
+        # Claimed by nobody: stopped at the check (the last line, after the headers).
+        with pytest.raises(synccall.SyncCallStopped):
             synccall.check_claimed({"litellm_call_id": call_id})
 
     before = len(upstream.bodies)
@@ -659,3 +685,43 @@ def test_bridged_aresponses_runs_one_attempt_and_one_policy(
     assert len(runs) == 1, runs
     attempts = {getattr(r, "toolgate", {}).get("attempt_id") for r in caplog.records}
     assert attempts == set(runs)
+
+
+def test_a_client_evicted_between_arming_and_sending_stops_the_call_unread(
+    upstream: Recorder, gate: ToolGateGuardrail
+) -> None:
+    """litellm's client cache evicts the handler the gate wrapped after the call was armed
+    and before litellm fetches it (here: a callback after the gate flushes the cache). The
+    call goes out on a fresh client the gate never saw; it fails closed at the last line,
+    after the headers, and nothing of its body reaches the caller. (Known window, reported:
+    the refusal is the last line's, not a typed one.)"""
+    from litellm.integrations.custom_logger import CustomLogger
+
+    class Evicting(CustomLogger):  # type: ignore[misc]
+        def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
+            litellm.in_memory_llm_clients_cache.flush_cache()
+
+    litellm.callbacks = [gate, Evicting()]
+    try:
+        with pytest.raises(synccall.SyncCallStopped, match="cannot see"):
+            for _chunk in litellm.completion(**kwargs(upstream, "unknown_tool", stream=True)):
+                raise AssertionError("a chunk of an unclaimed call reached the caller")
+    finally:
+        litellm.callbacks = [gate]
+        litellm.in_memory_llm_clients_cache.flush_cache()
+
+
+def test_a_closed_last_gate_that_litellm_still_calls_stops_the_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The one refusal with no Exception way out: the last gate was closed (the process is
+    put back, no claiming transport is left to refuse the request) and litellm still runs
+    its sync hook. It stops the call before anything is sent, as the last line."""
+    monkeypatch.setattr(synccall, "INSTALLATION", synccall.Installation())
+    monkeypatch.setattr(litellm, "callbacks", [])  # no other gate decides in its place
+    made = ToolGateGuardrail(MANIFEST["tools"])
+    made.close()
+    details = {"call_type": "completion", "litellm_call_id": "closed-1", "model": "m"}
+    with pytest.raises(synccall.SyncCallStopped, match="closed"):
+        made.log_pre_api_call(None, None, details)
+    assert synccall.INSTALLATION.wrapped == 0  # nothing was put back in place for it

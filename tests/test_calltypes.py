@@ -11,15 +11,17 @@ import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import litellm
 import pytest
 from conftest import MANIFEST
 from litellm.types.utils import CallTypes
 
-from litellm_toolgate import ToolGateGuardrail, UngatedCallRefused
+from litellm_toolgate import ToolGateError, ToolGateGuardrail, UngatedCallRefused
 from litellm_toolgate.demo.upstream import FakeUpstream
 from litellm_toolgate.edge import calltypes
 from litellm_toolgate.edge.calltypes import Handling, handling
+from litellm_toolgate.edge.sync import claiming
 
 litellm.suppress_debug_info = True
 DOC = Path(__file__).resolve().parent.parent / "docs" / "callbacks.md"
@@ -72,5 +74,15 @@ def test_each_refused_call_type_is_refused_by_both_hooks(
 ) -> None:
     with pytest.raises(calltypes.CallRefused):
         asyncio.run(gate.async_pre_call_deployment_hook({}, call_type))
-    with pytest.raises(UngatedCallRefused):
-        gate.log_pre_api_call(None, None, {"call_type": call_type})
+    # litellm drops any Exception a logging hook raises: the sync hook raises nothing, it
+    # holds the refusal, and the claiming transport refuses the call's request unsent.
+    details = {"call_type": call_type, "litellm_call_id": f"refused-{call_type}"}
+    gate.log_pre_api_call(None, None, details)
+    sent: list[httpx.Request] = []
+    transport = claiming.ClaimingTransport(httpx.MockTransport(sent.append))
+    request = httpx.Request("POST", "http://127.0.0.1:9/v1/x", json={"model": "m"})
+    with pytest.raises(UngatedCallRefused, match=call_type) as refused:
+        transport.handle_request(request).content  # noqa: B018
+    assert isinstance(refused.value, ToolGateError) and sent == []
+    gate.log_failure_event(details, None, None, None)
+    assert len(claiming.CLAIMS) == 0

@@ -31,8 +31,8 @@ from litellm.types.utils import (
 from loopback import kwargs
 
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
-from litellm_toolgate.edge import carrier as carrier_mod
-from litellm_toolgate.edge.carrier import CarrierChunks
+from litellm_toolgate.edge.carriers import chat as carrier_mod
+from litellm_toolgate.edge.carriers.chat import CarrierChunks
 
 PROFILES = ROOT / "fixtures" / "profiles"
 

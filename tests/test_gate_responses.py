@@ -396,7 +396,7 @@ def real_events(upstream: FakeUpstream, name: str) -> list[Any]:
 
 
 def carrier_after(events: list[Any]) -> Any:
-    from litellm_toolgate.edge.respevents import CarrierEvents
+    from litellm_toolgate.edge.carriers.responses import CarrierEvents
 
     adapter = CarrierEvents()
     passed = [e for e in events if adapter.admit(e) is not None]

@@ -32,7 +32,7 @@ from litellm_toolgate.core.journal import (
     Step,
     argument_digest,
 )
-from litellm_toolgate.edge.journal import open_journal
+from litellm_toolgate.edge.journalstores import open_journal
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).resolve().parent / "journal_worker.py"

@@ -1,4 +1,4 @@
-"""The journal's stores (edge/journal), one suite run on SQLite and on a real PostgreSQL.
+"""The journal's stores (edge/journalstores), one suite run on SQLite and on a real PostgreSQL.
 
 Every move commits before it returns: the checks read the rows back through a second,
 independent journal on the same URL. The PostgreSQL cases need ``TOOLGATE_TEST_POSTGRES_URL``
@@ -34,7 +34,7 @@ from litellm_toolgate.core.journal import (
     argument_digest,
     schema_digest,
 )
-from litellm_toolgate.edge.journal import Journal, open_journal
+from litellm_toolgate.edge.journalstores import Journal, open_journal
 
 CANARY = "CANARY-7d1e-ARGUMENT"
 RESULT_CANARY = "CANARY-9b2c-RESULT"
@@ -468,7 +468,7 @@ def test_postgresql_without_psycopg_says_how_to_install_it(monkeypatch: Any) -> 
 def test_migrations_apply_in_order_once_and_old_code_refuses_the_new_schema(
     url: str, monkeypatch: Any
 ) -> None:
-    from litellm_toolgate.edge.journal import schema, store
+    from litellm_toolgate.edge.journalstores import schema, store
 
     with open_journal(url) as j:
         key = j.decide(call()).idempotency_key

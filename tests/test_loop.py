@@ -30,8 +30,8 @@ from litellm_toolgate.demo.upstream import (
     recording,
     responses_calls_stream,
 )
-from litellm_toolgate.edge.journal import open_journal
-from litellm_toolgate.edge.loop import NOT_APPROVED, NOT_AVAILABLE, NOT_JOURNALED, TOOL_ERROR
+from litellm_toolgate.edge.journalstores import open_journal
+from litellm_toolgate.edge.toolloop import NOT_APPROVED, NOT_AVAILABLE, NOT_JOURNALED, TOOL_ERROR
 from litellm_toolgate.edge.tools import Tool, ToolContext
 
 MULTIPLY = {

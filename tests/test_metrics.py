@@ -30,11 +30,15 @@ from litellm_toolgate.core.metrics import OVERFLOW, AttemptOutcome
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 from litellm_toolgate.edge.callback import GuardrailConfigError, ToolGateGuardrail
 from litellm_toolgate.edge.config import GateSettings
-from litellm_toolgate.edge.escalation import EscalationSettings, RouteEscalation
 from litellm_toolgate.edge.logs import observers
+from litellm_toolgate.edge.routeescalation import EscalationSettings, RouteEscalation
 
 prometheus_client = pytest.importorskip("prometheus_client")
-from litellm_toolgate.edge.metrics import METRIC_LABELS, PrometheusExporter  # noqa: E402
+from litellm_toolgate.edge.prometheus import (  # noqa: E402
+    FOLD_EVERY,
+    METRIC_LABELS,
+    PrometheusExporter,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = json.loads((ROOT / "config_examples" / "tools.json").read_text())
@@ -105,6 +109,40 @@ def test_label_cardinality_stays_bounded_under_many_model_names(
     assert series < 100
     assert value(exporter, "toolgate_attempts_total") == 4000
     assert value(exporter, "toolgate_attempts_total", route=OVERFLOW) == 4000 - 6
+
+
+def test_queued_outcomes_are_all_counted_across_threads_and_scrapes(
+    exporter: PrometheusExporter,
+) -> None:
+    """Outcomes are queued on the decision's path and binned in batches and at scrapes:
+    none is lost or counted twice while threads decide and a scraper collects meanwhile."""
+    import threading
+
+    per_thread = 3 * FOLD_EVERY + 7  # batches folded by the deciders, and a remainder
+    seen: list[float] = []
+    stop = threading.Event()
+
+    def decide() -> None:
+        for _ in range(per_thread):
+            exporter.attempt_decided(_outcome("cometapi/gpt-4o-mini"))
+
+    def scrape() -> None:
+        while not stop.is_set():
+            seen.append(value(exporter, "toolgate_attempts_total"))
+
+    scraper = threading.Thread(target=scrape)
+    scraper.start()
+    threads = [threading.Thread(target=decide) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stop.set()
+    scraper.join()
+    assert seen == sorted(seen)  # a scrape never sees fewer than an earlier one
+    assert value(exporter, "toolgate_attempts_total") == 4 * per_thread
+    assert value(exporter, "toolgate_withheld_bytes_count") == 4 * per_thread
+    assert value(exporter, "toolgate_release_delay_seconds_count") == 4 * per_thread
 
 
 def test_the_exported_series_are_the_documented_ones(exporter: PrometheusExporter) -> None:
@@ -387,7 +425,7 @@ def test_metrics_on_a_port_of_their_own() -> None:
 
     import httpx
 
-    from litellm_toolgate.edge.metrics import MetricsSettings, enable_metrics
+    from litellm_toolgate.edge.prometheus import MetricsSettings, enable_metrics
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

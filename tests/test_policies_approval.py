@@ -25,8 +25,8 @@ from litellm_toolgate.core.journal import (
     schema_digest,
 )
 from litellm_toolgate.core.policy import PolicyDecision, ReleasedCall, ToolCall
-from litellm_toolgate.edge.approval import ApprovalPolicy
-from litellm_toolgate.edge.journal import open_journal
+from litellm_toolgate.edge.approvalwait import ApprovalPolicy
+from litellm_toolgate.edge.journalstores import open_journal
 from litellm_toolgate.edge.policyrun import _arun, _run
 
 CANARY = "CANARY-7f3a9c"

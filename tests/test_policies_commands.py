@@ -18,7 +18,7 @@ from litellm_toolgate.core.commands import BYPASSES, Allow, CommandAllowList, ch
 from litellm_toolgate.core.compose import DenyReason, deny_reason
 from litellm_toolgate.core.errors import GateConfigError
 from litellm_toolgate.core.policy import ToolCall
-from litellm_toolgate.edge.commands import CommandRefused, resolve_argv
+from litellm_toolgate.edge.commandrun import CommandRefused, resolve_argv
 
 R = DenyReason
 RULES = CommandAllowList(

@@ -535,6 +535,8 @@ R_NATIVE = sorted(n for n, c in R_CASES.items() if c.get("route", "openai/").sta
 # tools only: a client item of another type is a call of a tool nobody declared there.
 UNDECLARED_ON_THE_PROXY = {"custom_tool_call", "apply_patch_call", "apply_patch_bad_diff"}
 UNDECLARED_ON_THE_PROXY |= {"shell_call", "computer_call_batch"}
+UNDECLARED_ON_THE_PROXY |= {"custom_grammar_lark", "custom_grammar_lark_refused"}
+UNDECLARED_ON_THE_PROXY |= {"custom_grammar_regex", "custom_grammar_regex_refused"}
 
 
 @pytest.mark.parametrize("name", R_NATIVE)

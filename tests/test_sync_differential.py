@@ -7,9 +7,12 @@ world without a gate and in a world with one, against loopback servers (HTTP, an
 a self-signed certificate), and the test compares what the servers (and a loopback HTTP
 proxy) saw and what the caller got. The matrix: the process's and the call's ``ssl_verify``,
 the user's ``litellm.sync_transport`` / ``client_session`` / ``aclient_session`` set before
-and after the gate, environment proxies, redirects, and the OpenAI SDK's own retries after a
-429 or a 503. Calls the gate does gate (a sync stream after a 429, an async stream on the user's
-``aclient_session``) must reach the same servers through the same objects.
+and after the gate, environment proxies, redirects, the OpenAI SDK's own retries after a
+429 or a 503, and a cache hit (``litellm.cache`` set before and after the gate: embeddings,
+sync and async, answered from it the second time). Calls the gate does gate (a sync stream
+after a 429, an async stream on the user's ``aclient_session``) must reach the same servers
+through the same objects; a model turn is the one call litellm's cache answers differently:
+with a gate it skips the cache read and is sent again, gated (the last test here).
 """
 
 from __future__ import annotations
@@ -272,6 +275,7 @@ def _run(servers: Servers, scenario: Scenario, gated: bool) -> tuple[list[str], 
         "client_session": litellm.client_session,
         "aclient_session": litellm.aclient_session,
         "sync_transport": getattr(litellm, "sync_transport", None),
+        "cache": litellm.cache,
     }
     litellm.in_memory_llm_clients_cache.flush_cache()
     servers.world.seen.clear()
@@ -440,6 +444,48 @@ def sdk_retries(servers: Servers, add_gate: Callable[[], None]) -> list[str]:
     return outcomes
 
 
+def _cached_embeddings(servers: Servers) -> list[str]:
+    """Each embedding twice, sync and async: the second of each is litellm's cache hit."""
+
+    async def twice() -> list[str]:
+        got = []
+        for _ in range(2):
+            embedded = await litellm.aembedding(
+                model="openai/text-embedding-3-small",
+                input=["async"],
+                api_base=servers.http,
+                api_key="sk-test",
+            )
+            got.append(json.dumps([dict(item) for item in embedded.data], default=str))
+            await asyncio.sleep(0.05)  # litellm writes an async call's entry in a task
+        return got
+
+    outcomes = []
+    for route in ("openai", "voyage", "openai", "voyage"):
+        outcomes.append(_outcome(_embed(servers.http, route)))
+    return outcomes + asyncio.run(twice())
+
+
+def cache_hit_before(servers: Servers, add_gate: Callable[[], None]) -> list[str]:
+    litellm.cache = litellm.Cache(type="local")
+    add_gate()
+    return _cached_embeddings(servers)
+
+
+def cache_hit_after(servers: Servers, add_gate: Callable[[], None]) -> list[str]:
+    add_gate()
+    litellm.cache = litellm.Cache(type="local")
+    return _cached_embeddings(servers)
+
+
+def cached_model_turn(servers: Servers, add_gate: Callable[[], None]) -> list[str]:
+    """Not in the differential: a call the gate does gate is never answered from the cache."""
+    litellm.cache = litellm.Cache(type="local")
+    add_gate()
+    # (temperature: not the cache key of the first calls, which the ungated world also makes)
+    return [_outcome(_chat(servers.http, "cometapi", temperature=0)) for _ in range(2)]
+
+
 def redirects(servers: Servers, add_gate: Callable[[], None]) -> list[str]:
     add_gate()
     moved = servers.http.replace("/v1", "/redirect/v1")
@@ -457,6 +503,8 @@ SCENARIOS: dict[str, Scenario] = {
     "environment-proxy": environment_proxy,
     "sdk-retries": sdk_retries,
     "redirects": redirects,
+    "cache-hit-before": cache_hit_before,
+    "cache-hit-after": cache_hit_after,
 }
 
 
@@ -499,3 +547,21 @@ def test_the_matrix_means_what_it_says(servers: Servers) -> None:
     assert outcomes[1] == outcomes[3] == expected
     _, seen = _run(servers, redirects, gated=True)
     assert [s.path.startswith("/redirect/") for s in seen] == [True, False, True, False]
+    # Each embedding was sent once: its second call was litellm's cache hit, gate or not.
+    for scenario in (cache_hit_before, cache_hit_after):
+        _, seen = _run(servers, scenario, gated=True)
+        assert [s.body.get("input") for s in seen] == [["hello"], ["hello"], ["async"]]
+
+
+def test_a_gated_call_is_sent_again_where_litellm_would_answer_from_its_cache(
+    servers: Servers,
+) -> None:
+    """The one difference the cache makes, on purpose (docs/callbacks.md, litellm's cache):
+    without a gate the second call is a cache hit; with one, a model turn skips the cache
+    read, is sent again and gated. The caller gets the same answer both times."""
+    plain_outcomes, plain_seen = _run(servers, cached_model_turn, gated=False)
+    gated_outcomes, gated_seen = _run(servers, cached_model_turn, gated=True)
+    expected = CASES["multiply_basic"]["calls"][0]["arguments"]
+    assert plain_outcomes == gated_outcomes == [expected, expected]
+    assert len(plain_seen) == 1 and len(gated_seen) == 2
+    assert _comparable(gated_seen)[:1] == _comparable(plain_seen)

@@ -23,7 +23,7 @@ import litellm
 import pytest
 from conftest import CASES, MANIFEST, body_of
 
-from litellm_toolgate import SchemaRejected, ToolGateGuardrail
+from litellm_toolgate import SchemaRejected, ToolGateError, ToolGateGuardrail
 from litellm_toolgate.demo.serve import as_requested
 from litellm_toolgate.edge.sync import claiming
 from litellm_toolgate.edge.sync.custom import CustomProviderRefused
@@ -181,6 +181,38 @@ def test_failed_sync_calls_leave_no_claim(upstream: Scripted, gate: ToolGateGuar
             )
         assert len(claiming.CLAIMS) == 0
     assert _live_claims() == 0  # nothing kept them (or a copy of their body) elsewhere
+
+
+def test_a_kept_failure_keeps_no_claim(upstream: Scripted, gate: ToolGateGuardrail) -> None:
+    """A failure logger (an error tracker, a test's recorder) that keeps every failed call's
+    exception keeps its traceback's frames: the claiming transport's among them. The claim
+    is not in that frame any more once the request has failed."""
+    from litellm.integrations.custom_logger import CustomLogger
+
+    class Keeper(CustomLogger):
+        def __init__(self) -> None:
+            super().__init__()
+            self.kept: list[Any] = []
+
+        def log_failure_event(self, kwargs: Any, *args: Any) -> None:
+            self.kept.append(kwargs.get("exception"))
+
+    keeper = Keeper()
+    litellm.callbacks = [gate, keeper]
+    dead = "http://127.0.0.1:9/v1"  # the discard port: nothing listens there
+    raised = []
+    try:
+        for _ in range(3):
+            with pytest.raises((litellm.APIConnectionError, litellm.InternalServerError)) as got:
+                litellm.completion(**{**chat(upstream, "multiply_basic"), "api_base": dead})
+            raised.append(got.value)  # kept, traceback and all, as a caller may keep it
+        assert all(exc.__traceback__ is not None for exc in raised)
+        assert _live_claims() == 0
+    finally:
+        for name in dir(litellm):  # litellm copied the logger into its other lists
+            value = getattr(litellm, name, None)
+            if isinstance(value, list) and keeper in value:
+                value[:] = [cb for cb in value if cb is not keeper]
 
 
 def test_the_gate_keeps_no_client_of_its_own_per_tls_setting(
@@ -373,6 +405,47 @@ def test_a_custom_provider_sync_turn_is_refused_unsent(
         # Closed: the providers are theirs again (and their broken call goes through).
         for name in providers:
             assert call(name) is not None
+    finally:
+        litellm.custom_provider_map = saved_map
+        litellm.callbacks = saved_callbacks
+
+
+@pytest.mark.parametrize("api", ["completion", "responses"])
+@pytest.mark.parametrize("registered", ["before", "after"])
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_custom_provider_sync_turn_is_refused_unsent_as_the_first_call(
+    upstream: Scripted, api: str, registered: str, stream: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chat and Responses, the provider registered before the gate or after it and called
+    before any other call: refused before anything is sent, as a ToolGateError."""
+    monkeypatch.setattr(claiming, "INSTALLATION", claiming.Installation())
+    providers = _custom_providers(upstream)
+    saved_map, saved_callbacks = litellm.custom_provider_map, litellm.callbacks
+    entries = [{"provider": name, "custom_handler": h} for name, h in providers.items()]
+
+    def call(name: str) -> Any:
+        if api == "responses":
+            result = litellm.responses(model=f"{name}/m", input="unknown_tool", stream=stream)
+        else:
+            result = litellm.completion(
+                model=f"{name}/m",
+                messages=[{"role": "user", "content": "unknown_tool"}],
+                stream=stream,
+            )
+        return list(result) if stream else result
+
+    try:
+        if registered == "before":
+            litellm.custom_provider_map = entries
+        with ToolGateGuardrail(MANIFEST["tools"]) as made:
+            litellm.callbacks = [made]
+            if registered == "after":
+                litellm.custom_provider_map = entries
+            before = len(upstream.seen)
+            for name in providers:
+                with pytest.raises(ToolGateError, match=name):
+                    call(name)
+            assert len(upstream.seen) == before  # nothing was sent
     finally:
         litellm.custom_provider_map = saved_map
         litellm.callbacks = saved_callbacks

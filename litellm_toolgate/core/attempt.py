@@ -49,7 +49,7 @@ from .policy import PolicyDecision, ReleasedCall, ToolCall
 from .profiles import profile_for, stop_with_calls_accepted
 from .records import DecisionRecord, ExecutionState
 from .registry import ToolRegistry
-from .sse import SSEDecoder, SSEMessage
+from .sse import SSEDecoder
 from .state import (
     EVENT_INPUTS,
     STREAM_TABLES,
@@ -64,27 +64,24 @@ from .state import (
     next_stream_state,
     wire_of,
 )
-from .wires import chat as chat_wire
-from .wires.anthropic import AnthropicNormalizer, stop_reason_fault
-from .wires.chat import ChatNormalizer
-from .wires.responses import ResponsesNormalizer
+from .wires import WIRES
+from .wires.base import Framer, Normalizer
 from .wires.responses_items import Executor
 
 __all__ = ["Attempt", "Carrier", "CarrierCall"]
 
 R = QuarantineReason
 
-_MEDIA = {True: "text/event-stream", False: "application/json"}
 # Enum members the decision reads once per attempt or call, read once here (a read from
 # the class costs about 70 ns on CPython 3.11).
-_CHAT, _ANTHROPIC = Wire.CHAT, Wire.ANTHROPIC
 _CONCLUDE, _RELEASE = StreamInput.CONCLUDE, StreamInput.RELEASE
 _TEXT, _ARGUMENTS = StreamInput.TEXT, StreamInput.ARGUMENTS
 _APPROVED, _RELEASE_CALL, _CLIENT = CallInput.APPROVED, CallInput.RELEASE, Executor.CLIENT
 
 
 class Attempt:
-    """The gate's state for one attempt (chat or Responses wire). See the module docstring."""
+    """The gate's state for one attempt (on any wire of ``wires.WIRES``). See the module
+    docstring."""
 
     def __init__(
         self,
@@ -109,10 +106,9 @@ class Attempt:
         self._categories = dict(tool_categories or {})
         self._hmac_key = hmac_key
         self._clock = clock
-        self._decoder = SSEDecoder(max_event_bytes=self.limits.max_event_bytes)
-        self._normalizer: ChatNormalizer | ResponsesNormalizer | AnthropicNormalizer = (
-            ChatNormalizer(self.profile)
-        )
+        self._decoder: Framer = SSEDecoder(max_event_bytes=self.limits.max_event_bytes)
+        self._spec = WIRES[Wire.CHAT]  # until a response of another wire is bound
+        self._normalizer: Normalizer = self._spec.normalizer(self.profile)
         self._ledger = Ledger(self.limits, clock)
         self._calls: dict[int, CallAccumulator] = self._ledger.calls
         self._state = StreamState.RECEIVING
@@ -187,6 +183,32 @@ class Attempt:
             deciding += call.validation_ms + call.policy_ms
         return first, deciding / 1000
 
+    def metric_fields(
+        self,
+    ) -> tuple[str, Wire, ToolCallQuarantined | None, int, int, float | None, float, float]:
+        """What a decided attempt counts for, read in one call (``core.metrics.outcome_of``,
+        on the decision's path): the route, the wire, the quarantine (None: released), the
+        calls, the argument bytes, when the first call opened (None: no call), the seconds
+        spent deciding (as :meth:`timings`) and the clock now."""
+        calls = self._calls
+        first: float | None = None
+        deciding = 0.0
+        for call in calls.values():
+            if first is None or call.opened_at < first:
+                first = call.opened_at
+            deciding += call.validation_ms + call.policy_ms
+        ledger = self._ledger
+        return (
+            self.route,
+            ledger.wire,
+            self._fault,
+            len(calls),
+            ledger.argument_bytes,
+            first,
+            deciding / 1000,
+            self._clock() if first is not None else 0.0,
+        )
+
     @property
     def decided(self) -> bool:
         """Released or quarantined: the attempt's fate is settled."""
@@ -210,8 +232,9 @@ class Attempt:
         """
         self._raise_if_faulted()
         self._tool_choice = fields.get("tool_choice")
-        if wire_of(path) is Wire.CHAT:
-            reason = chat_wire.request_fault(fields)
+        wire = wire_of(path)
+        if wire is not None:
+            reason = WIRES[wire].request_fault(fields)
             if reason is not None:
                 raise self._quarantine(reason)
 
@@ -234,13 +257,13 @@ class Attempt:
         if wire is None:
             # A path this gate does not read: its own limitation, not the upstream's fault.
             raise_clean(self._quarantine(R.ROUTE_NOT_GATED))
-        if media != _MEDIA[streamed]:
+        spec = WIRES[wire]
+        if media != spec.media[streamed]:
             raise_clean(self._quarantine(R.UNSUPPORTED_WIRE))
-        if wire is Wire.RESPONSES:
-            self._normalizer = ResponsesNormalizer(self.profile)
-            self._ledger.wire = wire
-        elif wire is Wire.ANTHROPIC:
-            self._normalizer = AnthropicNormalizer()
+        if spec is not self._spec:
+            self._spec = spec
+            self._normalizer = spec.normalizer(self.profile)
+            self._decoder = spec.decoder(self.limits.max_event_bytes)
             self._ledger.wire = wire
 
     def receive_bytes(self, data: bytes) -> list[WireEvent]:
@@ -288,23 +311,12 @@ class Attempt:
         """Normalize and apply decoded messages: the loop every wire event goes through.
 
         What :meth:`_apply` does, with what it looks up once per event read once per call.
-        A chat line that is one of the normalizer's templates (nearly every line of a long
-        stream, :meth:`.chat.ChatNormalizer.known`) is applied without building its event
-        (built only when ``events`` collects them): the same state move, the same ledger
-        step as the event would make.
+        A line the wire's fast path knows (:meth:`.wires.base.WireSpec.readers`; on a chat
+        wire nearly every line of a long stream, :meth:`.chat.ChatNormalizer.known`) is
+        applied without building its event (built only when ``events`` collects them): the
+        same state move, the same ledger step as the event would make.
         """
-        normalizer = self._normalizer
-        known: Callable[[str], tuple[int | None, str] | None] | None = None
-        if type(normalizer) is ChatNormalizer:
-            # A line known() does not know is read without asking it again. A line named
-            # "message" is not asked at all: read in full, to the same events.
-            normalize = normalizer.read
-            known = normalizer.known
-        else:
-
-            def normalize(event: str, data: str, last_id: str | None = None) -> list[WireEvent]:
-                return normalizer.message(SSEMessage(event, data, last_id))
-
+        normalize, known = self._spec.readers(self._normalizer)
         # The event limit, counted once per batch: the messages within it are applied in
         # order (a fault among them comes first), and the one past it is the fault.
         room = self.limits.max_events - self.events
@@ -444,12 +456,11 @@ class Attempt:
             outcome = next_stream_state(self._state, _CONCLUDE, wire)
             if isinstance(outcome, QuarantineReason):
                 return outcome
-        if wire is _CHAT and bool(self._calls) != self._calls_terminal():
-            return R.FINISH_REASON_MISMATCH
-        if wire is _ANTHROPIC:
-            stop = stop_reason_fault(self.finish_reason, bool(self._calls))
-            if stop is not None:
-                return stop
+        finish = self._spec.terminal_fault(
+            self.finish_reason, bool(self._calls), self._stop_accepted
+        )
+        if finish is not None:
+            return finish
         if (
             carrier is not None
             and carrier.kind == "chat"
@@ -542,17 +553,13 @@ class Attempt:
         }
 
     # ---- internals -----------------------------------------------------------------------
-    def _stop_with_calls(self) -> bool:
+    def _stop_accepted(self) -> bool:
         """The route's profile takes ``stop`` with calls as the terminal for this request."""
-        return (
-            self.finish_reason == "stop"
-            and bool(self._calls)
-            and stop_with_calls_accepted(self.profile, self._tool_choice)
-        )
+        return stop_with_calls_accepted(self.profile, self._tool_choice)
 
-    def _calls_terminal(self) -> bool:
-        """Whether the chat finish reason is the one that ends a response with calls."""
-        return self._ledger.finish_reason == "tool_calls" or self._stop_with_calls()
+    def _stop_with_calls(self) -> bool:
+        """``stop`` with calls, taken as this request's terminal."""
+        return self.finish_reason == "stop" and bool(self._calls) and self._stop_accepted()
 
     def _known(self, call: CallAccumulator) -> bool:
         """Whether a call's name is not the model's own text (a declared tool, a fixed name)."""

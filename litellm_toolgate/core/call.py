@@ -175,17 +175,23 @@ class CallAccumulator:
         self.validation_ms = (clock() - started) * 1000
 
     def _validate_free_text(self, registry: ToolRegistry, text: str) -> None:
-        """A custom tool's input: the tool must be declared; its format is not checkable.
+        """A custom tool's input: the tool must be declared, the input in its format.
 
-        A ``text`` format accepts any string. A grammar (lark or regex) is not evaluated by
-        the gate: the policy alone decides on such an input.
+        A ``text`` format accepts any string (``not_checked``); a grammar (lark or regex,
+        ``core/grammar.py``) must accept the whole input, else ``schema_invalid`` with the
+        keyword ``grammar``.
         """
         self.json_status, self.trailing = "not_parsed", None
         self.move(CallInput.PARSED)
         if f"custom:{self.name}" not in registry.declared:
             self.schema_status, self.error = "unknown_tool", R.UNKNOWN_TOOL
             return
-        self.schema_status = "not_checked"
+        grammar = registry.grammars.get(self.name)
+        if grammar is not None and not grammar.accepts(text):
+            self.schema_status, self.error = "invalid", R.SCHEMA_INVALID
+            self.keyword, self.path = "grammar", "/input"
+            return
+        self.schema_status = "not_checked" if grammar is None else "valid"
         self.value = {"input": text}
         self.move(CallInput.SCHEMA_VALID)
 

@@ -22,12 +22,12 @@ Only then is a call ITEM_TERMINAL. On an Anthropic wire a ``tool_use`` block's
 ``content_block_stop`` is its one stage (``state.ANTHROPIC_CALL_TABLE``); the stream's
 terminal then makes it ITEM_TERMINAL. A disagreement is ``item_mismatch``; a skipped stage
 ``incomplete_item``. The ledger also compares what the carrier (litellm's chunks or
-Responses events) assembled with the wire: :meth:`Ledger.carrier_fault`.
+Responses events) assembled with the wire: :meth:`Ledger.carrier_fault`, by the wire's own
+rule (its module's :meth:`~.wires.base.WireSpec.carrier_fault`).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -48,10 +48,10 @@ from .events import (
 )
 from .limits import Limits
 from .state import CallInput, CallState, Wire
+from .wires import WIRES
+from .wires.base import holds as _holds
 from .wires.loads import WireFault
-from .wires.responses_items import ITEMS, Input
 
-_TEXT_INPUTS = (Input.JSON_ARGUMENTS, Input.FREE_TEXT)
 # Enum members read once (a read from the class costs about 70 ns on CPython 3.11).
 _ITEM_OPEN, _ITEM_TERMINAL = CallState.ITEM_OPEN, CallState.ITEM_TERMINAL
 _ARGUMENTS, _TERMINAL = CallInput.ARGUMENTS, CallInput.TERMINAL
@@ -89,28 +89,6 @@ class Carrier:
     kind: Literal["chat", "responses", "anthropic"] = "chat"
     """``kind="anthropic"``: the Anthropic events litellm handed over, calls keyed by content
     block index, ``finish_reason`` the ``stop_reason`` they carried."""
-
-
-def _same_json(theirs: str, ours: str) -> bool:
-    """Whether two texts hold the same JSON value (one input object serialized twice)."""
-    try:
-        same: bool = json.loads(theirs) == json.loads(ours)
-    except (ValueError, RecursionError):
-        same = False
-    return same
-
-
-def _holds(call: CallAccumulator, text: object) -> bool:
-    """Whether ``text`` is the call's withheld text (compared on bytes, nothing decoded)."""
-    return isinstance(text, str) and call.same_text(text)
-
-
-def _carried(call: CallAccumulator, text: object) -> bool:
-    """Whether ``text`` is the call's input as a Responses carrier shows it (a text input's
-    text; ``""`` for any other input)."""
-    if ITEMS[call.kind].input in _TEXT_INPUTS:
-        return _holds(call, text)
-    return text == ""
 
 
 def _size(text: str) -> int:
@@ -235,120 +213,9 @@ class Ledger:
 
     # ---- the carrier ---------------------------------------------------------------------
     def carrier_fault(self, carrier: Carrier) -> QuarantineReason | None:
-        """Why the carrier disagrees with the wire, or None when it matches exactly."""
-        if self.wire is Wire.ANTHROPIC:
-            return None if self._anthropic_carrier_matches(carrier) else R.CARRIER_MISMATCH
-        if carrier.kind == "anthropic":
-            return None if self._bridged_anthropic_matches(carrier) else R.CARRIER_MISMATCH
-        if carrier.kind == "chat":
-            return None if self._chat_carrier_matches(carrier) else R.CARRIER_MISMATCH
-        if self.wire is Wire.CHAT and self.finish_reason not in ("stop", "tool_calls"):
-            # The Responses API over a chat wire: a truncated chat stream (``length``,
-            # ``content_filter``) is an incomplete response, whatever the carrier says.
-            return R.RESPONSE_INCOMPLETE
-        if carrier.foreign or carrier.finish_reason != "completed":
-            return R.CARRIER_MISMATCH
-        if self.wire is Wire.RESPONSES:
-            # Same wire format: the same items, in output_index order, with the same ids.
-            # Structured items and reports carry no text input a carrier can rebuild byte
-            # for byte: they are matched by their ids and name.
-            ours = self.ordered()
-            theirs = [c for _, c in sorted(carrier.calls.items())]
-            same = len(ours) == len(theirs) and all(
-                (their.item_id, their.call_id, their.name) == (our.item_id, our.call_id, our.name)
-                and _carried(our, their.arguments)
-                for our, their in zip(ours, theirs, strict=True)
-            )
-            return None if same else R.CARRIER_MISMATCH
-        # Bridged from chat: litellm numbers the items itself, so calls match by call id.
-        mine = {c.call_id: c for c in self.ordered()}
-        bridged = {c.call_id: (c.name, c.arguments) for c in carrier.calls.values()}
-        same = (
-            len(bridged) == len(carrier.calls)
-            and mine.keys() == bridged.keys()
-            and all(
-                bridged[key][0] == call.name and _holds(call, bridged[key][1])
-                for key, call in mine.items()
-            )
-        )
-        return None if same else R.CARRIER_MISMATCH
-
-    def _chat_carrier_matches(self, carrier: Carrier) -> bool:
-        if (
-            carrier.foreign
-            or carrier.finish_reason != self.finish_reason
-            or set(carrier.calls) != set(self.calls)
-        ):
-            return False
-        for index, theirs in carrier.calls.items():
-            ours = self.calls[index]
-            if (theirs.call_id, theirs.name) != (ours.call_id, ours.name):
-                return False
-            if not _holds(ours, theirs.arguments):
-                return False
-        # Equal texts: litellm's copy serves as the released text (the chunk the carrier
-        # releases shows it), and none is decoded.
-        for index, theirs in carrier.calls.items():
-            self.calls[index].adopt(theirs.arguments)
-        return True
-
-    def _anthropic_carrier_matches(self, carrier: Carrier) -> bool:
-        """litellm's chat chunks (or its Anthropic events) against an Anthropic wire.
-
-        Chat chunks number the tool calls 0, 1, ... in block order and say ``tool_calls``;
-        Anthropic events keep the block indices and the ``stop_reason``. A call whose
-        arguments were its start block's ``input`` shows no argument text in litellm's
-        chunks (it drops the start input), or the same object re-serialized.
-        """
-        calls = self.ordered()
-        if carrier.kind == "chat":
-            if (carrier.finish_reason == "tool_calls") != bool(calls):
-                return False
-            theirs = [carrier.calls[i] for i in sorted(carrier.calls)]
-        elif carrier.kind == "anthropic":
-            if carrier.finish_reason != self.finish_reason or set(carrier.calls) != set(self.calls):
-                return False
-            theirs = [carrier.calls[i] for i in sorted(carrier.calls)]
-        else:
-            return False  # a Responses carrier over this wire is not a route the gate knows
-        if carrier.foreign or len(theirs) != len(calls):
-            return False
-        for ours, their in zip(calls, theirs, strict=True):
-            if (their.call_id, their.name) != (ours.call_id, ours.name):
-                return False
-            if _holds(ours, their.arguments):
-                if carrier.kind == "chat":
-                    ours.adopt(their.arguments)  # litellm's copy: what its chunk will show
-                continue
-            shown_none = their.arguments == "" and carrier.kind == "chat"
-            if ours.index not in self.from_start or not (
-                shown_none or _same_json(their.arguments, ours.join())
-            ):
-                return False
-        return True
-
-    def _bridged_anthropic_matches(self, carrier: Carrier) -> bool:
-        """Anthropic events litellm made from a chat or Responses wire (``/v1/messages`` in
-        front of a chat-completions or Responses model): litellm numbers the blocks itself,
-        so calls match by id; ``tool_use`` is said exactly when the wire streamed calls. Over
-        a Responses wire only function calls map to ``tool_use`` blocks: any other tool item
-        is a block the gate cannot match."""
-        if self.wire not in (Wire.CHAT, Wire.RESPONSES) or carrier.foreign:
-            return False
-        calls = self.ordered()
-        if self.wire is Wire.RESPONSES and any(c.kind != "function_call" for c in calls):
-            return False
-        if (carrier.finish_reason == "tool_use") != bool(calls):
-            return False
-        mine = {c.call_id: c for c in calls}
-        theirs = {c.call_id: (c.name, c.arguments) for c in carrier.calls.values()}
-        if len(theirs) != len(carrier.calls) or set(mine) != set(theirs):
-            return False
-        return all(
-            theirs[k][0] == call.name
-            and (_holds(call, theirs[k][1]) or _same_json(theirs[k][1], call.join()))
-            for k, call in mine.items()
-        )
+        """Why the carrier disagrees with the wire, or None when it matches exactly: the
+        wire's own rule (:meth:`.wires.base.WireSpec.carrier_fault`)."""
+        return WIRES[self.wire].carrier_fault(self, carrier)
 
     def terminal(self) -> list[CallAccumulator]:
         """Move every call that is not terminal yet (chat: all of them) to ITEM_TERMINAL;

@@ -1,6 +1,6 @@
 """The tool loop's rules, sans-I/O: its bounds, the call-id rule, and the conversation.
 
-``gate.run`` (the edge, :mod:`litellm_toolgate.edge.loop`) streams rounds through the gate
+``gate.run`` (the edge, :mod:`litellm_toolgate.edge.toolloop`) streams rounds through the gate
 and runs the released calls. What it decides without I/O lives here:
 
 - :class:`LoopLimits`: rounds (model requests) per run, calls per round, calls per run. The

@@ -65,9 +65,7 @@ _new: Callable[[type[AttemptOutcome], tuple[Any, ...]], AttemptOutcome] = tuple.
 
 def outcome_of(attempt: Attempt) -> AttemptOutcome:
     """The outcome of a decided attempt (released, or quarantined)."""
-    fault = attempt.quarantined
-    first, deciding = attempt.timings()
-    delay = None if first is None else max(0.0, attempt.now() - first)
+    route, wire, fault, calls, argument_bytes, first, deciding, now = attempt.metric_fields()
     if fault is None:
         reason = family = party = None
     else:
@@ -75,16 +73,16 @@ def outcome_of(attempt: Attempt) -> AttemptOutcome:
     # tuple.__new__ straight: a named tuple's own __new__ is Python code, and this runs on
     # every decided attempt.
     fields = (
-        attempt.route,
-        _WIRE_LABELS[attempt.wire],
+        route,
+        _WIRE_LABELS[wire],
         fault is None,
         reason,
         family,
         party,
-        attempt.open_calls,
-        attempt.argument_bytes,
+        calls,
+        argument_bytes,
         deciding,
-        delay,
+        None if first is None else max(0.0, now - first),
     )
     return _new(AttemptOutcome, fields)
 

@@ -44,7 +44,8 @@ class Deviation(enum.Enum):
     """Responses: ``response.id`` differs between the lifecycle events of one response."""
     PROGRAM_CALL_IN_PROGRESS = "program_call_in_progress"
     """Responses: a call made by a hosted program is ``in_progress`` at ``output_item.done``
-    and listed ``completed`` by ``response.completed``."""
+    and listed ``completed`` by ``response.completed``, or still ``in_progress`` there while
+    the listed program that made it has not ended (it waits on the client's answer)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,8 @@ PROFILES: Mapping[str, Profile] = {
             Entry(
                 Deviation.PROGRAM_CALL_IN_PROGRESS,
                 "responses",
-                'the item carries caller {"type": "program"}',
+                'the item carries caller {"type": "program"}; still in_progress in the '
+                "listing only while that program is listed and has not ended",
                 (
                     "https://github.com/openai/openai-agents-python/pull/3833",
                     "https://github.com/openai/codex/issues/40749",

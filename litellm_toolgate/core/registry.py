@@ -64,6 +64,7 @@ from jsonschema.validators import validator_for
 from .ecmaschema import ecma_dialect, pattern_problem, schema_formats
 from .errors import GateConfigError
 from .fastschema import fast_validator
+from .grammar import Grammar, format_of
 from .wires.responses_items import DECLARED_TOOL_TYPES
 
 __all__ = ["UNEVALUABLE", "SchemaVerdict", "ToolRegistry", "ToolSpec"]
@@ -157,12 +158,20 @@ class ToolSpec:
 class ToolRegistry:
     """The request's tools by name. Immutable once built."""
 
-    __slots__ = ("_specs", "declared")
+    __slots__ = ("_specs", "declared", "grammars")
 
-    def __init__(self, specs: Iterable[ToolSpec] = (), declared: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        specs: Iterable[ToolSpec] = (),
+        declared: Iterable[str] = (),
+        grammars: Mapping[str, Grammar] | None = None,
+    ) -> None:
         # Non-function tools the request declares, by type (``shell``, ``web_search``) and,
         # for custom tools, ``custom:<name>``: what a Responses item may be a call of.
         self.declared = frozenset(declared)
+        # The custom tools that declare a grammar, by name (core/grammar.py): their input
+        # must be a sentence of it. A custom tool of the text format has no entry.
+        self.grammars: Mapping[str, Grammar] = MappingProxyType(dict(grammars or {}))
         table: dict[str, ToolSpec] = {}
         for spec in specs:
             if spec.name in table:
@@ -177,13 +186,18 @@ class ToolRegistry:
             raise GateConfigError("tools must be a list of tool definitions")
         specs: list[ToolSpec] = []
         declared: list[str] = []
+        grammars: dict[str, Grammar] = {}
         for index, tool in enumerate(tools):
             other = _declared_of(index, tool)
             if other is None:
                 specs.append(_spec_of(index, tool))
-            else:
-                declared.append(other)
-        return cls(specs, declared)
+                continue
+            declared.append(other)
+            if other.startswith("custom:") and "format" in tool:
+                grammar = format_of(f"tools[{index}] ({other[7:]!r})", tool)
+                if grammar is not None:
+                    grammars[other[7:]] = grammar
+        return cls(specs, declared, grammars)
 
     def get(self, name: str) -> ToolSpec | None:
         return self._specs.get(name)

@@ -51,12 +51,13 @@ __all__ = [
     "scrub_arguments",
 ]
 
-SANITIZER_VERSION = "1"
+SANITIZER_VERSION = "2"  # 2: a program call's ``caller_id`` is an id
 
 _ID_KEYS = frozenset(
     {
         "id",
         "call_id",
+        "caller_id",
         "item_id",
         "tool_call_id",
         "tool_use_id",

@@ -1,7 +1,9 @@
 """Every rule that changes a stream's or a call's state, as transition tables per wire.
 
-Three wires are read: chat-completions SSE (:attr:`Wire.CHAT`), Responses SSE
-(:attr:`Wire.RESPONSES`) and Anthropic Messages SSE (:attr:`Wire.ANTHROPIC`). On a chat wire
+Four wires are read: chat-completions SSE (:attr:`Wire.CHAT`), Responses SSE
+(:attr:`Wire.RESPONSES`), Anthropic Messages SSE (:attr:`Wire.ANTHROPIC`) and Ollama's
+newline-delimited JSON (:attr:`Wire.OLLAMA`, on the chat tables: its ``done`` line is the
+finish and the end marker at once, ``wires/ollama.py``). On a chat wire
 a stream (one HTTP response of one attempt) moves::
 
     RECEIVING --finish--> FINISHED --[DONE]--> DONE --eof--> CLOSED --conclude--> CLOSED
@@ -46,7 +48,8 @@ move means. A (state, input) pair absent from a table is a bug in the caller of 
 reported as :class:`TransitionError` naming both; QUARANTINED and RELEASED accept nothing.
 Only a call in POLICY_APPROVED can move to RELEASED: that one entry is the whole guarantee
 that no call skips a stage. Which input a wire event is (:func:`input_of`) and which wire a
-request path speaks (:func:`wire_of`) are decided here too.
+request path speaks (:data:`WIRE_PATHS`, :func:`wire_of`) are decided here too. Everything
+else a wire means is its module's :class:`~.wires.base.WireSpec` (``wires.WIRES``).
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ class Wire(IdentityEnum):
     CHAT = "chat"
     RESPONSES = "responses"
     ANTHROPIC = "anthropic"
+    OLLAMA = "ollama"
 
 
 class StreamState(IdentityEnum):
@@ -224,11 +228,14 @@ STREAM_TABLES = {
     Wire.CHAT: STREAM_TABLE,
     Wire.RESPONSES: RESPONSES_STREAM_TABLE,
     Wire.ANTHROPIC: ANTHROPIC_STREAM_TABLE,
+    # Ollama: the chat tables; its done line is read as the finish and the end marker at once.
+    Wire.OLLAMA: STREAM_TABLE,
 }
 CALL_TABLES = {
     Wire.CHAT: CALL_TABLE,
     Wire.RESPONSES: RESPONSES_CALL_TABLE,
     Wire.ANTHROPIC: ANTHROPIC_CALL_TABLE,
+    Wire.OLLAMA: CALL_TABLE,  # a call arrives whole: opened, then its one fragment
 }
 del S, I, R, C, CI
 
@@ -281,13 +288,19 @@ def input_of(event: ev.WireEvent) -> StreamInput:
     return EVENT_INPUTS[type(event)]
 
 
+WIRE_PATHS: tuple[tuple[str, Wire], ...] = (
+    ("/v1/messages", Wire.ANTHROPIC),
+    ("/chat/completions", Wire.CHAT),
+    ("/responses", Wire.RESPONSES),
+    ("/api/chat", Wire.OLLAMA),
+)
+"""The end of the request path each wire is served on, tried in this order."""
+
+
 def wire_of(path: str) -> Wire | None:
     """The wire a request's URL path speaks, or None for one this gate cannot read."""
     path = path.rstrip("/")
-    if path.endswith("/v1/messages"):
-        return Wire.ANTHROPIC
-    if path.endswith("/chat/completions"):
-        return Wire.CHAT
-    if path.endswith("/responses"):
-        return Wire.RESPONSES
+    for suffix, wire in WIRE_PATHS:
+        if path.endswith(suffix):
+            return wire
     return None

@@ -8,9 +8,10 @@ may go out now and holds the rest; once the body ended, :meth:`Withholder.conclu
 calls for the policy (which the edge runs, sync or awaited) and :meth:`Withholder.release` the
 held messages, or nothing. The edge's sync and async streams are thin loops over these steps.
 
-Framing. A second, framing-only :class:`~.sse.SSEDecoder` cuts the body into messages; the
-attempt decodes the same pieces with its own, and the edge stops feeding at the attempt's
-first fault, so a message the attempt refused is never passed on.
+Framing. A second, framing-only decoder of the wire's framing (SSE, or Ollama's lines)
+cuts the body into messages; the attempt decodes the same pieces with its own, and the edge
+stops feeding at the attempt's first fault, so a message the attempt refused is never
+passed on.
 
 Live or held. A message that its wire's own classification (``wires``) says may pass live
 (chat: text, role or usage only; Responses: text, reasoning, items that are no tool, lifecycle
@@ -25,12 +26,13 @@ it refuses quarantines the attempt as a carrier mismatch and drops everything he
 client can never fail part way through a released call. An approved whole chat body is asked
 the same of the client's converter of whole results.
 
-Encoding. Messages are passed on re-encoded, one ``data:`` line each, as ASCII-only JSON of
-the same value: argument strings come out identical, and a line-based parser can no longer
-lose a message split over two ``data:`` lines or cut at a raw U+2028. Comments and ``id``
-fields carry nothing the client reads and are dropped. Event names are dropped too, except on
-the Anthropic wire (whose events are read by name); on a chat wire only unnamed messages are
-read, so named ones are dropped whole.
+Encoding. Messages are passed on re-encoded by their wire (``WireSpec.encode``), one
+``data:`` line each (Ollama: one newline-ended line each, as its server writes them), as
+ASCII-only JSON of the same value: argument strings come out identical, and a line-based
+parser can no longer lose a message split over two ``data:`` lines or cut at a raw U+2028.
+Comments and ``id`` fields carry nothing the client reads and are dropped. Event names are
+dropped too, except on the Anthropic wire (whose events are read by name); on a chat wire
+only unnamed messages are read, so named ones are dropped whole.
 """
 
 from __future__ import annotations
@@ -42,11 +44,10 @@ from typing import Any
 from .attempt import Attempt, Carrier
 from .errors import QuarantineReason, ToolCallQuarantined
 from .policy import ToolCall
-from .sse import SSEDecoder, SSEMessage
+from .sse import SSEMessage
 from .state import Wire
-from .wires import chat as chat_wire
-from .wires import responses as responses_wire
-from .wires.anthropic import EventClassifier
+from .wires import WIRES
+from .wires.base import Framer, LiveRule
 
 R = QuarantineReason
 
@@ -55,15 +56,6 @@ Check = Callable[[Mapping[str, Any]], bool]
 
 _DONE = b"data: [DONE]\n\n"
 _UNREAD = object()  # a message whose data is no JSON
-
-
-def encode(message: SSEMessage, value: Any, *, named: bool) -> bytes:
-    """``value`` (the message's data, decoded) as ASCII JSON on one ``data:`` line; ``named``
-    keeps the message's ``event:`` name."""
-    data = b"data: " + json.dumps(value, separators=(",", ":")).encode("ascii") + b"\n\n"
-    if named and message.event:
-        return b"event: " + message.event.encode("ascii", "replace") + b"\n" + data
-    return data
 
 
 def _decoded(data: str | bytes) -> Any:
@@ -107,8 +99,8 @@ class Withholder:
         self._checks = checks or {}
         self._body_check = body_check
         self._on_decided = on_decided
-        self._framer = SSEDecoder(max_event_bytes=attempt.limits.max_event_bytes)
-        self._classifier = EventClassifier()
+        self._framer: Framer | None = None  # the wire's framing, made once the wire is known
+        self._live: tuple[Wire, LiveRule] | None = None  # the wire's rule, made for this body
         self._held: list[bytes] = []
         self.decided = False  # reading is over: the decision is under way or made
         self.passed_live = False  # whether any message went out before the decision
@@ -120,9 +112,12 @@ class Withholder:
             return []
         live: list[bytes] = []
         wire = self.attempt.wire
+        spec = WIRES[wire]
         check = self._checks.get(wire)
+        if self._framer is None:
+            self._framer = spec.decoder(self.attempt.limits.max_event_bytes)
         for message in self._framer.feed(piece):
-            if wire is Wire.CHAT and message.event not in ("", "message"):
+            if not spec.reads_event(message.event):
                 continue
             if message.data == "[DONE]":
                 self._held.append(_DONE)
@@ -141,7 +136,7 @@ class Withholder:
                 self.attempt.interrupt(fault)
                 self._held = []
                 return live
-            out = encode(message, value, named=wire is Wire.ANTHROPIC)
+            out = spec.encode(message, value)
             if not self._held and is_object and self._passes_live(message, value, wire):
                 live.append(out)
                 self.passed_live = True
@@ -153,12 +148,12 @@ class Withholder:
         """Whether a message may go out before the decision: the core's one answer per wire."""
         if message.event == "error":
             return False
-        if wire is Wire.ANTHROPIC:
-            # Stateful: a block's type is learnt from its start, seen only while nothing is held.
-            return self._classifier.passes_live(value)
-        if wire is Wire.RESPONSES:
-            return responses_wire.passes_live(value)
-        return chat_wire.passes_live(value)
+        # A wire's rule may be stateful (Anthropic learns a block's type from its start,
+        # seen only while nothing is held): one rule per body, made for the wire it reads.
+        live = self._live
+        if live is None or live[0] is not wire:
+            live = self._live = (wire, WIRES[wire].live_rule())
+        return live[1].passes_live(value)
 
     def begin_decision(self) -> None:
         """Reading is over; from here a cancel drops nothing more (the decision is under way)."""
@@ -196,7 +191,11 @@ class Withholder:
             attempt.interrupt(R.CARRIER_MISMATCH)
 
     def _whole_carried(self) -> bool:
-        if self.streamed or self._body_check is None or self.attempt.wire is not Wire.CHAT:
+        if (
+            self.streamed
+            or self._body_check is None
+            or not WIRES[self.attempt.wire].whole_body_checked
+        ):
             return True
         value = _decoded(b"".join(self._held))
         # The attempt itself judges a body that is no JSON object.

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 from .. import ToolGate
 from ..core.journal import AmbiguousCalls
-from ..edge.journal import open_journal
+from ..edge.journalstores import open_journal
 from ..edge.tools import Tool
 from .run import MULTIPLY, print_rows
 from .upstream import FakeUpstream, Scripted, answer_stream, calls_stream

@@ -25,7 +25,7 @@ from typing import Any, TextIO
 import litellm
 
 from .. import ToolCallQuarantined, ToolGate
-from ..edge.journal import open_journal
+from ..edge.journalstores import open_journal
 from ..edge.tools import Tool, ToolContext
 from .upstream import FakeUpstream, Scripted, answer_stream, recording
 

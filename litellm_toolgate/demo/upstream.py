@@ -45,7 +45,14 @@ __all__ = [
 ]
 
 _CHAT_PATHS = frozenset(
-    {"/v1/chat/completions", "/chat/completions", "/v1/responses", "/responses", "/v1/messages"}
+    {
+        "/v1/chat/completions",
+        "/chat/completions",
+        "/v1/responses",
+        "/responses",
+        "/v1/messages",
+        "/api/chat",  # Ollama (ollama_chat/)
+    }
 )
 _CHAT_SUFFIXES = ("/chat/completions", "/responses")
 _JOIN_TIMEOUT = 2.0

@@ -20,7 +20,7 @@ from typing import Any
 from ..core.compose import AllOf
 from ..core.journal import JournalRow
 from ..core.policy import PolicyDecision, ReleasedCall, ToolCall
-from .approval import ApprovalJournal, ApprovalPolicy
+from .approvalwait import ApprovalJournal, ApprovalPolicy
 from .pathscope import PathScope
 
 __all__ = ["aconfirm_at_start", "confirm_at_start", "members", "tool_arguments"]

@@ -34,7 +34,7 @@ from typing import Any
 
 from ..core.attempt import Carrier
 from ..core.errors import RouteNotGated
-from .messages import AnthropicEvents, message_carrier
+from .carriers.messages import AnthropicEvents, message_carrier
 from .routes import Api, provider_of
 
 # litellm's Messages packages: 1.110.2 (and newer), then 1.108.7.

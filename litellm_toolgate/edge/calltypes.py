@@ -7,8 +7,10 @@ passes untouched. ``tests/test_calltypes.py`` iterates litellm's own ``CallTypes
 type a future litellm adds fails that test until it is classified here.
 
 Refusals are enforced twice: the async deployment hook raises :class:`CallRefused` (a
-guardrail intervention, so litellm hands it to the caller as it is), and ``log_pre_api_call``
-raises :class:`~.sync.claiming.UngatedCallRefused` for any refused call that gets that far.
+guardrail intervention, so litellm hands it to the caller as it is), and for any refused
+sync call that gets that far ``log_pre_api_call`` holds a
+:class:`~.sync.claiming.UngatedCallRefused` that the claiming transport raises in place of
+the request (:mod:`.sync.hooks`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import sys
 from litellm.exceptions import GuardrailRaisedException
 
 from ..core.errors import GateConfigError, WireNotObservable
+from .intervention import set_guardrail_fields
 
 
 class Handling(enum.Enum):
@@ -27,9 +30,15 @@ class Handling(enum.Enum):
     NOT_A_MODEL_TURN = "not a model turn"
 
 
-# Gated by the callback (async: the injected withholding client; sync: the claiming transport).
-# ``anthropic_messages`` is litellm.anthropic.messages.acreate and the proxy's /v1/messages.
-GATED = frozenset({"completion", "acompletion", "responses", "aresponses", "anthropic_messages"})
+# Gated by the callback (async: the injected withholding client; sync: the claiming transport),
+# by the wire the caller gets: chat, the Responses API (async and sync), and Anthropic Messages
+# (``anthropic_messages``: litellm.anthropic.messages.acreate and the proxy's /v1/messages).
+CHAT = frozenset({"completion", "acompletion"})
+RESPONSES = frozenset({"responses", "aresponses"})
+MESSAGES = frozenset({"anthropic_messages"})
+GATED = CHAT | RESPONSES | MESSAGES
+# The sync ones: gated on the wire by the claiming transport (sync.claiming).
+SYNC = frozenset({"completion", "responses"})
 
 # The sync twin of the Anthropic Messages entry point: litellm has no sync path that the gate
 # can claim there, so it is refused before it is sent.
@@ -141,11 +150,7 @@ class CallRefused(WireNotObservable, GuardrailRaisedException):
             "carry tool calls), so it was refused before sending"
         )
         WireNotObservable.__init__(self, message)
-        self.guardrail_name = "toolgate"
-        self.message = message
-        self.blocked_content = False
-        self.status_code = 400
-        self.args = (message,)
+        set_guardrail_fields(self, message, status_code=400, blocked_content=False)
 
 
 class GatesConflict(GateConfigError, GuardrailRaisedException):
@@ -167,11 +172,7 @@ class GatesConflict(GateConfigError, GuardrailRaisedException):
             "ToolGateGuardrail (or select one per request with default_on: false)"
         )
         GateConfigError.__init__(self, message)
-        self.guardrail_name = "toolgate"
-        self.message = message
-        self.blocked_content = False
-        self.status_code = 400
-        self.args = (message,)
+        set_guardrail_fields(self, message, status_code=400, blocked_content=False)
 
 
 NOT_A_MODEL_TURN = frozenset(
@@ -230,12 +231,16 @@ assert not (GATED & REFUSED) and not ((GATED | REFUSED) & NOT_A_MODEL_TURN)
 
 __all__ = [
     "ANTHROPIC_MESSAGES",
+    "CHAT",
     "CallRefused",
     "GATED",
     "GatesConflict",
     "Handling",
+    "MESSAGES",
     "NOT_A_MODEL_TURN",
     "REFUSED",
+    "RESPONSES",
+    "SYNC",
     "handling",
     "in_messages_entry_point",
     "sync_route_refused",

@@ -48,8 +48,8 @@ from pydantic import (
 from ..core.errors import GateConfigError
 from ..core.limits import Limits
 from ..core.policy import Policy
-from .escalation import EscalationSettings
-from .metrics import MetricsSettings
+from .prometheus import MetricsSettings
+from .routeescalation import EscalationSettings
 
 SETTING_KEYS = frozenset(
     {"tools", "tools_file", "policy", "limits", "tool_categories", "hmac_key_env", "run_id"}

@@ -38,7 +38,9 @@ from ..core.policy import Policy
 from ..core.profiles import check_overrides
 from ..core.registry import ToolRegistry
 from .bridges import Bridge, bridge_path, messages_bridge
-from .carrier import response_carrier
+from .carriers.chat import response_carrier
+from .carriers.messages import AnthropicEvents, message_carrier
+from .carriers.responses import CarrierEvents, carrier_events, carrier_of_response
 from .clients import (
     ClientPool,
     TappedAsyncHTTPHandler,
@@ -49,15 +51,13 @@ from .clients import (
 )
 from .config import REQUEST_TOOLS
 from .logs import emit_records
-from .loop import RunResult
-from .loop import arun as arun_loop
-from .loop import run as run_loop
-from .messages import AnthropicEvents, message_carrier
 from .policyrun import aapprove_whole, approve_whole
-from .respevents import CarrierEvents, carrier_events, carrier_of_response
 from .routes import Api, ClientKind, route_for
 from .stream import AsyncGatedStream, GatedStream
 from .sync.vouching import vouch_client, vouched
+from .toolloop import RunResult
+from .toolloop import arun as arun_loop
+from .toolloop import run as run_loop
 from .transport import AsyncTapTransport, TapTransport, WireTap
 
 _HOW = (
@@ -355,10 +355,10 @@ class ToolGate:
             Api.RESPONSES, litellm.aresponses, kwargs, carrier_of_response, CarrierEvents
         )
 
-    # ---- the tool loop (edge/loop.py) -------------------------------------------------------
+    # ---- the tool loop (edge/toolloop.py) -------------------------------------------------------
     def run(self, **options: Any) -> RunResult:
         """Run the bounded tool loop: gated rounds, each released call journaled, run once
-        and answered with its id (see :mod:`.loop`). ``executors``, ``journal`` and
+        and answered with its id (see :mod:`.toolloop`). ``executors``, ``journal`` and
         ``run_id`` are required; ``api="chat"`` (``messages=``) or ``"responses"``
         (``input=``); every other argument is litellm's, sent with every round."""
         return run_loop(self, options)
@@ -371,10 +371,11 @@ class ToolGate:
         """``litellm.anthropic.messages.create`` with every tool_use block gated.
 
         The stream is handed back as Anthropic SSE bytes, tool blocks withheld and released
-        right before ``message_delta`` / ``message_stop`` (:mod:`.messages`). litellm has no
-        sync path for ``anthropic/`` models (it raises ``ValueError`` before sending); bridged
-        models work sync too, except a stream on a model litellm bridges to the Responses
-        API (``openai/``), refused before sending (litellm hands back an async iterator).
+        right before ``message_delta`` / ``message_stop`` (:mod:`.carriers.messages`).
+        litellm has no sync path for ``anthropic/`` models (it raises ``ValueError`` before
+        sending); bridged models work sync too, except a stream on a model litellm bridges
+        to the Responses API (``openai/``), refused before sending (litellm hands back an
+        async iterator).
         """
         bridge = messages_bridge(kwargs)
         if bridge is Bridge.RESPONSES and kwargs.get("stream"):

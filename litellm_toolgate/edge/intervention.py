@@ -47,6 +47,18 @@ from ..core.records import DecisionRecord
 GUARDRAIL_NAME = "toolgate"
 
 
+def set_guardrail_fields(
+    error: GuardrailRaisedException, message: str, *, status_code: int, blocked_content: bool
+) -> None:
+    """Give a gate's ``GuardrailRaisedException`` litellm's fields for ``message``: its base
+    ``__init__`` (run by the gate's own base, or not at all) leaves them wrong or unset."""
+    error.guardrail_name = GUARDRAIL_NAME
+    error.message = message
+    error.blocked_content = blocked_content
+    error.status_code = status_code
+    error.args = (message,)
+
+
 def _rebuild(
     reason: QuarantineReason,
     attempt_id: str,
@@ -76,11 +88,7 @@ def _twin(family: type[ToolCallQuarantined]) -> type[ToolCallQuarantined]:
         family.__init__(self, reason, attempt_id, records, call_index=call_index)
         # GuardrailRaisedException.__init__ ran next in the MRO, with that message as the
         # guardrail's name: put its fields right.
-        self.guardrail_name = GUARDRAIL_NAME
-        self.message = message
-        self.blocked_content = True
-        self.status_code = status
-        self.args = (message,)
+        set_guardrail_fields(self, message, status_code=status, blocked_content=True)
 
     twin = type(
         family.__name__,
@@ -125,4 +133,4 @@ def is_intervention(error: BaseException) -> bool:
     return isinstance(error, ToolCallQuarantined) and isinstance(error, GuardrailRaisedException)
 
 
-__all__ = ["GUARDRAIL_NAME", "as_intervention", "is_intervention"]
+__all__ = ["GUARDRAIL_NAME", "as_intervention", "is_intervention", "set_guardrail_fields"]

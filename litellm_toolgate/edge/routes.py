@@ -35,6 +35,7 @@ from typing import Any
 
 from ..core.errors import RouteNotGated
 from ..core.state import Wire
+from ..core.wires import WIRES
 
 
 class Api(enum.Enum):
@@ -55,10 +56,16 @@ class Gated:
     wire: Wire
     client: ClientKind
     bridged: bool = False  # Responses made by litellm from a chat call
+    callback: str | None = None
+    """Why the callback (``ToolGateGuardrail``) refuses this route, where only ``ToolGate``
+    gates it; None: both gate it."""
 
     def describe(self) -> str:
         how = "bridged to chat, " if self.bridged else ""
-        return f"gated ({how}{self.wire.value} SSE, {self.client.value})"
+        only = "" if self.callback is None else "; ToolGate only, the callback refuses it"
+        return (
+            f"gated ({how}{self.wire.value} {WIRES[self.wire].framing}, {self.client.value}{only})"
+        )
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,20 @@ _ANTHROPIC = Refused(
     "gate does not cross-check"
 )
 _GEMINI = _wire("Gemini generateContent streaming")
+_OLLAMA_CHAT = Gated(
+    Wire.OLLAMA,
+    ClientKind.HTTP_HANDLER,
+    # litellm (1.110.2) numbers each line's calls from 0, so calls that arrive in two lines
+    # reach the caller merged under one tool index: ToolGate's cross-check of litellm's
+    # chunks refuses that; the callback, which withholds the wire and lets litellm parse it,
+    # has no such check for this wire yet.
+    callback="litellm may merge Ollama calls from separate lines, and the callback does not "
+    "cross-check litellm's chunks on this wire yet",
+)
+_OLLAMA_RESPONSES = Refused(
+    "litellm makes Responses events from Ollama's /api/chat stream through a bridge the gate "
+    "has not been checked against yet"
+)
 
 ROUTES: Mapping[str, Route] = {
     route.provider: route
@@ -132,10 +153,12 @@ ROUTES: Mapping[str, Route] = {
         Route("fireworks_ai", _HTTP_CHAT, _FAKE_STREAM),
         Route("hosted_vllm", _HTTP_CHAT, _FAKE_STREAM),
         Route("databricks", _HTTP_CHAT, _FAKE_STREAM),
-        # Wires the gate does not read (yet).
         # Chat (and litellm's Anthropic messages entry point) on the Anthropic Messages wire.
         Route("anthropic", Gated(Wire.ANTHROPIC, ClientKind.HTTP_HANDLER), _ANTHROPIC),
-        Route("ollama_chat", *[_wire("Ollama's NDJSON /api/chat stream")] * 2),
+        # Ollama's NDJSON /api/chat wire (core/wires/ollama.py); litellm bridges its
+        # Responses API to chat there, which is not cross-checked yet.
+        Route("ollama_chat", _OLLAMA_CHAT, _OLLAMA_RESPONSES),
+        # Wires the gate does not read (yet).
         Route("gemini", _GEMINI, _GEMINI),
         Route("vertex_ai", _GEMINI, _GEMINI),
         Route("bedrock", *[_wire("AWS event-stream (Bedrock Converse / invoke)")] * 2),
@@ -167,14 +190,15 @@ def provider_of(request: Mapping[str, Any], *, with_base: bool = True) -> tuple[
     return (str(bare), str(provider)) if provider else None
 
 
-def route_for(request: Mapping[str, Any], api: Api) -> Gated:
+def route_for(request: Mapping[str, Any], api: Api, *, callback: bool = False) -> Gated:
     """How the gate gates this call, or :class:`RouteNotGated` (nothing has been sent).
 
     On the Responses API the route is also checked against litellm itself: litellm resolves
     a Responses call's provider without the ``api_base`` in some versions, and decides per
     model whether it fakes the stream (a model missing from its model map, for one), so
     every provider it may pick must be gated and litellm must serve it the way the table
-    says.
+    says. ``callback``: asked by the callback, which refuses what the table gates only
+    through ``ToolGate``.
     """
     found = provider_of(request)
     if found is None:
@@ -194,6 +218,8 @@ def route_for(request: Mapping[str, Any], api: Api) -> Gated:
             _check_responses(model, provider, decision, bool(request.get("stream")))
     gated = decisions[0][2]
     assert isinstance(gated, Gated)
+    if callback and gated.callback is not None:
+        raise RouteNotGated(decisions[0][1], api.value, gated.callback)
     return gated
 
 

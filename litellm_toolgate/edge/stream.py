@@ -1,8 +1,8 @@
 """The gated stream the caller iterates: litellm's chunks, with tool calls withheld.
 
 Text chunks pass through as litellm yields them; tool-call fragments and the finish are
-withheld (see :mod:`carrier`; for ``gate.responses()`` the carrier is litellm's Responses
-events, withheld per function-call item by :mod:`.respevents`). When litellm's stream ends
+withheld (see :mod:`.carriers.chat`; for ``gate.responses()`` the carrier is litellm's Responses
+events, withheld per function-call item by :mod:`.carriers.responses`). When litellm's stream ends
 the gate reads the wire to its end, concludes the attempt, runs the policy, and only then
 yields one chunk holding every released call (arguments exactly as on the wire) followed by
 the held chunks. Any fault raises :class:`ToolCallQuarantined` instead; nothing withheld is
@@ -28,7 +28,7 @@ from ..core.attempt import Attempt
 from ..core.errors import raise_clean
 from ..core.gated import END, FAULT, MORE, CarrierAdapter, GatedItems
 from ..core.policy import Policy, ReleasedCall
-from .carrier import CarrierChunks
+from .carriers.chat import CarrierChunks
 from .logs import emit_records
 from .offload import decide_off_loop
 from .policyrun import ajudge, judge

@@ -26,9 +26,35 @@ def bodies() -> list[bytes]:
     return [path.read_bytes() for path in sorted(CHAT.glob("*.sse"))]
 
 
+# Item types the Responses oracle (tests/oracle_responses.py) does not model yet: grammar
+# checks, strict MCP approval arguments, programmatic calls and server-run shell and tool
+# search items. The oracle would judge these recordings by its older rules, so they are not
+# seeds of the core harness; their own suites (tests/test_responses_items.py) replay them at
+# every byte split instead.
+ORACLE_UNMODELLED = frozenset(
+    {
+        "custom_grammar_lark",
+        "custom_grammar_lark_refused",
+        "custom_grammar_regex",
+        "custom_grammar_regex_refused",
+        "mcp_approval_request",
+        "mcp_approval_request_bad_arguments",
+        "program_call_in_progress_after_program_ended",
+        "program_call_waiting",
+        "program_call_waiting_strict",
+        "shell_call_run_by_server",
+        "tool_search_run_by_server",
+    }
+)
+
+
 def responses_bodies() -> list[bytes]:
-    """Every recorded Responses stream."""
-    return [path.read_bytes() for path in sorted(RESPONSES.glob("*.sse"))]
+    """Every recorded Responses stream the oracle models."""
+    return [
+        path.read_bytes()
+        for path in sorted(RESPONSES.glob("*.sse"))
+        if path.stem not in ORACLE_UNMODELLED
+    ]
 
 
 def anthropic_bodies() -> list[bytes]:

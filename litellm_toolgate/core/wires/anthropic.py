@@ -63,8 +63,8 @@ every tool block's ``content_block_stop``, then ``message_delta`` with ``stop_re
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import QuarantineReason
 from ..events import (
@@ -80,8 +80,14 @@ from ..events import (
     Unknown,
     WireEvent,
 )
+from ..profiles import Profile
 from ..sse import SSEMessage
+from ..state import Wire
+from .base import LiveRule, WireSpec, holds, same_json, verdict
 from .loads import WireFault, load_object, load_strict
+
+if TYPE_CHECKING:
+    from ..ledger import Carrier, Ledger
 
 R = QuarantineReason
 
@@ -365,3 +371,66 @@ def _error_type(obj: Mapping[str, Any]) -> str:
     error = obj.get("error")
     kind = error.get("type") if isinstance(error, dict) else None
     return kind[:64] if isinstance(kind, str) and kind else "error"
+
+
+# ---- the wire's answers to the core ----------------------------------------------------------
+class AnthropicWire(WireSpec):
+    """The Anthropic Messages wire (see :class:`~.base.WireSpec`): read by event name, its
+    live rule learns each block's type from its start, its finish is :func:`stop_reason_fault`.
+    """
+
+    named = True
+
+    def normalizer(self, profile: Profile) -> AnthropicNormalizer:
+        return AnthropicNormalizer()
+
+    def terminal_fault(
+        self, finish_reason: str | None, calls: bool, stop_accepted: Callable[[], bool]
+    ) -> QuarantineReason | None:
+        return stop_reason_fault(finish_reason, calls)
+
+    def carrier_fault(self, ledger: Ledger, carrier: Carrier) -> QuarantineReason | None:
+        return verdict(_carrier_matches(ledger, carrier))
+
+    def live_rule(self) -> LiveRule:
+        # Stateful: a block's type is learnt from its start, seen only while nothing is held.
+        return EventClassifier()
+
+
+def _carrier_matches(ledger: Ledger, carrier: Carrier) -> bool:
+    """litellm's chat chunks (or its Anthropic events) against an Anthropic wire.
+
+    Chat chunks number the tool calls 0, 1, ... in block order and say ``tool_calls``;
+    Anthropic events keep the block indices and the ``stop_reason``. A call whose
+    arguments were its start block's ``input`` shows no argument text in litellm's
+    chunks (it drops the start input), or the same object re-serialized.
+    """
+    calls = ledger.ordered()
+    if carrier.kind == "chat":
+        if (carrier.finish_reason == "tool_calls") != bool(calls):
+            return False
+        theirs = [carrier.calls[i] for i in sorted(carrier.calls)]
+    elif carrier.kind == "anthropic":
+        if carrier.finish_reason != ledger.finish_reason or set(carrier.calls) != set(ledger.calls):
+            return False
+        theirs = [carrier.calls[i] for i in sorted(carrier.calls)]
+    else:
+        return False  # a Responses carrier over this wire is not a route the gate knows
+    if carrier.foreign or len(theirs) != len(calls):
+        return False
+    for ours, their in zip(calls, theirs, strict=True):
+        if (their.call_id, their.name) != (ours.call_id, ours.name):
+            return False
+        if holds(ours, their.arguments):
+            if carrier.kind == "chat":
+                ours.adopt(their.arguments)  # litellm's copy: what its chunk will show
+            continue
+        shown_none = their.arguments == "" and carrier.kind == "chat"
+        if ours.index not in ledger.from_start or not (
+            shown_none or same_json(their.arguments, ours.join())
+        ):
+            return False
+    return True
+
+
+WIRE = AnthropicWire(Wire.ANTHROPIC)

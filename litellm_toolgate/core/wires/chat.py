@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import json
 import json.decoder
-from collections.abc import Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import QuarantineReason
 from ..events import (
@@ -56,7 +56,23 @@ from ..events import (
 )
 from ..profiles import STRICT, Deviation, Profile
 from ..sse import SSEMessage
+from ..state import Wire
+from .base import (
+    Known,
+    LiveRule,
+    Normalizer,
+    Read,
+    WireSpec,
+    bridged_anthropic_matches,
+    chat_carrier_matches,
+    holds,
+    stateless,
+    verdict,
+)
 from .loads import WireFault, load_object
+
+if TYPE_CHECKING:
+    from ..ledger import Carrier, Ledger
 
 R = QuarantineReason
 
@@ -70,7 +86,7 @@ LITELLM_VISIBLE_DELTA_FIELDS: tuple[str, ...] = (
     "images",
 )
 """The same rule read on litellm's chat chunks: the fields of a delta that make a chunk worth
-handing on once its tool calls are taken out (``edge/carrier.py``).
+handing on once its tool calls are taken out (``edge/carriers/chat.py``).
 
 They are the wire's visible fields less ``refusal`` (a refusal with text is a fault on the
 wire, so its chunk is never handed on), plus the fields litellm itself fills from other
@@ -467,3 +483,71 @@ def _middle(data: str, template: _Template) -> str | None:
     except ValueError:  # its message quotes the line: dropped here
         return None
     return value if end == stop + 1 else None
+
+
+# ---- the wire's answers to the core ----------------------------------------------------------
+class ChatWire(WireSpec):
+    """The chat-completions wire (see :class:`~.base.WireSpec`).
+
+    Its terminal: ``finish_reason: tool_calls`` exactly when calls were streamed (or ``stop``
+    with calls, where the route's profile takes it for a forced tool choice). A Responses
+    carrier over this wire is litellm's Responses bridge: it numbers the items itself, so its
+    calls match by call id, and a chat stream cut short (``length``, ``content_filter``) is an
+    incomplete response whatever the carrier says.
+    """
+
+    whole_body_checked = True
+
+    def normalizer(self, profile: Profile) -> ChatNormalizer:
+        return ChatNormalizer(profile)
+
+    def readers(self, normalizer: Normalizer) -> tuple[Read, Known | None]:
+        # A line known() does not know is read without asking it again. A line named
+        # "message" is not asked at all: read in full, to the same events.
+        assert isinstance(normalizer, ChatNormalizer)
+        return normalizer.read, normalizer.known
+
+    def request_fault(self, fields: Mapping[str, Any]) -> QuarantineReason | None:
+        return request_fault(fields)
+
+    def terminal_fault(
+        self, finish_reason: str | None, calls: bool, stop_accepted: Callable[[], bool]
+    ) -> QuarantineReason | None:
+        terminal = finish_reason == "tool_calls" or (
+            finish_reason == "stop" and calls and stop_accepted()
+        )
+        return None if calls == terminal else R.FINISH_REASON_MISMATCH
+
+    def carrier_fault(self, ledger: Ledger, carrier: Carrier) -> QuarantineReason | None:
+        if carrier.kind == "anthropic":
+            return verdict(bridged_anthropic_matches(ledger, carrier))
+        if carrier.kind == "chat":
+            return verdict(chat_carrier_matches(ledger, carrier))
+        if ledger.finish_reason not in ("stop", "tool_calls"):
+            # The Responses API over a chat wire: a truncated chat stream (``length``,
+            # ``content_filter``) is an incomplete response, whatever the carrier says.
+            return R.RESPONSE_INCOMPLETE
+        if carrier.foreign or carrier.finish_reason != "completed":
+            return R.CARRIER_MISMATCH
+        # Bridged from chat: litellm numbers the items itself, so calls match by call id.
+        mine = {c.call_id: c for c in ledger.ordered()}
+        bridged = {c.call_id: (c.name, c.arguments) for c in carrier.calls.values()}
+        same = (
+            len(bridged) == len(carrier.calls)
+            and mine.keys() == bridged.keys()
+            and all(
+                bridged[key][0] == call.name and holds(call, bridged[key][1])
+                for key, call in mine.items()
+            )
+        )
+        return verdict(same)
+
+    def reads_event(self, event: str) -> bool:
+        # Only unnamed messages are read on a chat wire: named ones are dropped whole.
+        return event in ("", "message")
+
+    def live_rule(self) -> LiveRule:
+        return stateless(passes_live)
+
+
+WIRE = ChatWire(Wire.CHAT)

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..enums import IdentityEnum
 from ..errors import QuarantineReason
@@ -77,8 +77,23 @@ from ..events import (
 )
 from ..profiles import STRICT, Deviation, Profile
 from ..sse import SSEMessage
+from ..state import Wire
+from ..strictjson import ArgumentsError, parse_arguments
+from .base import (
+    LiveRule,
+    WireSpec,
+    bridged_anthropic_matches,
+    chat_carrier_matches,
+    holds,
+    stateless,
+    verdict,
+)
 from .loads import WireFault, load_object
 from .responses_items import INPUT_FIELDS, ITEMS, PASSING_ITEMS, Executor, Input
+
+if TYPE_CHECKING:
+    from ..call import CallAccumulator
+    from ..ledger import Carrier, Ledger
 
 R = QuarantineReason
 
@@ -236,14 +251,71 @@ def _canonical(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _payload(kind: str, item: Mapping[str, Any]) -> str:
-    """The input text of an item without deltas: its input field, or a report's own fields."""
+# How deep a report's JSON text may nest (the gate's default ``max_json_depth``).
+_REPORT_DEPTH = 64
+
+
+def _payload(kind: str, item: Mapping[str, Any], index: int | None = None) -> str:
+    """The input text of an item without deltas: its input field, or a report's own fields.
+
+    A report whose rule names a ``field`` (``mcp_approval_request.arguments``) holds JSON
+    text the client's decision is about: it must be exactly one strict JSON object
+    (``core/strictjson.py``, its reason otherwise), and the payload holds it parsed.
+    """
     rule = ITEMS[kind]
     if rule.executor is Executor.SERVER:
-        return _canonical({k: v for k, v in item.items() if k != "status"})
+        fields = {k: v for k, v in item.items() if k != "status"}
+        if rule.field is not None:
+            fields[rule.field] = _strict_object(item.get(rule.field), index)
+        return _canonical(fields)
     if rule.field is None:
         return _canonical({k: item[k] for k in INPUT_FIELDS[kind] if k in item})
     return _canonical(item.get(rule.field))
+
+
+def _strict_object(text: object, index: int | None) -> dict[str, Any]:
+    if not isinstance(text, str):
+        raise WireFault(R.MALFORMED_EVENT, index)
+    reason: QuarantineReason | None = None
+    try:
+        value = parse_arguments(text, max_depth=_REPORT_DEPTH)
+    except ArgumentsError as err:
+        reason = err.reason  # raised outside the handler: no chain to the text
+    if reason is not None:
+        raise WireFault(reason, index)
+    return value
+
+
+def _caller_id(item: Mapping[str, Any]) -> str | None:
+    """The program call id a call made by a program names (``caller.caller_id``)."""
+    caller = item.get("caller")
+    if isinstance(caller, dict) and caller.get("type") == "program":
+        found = caller.get("caller_id")
+        return found if isinstance(found, str) and found else None
+    return None
+
+
+def _waiting_programs(output: list[Any]) -> frozenset[str]:
+    """The call ids of the ``program`` items a listing holds that have not ended: no
+    ``program_output`` with that call id is listed, and the program's own status (when it
+    has one) is ``in_progress``. Programmatic tool calling: a program's function calls stay
+    ``in_progress`` until the program ends, which is after the client answered them, in a
+    later response (openai-python ``response_input_item.py``: ``program`` has ``call_id``,
+    ``program_output`` the ``call_id`` of its program; a call's ``caller`` is
+    ``{"type": "program", "caller_id": <that call id>}``)."""
+    programs: set[str] = set()
+    ended: set[str] = set()
+    for item in output:
+        if not isinstance(item, dict):
+            continue
+        call_id = item.get("call_id")
+        if not isinstance(call_id, str) or not call_id:
+            continue
+        if item.get("type") == "program" and item.get("status") in (None, "in_progress"):
+            programs.add(call_id)
+        elif item.get("type") in ("program", "program_output"):
+            ended.add(call_id)
+    return frozenset(programs - ended)
 
 
 def _by_program(item: Mapping[str, Any]) -> bool:
@@ -360,14 +432,24 @@ class ResponsesNormalizer:
         if not isinstance(output, list):
             raise WireFault(R.MALFORMED_EVENT)
         calls: list[CompletedCall] = []
+        waiting = (
+            _waiting_programs(output)
+            if self._profile.accepts(Deviation.PROGRAM_CALL_IN_PROGRESS)
+            else frozenset()
+        )
         for item in output:
             kind = self._item_kind(item)
             rule = ITEMS[kind]
             if rule.executor is Executor.NOBODY:
                 continue
             item_status = item.get("status")
-            if rule.executor is Executor.CLIENT and item_status not in (None, "completed"):
-                # A completed response cannot list a call that did not complete.
+            if (
+                rule.executor is Executor.CLIENT
+                and item_status not in (None, "completed")
+                and not (item_status == "in_progress" and _caller_id(item) in waiting)
+            ):
+                # A completed response cannot list a call that did not complete, unless it
+                # is a call its listed program still waits on (programmatic tool calling).
                 raise WireFault(R.INCOMPLETE_ITEM)
             if rule.input in _TEXT_INPUTS:
                 text = _text(item.get(rule.field))
@@ -483,9 +565,54 @@ class ResponsesNormalizer:
         if rule.input in _TEXT_INPUTS:
             return [ItemDone(index, _text(item.get(rule.field)))]
         # No deltas: the done item holds the whole input, taken through the same stages.
-        payload = _payload(kind, item)
+        payload = _payload(kind, item, index)
         return [
             ArgumentDelta(0, index, payload),
             ArgumentsDone(index, payload),
             ItemDone(index, payload),
         ]
+
+
+# ---- the wire's answers to the core ----------------------------------------------------------
+def _carried(call: CallAccumulator, text: object) -> bool:
+    """Whether ``text`` is the call's input as a Responses carrier shows it (a text input's
+    text; ``""`` for any other input)."""
+    if ITEMS[call.kind].input in _TEXT_INPUTS:
+        return holds(call, text)
+    return text == ""
+
+
+class ResponsesWire(WireSpec):
+    """The Responses wire (see :class:`~.base.WireSpec`).
+
+    Its terminal is ``response.completed`` listing exactly the streamed items (checked by the
+    ledger as the event arrives), so the finish adds nothing here. A Responses carrier over
+    it shows the same items in ``output_index`` order with the same ids; structured items and
+    reports carry no text input a carrier can rebuild byte for byte, so they are matched by
+    their ids and name.
+    """
+
+    def normalizer(self, profile: Profile) -> ResponsesNormalizer:
+        return ResponsesNormalizer(profile)
+
+    def carrier_fault(self, ledger: Ledger, carrier: Carrier) -> QuarantineReason | None:
+        if carrier.kind == "anthropic":
+            return verdict(bridged_anthropic_matches(ledger, carrier))
+        if carrier.kind == "chat":
+            return verdict(chat_carrier_matches(ledger, carrier))
+        if carrier.foreign or carrier.finish_reason != "completed":
+            return R.CARRIER_MISMATCH
+        ours = ledger.ordered()
+        theirs = [c for _, c in sorted(carrier.calls.items())]
+        same = len(ours) == len(theirs) and all(
+            (their.item_id, their.call_id, their.name) == (our.item_id, our.call_id, our.name)
+            and _carried(our, their.arguments)
+            for our, their in zip(ours, theirs, strict=True)
+        )
+        return verdict(same)
+
+    def live_rule(self) -> LiveRule:
+        return stateless(passes_live)
+
+
+WIRE = ResponsesWire(Wire.RESPONSES)

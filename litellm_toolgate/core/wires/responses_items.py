@@ -17,6 +17,8 @@ executes it and therefore what the gate does with it:
   ``program``, ``program_output``) pass.
 
 Any other item type is a tool the gate cannot classify: ``unsupported_tool_type``.
+:data:`NOT_SUPPORTED_YET` names the ones seen in real servers' streams that the gate does
+not support yet (refused with that reason), and why.
 
 The wire module (``core/wires/responses.py``) reads the events that carry these items; the
 ledger, the call accumulator and the tool registry read this table too, which is why it is
@@ -83,7 +85,7 @@ ITEMS: Mapping[str, ItemRule] = {
         C, Input.FREE_TEXT, "input", None, frozenset({"custom"}),
         ("response.custom_tool_call_input.",),
         "withheld; must be a declared custom tool; a text format needs nothing more, a "
-        "grammar (lark, regex) is not checked: the policy alone decides; released on approval",
+        "grammar's (lark, regex) must accept the whole input (core/grammar.py); policy",
     ),
     "local_shell_call": ItemRule(
         C, Input.STRUCTURE, "action", "local_shell", frozenset({"local_shell"}), (),
@@ -127,8 +129,14 @@ ITEMS: Mapping[str, ItemRule] = {
     "mcp_call": ItemRule(
         S, Input.REPORT, None, "mcp", events=("response.mcp_call",), label=_REPORT,
     ),
+    # The client's approval is a decision about these arguments: they are parsed strictly
+    # (core/strictjson.py) and the policy sees them as an object (``field`` names them).
+    # Shape: openai-python types/responses/response_output_item.py, McpApprovalRequest
+    # (id, name, server_label, arguments: "A JSON string of arguments for the tool").
     "mcp_approval_request": ItemRule(
-        S, Input.REPORT, None, "mcp_approval_request", label=_REPORT,
+        S, Input.REPORT, "arguments", "mcp_approval_request",
+        label="held with the calls; its `arguments` parsed strictly (a JSON object) and "
+        "shown to the policy as an object; never released to run",
     ),
     "tool_search_call": ItemRule(
         S, Input.REPORT, None, "tool_search", events=("response.tool_search_call.",),
@@ -140,6 +148,22 @@ ITEMS: Mapping[str, ItemRule] = {
     },
 }  # fmt: skip
 del C, S, N
+
+NOT_SUPPORTED_YET: Mapping[str, str] = {
+    # openai-python types/responses/response_function_shell_tool_call_output.py: the output
+    # of a shell call the server ran itself (the hosted shell, a container environment) in
+    # the same response. Its shell_call is then no call for the client to run, but the item
+    # does not say so until its output arrives, and the gate does not yet turn a client
+    # item into a report: the whole response is refused.
+    "shell_call_output": "a shell_call the server ran itself (answered in the same response)",
+    # openai-python types/responses/response_tool_search_output_item.py: the tools a
+    # tool_search_call loaded (``execution: "server"``), to be registered for later calls.
+    "tool_search_output": "a tool search the server ran (the tools it loaded)",
+    # Outputs the client sends back: an upstream streaming one is not a shape the gate reads.
+    "custom_tool_call_output": "a custom tool's output (an input item, never streamed)",
+    "function_call_output": "a function's output (an input item, never streamed)",
+}
+"""Item types refused ``unsupported_tool_type`` because the gate does not support them yet."""
 
 INPUT_FIELDS: Mapping[str, tuple[str, ...]] = {"computer_call": ("action", "actions")}
 """The fields that together are the input of an item whose rule names no single field."""

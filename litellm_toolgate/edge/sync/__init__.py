@@ -9,4 +9,11 @@ calls are armed in ``log_pre_api_call`` and claimed on the wire by a transport o
   after-headers check, vouching, and the installation of the gate's globals (made by the
   first call that needs them, restored when the last gate is closed).
 * :mod:`.sdkclaim`: the OpenAI SDK routes, claimed on the SDK client's httpx client.
+* :mod:`.custom`: ``litellm.custom_provider_map`` providers, whose sync turns are refused.
+* :mod:`.refusal`: :class:`~.refusal.UngatedCallRefused` (a ``ToolGateError``), the
+  answer a refused request gets in place of being sent, and the last line's
+  :class:`~.refusal.SyncCallStopped`.
+* :mod:`.hooks`: the callback's sync hooks (call set-up, ``log_pre_api_call``,
+  ``log_post_api_call``, ``log_failure_event``): where a sync call is refused, armed and
+  checked, and how each refusal reaches the caller.
 """

@@ -32,15 +32,19 @@ the transport under the HTTP client litellm is about to send on. So:
    same request is claimed and gated like the first try.
 4. **Check** (``log_post_api_call``, after the response headers and before litellm reads
    the body). An armed call whose request never reached a claiming transport went out
-   through a client the gate cannot see (a ``client=`` passed by hand): it is refused there,
-   before a byte of its body is read.
+   through a client the gate never saw (litellm's cache evicted the wrapped one between
+   arming and sending): it is stopped there, before a byte of its body is read, by the last
+   line, :class:`SyncCallStopped` (a ``BaseException``: nothing else leaves a logging hook).
 
 A claimed request the upstream answers with a redirect is refused, not followed: the request
 that follows it would carry no marker.
 
-Refusals that cannot be a quarantine (nothing was observed) raise
-:class:`UngatedCallRefused`, a ``BaseException``: litellm swallows every narrower exception
-a logging hook raises.
+Refusals (nothing was observed, so they are not quarantines) are
+:class:`UngatedCallRefused`, a :class:`~...core.errors.ToolGateError` and a guardrail
+intervention. ``log_pre_api_call`` raises none (litellm would drop it and send the call): a
+refused call is held (:meth:`_Claims.refuse`: its marker, its thread) and the claiming
+transport answers its request unsent with a :class:`RefusedResponse`, which raises the
+refusal where litellm first reads it (:mod:`.hooks`).
 
 :class:`ToolGate`'s own sync calls carry a client of that gate's, which gates them itself:
 the gate vouches for each one by its ``litellm_call_id`` and thread while litellm's call is
@@ -65,6 +69,7 @@ from ..httpwithhold import HeldResponse, SyncWithholdingStream, Withholding
 from ..transport import WireTap, _wrap
 from .claims import ClaimTable, new_token
 from .custom import CustomProviders
+from .refusal import RefusedResponse, SyncCallStopped, UngatedCallRefused
 from .vouching import is_vouched, is_vouched_client, vouch_client, vouched
 
 MARKER = "x-toolgate-claim"
@@ -76,14 +81,6 @@ def sent(kwargs: Mapping[str, Any], name: str) -> Any:
     (``additional_args``: ``api_base``, ``headers``, ``complete_input_dict``), or None."""
     extra = kwargs.get("additional_args")
     return extra.get(name) if isinstance(extra, Mapping) else None
-
-
-class UngatedCallRefused(BaseException):
-    """A sync call under the callback that the gate cannot gate; it was not sent.
-
-    Derives from ``BaseException``: litellm swallows every ``Exception`` its logging hooks
-    raise, so this is the only way the refusal reaches the caller.
-    """
 
 
 def body_digest(body: Any) -> str:
@@ -113,7 +110,22 @@ class _Claim:
             self.restore = None
 
 
-class _Claims(ClaimTable[_Claim]):
+@dataclass
+class _Refusal:
+    """A refused call, held until its request reaches a claiming transport (which raises
+    :class:`UngatedCallRefused` in its place, before any byte is sent)."""
+
+    token: str
+    call_id: str
+    thread: int
+    message: str
+    delivered: bool = field(default=False)
+
+    def settled(self) -> None:
+        pass
+
+
+class _Claims(ClaimTable["_Claim | _Refusal"]):
     """Armed calls (see :class:`~.claims.ClaimTable`), each claimed at most once."""
 
     def arm(
@@ -144,6 +156,27 @@ class _Claims(ClaimTable[_Claim]):
         )
         return token
 
+    def refuse(self, kwargs: Mapping[str, Any], message: str) -> str:
+        """Hold a refusal for the call on this thread; the one-time marker for its request
+        (a request of this thread that carries none is refused as well)."""
+        token = new_token()
+        self.add(
+            _Refusal(
+                token=token,
+                call_id=str(kwargs.get("litellm_call_id") or ""),
+                thread=threading.get_ident(),
+                message=message,
+            )
+        )
+        return token
+
+    def refusal_here(self) -> _Refusal | None:
+        """The refusal this thread holds, if any."""
+        for claim in self.here():
+            if isinstance(claim, _Refusal):
+                return claim
+        return None
+
 
 CLAIMS = _Claims()
 
@@ -158,15 +191,26 @@ class ClaimingTransport(httpx.BaseTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         token = request.headers.get(MARKER)
         if token is None:
-            # Not a model turn a gate armed (litellm's other sync calls): as litellm would.
-            return self.inner.handle_request(request)
+            held = CLAIMS.refusal_here()
+            if held is None:
+                # Not a model turn a gate armed (litellm's other sync calls): as litellm would.
+                return self.inner.handle_request(request)
+            # A refused call's request that lost (or never got) its marker: refused, and
+            # the refusal is spent (nothing of it is left to refuse a later request).
+            held.delivered = True
+            CLAIMS.settle(held.call_id)
+            return RefusedResponse(request, held.message)
         del request.headers[MARKER]
         claim = CLAIMS.take(token)
+        if isinstance(claim, _Refusal):
+            claim.delivered = True
+            return RefusedResponse(request, claim.message)
         if claim is None or not _matches(claim, request):
-            raise UngatedCallRefused(
+            message = (
                 "a sync request carried a toolgate claim that does not match the call that "
                 "armed it; it was not sent"
             )
+            return RefusedResponse(request, message)
         claim.claimed = True
         claim.settled()
         tap = claim.tap
@@ -175,15 +219,19 @@ class ClaimingTransport(httpx.BaseTransport):
             response = self.inner.handle_request(request)
         except Exception:
             CLAIMS.settle(claim.call_id)  # failed: nothing more of this call is claimed
+            # The exception's traceback keeps this frame, and a caller, a failure logger or an
+            # error tracker may keep the exception: not the claim (its tap, its withholding).
+            del claim, tap
             raise
         if response.has_redirect_location:
             # The client would follow it with a request that carries no marker, and the
             # answer to that one would reach the caller unread: not followed.
             response.close()
             CLAIMS.settle(claim.call_id)
-            raise UngatedCallRefused(
+            return RefusedResponse(
+                request,
                 "the upstream answered a gated sync call with a redirect; it was not "
-                "followed and nothing of it was read (point api_base at the final URL)"
+                "followed and nothing of it was read (point api_base at the final URL)",
             )
         if not tap.bind(response, request):
             # Not a body the gate reads (a 429, a 503): handed back unread. The OpenAI SDK
@@ -374,7 +422,9 @@ def forget_claim(kwargs: Mapping[str, Any]) -> None:
 
 
 def check_claimed(kwargs: Mapping[str, Any]) -> None:
-    """After the response headers: the armed request must have been claimed."""
+    """After the response headers: the armed request must have been claimed, a refused one
+    refused by a claiming transport. If not, it went out through a client the gate never
+    saw: the last line stops the call before its body is read (:class:`SyncCallStopped`)."""
     claim = CLAIMS.settle(str(kwargs.get("litellm_call_id") or ""))
     if claim is None:
         return
@@ -382,10 +432,17 @@ def check_claimed(kwargs: Mapping[str, Any]) -> None:
     if isinstance(headers, dict):
         headers.pop(MARKER, None)
     claim.settled()
+    if isinstance(claim, _Refusal):
+        if not claim.delivered:
+            raise SyncCallStopped(
+                f"{claim.message}; but it went out through an HTTP client the gate cannot "
+                "see, and its response was not read"
+            )
+        return
     if not claim.claimed:
-        raise UngatedCallRefused(
-            "this sync call went out through an HTTP client the gate cannot see (a client= "
-            "of your own?); its response was not read"
+        raise SyncCallStopped(
+            "this sync call went out through an HTTP client the gate cannot see; its "
+            "response was not read"
         )
 
 
@@ -393,8 +450,10 @@ __all__ = [
     "CLAIMS",
     "INSTALLATION",
     "MARKER",
+    "RefusedResponse",
     "ClaimingTransport",
     "Installation",
+    "SyncCallStopped",
     "UngatedCallRefused",
     "arm",
     "check_claimed",

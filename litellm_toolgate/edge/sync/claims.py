@@ -98,6 +98,11 @@ class ClaimTable(Generic[_C]):
                     del self._by_thread[claim.thread]
             return claim
 
+    def here(self) -> list[_C]:
+        """This thread's claims."""
+        with self._lock:
+            return list(self._by_thread.get(threading.get_ident(), {}).values())
+
     def put_back(self, claim: _C) -> None:
         """Make a claim just taken takeable again by its token (the host may resend the same
         request, e.g. after a rate limit), unless its thread armed another call since."""

@@ -32,9 +32,9 @@ class CustomProviderRefused(CallRefused):
     def __init__(self, provider: str) -> None:
         super().__init__("completion")
         message = (
-            f"toolgate cannot gate a sync litellm.completion on the custom provider "
-            f"{provider!r} (litellm runs no hook for it); it was refused before sending. Use "
-            f"litellm.acompletion(...) or ToolGate"
+            f"toolgate cannot gate a sync model turn (litellm.completion, litellm.responses) "
+            f"on the custom provider {provider!r} (litellm runs no hook for it); it was "
+            f"refused before sending. Use litellm.acompletion(...) or ToolGate"
         )
         self.message = message
         self.args = (message,)

@@ -17,10 +17,11 @@ its own) and caches *before* any hook of the call runs. So:
    withholds like every sync claim. The SDK's own retries (after a 429 or a 503) resend the
    same marker, and are claimed again.
 3. **Last line** (``log_post_api_call``, after the response headers, before any byte of the
-   body is read). A call that went out on an SDK client the gate could not see (an
-   ``openai/`` ``client=`` of the caller's: litellm neither caches nor reports it) was never
-   claimed: it is refused there. Its marker did reach that upstream (a random token, no
-   more).
+   body is read). An ``openai/`` ``client=`` of the caller's (litellm neither caches nor
+   reports it) is claimed at litellm's call set-up (:mod:`.hooks`); a call that still went
+   out on an SDK client the gate never saw was never claimed, and is stopped there
+   (:class:`~.claiming.SyncCallStopped`). Its marker did reach that upstream (a random
+   token, no more).
 
 A whole (non-streamed) response is refused before sending: the SDK reads that body inside
 litellm's error handling, which would turn a quarantine into a retryable server error.

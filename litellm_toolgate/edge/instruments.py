@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from .config import GateSettings
-from .escalation import RouteEscalation
 from .logs import observers
-from .metrics import enable_metrics
+from .prometheus import enable_metrics
+from .routeescalation import RouteEscalation
 
 
 def start_observing(settings: GateSettings) -> RouteEscalation | None:

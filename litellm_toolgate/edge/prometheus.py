@@ -12,7 +12,9 @@ code using the gate directly.
 Why a collector and not ``Counter``/``Histogram`` objects: an attempt is counted on the
 decision's path, and five of those objects cost about 5 µs an attempt (each takes a lock);
 plain integers under one lock cost a fraction of that, and the families are built only
-when scraped (:meth:`PrometheusExporter.collect`).
+when scraped (:meth:`PrometheusExporter.collect`). The decision's path only queues the
+attempt's outcome; outcomes are binned in batches and at every scrape, so a scrape always
+sees every attempt decided before it.
 
 Series (``route`` is bounded, see :class:`~..core.metrics.RouteLabels`):
 
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +50,8 @@ if TYPE_CHECKING:
 # the stream's length from the first call fragment (milliseconds to minutes).
 DECISION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5)
 DELAY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+# Decided attempts queued before they are binned (see PrometheusExporter.attempt_decided).
+FOLD_EVERY = 256
 BYTES_BUCKETS = (0, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216)
 
 METRIC_LABELS: dict[str, tuple[str, ...]] = {
@@ -140,6 +145,7 @@ class PrometheusExporter:
         # (route, wire, reason) -> [count, histograms..., (route label, wire, reason,
         # family, party)]; reason None: released. Routes past the cap share a label.
         self._cells: dict[tuple[str, str, str | None], list[Any]] = {}
+        self._queue: deque[AttemptOutcome] = deque()
         self._histograms: dict[tuple[str, str], _Histogram] = {}
         self._in_flight = 0
         self._escalated: dict[str, int] = {}
@@ -148,22 +154,46 @@ class PrometheusExporter:
 
     # ---- observer ------------------------------------------------------------------------------
     def attempt_decided(self, outcome: AttemptOutcome) -> None:
-        route, wire, released, reason, _, _, calls, withheld_bytes, deciding, delay = outcome
-        key = (route, wire, reason)
+        # On the decision's path: only queued here (an atomic append, no lock), binned in
+        # batches of FOLD_EVERY and at every scrape (:meth:`_fold`), so an attempt costs an
+        # append and a share of one tight loop instead of a locked update each.
+        queue = self._queue
+        queue.append(outcome)
+        if len(queue) >= FOLD_EVERY:
+            self._fold()
+
+    def _fold(self) -> None:
+        """Bin every queued outcome into its series (at most FOLD_EVERY wait between scrapes).
+
+        ``popleft`` what is queued, never a swap of the queue: an outcome appended meanwhile
+        by another thread is binned now or by the next fold, never lost."""
+        queue, cells, pop, find = self._queue, self._cells, self._queue.popleft, bisect_left
+        last_key: tuple[str, str, str | None] | None = None
+        cell: list[Any] = []
         with self._lock:
-            cell = self._cells.get(key)
-            if cell is None:
-                cell = self._cells[key] = self._make(outcome)
-            cell[0] += 1
-            if calls:
-                decision, delays, withheld = cell[1], cell[2], cell[3]
-                decision.counts[bisect_left(decision.bounds, deciding)] += 1
-                decision.sum += deciding
-                withheld.counts[bisect_left(withheld.bounds, withheld_bytes)] += 1
-                withheld.sum += withheld_bytes
-                if released and delay is not None:
-                    delays.counts[bisect_left(delays.bounds, delay)] += 1
-                    delays.sum += delay
+            # Only this method pops, under the lock: at least len(queue) outcomes are there.
+            for _ in range(len(queue)):
+                outcome = pop()
+                route, wire, released, reason, _, _, calls, withheld_bytes, deciding, delay = (
+                    outcome
+                )
+                key = (route, wire, reason)
+                if key != last_key:
+                    last_key = key
+                    made = cells.get(key)
+                    if made is None:
+                        made = cells[key] = self._make(outcome)
+                    cell = made
+                cell[0] += 1
+                if calls:
+                    decision, delays, withheld = cell[1], cell[2], cell[3]
+                    decision.counts[find(decision.bounds, deciding)] += 1
+                    decision.sum += deciding
+                    withheld.counts[find(withheld.bounds, withheld_bytes)] += 1
+                    withheld.sum += withheld_bytes
+                    if released and delay is not None:
+                        delays.counts[find(delays.bounds, delay)] += 1
+                        delays.sum += delay
 
     def _make(self, outcome: AttemptOutcome) -> list[Any]:
         """A new cell: [count, decision, delay and withheld histograms, the series labels]."""
@@ -198,6 +228,7 @@ class PrometheusExporter:
 
     def collect(self) -> Iterator[Any]:
         core = self._families
+        self._fold()
         with self._lock:
             outcomes: dict[tuple[Any, ...], int] = {}
             for cell in self._cells.values():

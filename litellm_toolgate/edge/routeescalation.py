@@ -317,7 +317,7 @@ class RouteEscalation:
             attempts,
             extra={"toolgate_alert": alert},
         )
-        from .metrics import exporter
+        from .prometheus import exporter
 
         metrics = exporter()
         if metrics is not None:

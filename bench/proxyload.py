@@ -1,0 +1,458 @@
+"""What the gate costs a real LiteLLM proxy under load (``python -m bench --only proxyload``).
+
+Three proxies run in one bench process's lifetime, each a real ``litellm --config`` process
+from the environment whose ``[proxy]`` extra installs (``.venv-litellm-1.108.7``, or the
+interpreter ``TOOLGATE_BENCH_PROXY_PYTHON`` names), all in front of one loopback fake
+upstream (``bench/serve.py``, a process of its own):
+
+* ``plain``: no guardrail at all;
+* ``noop``: a ``CustomGuardrail`` whose streaming iterator hook passes every chunk through,
+  registered as a ``post_call`` guardrail like the gate (what litellm's per-chunk machinery
+  costs by itself, switched on by any registered guardrail);
+* ``gate``: :class:`~litellm_toolgate.ToolGateGuardrail` with the bench's tools, no policy.
+
+Each cell is a body (text, a 2 KB call, a 64 KB call) at a concurrency (1, 16, 64 streams
+at once); the client is ``httpx`` in this process, reading the raw SSE. A round runs every
+cell on all three proxies back to back, the proxies' order rotating from cell to cell, so
+a burst of load from elsewhere on the machine hits the three alike; the ratios against the
+plain proxy are per round, then their median is reported.
+
+Per cell and proxy: the proxy process's CPU per request (user + system, from
+``/proc/<pid>/stat``, clock ticks), throughput (requests per second of the cell's wall
+time), the time to the first content (text, or a tool-call fragment) and to the last byte,
+p50 and p99 over every request of every round, and peak resident memory: ``VmHWM`` of the
+proxy process, reset to the resident size before the cell (``/proc/<pid>/clear_refs``), less
+that resident size (the cell's rise), and less the process's resident size when idle after
+its warm-up (its peak over idle). The memory target is judged on the 64 KB, 64-stream cell:
+the gated proxy's rise may exceed the plain proxy's by at most 2.5 x the bytes withheld at
+once plus a fixed allowance per stream. On a shared machine every figure moves with the
+other work on it; the ratios of one round are only as steady as the load was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.bodies import TOOLS, file_arguments, text_body, tool_body
+from bench.common import Row, Upstream, summary
+from bench.report import log
+
+ROOT = Path(__file__).resolve().parent.parent
+KINDS = ("plain", "noop", "gate")
+READY_TIMEOUT = 240.0
+TICK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+# A fixed allowance per withheld stream in the memory target: the attempt, its ledger, the
+# tap and the carrier's bookkeeping, litellm's chunk objects held with the call.
+PER_STREAM_ALLOWANCE = 64 * 1024
+MEMORY_FACTOR = 2.5
+# Bytes of a call's arguments per event on the wire (a few tokens' worth; --quick: more).
+FRAGMENT = 32
+
+NOOP_MODULE = '''"""A post_call guardrail that does nothing: the guardrail machinery alone."""
+from litellm.integrations.custom_guardrail import CustomGuardrail
+
+
+class NoopGuardrail(CustomGuardrail):
+    async def async_post_call_streaming_iterator_hook(
+        self, user_api_key_dict, response, request_data
+    ):
+        async for chunk in response:
+            yield chunk
+'''
+
+
+def _config(kind: str) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "model_list": [
+            {
+                "model_name": "bench",
+                "litellm_params": {
+                    "model": "cometapi/gpt-4o-mini",
+                    "api_base": "os.environ/TOOLGATE_UPSTREAM",
+                    "api_key": "sk-loopback-fake-upstream",
+                },
+            }
+        ],
+        "litellm_settings": {"num_retries": 0},
+    }
+    params: dict[str, Any] = {"mode": "post_call", "default_on": True}
+    if kind == "noop":
+        params["guardrail"] = "noop_guardrail.NoopGuardrail"
+    elif kind == "gate":
+        params["guardrail"] = "litellm_toolgate.ToolGateGuardrail"
+        params["tools"] = TOOLS
+        params["limits"] = {"max_argument_bytes": 1_048_576}
+    if kind != "plain":
+        config["guardrails"] = [{"guardrail_name": f"bench-{kind}", "litellm_params": params}]
+    return config
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def proxy_python() -> Path:
+    named = os.environ.get("TOOLGATE_BENCH_PROXY_PYTHON")
+    return Path(named) if named else ROOT / ".venv-litellm-1.108.7" / "bin" / "python"
+
+
+@dataclass
+class ProxyProcess:
+    kind: str
+    folder: Path
+    upstream: str
+    port: int = 0
+    key: str = ""
+    process: subprocess.Popen[bytes] | None = None
+    idle_rss: int = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        import yaml
+
+        (self.folder / "noop_guardrail.py").write_text(NOOP_MODULE)
+        config = self.folder / f"proxy_{self.kind}.yaml"
+        config.write_text(yaml.safe_dump(_config(self.kind)))
+        self.port = _free_port()
+        self.key = "sk-" + secrets.token_hex(24)
+        env = {
+            **os.environ,
+            "LITELLM_MASTER_KEY": self.key,
+            "TOOLGATE_UPSTREAM": self.upstream,
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(self.folder)]),
+        }
+        binary = proxy_python().with_name("litellm")
+        command = [str(binary), "--config", str(config), "--host", "127.0.0.1"]
+        command += ["--port", str(self.port)]
+        with (self.folder / f"proxy_{self.kind}.log").open("wb") as out:
+            self.process = subprocess.Popen(
+                command,
+                cwd=self.folder,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def wait_ready(self, deadline: float) -> None:
+        assert self.process is not None
+        while True:
+            if self.process.poll() is not None:
+                tail = (self.folder / f"proxy_{self.kind}.log").read_text(errors="replace")
+                raise RuntimeError(f"the {self.kind} proxy exited at start-up: {tail[-600:]}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.base_url}/health/liveliness", timeout=5).is_success:
+                    return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the {self.kind} proxy was not ready in {READY_TIMEOUT} s")
+            time.sleep(0.25)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the proxy process (all its threads)."""
+        stat = Path(f"/proc/{self.pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
+
+    def status(self, name: str) -> int:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith(name + ":"):
+                return int(line.split()[1]) * 1024
+        raise RuntimeError(f"no {name} line")
+
+    def reset_peak(self) -> None:
+        """Reset VmHWM to the current resident size (Linux: ``echo 5 > clear_refs``)."""
+        Path(f"/proc/{self.pid}/clear_refs").write_text("5")
+
+
+@contextlib.contextmanager
+def proxies(upstream: Upstream) -> Iterator[dict[str, ProxyProcess]]:
+    with tempfile.TemporaryDirectory(prefix="toolgate-proxyload-") as folder:
+        running: dict[str, ProxyProcess] = {}
+        try:
+            for kind in KINDS:
+                sub = Path(folder) / kind
+                sub.mkdir()
+                running[kind] = ProxyProcess(kind, sub, upstream.base_url)
+                running[kind].start()  # all three start at once: start-up is slow
+            deadline = time.monotonic() + READY_TIMEOUT
+            for proxy in running.values():
+                proxy.wait_ready(deadline)
+            yield running
+        finally:
+            for proxy in running.values():
+                proxy.stop()
+
+
+_CONTENT = re.compile(rb'"content":\s*"[^"]|"tool_calls":\s*\[')
+
+
+@dataclass
+class Outcome:
+    first_ms: float | None = None
+    last_ms: float = 0.0
+    error: str | None = None
+
+
+async def _one(client: httpx.AsyncClient, proxy: ProxyProcess, name: str, call: bool) -> Outcome:
+    body = {
+        "model": "bench",
+        "messages": [{"role": "user", "content": name}],
+        "stream": True,
+    }
+    if call:
+        body["tools"] = TOOLS
+    out = Outcome()
+    started = time.perf_counter()
+    tail = b""
+    try:
+        async with client.stream(
+            "POST",
+            f"{proxy.base_url}/v1/chat/completions",
+            json=body,
+            headers={"Authorization": f"Bearer {proxy.key}"},
+        ) as response:
+            if response.status_code != 200:
+                await response.aread()
+                out.error = f"HTTP {response.status_code}"
+                return out
+            async for piece in response.aiter_raw():
+                if out.first_ms is None and _CONTENT.search(tail[-24:] + piece):
+                    out.first_ms = (time.perf_counter() - started) * 1000
+                tail = piece if len(piece) >= 64 else (tail + piece)[-64:]
+    except httpx.HTTPError as exc:
+        out.error = type(exc).__name__
+        return out
+    out.last_ms = (time.perf_counter() - started) * 1000
+    if b"data: [DONE]" not in tail or b'"error"' in tail:
+        out.error = "stream did not end with [DONE]"
+    elif out.first_ms is None:
+        out.error = "no content"
+    return out
+
+
+@dataclass
+class Cell:
+    cpu_per_request_ms: list[float] = field(default_factory=list)
+    throughput: list[float] = field(default_factory=list)
+    peak_over_idle: list[int] = field(default_factory=list)
+    rise: list[int] = field(default_factory=list)
+    first_ms: list[float] = field(default_factory=list)
+    last_ms: list[float] = field(default_factory=list)
+    errors: int = 0
+
+
+async def _cell(
+    proxy: ProxyProcess, name: str, call: bool, *, concurrency: int, requests: int, out: Cell
+) -> None:
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(limits=limits, timeout=1800, trust_env=False) as client:
+        proxy.reset_peak()
+        before = proxy.status("VmRSS")
+        queue = list(range(requests))
+        outcomes: list[Outcome] = []
+
+        async def worker() -> None:
+            while queue:
+                queue.pop()
+                outcomes.append(await _one(client, proxy, name, call))
+
+        cpu = proxy.cpu_seconds()
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        wall = time.perf_counter() - started
+        cpu = proxy.cpu_seconds() - cpu
+    out.cpu_per_request_ms.append(cpu / requests * 1000)
+    out.throughput.append(requests / wall)
+    peak = proxy.status("VmHWM")
+    out.peak_over_idle.append(peak - proxy.idle_rss)
+    out.rise.append(peak - before)
+    for outcome in outcomes:
+        if outcome.error is not None:
+            out.errors += 1
+            continue
+        assert outcome.first_ms is not None
+        out.first_ms.append(outcome.first_ms)
+        out.last_ms.append(outcome.last_ms)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def shapes(fragment: int) -> list[tuple[str, bytes, bool, int]]:
+    """(label, body, whether it is a call, argument bytes withheld) per body; a call's
+    arguments arrive ``fragment`` bytes to an event."""
+    small = file_arguments(2_048)
+    large = file_arguments(65_536)
+    return [
+        ("text", text_body(200), False, 0),
+        ("2 KB call", tool_body(len(small) // fragment + 5, arguments=small)[0], True, len(small)),
+        ("64 KB call", tool_body(len(large) // fragment + 5, arguments=large)[0], True, len(large)),
+    ]
+
+
+def proxyload_section(
+    upstream: Upstream,
+    concurrencies: list[int],
+    requests_per_stream: int,
+    rounds: int,
+    fragment: int = FRAGMENT,
+) -> list[Row]:
+    """Rows ``proxy under load``: one per body and concurrency, all three proxies in each."""
+    if not proxy_python().with_name("litellm").exists():
+        return [
+            {
+                "section": "proxyload",
+                "name": "proxy under load",
+                "error": f"no litellm proxy at {proxy_python().with_name('litellm')}",
+            }
+        ]
+    bodies = []
+    for label, body, call, withheld in shapes(fragment):
+        upstream.body = body
+        bodies.append((label, upstream.name, call, withheld))
+    cells: dict[tuple[str, int, str], Cell] = {}
+    with proxies(upstream) as running:
+
+        async def warm() -> None:
+            for proxy in running.values():
+                for _, name, call, _ in bodies:
+                    await _cell(proxy, name, call, concurrency=4, requests=8, out=Cell())
+                await asyncio.sleep(0.5)
+                proxy.idle_rss = proxy.status("VmRSS")
+
+        asyncio.run(warm())
+        turn = 0
+        for round_ in range(rounds):
+            for label, name, call, _ in bodies:
+                for concurrency in concurrencies:
+                    requests = max(concurrency, 1) * requests_per_stream
+                    order = KINDS[turn % 3 :] + KINDS[: turn % 3]
+                    turn += 1
+                    for kind in order:
+                        cell = cells.setdefault((label, concurrency, kind), Cell())
+                        started = time.perf_counter()
+                        asyncio.run(
+                            _cell(
+                                running[kind],
+                                name,
+                                call,
+                                concurrency=concurrency,
+                                requests=requests,
+                                out=cell,
+                            )
+                        )
+                        print(
+                            f"  proxyload round {round_ + 1}: {kind} {label} x{concurrency}: "
+                            f"{time.perf_counter() - started:.1f} s",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+        idle = {kind: running[kind].idle_rss for kind in KINDS}
+    rows: list[Row] = []
+    for label, _, _, withheld in bodies:
+        for concurrency in concurrencies:
+            rows.append(_row(label, concurrency, withheld, fragment, cells, idle))
+            log(rows[-1])
+    return rows
+
+
+def _row(  # noqa: PLR0917
+    label: str,
+    concurrency: int,
+    withheld: int,
+    fragment: int,
+    cells: dict[tuple[str, int, str], Cell],
+    idle: dict[str, int],
+) -> Row:
+    per: dict[str, Any] = {}
+    plain = cells[(label, concurrency, "plain")]
+    for kind in KINDS:
+        cell = cells[(label, concurrency, kind)]
+        per[kind] = {
+            "cpu_ms_per_request": summary(cell.cpu_per_request_ms),
+            "requests_per_s": summary(cell.throughput),
+            "first_ms": {
+                "p50": _percentile(cell.first_ms, 0.5),
+                "p99": _percentile(cell.first_ms, 0.99),
+            },
+            "last_ms": {
+                "p50": _percentile(cell.last_ms, 0.5),
+                "p99": _percentile(cell.last_ms, 0.99),
+            },
+            "peak_over_idle_mib": max(cell.peak_over_idle) / 2**20,
+            "rise_mib": max(cell.rise) / 2**20,
+            "idle_rss_mib": idle[kind] / 2**20,
+            "errors": cell.errors,
+        }
+        if kind != "plain":
+            per[kind]["cpu_ratio"] = summary(
+                [
+                    k / p
+                    for k, p in zip(cell.cpu_per_request_ms, plain.cpu_per_request_ms, strict=True)
+                ]
+            )
+            per[kind]["throughput_ratio"] = summary(
+                [k / p for k, p in zip(cell.throughput, plain.throughput, strict=True)]
+            )
+    gate, noop = cells[(label, concurrency, "gate")], cells[(label, concurrency, "noop")]
+    per["gate"]["cpu_vs_noop"] = summary(
+        [g / n for g, n in zip(gate.cpu_per_request_ms, noop.cpu_per_request_ms, strict=True)]
+    )
+    row: Row = {
+        "section": "proxyload",
+        "name": f"{label}, {concurrency} at once",
+        "concurrency": concurrency,
+        "withheld_bytes": withheld * concurrency,
+        "rounds": len(plain.throughput),
+        "fragment_bytes": fragment,
+        "proxies": per,
+    }
+    if withheld and concurrency >= 64:
+        extra = (max(gate.rise) - max(plain.rise)) / 2**20
+        budget = MEMORY_FACTOR * withheld * concurrency + PER_STREAM_ALLOWANCE * concurrency
+        row["gate_extra_peak_mib"] = extra
+        row["memory_budget_mib"] = budget / 2**20
+        row["met"] = extra <= budget / 2**20
+    return row
+
+
+__all__ = ["proxyload_section"]

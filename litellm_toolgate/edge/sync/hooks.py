@@ -1,0 +1,362 @@
+"""The callback's sync face: where a sync call is refused, armed and checked.
+
+litellm gives a callback three moments on a sync ``litellm.completion`` /
+``litellm.responses``, and each can stop the call a different way:
+
+1. **Call set-up** (:func:`at_call_setup`, from ``default_on``, which litellm reads first
+   thing on every call, before its cache and before any request is built). An
+   ``Exception`` raised here reaches the caller as it is. Everything the call's own
+   arguments decide is refused here: a closed gate, two gates selected for one call, a
+   provider litellm cannot tell, a route whose sync client the gate cannot claim, a whole
+   response on an OpenAI SDK route, a stream of litellm's sync Messages adapter. A
+   ``client=`` of the caller's gets a claiming transport around its httpx client (in place,
+   put back with the rest), so its request is claimed like litellm's own.
+2. **``log_pre_api_call``** (:func:`log_pre_api_call`: the full URL, the body and the very
+   headers dict about to be sent). litellm logs and drops any ``Exception`` raised here, so
+   nothing is raised: the call is armed (:mod:`.claiming`, :mod:`.sdkclaim`), or its
+   refusal is held for its request (:meth:`~.claiming._Claims.refuse`: a one-time marker in
+   its headers, and the thread), and the claiming transport, put around the clients the
+   call can go out on, raises :class:`~.claiming.UngatedCallRefused` in place of sending it.
+   Only when no claiming transport can be put in place (a closed gate that litellm still
+   calls after the last gate put the process back) does the hook raise
+   :class:`~.claiming.SyncCallStopped`, a ``BaseException``: there is no other way out.
+3. **``log_post_api_call``** (after the response headers, before the body is read). An
+   armed or refused request that never reached a claiming transport went out through a
+   client the gate never saw: the last line, :class:`~.claiming.SyncCallStopped`.
+   :func:`log_failure_event` forgets a failed call's claim.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+import litellm
+
+from ...core.attempt import Attempt
+from ...core.errors import RouteNotGated, ToolGateError
+from .. import reporting
+from ..admission import admit, registered_gates, selected
+from ..admission import call_type as _call_type
+from ..calltypes import (
+    SYNC,
+    GatesConflict,
+    Handling,
+    handling,
+    in_messages_entry_point,
+    sync_route_refused,
+    sync_route_sdk,
+)
+from ..httpwithhold import Withholding
+from ..logs import emit_records
+from ..preflight import chat_chunk_check, responses_event_check
+from ..routes import Api, route_for
+from ..taps import new_tap
+from . import claiming
+from .claiming import (
+    CLAIMS,
+    MARKER,
+    SyncCallStopped,
+    UngatedCallRefused,
+    arm,
+    check_claimed,
+    claim_http_handlers,
+    forget_claim,
+    is_vouched,
+    is_vouched_client,
+    sent,
+)
+from .custom import CustomProviderRefused
+from .sdkclaim import arm_sdk, claim_sdk_clients
+from .sdkclaim import streamed as sdk_streamed
+
+if TYPE_CHECKING:
+    from ..callback import ToolGateGuardrail
+
+
+# Where litellm reads ``default_on`` at the start of every call: its guardrail bookkeeping,
+# called from its call set-up with the call's arguments.
+_APPLIED = "get_applied_guardrails"
+_SETUP = "function_setup"
+
+
+def _api(kind: str) -> Api:
+    return Api.RESPONSES if kind == "responses" else Api.CHAT
+
+
+def sync_refusal(kind: str, route: str, streamed: bool, sdk_streamed: bool) -> str | None:
+    """Why a sync call under the callback must not be sent although its route is gated, or
+    None when it can be claimed.
+
+    Each rule names a sync call the gate could not hand a quarantine to the caller for. They
+    are asked at call set-up (from the call's arguments) and again in ``log_pre_api_call``
+    (from the request litellm is about to send); the route table itself is applied by
+    :func:`~..admission.admit`, as for async calls.
+    """
+    if sync_route_refused(route, kind):
+        return (
+            f"a sync litellm.{kind} on the {route}/ route goes out through a client the "
+            f"gate cannot claim under litellm.callbacks; it was not sent. Use "
+            f"ToolGate.{kind}(...) or litellm.a{kind}(...)"
+        )
+    if sync_route_sdk(route, kind) and not sdk_streamed:
+        # The SDK reads a whole body inside litellm's error handling, which would turn a
+        # quarantine into a retryable server error of litellm's.
+        return (
+            f"a sync litellm.{kind} without stream=True on the {route}/ route cannot "
+            f"hand a quarantine to the caller under litellm.callbacks (the OpenAI SDK "
+            f"reads the whole body inside litellm's error handling); it was not sent. "
+            f"Use stream=True, ToolGate.{kind}(...) or litellm.a{kind}(...)"
+        )
+    if streamed and in_messages_entry_point():
+        # litellm's sync Messages adapter ends the stream quietly on any exception.
+        return (
+            "a sync litellm.anthropic.messages.create(stream=True) on a model litellm "
+            "bridges to chat or Responses ends its stream quietly on any error, so a "
+            "quarantine could not reach you; it was not sent. Use "
+            "litellm.anthropic.messages.acreate(...) or ToolGate.messages(...)"
+        )
+    return None
+
+
+def _provider(kwargs: Mapping[str, Any], model: str) -> tuple[str, str] | None:
+    """The call's model and provider as litellm tells them, or None. Asked on every call, from many
+    threads at once: unlike :func:`provider_of` it leaves ``sys.stdout`` alone (litellm
+    prints its provider list when it cannot tell, as it would a moment later without the
+    gate)."""
+    try:
+        name, provider, _, _ = litellm.get_llm_provider(
+            model=model,
+            custom_llm_provider=kwargs.get("custom_llm_provider"),
+            api_base=kwargs.get("api_base"),
+            api_key=kwargs.get("api_key"),
+        )
+    except Exception:
+        return None
+    return (str(name), str(provider)) if provider else None
+
+
+def _claim_own_client(client: Any) -> None:
+    """Put a claiming transport around the httpx client under a ``client=`` of the caller's
+    (litellm's ``HTTPHandler``, an ``openai.OpenAI``), in place; refuse one it cannot."""
+    inner = getattr(client, "client", None)  # litellm's HTTPHandler
+    if inner is None:
+        inner = getattr(client, "_client", None)  # the OpenAI SDK's clients
+    if not claiming.INSTALLATION.claim_client(inner):
+        raise UngatedCallRefused(
+            f"a sync call's client= ({type(client).__name__}) is not one whose HTTP client "
+            "the gate can claim; it was not sent. Pass no client, or use ToolGate"
+        )
+
+
+def at_call_setup(gate: ToolGateGuardrail, frame: FrameType | None) -> None:
+    """Refuse, from litellm's call set-up, a sync model-turn call its arguments already
+    condemn; claim a ``client=`` of the caller's (see the module docstring).
+
+    Read from the caller of ``default_on`` when it is litellm's guardrail bookkeeping: the
+    call's arguments and its function. Anything else that reads ``default_on`` is left
+    alone. The first registered gate answers for all.
+    """
+    if frame is None or frame.f_code.co_name != _APPLIED:
+        return
+    if not str(frame.f_globals.get("__name__", "")).startswith("litellm."):
+        return
+    setup = frame.f_back
+    if setup is None or setup.f_code.co_name != _SETUP:
+        return
+    kind = setup.f_locals.get("original_function")
+    kwargs = frame.f_locals.get("kwargs")
+    if not isinstance(kind, str) or not isinstance(kwargs, Mapping):
+        return
+    if kind not in SYNC:
+        return  # an async call: its pre-call hook refuses it, with the deployment's model
+    gates = registered_gates()
+    if all(g is not gate for g in gates[:1]):
+        return  # the first registered gate answers for all
+    if gate.__dict__.get("_closed", False):
+        raise UngatedCallRefused(
+            "this toolgate gate was closed; it gates no more sync calls (take it out of "
+            "litellm.callbacks); this call was not sent"
+        )
+    if not selected(gate, kwargs) or is_vouched(str(kwargs.get("litellm_call_id") or "")):
+        return
+    chosen = [g for g in gates if selected(g, kwargs)]
+    if len(chosen) > 1:
+        raise UngatedCallRefused(str(GatesConflict([repr(g.guardrail_name) for g in chosen])))
+    model = kwargs.get("model")
+    if not isinstance(model, str) or not model:
+        return
+    resolved = _provider(kwargs, model)
+    if resolved is None:
+        raise RouteNotGated(model, _api(kind).value, "litellm cannot tell this model's provider")
+    name, provider = resolved
+    if any(
+        isinstance(entry, dict) and entry.get("provider") == provider
+        for entry in list(getattr(litellm, "custom_provider_map", None) or ())
+    ):
+        raise CustomProviderRefused(provider)  # shadowed too (see .custom): refused here first
+    streamed = bool(kwargs.get("stream"))
+    where = {
+        "model": name if name.startswith(f"{provider}/") else f"{provider}/{name}",
+        "custom_llm_provider": provider,
+        "api_base": kwargs.get("api_base"),
+        "stream": streamed,
+    }
+    # The route table, as the async hook and log_pre_api_call apply it: refused here, where
+    # the refusal reaches the caller as it is (raised inside litellm's request, a provider's
+    # error handling would wrap it).
+    refusal: str | None = None
+    try:
+        route_for(where, _api(kind), callback=True)
+    except RouteNotGated as not_gated:
+        refusal = str(not_gated)
+    if refusal is not None:
+        raise UngatedCallRefused(refusal)
+    refusal = sync_refusal(kind, provider, streamed, streamed)
+    if refusal is not None:
+        raise UngatedCallRefused(refusal)
+    client = kwargs.get("client")
+    if client is not None and not is_vouched_client(client):
+        _claim_own_client(client)
+
+
+def log_pre_api_call(gate: ToolGateGuardrail, kwargs: Any) -> None:
+    """Arm a sync call, or hold its refusal for its request (see the module docstring).
+
+    Never raises an ``Exception``: litellm would log it and send the call anyway. A call
+    the gate failed to check or arm is refused, never sent unclaimed.
+    """
+    if not isinstance(kwargs, Mapping):
+        return
+    # Every call of this thread starts here: a refusal an earlier call left is void.
+    stale = CLAIMS.refusal_here()
+    if stale is not None and stale.call_id != str(kwargs.get("litellm_call_id") or ""):
+        CLAIMS.settle(stale.call_id)
+    refusal: str | None = None
+    try:
+        if not gate._closed:  # a custom provider registered since: its sync turns refused
+            claiming.INSTALLATION.custom.refuse()
+        _arm_sync(gate, kwargs)
+    except ToolGateError as refused:
+        refusal = str(refused)  # each says that the call was not sent
+    except Exception:
+        refusal = "toolgate could not prepare this sync call to be gated; it was not sent"
+    if refusal is not None:
+        _hold(kwargs, refusal)
+
+
+def _hold(kwargs: Mapping[str, Any], message: str) -> None:
+    """Hold a refusal for the call's request: the claiming transport, put around every
+    client the call can go out on, raises it in place of sending the request."""
+    try:
+        if claiming.INSTALLATION.gates <= 0:
+            raise LookupError("no gate holds the installation")
+        params = kwargs.get("litellm_params")
+        claim_http_handlers(params.get("ssl_verify") if isinstance(params, Mapping) else None)
+        claim_sdk_clients()
+        token = CLAIMS.refuse(kwargs, message)
+    except Exception:
+        stopped = True
+    else:
+        stopped = False
+    if stopped:
+        raise SyncCallStopped(message)
+    headers = sent(kwargs, "headers")
+    if isinstance(headers, dict):
+        headers[MARKER] = token
+    # Otherwise (and on the SDK routes, whose logged headers are not what is sent) the
+    # request carries no marker: the transport refuses it as this thread's held refusal.
+
+
+def _arm_sync(gate: ToolGateGuardrail, kwargs: Mapping[str, Any]) -> None:
+    """Refuse a sync call the gate cannot gate, or arm it to be claimed (see sync.claiming)."""
+    kind = _call_type(kwargs.get("call_type"))
+    if gate._closed and kind in SYNC:
+        gates = registered_gates()
+        if gates and all(g is not gate for g in gates):
+            return  # closed and replaced: the registered gate decides
+        raise UngatedCallRefused("this toolgate gate was closed; it gates no more calls")
+    if handling(kind) is Handling.GATED and kind not in SYNC:
+        return  # an async call: armed by the async hook
+    call_id = str(kwargs.get("litellm_call_id") or "")
+    route = str(kwargs.get("custom_llm_provider") or "")
+    # The logging kwargs name the model without its provider: the route (and so its
+    # profile) is the provider's.
+    model = str(kwargs.get("model") or "")
+    if route and not model.startswith(f"{route}/"):
+        model = f"{route}/{model}"
+    body = sent(kwargs, "complete_input_dict")
+    streamed = bool(kwargs.get("stream")) or bool(isinstance(body, Mapping) and body.get("stream"))
+    # litellm's standard logging of a sync call reads the metadata of its litellm_params.
+    params = kwargs.get("litellm_params")
+    request: dict[str, Any] = params if isinstance(params, dict) else {}
+    where = {
+        "model": model if route else None,
+        "custom_llm_provider": route or None,
+        "api_base": request.get("api_base"),
+        "stream": streamed,
+    }
+    if admit(gate, kind, request, where, vouched=is_vouched(call_id)) is None:
+        return
+    refusal = sync_refusal(kind, route, streamed, sdk_streamed(kwargs))
+    if refusal is not None:
+        raise UngatedCallRefused(refusal)
+    tools = body.get("tools") if isinstance(body, Mapping) else None
+    tap = new_tap(
+        gate.gate,
+        kind,
+        tools=tools,
+        model=model,
+        streamed=streamed,
+        body=body if isinstance(body, Mapping) else None,
+    )
+    if tap.refused:
+        emit_records(tap.attempt)
+        reporting.report(gate, request, tap.attempt, time.time())
+        fault = tap.attempt.quarantined
+        raise UngatedCallRefused(f"{fault}; this sync call was not sent")
+    started = time.time()
+
+    def report(attempt: Attempt) -> None:
+        reporting.report(gate, request, attempt, started)
+
+    holding = Withholding(
+        gate.gate.policy,
+        report,
+        whole_here=True,
+        retry_stream_faults=gate.retry_stream_faults,
+        chunk_check=chat_chunk_check(
+            str(kwargs.get("model", "")), kwargs.get("custom_llm_provider") or None
+        ),
+        event_check=responses_event_check(model) if tap.responses_api else None,
+    )
+    if sync_route_sdk(route, kind):
+        arm_sdk(kwargs, route, tap, holding)
+    else:
+        arm(kwargs, tap, holding)
+
+
+def log_post_api_call(kwargs: Any) -> None:
+    """After the response headers: the call's request was claimed, or refused, by a
+    claiming transport (see :func:`~.claiming.check_claimed`)."""
+    # Any call type: a refusal may be held for one the gate does not read.
+    if isinstance(kwargs, Mapping):
+        check_claimed(kwargs)
+
+
+def log_failure_event(kwargs: Any) -> None:
+    """litellm runs it on the caller's thread once a sync call failed: its claim is done."""
+    if isinstance(kwargs, Mapping):
+        forget_claim(kwargs)
+
+
+__all__ = [
+    "SyncCallStopped",
+    "at_call_setup",
+    "log_failure_event",
+    "log_post_api_call",
+    "log_pre_api_call",
+    "sync_refusal",
+]

@@ -1,0 +1,300 @@
+"""The Ollama ``/api/chat`` wire through the sans-I/O core: every fixture whole, at every
+byte split, one byte at a time and at random splits; whole (``stream: false``) bodies; the
+terminal, identity and carrier rules; the NDJSON framing; the withholding client. No
+litellm."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import CANARY, split
+
+from litellm_toolgate.core import (
+    Attempt,
+    Carrier,
+    CarrierCall,
+    PolicyDecision,
+    QuarantineReason,
+    ToolCallQuarantined,
+    ToolRegistry,
+)
+from litellm_toolgate.core.errors import Fault
+from litellm_toolgate.core.events import TextDelta
+from litellm_toolgate.core.ndjson import NDJSONDecoder
+from litellm_toolgate.core.state import StreamState, Wire, wire_of
+from litellm_toolgate.core.wires import ollama
+from litellm_toolgate.core.withhold import Withholder
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures" / "ollama"
+MANIFEST = json.loads((FIXTURES / "manifest.json").read_text(encoding="utf-8"))
+CASES = {c["name"]: c for c in MANIFEST["cases"]}
+STREAMED = sorted(n for n, c in CASES.items() if c["streamed"])
+WHOLE = sorted(n for n, c in CASES.items() if not c["streamed"])
+REGISTRY = ToolRegistry.from_tools(MANIFEST["tools"])
+R = QuarantineReason
+PATH = "/api/chat"
+NDJSON = "application/x-ndjson"
+
+
+def body(name: str) -> bytes:
+    return (FIXTURES / CASES[name]["body"]).read_bytes()
+
+
+def replay(
+    pieces: list[bytes] | None = None,
+    *,
+    whole: bytes | None = None,
+    carrier: Carrier | None = None,
+) -> tuple[list[dict[str, Any]], str, ToolCallQuarantined | None, Attempt]:
+    attempt = Attempt(REGISTRY, attempt_id="att-o", clock=lambda: 0.0)
+    text: list[str] = []
+    released: list[dict[str, Any]] = []
+    fault = None
+    try:
+        if whole is not None:
+            attempt.bind_response(content_type="application/json", streamed=False, path=PATH)
+            attempt.receive_body(whole)
+        else:
+            attempt.bind_response(content_type=NDJSON, streamed=True, path=PATH)
+            for piece in pieces or []:
+                for event in attempt.receive_bytes(piece):
+                    if isinstance(event, TextDelta):
+                        text.append(event.text)
+            attempt.receive_eof()
+        for call in attempt.conclude(carrier):
+            attempt.decide(call.index, PolicyDecision.approve())
+        released = [
+            {"call_id": c.call_id, "name": c.name, "arguments": c.arguments}
+            for c in attempt.release()
+        ]
+    except ToolCallQuarantined as exc:
+        fault = exc
+    return released, "".join(text), fault, attempt
+
+
+def check(name: str, pieces: list[bytes] | None = None) -> None:
+    case = CASES[name]
+    if case["streamed"]:
+        released, text, fault, attempt = replay(pieces)
+        assert fault is not None or text == case["text"]
+    else:
+        released, text, fault, attempt = replay(whole=body(name))
+    assert attempt.wire is Wire.OLLAMA
+    if case["expect"] == "release":
+        assert fault is None, f"{name}: {fault!r}"
+        assert released == case["calls"]
+        assert attempt.state is StreamState.RELEASED
+    else:
+        assert fault is not None, f"{name}: released {released!r}"
+        assert fault.reason is R(case["reason"]), f"{name}: {fault.reason}"
+        assert released == []
+        for rendered in (str(fault), repr(fault), repr(fault.args)):
+            assert CANARY not in rendered
+        for record in fault.records:
+            assert CANARY not in record.model_dump_json()
+            assert record.execution_state == "quarantined"
+
+
+@pytest.mark.parametrize("name", STREAMED)
+def test_every_streamed_fixture_whole_at_every_split_and_at_random(name: str) -> None:
+    data = body(name)
+    check(name, [data])
+    for cut in range(1, len(data)):
+        check(name, [data[:cut], data[cut:]])
+    for seed in range(4):
+        check(name, split(data, "random", seed))
+
+
+@pytest.mark.parametrize(
+    "name", ["multiply_basic", "two_calls_one_line", "crlf_lines", "invalid_utf8"]
+)
+def test_fixtures_one_byte_at_a_time(name: str) -> None:
+    check(name, split(body(name), "bytewise"))
+
+
+@pytest.mark.parametrize("name", WHOLE)
+def test_every_whole_body(name: str) -> None:
+    check(name)
+
+
+def test_the_manifest_covers_the_wire_rules() -> None:
+    reasons = {c["reason"] for c in CASES.values() if c["expect"] == "quarantine"}
+    assert {
+        "finish_reason_mismatch",
+        "missing_finish",
+        "malformed_event",
+        "event_after_terminal",
+        "error_event",
+        "identity_conflict",
+        "missing_call_identity",
+        "invalid_call_index",
+        "duplicate_key",
+        "schema_invalid",
+        "unknown_tool",
+        "invalid_utf8",
+    } <= reasons
+    released = [c for c in CASES.values() if c["expect"] == "release"]
+    assert any(c["calls"] and c["calls"][0]["call_id"].startswith("ollama-call-") for c in released)
+    assert any(c["calls"] and c["calls"][0]["call_id"].startswith("call_") for c in released)
+
+
+def test_the_generator_reproduces_every_file(tmp_path: Path) -> None:
+    subprocess.run(
+        [sys.executable, str(FIXTURES / "generate.py"), "--out", str(tmp_path)],
+        check=True,
+        capture_output=True,
+    )
+    for path in tmp_path.iterdir():
+        assert path.read_bytes() == (FIXTURES / path.name).read_bytes(), path.name
+    assert {p.name for p in tmp_path.iterdir()} == {
+        p.name for p in FIXTURES.iterdir() if p.name != "generate.py"
+    }
+
+
+def test_the_path_picks_the_ollama_wire() -> None:
+    assert wire_of("/api/chat") is Wire.OLLAMA
+    assert wire_of("/api/chat/") is Wire.OLLAMA
+    assert wire_of("/api/generate") is None
+
+
+def test_an_sse_body_on_the_ollama_path_is_refused() -> None:
+    attempt = Attempt(REGISTRY)
+    with pytest.raises(ToolCallQuarantined) as info:
+        attempt.bind_response(content_type="text/event-stream", streamed=True, path=PATH)
+    assert info.value.reason is R.UNSUPPORTED_WIRE
+
+
+def test_calls_are_released_only_under_stop() -> None:
+    spec = ollama.WIRE
+    for reason in ("length", "load", "unload", "tool_calls", None):
+        assert spec.terminal_fault(reason, True, lambda: True) is R.FINISH_REASON_MISMATCH
+        assert spec.terminal_fault(reason, False, lambda: True) is None
+    assert spec.terminal_fault("stop", True, lambda: False) is None
+
+
+# ---- the carrier: litellm's chat chunks, matched by position, name and arguments -----------
+def _carrier(*calls: tuple[str, str], finish: str = "tool_calls") -> Carrier:
+    return Carrier(
+        {i: CarrierCall(f"litellm-{i}", name, args) for i, (name, args) in enumerate(calls)},
+        finish,
+    )
+
+
+def test_the_chat_carrier_is_matched_by_position_name_and_arguments_never_by_id() -> None:
+    data = body("two_calls_one_line")
+    write = json.loads(CASES["two_calls_one_line"]["calls"][1]["arguments"])
+    ok = _carrier(("multiply", '{"a":7,"b":8}'), ("write_file", json.dumps(write)))
+    released, _, fault, _ = replay([data], carrier=ok)
+    assert fault is None and len(released) == 2
+    swapped = _carrier(("write_file", json.dumps(write)), ("multiply", '{"a":7,"b":8}'))
+    for carrier in (
+        swapped,
+        _carrier(("multiply", '{"a":7,"b":9}'), ("write_file", json.dumps(write))),
+        _carrier(("multiply", '{"a":7,"b":8}')),
+        _carrier(("multiply", '{"a":7,"b":8}'), ("write_file", json.dumps(write)), finish="stop"),
+        Carrier(ok.calls, "tool_calls", foreign=True),
+        Carrier(ok.calls, "completed", kind="responses"),
+    ):
+        _, _, fault, _ = replay([data], carrier=carrier)
+        assert fault is not None and fault.reason is R.CARRIER_MISMATCH
+
+
+def test_a_text_only_carrier_must_say_the_wire_s_done_reason() -> None:
+    data = body("text_cut_by_length")
+    assert replay([data], carrier=_carrier(finish="length"))[2] is None
+    fault = replay([data], carrier=_carrier(finish="stop"))[2]
+    assert fault is not None and fault.reason is R.CARRIER_MISMATCH
+
+
+# ---- the NDJSON framing -------------------------------------------------------------------
+def test_the_decoder_cuts_lines_at_any_split() -> None:
+    data = b'{"a":1}\n\n{"b":"\xc3\xbc"}\r\n{"c":3}\n'
+    for cut in range(len(data) + 1):
+        decoder = NDJSONDecoder(max_event_bytes=64)
+        lines = decoder.feed(data[:cut]) + decoder.feed(data[cut:])
+        decoder.flush()
+        assert [m.data for m in lines] == ['{"a":1}', '{"b":"ü"}', '{"c":3}']
+        assert {m.event for m in lines} == {""}
+    assert decoder.bytes_seen == len(data)
+
+
+def test_the_decoder_refuses_a_long_line_a_bad_byte_and_a_cut_line() -> None:
+    decoder = NDJSONDecoder(max_event_bytes=8)
+    assert [m.data for m in decoder.feed(b'{"a":1}\n{"bb":222')] == ['{"a":1}']
+    assert decoder.error is R.EVENT_TOO_LARGE
+    with pytest.raises(Fault):
+        decoder.feed(b"\n")
+    decoder = NDJSONDecoder(max_event_bytes=8)
+    decoder.feed(b"{}\n\xff\n")
+    assert decoder.error is R.INVALID_UTF8
+    decoder = NDJSONDecoder(max_event_bytes=8)
+    decoder.feed(b'{"a":1}\r')  # a CR held at the limit is not counted as the line's
+    assert decoder.error is None
+    assert decoder.pending
+    with pytest.raises(Fault) as info:
+        decoder.flush()
+    assert info.value.reason is R.MALFORMED_EVENT
+
+
+# ---- the withholding client ---------------------------------------------------------------
+def _withhold(data: bytes, approve: bool = True) -> tuple[list[bytes], list[bytes], Attempt]:
+    attempt = Attempt(REGISTRY, attempt_id="att-w", clock=lambda: 0.0)
+    attempt.bind_response(content_type=NDJSON, streamed=True, path=PATH)
+    holder = Withholder(attempt, streamed=True)
+    live: list[bytes] = []
+    for cut in range(0, len(data), 7):
+        piece = data[cut : cut + 7]
+        if attempt.take_bytes(piece) is not None:
+            break
+        live.extend(holder.feed(piece))
+    if attempt.quarantined is None:
+        with contextlib.suppress(ToolCallQuarantined):
+            attempt.receive_eof()
+    holder.begin_decision()
+    calls = holder.conclude()
+    if calls is not None:
+        for call in calls:
+            attempt.decide(call.index, PolicyDecision.approve())
+    return live, holder.release(calls is not None and approve), attempt
+
+
+def test_text_lines_pass_live_and_calls_wait_for_the_decision() -> None:
+    live, held, attempt = _withhold(body("multiply_basic"))
+    assert attempt.state is StreamState.RELEASED
+    assert [json.loads(line)["message"]["content"] for line in live] == ["Let me ", "multiply."]
+    out = [json.loads(line) for line in held]
+    assert out[0]["message"]["tool_calls"][0]["function"]["name"] == "multiply"
+    assert out[-1]["done"] is True
+    # Re-encoded as the server writes them: one ASCII line each, newline-ended.
+    assert all(line.endswith(b"\n") and line.count(b"\n") == 1 and line.isascii() for line in held)
+
+
+@pytest.mark.parametrize("name", [n for n in STREAMED if CASES[n]["expect"] == "quarantine"])
+def test_a_refused_stream_hands_over_no_call(name: str) -> None:
+    live, held, attempt = _withhold(body(name))
+    assert attempt.quarantined is not None
+    assert held == []
+    for line in live:
+        assert ollama.passes_live(json.loads(line))
+        assert b"tool_calls" not in line
+
+
+def test_the_live_rule_holds_calls_the_end_errors_and_unknown_fields() -> None:
+    passes = ollama.passes_live
+    assert passes({"message": {"role": "assistant", "content": "x"}, "done": False})
+    assert passes(
+        {"message": {"role": "assistant", "thinking": "x", "images": None}, "done": False}
+    )
+    assert not passes({"message": {"content": "x", "tool_calls": []}, "done": False})
+    assert not passes({"message": {"content": "x", "other": 1}, "done": False})
+    assert not passes({"message": {"content": "x"}, "done": True, "done_reason": "stop"})
+    assert not passes({"message": {"content": "x"}})
+    assert not passes({"error": "x", "done": False, "message": {}})
+    assert not passes({"done": False})
