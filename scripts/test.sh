@@ -69,4 +69,9 @@ echo "== lane 1 exit $status1, lane 2 exit $status2 =="
 echo "== the 10,000-call soak, on litellm 1.110.2 (.venv), alone =="
 status3=0
 "${pytest_new[@]}" tests/test_sync_soak.py "$@" || status3=$?
+if [ "$status1" -ne 0 ] || [ "$status2" -ne 0 ] || [ "$status3" -ne 0 ]; then
+    # A process the kernel killed (out of memory, a fault) is named there, not in any log.
+    echo "== the kernel's last messages (dmesg), when readable =="
+    dmesg 2>/dev/null | tail -n 30 || true
+fi
 [ "$status1" -eq 0 ] && [ "$status2" -eq 0 ] && [ "$status3" -eq 0 ]

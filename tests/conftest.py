@@ -112,3 +112,17 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_sep("-", "attack figures")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A failed test that used a real proxy says whether that proxy process is still alive,
+    and if not, how it ended and the end of its log (tests/proxyproc.py)."""
+    report = yield
+    if report.failed:
+        from proxyproc import Proxy
+
+        for value in getattr(item, "funcargs", {}).values():
+            if isinstance(value, Proxy):
+                report.sections.append(("proxy process", value.describe()))
+    return report

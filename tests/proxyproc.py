@@ -82,6 +82,12 @@ class Proxy:
             return False
         return response.status_code == 200
 
+    def describe(self) -> str:
+        """Whether the process is running, or how it ended, with the end of its log."""
+        code = self.process.poll()
+        state = "running" if code is None else f"exited with status {code}"
+        return f"proxy pid {self.process.pid}: {state}\n{self.log_tail(60)}"
+
     def log_tail(self, lines: int = 40) -> str:
         with contextlib.suppress(OSError):
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
@@ -122,6 +128,8 @@ def running_proxy(config: Path, upstream_base: str) -> Iterator[Proxy]:
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "NO_PROXY": "127.0.0.1,localhost",
         "TOOLGATE_INFLIGHT_PROBE_PORT": str(probe_port),
+        # A crash in native code leaves the Python stacks in the log (see Proxy.describe).
+        "PYTHONFAULTHANDLER": "1",
     }
     log = config.with_suffix(".log")
     binary = Path(sys.executable).with_name("litellm")

@@ -701,13 +701,20 @@ def test_a_client_evicted_between_arming_and_sending_stops_the_call_unread(
         def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
             litellm.in_memory_llm_clients_cache.flush_cache()
 
-    litellm.callbacks = [gate, Evicting()]
+    evicting = Evicting()
+    litellm.callbacks = [gate, evicting]
     try:
         with pytest.raises(synccall.SyncCallStopped, match="cannot see"):
             for _chunk in litellm.completion(**kwargs(upstream, "unknown_tool", stream=True)):
                 raise AssertionError("a chunk of an unclaimed call reached the caller")
     finally:
         litellm.callbacks = [gate]
+        # litellm copied it into its own lists: left there, it would evict every later call's
+        # client.
+        for name in dir(litellm):
+            listed = getattr(litellm, name, None)
+            if isinstance(listed, list):
+                listed[:] = [item for item in listed if item is not evicting]
         litellm.in_memory_llm_clients_cache.flush_cache()
 
 

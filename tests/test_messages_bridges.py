@@ -486,11 +486,12 @@ def test_azure_behind_messages(upstream: Upstream, way: str, stream: bool, name:
         out, error = asyncio.run(_amessages(ToolGate(TOOLS), **kwargs))
     else:
         saved = litellm.callbacks
-        litellm.callbacks = [ToolGateGuardrail(TOOLS)]
-        try:
-            out, error = asyncio.run(_acreate(**kwargs))
-        finally:
-            litellm.callbacks = saved
+        with ToolGateGuardrail(TOOLS) as gate:
+            litellm.callbacks = [gate]
+            try:
+                out, error = asyncio.run(_acreate(**kwargs))
+            finally:
+                litellm.callbacks = saved
     blocks = _blocks(out) if stream else [] if error else _whole_blocks(out[0])
     if CHAT_CASES[name]["expect"] == "release":
         assert error is None, error
