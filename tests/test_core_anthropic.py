@@ -12,87 +12,30 @@ import pytest
 from conftest import CANARY, split
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from wirecases import CoreWire
 
 from litellm_toolgate.core import (
     Attempt,
     Carrier,
     CarrierCall,
-    PolicyDecision,
     QuarantineReason,
     ToolCallQuarantined,
-    ToolRegistry,
 )
-from litellm_toolgate.core.events import TextDelta
-from litellm_toolgate.core.state import StreamState, Wire, wire_of
+from litellm_toolgate.core.state import Wire, wire_of
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "fixtures" / "anthropic"
-MANIFEST = json.loads((FIXTURES / "manifest.json").read_text(encoding="utf-8"))
-CASES = {c["name"]: c for c in MANIFEST["cases"]}
-STREAMED = sorted(n for n, c in CASES.items() if c["streamed"])
-WHOLE = sorted(n for n, c in CASES.items() if not c["streamed"])
-REGISTRY = ToolRegistry.from_tools(MANIFEST["tools"])
 R = QuarantineReason
 PATH = "/v1/messages"
-
-
-def body(name: str) -> bytes:
-    return (FIXTURES / CASES[name]["body"]).read_bytes()
-
-
-def replay(
-    pieces: list[bytes] | None = None,
-    *,
-    whole: bytes | None = None,
-    carrier: Carrier | None = None,
-) -> tuple[list[dict[str, Any]], str, ToolCallQuarantined | None, Attempt]:
-    attempt = Attempt(REGISTRY, attempt_id="att-a", clock=lambda: 0.0)
-    text: list[str] = []
-    released: list[dict[str, Any]] = []
-    fault = None
-    try:
-        if whole is not None:
-            attempt.bind_response(content_type="application/json", streamed=False, path=PATH)
-            attempt.receive_body(whole)
-        else:
-            attempt.bind_response(content_type="text/event-stream", streamed=True, path=PATH)
-            for piece in pieces or []:
-                for event in attempt.receive_bytes(piece):
-                    if isinstance(event, TextDelta):
-                        text.append(event.text)
-            attempt.receive_eof()
-        for call in attempt.conclude(carrier):
-            attempt.decide(call.index, PolicyDecision.approve())
-        released = [
-            {"call_id": c.call_id, "name": c.name, "arguments": c.arguments}
-            for c in attempt.release()
-        ]
-    except ToolCallQuarantined as exc:
-        fault = exc
-    return released, "".join(text), fault, attempt
-
-
-def check(name: str, pieces: list[bytes] | None = None) -> None:
-    case = CASES[name]
-    if case["streamed"]:
-        released, text, fault, attempt = replay(pieces)
-        assert fault is not None or text == case["text"]
-    else:
-        released, text, fault, attempt = replay(whole=body(name))
-    assert attempt.wire is Wire.ANTHROPIC
-    if case["expect"] == "release":
-        assert fault is None, f"{name}: {fault!r}"
-        assert released == case["calls"]
-        assert attempt.state is StreamState.RELEASED
-    else:
-        assert fault is not None, f"{name}: released {released!r}"
-        assert fault.reason is R(case["reason"]), f"{name}: {fault.reason}"
-        assert released == []
-        for rendered in (str(fault), repr(fault), repr(fault.args)):
-            assert CANARY not in rendered
-        for record in fault.records:
-            assert CANARY not in record.model_dump_json()
-            assert record.execution_state == "quarantined"
+ANTHROPIC = CoreWire(
+    "anthropic",
+    wire=Wire.ANTHROPIC,
+    path=PATH,
+    content_type="text/event-stream",
+    attempt_id="att-a",
+)
+FIXTURES, MANIFEST, CASES = ANTHROPIC.folder, ANTHROPIC.manifest, ANTHROPIC.cases
+REGISTRY, STREAMED, WHOLE = ANTHROPIC.registry, ANTHROPIC.streamed, ANTHROPIC.whole
+body, replay, check = ANTHROPIC.body, ANTHROPIC.replay, ANTHROPIC.check
 
 
 @pytest.mark.parametrize("name", STREAMED)

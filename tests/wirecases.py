@@ -1,0 +1,131 @@
+"""A wire's fixture folder as the tests read it, and the replay of its bodies through the core.
+
+``Fixtures("ollama")`` is ``fixtures/ollama``: its manifest, its cases by name (the streamed and
+the whole ones apart), their bodies and the tool registry of the manifest's tools.
+``CoreWire`` adds what binds a body to the wire (the response path and a streamed body's
+content type) and replays a body through a sans-I/O ``Attempt``: the calls it releases, the
+text it passes live, the quarantine if any. ``refused`` is what every quarantine in the
+manifest must look like. No litellm.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from conftest import CANARY
+
+from litellm_toolgate.core import (
+    Attempt,
+    Carrier,
+    PolicyDecision,
+    QuarantineReason,
+    ToolCallQuarantined,
+    ToolRegistry,
+)
+from litellm_toolgate.core.events import TextDelta
+from litellm_toolgate.core.state import StreamState, Wire
+
+ROOT = Path(__file__).resolve().parent.parent
+Replayed = tuple[list[dict[str, Any]], str, ToolCallQuarantined | None, Attempt]
+
+
+class Fixtures:
+    """``fixtures/<folder>``: the manifest, the cases by name, the bodies, the registry."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = ROOT / "fixtures" / folder
+        text = (self.folder / "manifest.json").read_text(encoding="utf-8")
+        self.manifest: dict[str, Any] = json.loads(text)
+        self.cases: dict[str, dict[str, Any]] = {c["name"]: c for c in self.manifest["cases"]}
+        self.streamed = sorted(n for n, c in self.cases.items() if c.get("streamed", True))
+        self.whole = sorted(n for n, c in self.cases.items() if not c.get("streamed", True))
+        self.registry = ToolRegistry.from_tools(self.manifest["tools"])
+
+    def body(self, name: str) -> bytes:
+        return (self.folder / self.cases[name]["body"]).read_bytes()
+
+
+class CoreWire(Fixtures):
+    """The fixtures of a wire the core reads at ``path``, streamed as ``content_type``."""
+
+    def __init__(
+        self, folder: str, *, wire: Wire, path: str, content_type: str, attempt_id: str
+    ) -> None:
+        super().__init__(folder)
+        self.wire = wire
+        self.path = path
+        self.content_type = content_type
+        self.attempt_id = attempt_id
+
+    def replay(
+        self,
+        pieces: list[bytes] | None = None,
+        *,
+        whole: bytes | None = None,
+        carrier: Carrier | None = None,
+        route: str = "",
+    ) -> Replayed:
+        """The streamed body in ``pieces`` (or the ``whole`` body) through one attempt whose
+        every call is approved: the calls released, the text, the quarantine, the attempt."""
+        attempt = Attempt(self.registry, attempt_id=self.attempt_id, clock=lambda: 0.0, route=route)
+        text: list[str] = []
+        released: list[dict[str, Any]] = []
+        fault = None
+        try:
+            if whole is not None:
+                attempt.bind_response(
+                    content_type="application/json", streamed=False, path=self.path
+                )
+                attempt.receive_body(whole)
+            else:
+                attempt.bind_response(content_type=self.content_type, streamed=True, path=self.path)
+                for piece in pieces or []:
+                    for event in attempt.receive_bytes(piece):
+                        if isinstance(event, TextDelta):
+                            text.append(event.text)
+                attempt.receive_eof()
+            for call in attempt.conclude(carrier):
+                attempt.decide(call.index, PolicyDecision.approve())
+            released = [
+                {"call_id": c.call_id, "name": c.name, "arguments": c.arguments}
+                for c in attempt.release()
+            ]
+        except ToolCallQuarantined as exc:
+            fault = exc
+        return released, "".join(text), fault, attempt
+
+    def check(self, name: str, pieces: list[bytes] | None = None) -> None:
+        """The manifest's outcome for case ``name``: a streamed case read in ``pieces``, a
+        whole one read whole. Released: exactly the manifest's calls (and its text, streamed).
+        Refused: see ``refused``."""
+        case = self.cases[name]
+        if case["streamed"]:
+            released, text, fault, attempt = self.replay(pieces)
+            assert fault is not None or text == case["text"]
+        else:
+            released, text, fault, attempt = self.replay(whole=self.body(name))
+        assert attempt.wire is self.wire
+        if case["expect"] == "release":
+            assert fault is None, f"{name}: {fault!r}"
+            assert released == case["calls"]
+            assert attempt.state is StreamState.RELEASED
+        else:
+            refused(case, released, fault)
+
+
+def refused(
+    case: dict[str, Any], released: list[dict[str, Any]], fault: ToolCallQuarantined | None
+) -> None:
+    """Quarantined for the manifest's reason, nothing released, the canary in no rendering of
+    the fault and in none of its records, every record marked quarantined."""
+    name = case["name"]
+    assert fault is not None, f"{name}: released {released!r}"
+    assert fault.reason is QuarantineReason(case["reason"]), f"{name}: {fault.reason}"
+    assert released == []
+    for rendered in (str(fault), repr(fault), repr(fault.args)):
+        assert CANARY not in rendered
+    for record in fault.records:
+        assert CANARY not in record.model_dump_json()
+        assert record.execution_state == "quarantined"
