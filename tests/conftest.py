@@ -1,4 +1,5 @@
-"""Shared test set-up: offline litellm, the chat fixture manifest, byte-stream helpers."""
+"""Shared test set-up: offline litellm, the chat fixture manifest, byte-stream helpers, the
+canary check of a refusal."""
 
 from __future__ import annotations
 
@@ -30,6 +31,19 @@ CASES = {case["name"]: case for case in MANIFEST["cases"]}
 
 def body_of(case: dict[str, Any]) -> bytes:
     return (CHAT / case["body"]).read_bytes()
+
+
+def no_leak(exc: BaseException, *, records: bool = True) -> None:
+    """The canary is in no rendering of ``exc`` nor of the exceptions it was raised from or
+    while handling; with ``records``, in none of the records ``exc`` carries."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        for rendered in (str(seen), repr(seen), repr(seen.args)):
+            assert CANARY not in rendered
+        seen = seen.__cause__ or seen.__context__
+    if records:
+        for record in getattr(exc, "records", ()):
+            assert CANARY not in record.model_dump_json()
 
 
 def litellm_version() -> str:

@@ -2,13 +2,16 @@
 
 ``kwargs`` builds litellm's arguments for the loopback server, ``run`` takes one request
 through the gate (sync or async) and returns the chunks it yielded with the quarantine, if
-any; ``released`` lists the tool calls among the chunks. The ``upstream`` fixture (a
-running FakeUpstream) is in conftest.py.
+any; ``released`` lists the tool calls among the chunks. ``call`` does what ``run`` does for
+any of the gate's entry points (completion, messages, responses), streamed or not;
+``tool_calls`` are the chat chunks' tool calls. The ``upstream`` fixture (a running
+FakeUpstream) is in conftest.py.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from litellm_toolgate import ToolCallQuarantined, ToolGate
@@ -29,20 +32,40 @@ def kwargs(upstream: FakeUpstream, **extra: Any) -> dict[str, Any]:
 
 def run(gate: ToolGate, upstream: FakeUpstream, asynchronous: bool) -> tuple[list[Any], Any]:
     """One streamed request; a quarantine is returned, any other error propagates."""
-    chunks: list[Any] = []
+    return call(gate.completion, gate.acompletion, kwargs(upstream), asynchronous=asynchronous)
 
-    async def go_async() -> Any:
-        async for chunk in await gate.acompletion(**kwargs(upstream)):
-            chunks.append(chunk)
+
+def call(
+    sync: Callable[..., Any],
+    asynchronous_call: Callable[..., Awaitable[Any]],
+    args: dict[str, Any],
+    *,
+    asynchronous: bool,
+    stream: bool = True,
+) -> tuple[list[Any], ToolCallQuarantined | None]:
+    """One request through a gate's entry point, ``sync`` or its ``asynchronous_call``: what it
+    handed out (each chunk, event or piece of a stream; a whole response) and the quarantine,
+    if any. Any other error propagates."""
+    out: list[Any] = []
+
+    async def go() -> None:
+        result = await asynchronous_call(**args)
+        if stream:
+            async for piece in result:
+                out.append(piece)
+        else:
+            out.append(result)
 
     try:
         if asynchronous:
-            asyncio.run(go_async())
+            asyncio.run(go())
+        elif stream:
+            out.extend(sync(**args))
         else:
-            chunks.extend(gate.completion(**kwargs(upstream)))
+            out.append(sync(**args))
     except ToolCallQuarantined as exc:
-        return chunks, exc
-    return chunks, None
+        return out, exc
+    return out, None
 
 
 def released(chunks: list[Any]) -> list[tuple[str, str]]:
@@ -53,3 +76,8 @@ def released(chunks: list[Any]) -> list[tuple[str, str]]:
         for ch in c.choices
         for tc in (ch.delta.tool_calls or [])
     ]
+
+
+def tool_calls(chunks: list[Any]) -> list[Any]:
+    """Every tool call the chat chunks hand over, as litellm gives it."""
+    return [tc for c in chunks for ch in c.choices for tc in (ch.delta.tool_calls or [])]

@@ -18,7 +18,7 @@ import httpx
 import litellm
 import pytest
 import respx
-from conftest import CANARY, CASES, MANIFEST, Pieces, body_of, expected, split
+from conftest import CASES, MANIFEST, Pieces, body_of, expected, no_leak, split
 
 from litellm_toolgate import QuarantineReason, ToolCallQuarantined, ToolGate
 
@@ -76,16 +76,6 @@ def _collect(chunks: list[Any]) -> tuple[str, list[dict[str, Any]], list[int], s
     return text, calls, call_positions, finish
 
 
-def _no_leak(exc: BaseException) -> None:
-    seen: BaseException | None = exc
-    while seen is not None:
-        for rendered in (str(seen), repr(seen), repr(seen.args)):
-            assert CANARY not in rendered
-        seen = seen.__cause__ or seen.__context__
-    for record in getattr(exc, "records", ()):
-        assert CANARY not in record.model_dump_json()
-
-
 def _check(
     case: dict[str, Any], chunks: list[Any], error: ToolCallQuarantined | None, route: str
 ) -> None:
@@ -108,7 +98,7 @@ def _check(
         assert error.reason is QuarantineReason(reason)
         assert calls == [], "a tool-call fragment reached the caller"
         assert case["text"].startswith(text)
-        _no_leak(error)
+        no_leak(error)
 
 
 def _tail(chunks: list[Any]) -> int:
@@ -200,7 +190,7 @@ def test_disconnect_then_fresh_attempt(gate: ToolGate, runner: str, route: str) 
     assert isinstance(error, ToolCallQuarantined)
     assert error.reason is QuarantineReason.DISCONNECTED
     assert _collect(chunks)[1] == []
-    _no_leak(error)
+    no_leak(error)
     # A retry is a new attempt: nothing of the broken one carries over.
     again = CASES[case["then"]]
     chunks, error2 = RUNNERS[runner](gate, [body_of(again)], route)

@@ -12,27 +12,25 @@ with every tool_use block withheld until the gate released it, right before
 
 from __future__ import annotations
 
-import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 import litellm
 import pytest
-from conftest import CANARY, body_of, expected
 from conftest import CASES as CHAT_CASES
 from conftest import MANIFEST as CHAT_MANIFEST
+from conftest import body_of, expected, no_leak
+from loopback import call
+from wirecases import Fixtures
 
 from litellm_toolgate import QuarantineReason, ToolCallQuarantined, ToolGate
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True
 R = QuarantineReason
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "anthropic"
-MANIFEST = json.loads((FIXTURES / "manifest.json").read_text(encoding="utf-8"))
-CASES = {c["name"]: c for c in MANIFEST["cases"]}
-STREAMED = sorted(n for n, c in CASES.items() if c["streamed"])
-WHOLE = sorted(n for n, c in CASES.items() if not c["streamed"])
+ANTHROPIC = Fixtures("anthropic")
+FIXTURES, MANIFEST, CASES = ANTHROPIC.folder, ANTHROPIC.manifest, ANTHROPIC.cases
+STREAMED, WHOLE = ANTHROPIC.streamed, ANTHROPIC.whole
 # Anthropic tool shapes, as a /v1/messages caller passes them.
 TOOLS = [
     {"name": t["function"]["name"], "input_schema": t["function"]["parameters"]}
@@ -104,34 +102,7 @@ def run(
         "stream": stream,
         **kwargs,
     }
-    out: list[Any] = []
-
-    async def go() -> None:
-        result = await gate.amessages(**args)
-        if stream:
-            async for piece in result:
-                out.append(piece)
-        else:
-            out.append(result)
-
-    try:
-        if asynchronous:
-            asyncio.run(go())
-        elif stream:
-            out.extend(gate.messages(**args))
-        else:
-            out.append(gate.messages(**args))
-    except ToolCallQuarantined as exc:
-        return out, exc
-    return out, None
-
-
-def no_leak(exc: BaseException) -> None:
-    seen: BaseException | None = exc
-    while seen is not None:
-        for rendered in (str(seen), repr(seen), repr(seen.args)):
-            assert CANARY not in rendered
-        seen = seen.__cause__ or seen.__context__
+    return call(gate.messages, gate.amessages, args, asynchronous=asynchronous, stream=stream)
 
 
 def check(
@@ -156,7 +127,7 @@ def check(
         assert tool_blocks(events) == [], "a tool_use block leaked"
         assert "message_stop" not in [e["type"] for e in events]
         assert want_text.startswith(text_of(events))
-        no_leak(error)
+        no_leak(error, records=False)
 
 
 @pytest.fixture(scope="module")
@@ -210,7 +181,7 @@ def test_native_whole_message(upstream: FakeUpstream, name: str) -> None:
     else:
         assert isinstance(error, ToolCallQuarantined) and error.reason is R(case["reason"])
         assert out == []
-        no_leak(error)
+        no_leak(error, records=False)
 
 
 def test_native_sync_is_refused_by_litellm_before_sending(upstream: FakeUpstream) -> None:

@@ -12,26 +12,24 @@ exact calls released (in one chunk, after every text chunk, under the wire's ids
 
 from __future__ import annotations
 
-import asyncio
 import json
 from importlib.metadata import version
-from pathlib import Path
 from typing import Any
 
 import litellm
 import pytest
-from conftest import CANARY
+from conftest import no_leak
+from loopback import call, tool_calls
+from wirecases import Fixtures
 
 from litellm_toolgate import QuarantineReason, ToolCallQuarantined, ToolGate
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True
 R = QuarantineReason
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "ollama"
-MANIFEST = json.loads((FIXTURES / "manifest.json").read_text(encoding="utf-8"))
-CASES = {c["name"]: c for c in MANIFEST["cases"]}
-STREAMED = sorted(n for n, c in CASES.items() if c["streamed"])
-WHOLE = sorted(n for n, c in CASES.items() if not c["streamed"])
+OLLAMA = Fixtures("ollama")
+FIXTURES, MANIFEST, CASES = OLLAMA.folder, OLLAMA.manifest, OLLAMA.cases
+STREAMED, WHOLE = OLLAMA.streamed, OLLAMA.whole
 SPLITS = {"whole": None, "split": [1, 7, 13, 2, 64]}
 NDJSON = "application/x-ndjson"
 # Where the outcome through litellm's chat carrier may differ from the core's. litellm
@@ -69,40 +67,7 @@ def run(
 ) -> tuple[list[Any], Any]:
     """The chunks (or the whole response) and the quarantine, if any."""
     args = kwargs(upstream, stream=stream)
-    out: list[Any] = []
-
-    async def go() -> None:
-        result = await gate.acompletion(**args)
-        if stream:
-            async for chunk in result:
-                out.append(chunk)
-        else:
-            out.append(result)
-
-    try:
-        if asynchronous:
-            asyncio.run(go())
-        elif stream:
-            out.extend(gate.completion(**args))
-        else:
-            out.append(gate.completion(**args))
-    except ToolCallQuarantined as exc:
-        return out, exc
-    return out, None
-
-
-def tool_calls(chunks: list[Any]) -> list[Any]:
-    return [tc for c in chunks for ch in c.choices for tc in (ch.delta.tool_calls or [])]
-
-
-def no_leak(exc: BaseException) -> None:
-    seen: BaseException | None = exc
-    while seen is not None:
-        for rendered in (str(seen), repr(seen), repr(seen.args)):
-            assert CANARY not in rendered
-        seen = seen.__cause__ or seen.__context__
-    for record in getattr(exc, "records", ()):
-        assert CANARY not in record.model_dump_json()
+    return call(gate.completion, gate.acompletion, args, asynchronous=asynchronous, stream=stream)
 
 
 @pytest.mark.parametrize(("name", "asynchronous", "split"), PARAMS)

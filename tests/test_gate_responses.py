@@ -13,23 +13,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 import litellm
 import pytest
-from conftest import CANARY, body_of, expected
 from conftest import CASES as CHAT_CASES
 from conftest import MANIFEST as CHAT_MANIFEST
+from conftest import body_of, expected, no_leak
+from loopback import call
+from wirecases import Fixtures
 
 from litellm_toolgate import QuarantineReason, ToolCallQuarantined, ToolGate
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True
 R = QuarantineReason
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "responses"
-MANIFEST = json.loads((FIXTURES / "manifest.json").read_text(encoding="utf-8"))
-CASES = {c["name"]: c for c in MANIFEST["cases"]}
+RESPONSES = Fixtures("responses")
+FIXTURES, MANIFEST, CASES = RESPONSES.folder, RESPONSES.manifest, RESPONSES.cases
 OVERRIDES: dict[str, dict[str, str]] = MANIFEST["bridged"]["overrides"]
 CALL_EVENTS = {
     "response.function_call_arguments.delta",
@@ -78,31 +78,7 @@ def run(
         "stream": True,
         **extra,
     }
-    events: list[Any] = []
-
-    async def go() -> None:
-        async for event in await gate.aresponses(**kwargs):
-            events.append(event)
-
-    try:
-        if asynchronous:
-            asyncio.run(go())
-        else:
-            for event in gate.responses(**kwargs):
-                events.append(event)
-    except ToolCallQuarantined as exc:
-        return events, exc
-    return events, None
-
-
-def no_leak(exc: BaseException) -> None:
-    seen: BaseException | None = exc
-    while seen is not None:
-        for rendered in (str(seen), repr(seen), repr(seen.args)):
-            assert CANARY not in rendered
-        seen = seen.__cause__ or seen.__context__
-    for record in getattr(exc, "records", ()):
-        assert CANARY not in record.model_dump_json()
+    return call(gate.responses, gate.aresponses, kwargs, asynchronous=asynchronous)
 
 
 def check(

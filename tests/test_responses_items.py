@@ -11,14 +11,14 @@ per chunk. No argument text may appear in any error, record or log line (canary 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
 import litellm
 import pytest
-from conftest import CANARY
+from conftest import CANARY, no_leak
+from wirecases import Fixtures
 
 from litellm_toolgate import GateConfigError, QuarantineReason, ToolCallQuarantined, ToolGate
 from litellm_toolgate.core import Attempt, PolicyDecision, ToolRegistry
@@ -30,10 +30,9 @@ from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 litellm.suppress_debug_info = True
 R = QuarantineReason
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "fixtures" / "responses"
-MANIFEST = json.loads((FIXTURES / "manifest.json").read_text(encoding="utf-8"))
-CASES = {c["name"]: c for c in MANIFEST["cases"]}
-REGISTRY = ToolRegistry.from_tools(MANIFEST["tools"])
+RESPONSES = Fixtures("responses")
+FIXTURES, MANIFEST, CASES = RESPONSES.folder, RESPONSES.manifest, RESPONSES.cases
+REGISTRY = RESPONSES.registry
 NAMES = [
     "custom_grammar_lark",
     "custom_grammar_lark_refused",
@@ -87,16 +86,6 @@ def core_replay(pieces: list[bytes], route: str = "") -> tuple[list[ToolCall], l
     except ToolCallQuarantined as exc:
         return seen, [], exc
     return seen, released, None
-
-
-def no_leak(exc: BaseException) -> None:
-    seen: BaseException | None = exc
-    while seen is not None:
-        for rendered in (str(seen), repr(seen), repr(seen.args)):
-            assert CANARY not in rendered
-        seen = seen.__cause__ or seen.__context__
-    for record in getattr(exc, "records", ()):
-        assert CANARY not in record.model_dump_json()
 
 
 def expect(name: str, seen: list[ToolCall], released: list[Any], fault: Any) -> None:
