@@ -1,6 +1,7 @@
 """Helpers for tests that drive the gate through the real litellm against FakeUpstream.
 
-``kwargs`` builds litellm's arguments for the loopback server, ``run`` takes one request
+``kwargs`` builds litellm's arguments for the loopback server (``ask_multiply`` for a
+``model`` and ``tools`` of the caller's choice), ``run`` takes one request
 through the gate (sync or async) and returns the chunks it yielded with the quarantine, if
 any; ``released`` lists the tool calls among the chunks. ``call`` does what ``run`` does for
 any of the gate's entry points (completion, messages, responses), streamed or not;
@@ -25,6 +26,21 @@ def kwargs(upstream: FakeUpstream, **extra: Any) -> dict[str, Any]:
         "api_base": upstream.base_url,
         "api_key": "sk-test",
         "stream": True,
+        "num_retries": 0,
+        **extra,
+    }
+
+
+def ask_multiply(
+    upstream: FakeUpstream, model: str, tools: list[dict[str, Any]], **extra: Any
+) -> dict[str, Any]:
+    """litellm's arguments for a chat completion asking ``model`` at the loopback server's root
+    (``api_base``) to multiply 7 by 8 with the given ``tools``."""
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": "What is 7 times 8? Use multiply."}],
+        "tools": tools,
+        "api_base": upstream.root_url,
         "num_retries": 0,
         **extra,
     }

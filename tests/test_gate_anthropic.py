@@ -17,7 +17,7 @@ from typing import Any
 import litellm
 import pytest
 from conftest import no_leak
-from loopback import call, tool_calls
+from loopback import ask_multiply, call, tool_calls
 from wirecases import Fixtures
 
 from litellm_toolgate import QuarantineReason, ToolCallQuarantined, ToolGate
@@ -45,23 +45,17 @@ PARAMS = [
 ]
 
 
-def kwargs(upstream: FakeUpstream, **extra: Any) -> dict[str, Any]:
-    return {
-        "model": "anthropic/claude-sonnet-4-5",
-        "messages": [{"role": "user", "content": "What is 7 times 8? Use multiply."}],
-        "tools": MANIFEST["tools"],
-        "api_base": upstream.root_url,
-        "api_key": "sk-ant-test",
-        "num_retries": 0,
-        **extra,
-    }
-
-
 def run(
     gate: ToolGate, upstream: FakeUpstream, asynchronous: bool, *, stream: bool = True
 ) -> tuple[list[Any], Any]:
     """The chunks (or the whole response) and the quarantine, if any."""
-    args = kwargs(upstream, stream=stream)
+    args = ask_multiply(
+        upstream,
+        "anthropic/claude-sonnet-4-5",
+        MANIFEST["tools"],
+        stream=stream,
+        api_key="sk-ant-test",
+    )
     return call(gate.completion, gate.acompletion, args, asynchronous=asynchronous, stream=stream)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import litellm
 import pytest
 from conftest import no_leak
-from loopback import call, tool_calls
+from loopback import ask_multiply, call, tool_calls
 from wirecases import Fixtures
 
 from litellm_toolgate import QuarantineReason, ToolCallQuarantined, ToolGate
@@ -51,22 +51,11 @@ PARAMS = [
 ]
 
 
-def kwargs(upstream: FakeUpstream, **extra: Any) -> dict[str, Any]:
-    return {
-        "model": "ollama_chat/qwen3:8b",
-        "messages": [{"role": "user", "content": "What is 7 times 8? Use multiply."}],
-        "tools": MANIFEST["tools"],
-        "api_base": upstream.root_url,
-        "num_retries": 0,
-        **extra,
-    }
-
-
 def run(
     gate: ToolGate, upstream: FakeUpstream, asynchronous: bool, *, stream: bool = True
 ) -> tuple[list[Any], Any]:
     """The chunks (or the whole response) and the quarantine, if any."""
-    args = kwargs(upstream, stream=stream)
+    args = ask_multiply(upstream, "ollama_chat/qwen3:8b", MANIFEST["tools"], stream=stream)
     return call(gate.completion, gate.acompletion, args, asynchronous=asynchronous, stream=stream)
 
 
