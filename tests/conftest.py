@@ -118,7 +118,9 @@ def upstream() -> Iterator[Any]:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Print what the attack suites tried (see tests/tally.py)."""
+    """Print what the attack suites tried (see tests/tally.py), and every proxy process that
+    was found dead between tests and started again (tests/proxyproc.py)."""
+    from proxyproc import RESTARTS
     from tally import summary
 
     lines = summary()
@@ -126,6 +128,19 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_sep("-", "attack figures")
         for line in lines:
             terminalreporter.write_line(line)
+    for what in RESTARTS:
+        terminalreporter.write_sep("!", "a proxy process had ended between tests: started again")
+        terminalreporter.write_line(what)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    """A test that uses a real proxy gets a running one (see Proxy.ensure_running)."""
+    from proxyproc import Proxy
+
+    for value in getattr(item, "funcargs", {}).values():
+        if isinstance(value, Proxy):
+            value.ensure_running()
 
 
 @pytest.hookimpl(wrapper=True)

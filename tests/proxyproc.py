@@ -19,7 +19,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +51,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# Every time a proxy process was found dead between tests and started again: what it said
+# (printed in the run's summary by tests/conftest.py).
+RESTARTS: list[str] = []
+
+
 @dataclass
 class Proxy:
     base_url: str
@@ -58,6 +63,38 @@ class Proxy:
     process: subprocess.Popen[bytes]
     log: Path
     probe_port: int
+    start: Callable[[], subprocess.Popen[bytes]] | None = None
+    restarted: bool = False
+
+    def ensure_running(self) -> None:
+        """Start the proxy again if its process has ended since the last test.
+
+        Called where a test makes its client, before it sends anything. A proxy that dies
+        during a test fails that test; one found dead between tests is reported
+        (:data:`RESTARTS`, the run's summary) and started again, once: a second death fails.
+        A gate that crashes the proxy on some request crashes the new one on the same
+        request, which fails.
+        """
+        if self.process.poll() is None:
+            return
+        what = self.describe()
+        if self.restarted or self.start is None:
+            raise RuntimeError(f"the proxy process ended again:\n{what}")
+        RESTARTS.append(what)
+        self.restarted = True
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)  # anything it left holding the port
+        self.process = self.start()
+        self.wait_ready()
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not self.alive():
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the proxy exited at start-up:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the proxy was not ready in {READY_TIMEOUT} s")
+            time.sleep(0.25)
 
     def in_flight(self) -> int:
         """The gate's in-flight count in the proxy process (see inflight_probe)."""
@@ -134,26 +171,24 @@ def running_proxy(config: Path, upstream_base: str) -> Iterator[Proxy]:
     log = config.with_suffix(".log")
     binary = Path(sys.executable).with_name("litellm")
     command = [str(binary), "--config", str(config), "--host", "127.0.0.1", "--port", str(port)]
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            command,
-            cwd=config.parent,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    proxy = Proxy(f"http://127.0.0.1:{port}", key, process, log, probe_port)
+
+    def start() -> subprocess.Popen[bytes]:
+        with log.open("ab") as out:
+            return subprocess.Popen(
+                command,
+                cwd=config.parent,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    log.write_bytes(b"")
+    proxy = Proxy(f"http://127.0.0.1:{port}", key, start(), log, probe_port, start)
     try:
-        deadline = time.monotonic() + READY_TIMEOUT
-        while not proxy.alive():
-            if process.poll() is not None:
-                raise RuntimeError(f"the proxy exited at start-up:\n{proxy.log_tail()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the proxy was not ready in {READY_TIMEOUT} s")
-            time.sleep(0.25)
+        proxy.wait_ready()
         yield proxy
     finally:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
+            os.killpg(proxy.process.pid, signal.SIGKILL)
+        proxy.process.wait(timeout=30)
