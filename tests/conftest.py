@@ -109,6 +109,18 @@ def manifest() -> dict[str, Any]:
 
 
 @pytest.fixture
+def litellm_on_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
+    """litellm's async handlers on httpx, not aiohttp, for tests that answer with respx.
+
+    respx answers at httpx's edge only, and the gate's async handler is built as litellm
+    builds its own (on aiohttp, unless litellm is told not to).
+    """
+    import litellm
+
+    monkeypatch.setattr(litellm, "disable_aiohttp_transport", True)
+
+
+@pytest.fixture
 def upstream() -> Iterator[Any]:
     """A running loopback FakeUpstream (litellm_toolgate.demo.upstream)."""
     from litellm_toolgate.demo.upstream import FakeUpstream

@@ -36,6 +36,8 @@ from litellm_toolgate import (
 )
 
 litellm.suppress_debug_info = True
+# respx answers at httpx's edge: litellm's async handlers on httpx (conftest).
+pytestmark = pytest.mark.usefixtures("litellm_on_httpx")
 R = QuarantineReason
 C = CANARY
 URL = "http://upstream.test/v1/chat/completions"

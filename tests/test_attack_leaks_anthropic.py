@@ -24,6 +24,8 @@ from leakcheck import assert_clean_exception, assert_clean_logs, every_logger
 from litellm_toolgate import QuarantineReason, ToolCallQuarantined, ToolGate
 
 litellm.suppress_debug_info = True
+# respx answers at httpx's edge: litellm's async handlers on httpx (conftest).
+pytestmark = pytest.mark.usefixtures("litellm_on_httpx")
 R = QuarantineReason
 C = CANARY
 URL = "http://upstream.test/v1/messages"

@@ -22,6 +22,8 @@ from litellm.integrations.custom_logger import CustomLogger
 from litellm_toolgate import ToolGate
 
 litellm.suppress_debug_info = True
+# respx answers at httpx's edge: litellm's async handlers on httpx (conftest).
+pytestmark = pytest.mark.usefixtures("litellm_on_httpx")
 URL = "http://upstream.test/v1/chat/completions"
 BASE: dict[str, Any] = {
     "model": "cometapi/gpt-4o-mini",

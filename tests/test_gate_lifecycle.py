@@ -1,6 +1,7 @@
-"""``ToolGate``'s lifecycle: the transports it creates are closed by ``close()`` / ``aclose()``
-and by ``with`` / ``async with``; a closed gate refuses new calls; clients the caller passed
-are left open. Driven through the real litellm against the demo's loopback fake upstream."""
+"""``ToolGate``'s lifecycle: the litellm handlers it creates (their httpx clients) are closed by
+``close()`` / ``aclose()`` and by ``with`` / ``async with``; a closed gate refuses new calls;
+clients the caller passed are left open. Driven through the real litellm against the demo's
+loopback fake upstream."""
 
 from __future__ import annotations
 
@@ -71,10 +72,12 @@ def test_with_block_closes_the_sync_transport_and_a_closed_gate_refuses(
         assert _released(list(stream)) == ["multiply"]
         whole = gate.completion(**_kwargs(demo))
         assert isinstance(whole, ModelResponse)
-        transport = gate.clients._sync_transport
-        assert transport is not None and transport not in closed
-    assert gate.closed and gate.clients._sync_transport is None
-    assert closed.count(transport) == 1
+        (handler,) = gate.clients._sync_handlers.values()
+        client = handler.client
+        transport = client._transport
+        assert not client.is_closed and transport not in closed
+    assert gate.closed and gate.clients._sync_handlers == {}
+    assert client.is_closed and closed.count(transport) == 1
     for call in (
         lambda: gate.completion(**_kwargs(demo, stream=True)),
         lambda: gate.responses(model="cometapi/gpt-4o-mini", input="7 times 8?"),
@@ -87,39 +90,38 @@ def test_with_block_closes_the_sync_transport_and_a_closed_gate_refuses(
     assert "closed" in repr(gate)
 
 
-def test_async_with_closes_the_async_transport_on_its_loop(
-    demo: FakeUpstream, closed: list[object]
-) -> None:
-    async def main() -> tuple[ToolGate, httpx.AsyncHTTPTransport]:
+def test_async_with_closes_the_async_handler_on_its_loop(demo: FakeUpstream) -> None:
+    async def main() -> tuple[ToolGate, httpx.AsyncClient]:
         async with ToolGate(TOOLS) as gate:
             stream = await gate.acompletion(**_kwargs(demo, stream=True))
             assert isinstance(stream, AsyncGatedStream)
             assert _released([c async for c in stream]) == ["multiply"]
-            transport = gate.clients._async_transports[asyncio.get_running_loop()]
-            assert transport not in closed
-        assert closed == [transport]  # closed on its own loop, inside async with
+            (handler,) = gate.clients._async_handlers[asyncio.get_running_loop()].values()
+            client = handler.client
+            assert not client.is_closed
+        assert client.is_closed  # closed on its own loop, inside async with
         with pytest.raises(RuntimeError, match="ToolGate was closed"):
             await gate.acompletion(**_kwargs(demo, stream=True))
         with pytest.raises(RuntimeError, match="ToolGate was closed"):
             gate.async_http_client()
-        return gate, transport
+        return gate, client
 
-    gate, transport = asyncio.run(main())
-    assert gate.closed and len(gate.clients._async_transports) == 0
-    assert closed == [transport]
+    gate, client = asyncio.run(main())
+    assert gate.closed and len(gate.clients._async_handlers) == 0
+    assert client.is_closed
 
 
-def test_sync_close_also_closes_an_async_transport_whose_loop_is_idle(
-    demo: FakeUpstream, closed: list[object]
-) -> None:
+def test_sync_close_also_closes_an_async_handler_whose_loop_is_idle(demo: FakeUpstream) -> None:
     gate = ToolGate(TOOLS)
     loop = asyncio.new_event_loop()
     try:
         whole = loop.run_until_complete(gate.acompletion(**_kwargs(demo)))
         assert isinstance(whole, ModelResponse)
-        transport = gate.clients._async_transports[loop]
+        (handler,) = gate.clients._async_handlers[loop].values()
+        client = handler.client
+        assert not client.is_closed
         gate.close()
-        assert closed == [transport]
+        assert client.is_closed
     finally:
         loop.close()
 
@@ -130,7 +132,7 @@ def test_a_client_the_caller_passed_is_left_open(demo: FakeUpstream, closed: lis
         assert _released(list(gate.completion(**_kwargs(demo, stream=True, client=mine)))) == [
             "multiply"
         ]
-        assert gate.clients._sync_transport is None  # the gate made none of its own
+        assert gate.clients._sync_handlers == {}  # the gate made none of its own
     assert closed == [] and not mine.client.is_closed
     response = mine.client.post(f"{demo.base_url}/chat/completions", json=_kwargs(demo))
     assert response.status_code == 200

@@ -23,6 +23,8 @@ from conftest import CASES, MANIFEST, Pieces, body_of, expected, no_leak, split
 from litellm_toolgate import QuarantineReason, ToolCallQuarantined, ToolGate
 
 litellm.suppress_debug_info = True
+# respx answers at httpx's edge: litellm's async handlers on httpx (conftest).
+pytestmark = pytest.mark.usefixtures("litellm_on_httpx")
 URL = r"http://upstream\.test/(v1|openai/deployments/[^/]+)/chat/completions"
 KWARGS: dict[str, Any] = {
     "model": "cometapi/gpt-4o-mini",

@@ -1,4 +1,5 @@
-"""The OpenAI SDK routes send, through the gate, exactly what litellm sends without it.
+"""The OpenAI SDK routes and litellm's handler routes send, through the gate, exactly what
+litellm sends without it.
 
 For ``openai/`` and ``azure/`` chat, sync and async, each case makes the same call twice to a
 loopback upstream that records requests: once with plain litellm, once through
@@ -8,6 +9,11 @@ key, organization, extra headers, the SDK's timeout and retry headers. A caller'
 client is wrapped, not replaced, and stays untapped for its other calls; an environment proxy
 is still used. The same holds for a sync stream under ``litellm.callbacks``, which goes out on
 litellm's own SDK client, its httpx client wrapped in place by the gate.
+
+On the routes that take a litellm ``HTTPHandler`` (``cometapi/``, ``openrouter/``) the gate's
+handler is a tapped copy of the one litellm builds for itself: the same headers (litellm's
+User-Agent), the same environment proxy; a caller's own handler keeps its httpx client's
+headers, and the caller's handler is left as it was.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import litellm
 import openai
 import pytest
 from conftest import CASES, MANIFEST, body_of
+from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, HTTPHandler
 from routeserver import RouteServer, Seen
 
 from litellm_toolgate import ToolGate, ToolGateGuardrail, WireNotObservable
@@ -108,6 +115,28 @@ def _cases(base: str) -> dict[str, dict[str, Any]]:
 
 
 CASE_NAMES = list(_cases("http://x/v1"))
+
+
+def _handler_cases(base: str) -> dict[str, dict[str, Any]]:
+    """Routes on which litellm takes a litellm HTTPHandler / AsyncHTTPHandler."""
+    return {
+        "cometapi": {"model": "cometapi/gpt-4o-mini", "api_base": base, "api_key": "sk-c"},
+        "openrouter": {
+            "model": "openrouter/openai/gpt-4o-mini",
+            "api_base": base,
+            "api_key": "sk-or",
+            "extra_headers": {"X-Trace": "t-3"},
+        },
+    }
+
+
+HANDLER_CASES = list(_handler_cases("http://x/v1"))
+
+
+def _fresh_litellm_clients() -> None:
+    # litellm caches its handlers (built once from the environment): built anew here, as
+    # they would be in a process that started with this environment.
+    litellm.in_memory_llm_clients_cache.flush_cache()
 
 
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
@@ -221,6 +250,86 @@ def test_an_environment_proxy_is_still_used(
     gated = _sent(server, kwargs, ToolGate(MANIFEST["tools"]), asynchronous)
     # Through a proxy the request line carries the absolute URL of the upstream.
     assert gated.path == "http://upstream.invalid/v1/chat/completions"
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("name", HANDLER_CASES)
+def test_a_handler_route_sends_what_litellm_sends(
+    server: RouteServer, name: str, asynchronous: bool
+) -> None:
+    kwargs = _handler_cases(server.base_url)[name]
+    _fresh_litellm_clients()
+    plain = _sent(server, kwargs, None, asynchronous)
+    gated = _sent(server, kwargs, ToolGate(MANIFEST["tools"]), asynchronous)
+    _same(plain, gated)
+    user_agent = {k.lower(): v for k, v in gated.headers.items()}["user-agent"]
+    assert user_agent.startswith("litellm/")
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("name", HANDLER_CASES)
+def test_a_handler_route_uses_the_environment_proxy_as_litellm_does(
+    server: RouteServer, monkeypatch: pytest.MonkeyPatch, name: str, asynchronous: bool
+) -> None:
+    proxy = server.base_url.removesuffix("/v1")
+    for variable in ("HTTP_PROXY", "http_proxy"):
+        monkeypatch.setenv(variable, proxy)
+    for variable in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(variable, raising=False)
+    kwargs = _handler_cases("http://upstream.invalid/v1")[name]
+    _fresh_litellm_clients()
+    try:
+        plain = _sent(server, kwargs, None, asynchronous)
+        gated = _sent(server, kwargs, ToolGate(MANIFEST["tools"]), asynchronous)
+    finally:
+        _fresh_litellm_clients()  # no handler built with the proxy outlives this test
+    # Through a proxy the request line carries the absolute URL of the upstream.
+    assert plain.path == gated.path == "http://upstream.invalid/v1/chat/completions"
+    _same(plain, gated)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_callers_handler_is_wrapped_not_replaced(server: RouteServer, asynchronous: bool) -> None:
+    handler: Any
+    if asynchronous:
+        handler = AsyncHTTPHandler()
+        handler.client = httpx.AsyncClient(headers={"X-Http": "mine"}, timeout=30)
+    else:
+        handler = HTTPHandler(client=httpx.Client(headers={"X-Http": "mine"}, timeout=30))
+    http = handler.client
+    transport, mounts = http._transport, dict(http._mounts)
+    kwargs = {**_handler_cases(server.base_url)["cometapi"], "client": handler}
+    gate = ToolGate(MANIFEST["tools"])
+    if asynchronous:
+        # One event loop for both calls: the caller's AsyncClient belongs to one loop.
+        async def both() -> tuple[Seen, Seen]:
+            seen = []
+            for who in (None, gate):
+                server.requests.clear()
+                call = litellm.acompletion if who is None else who.acompletion
+                async for _ in await call(
+                    **kwargs,
+                    messages=[{"role": "user", "content": "7 x 8?"}],
+                    tools=copy.deepcopy(MANIFEST["tools"]),
+                    stream=True,
+                ):
+                    pass
+                assert len(server.requests) == 1
+                seen.append(server.requests[0])
+            await http.aclose()
+            return seen[0], seen[1]
+
+        plain, gated = asyncio.run(both())
+    else:
+        plain = _sent(server, kwargs, None, asynchronous)
+        gated = _sent(server, kwargs, gate, asynchronous)
+        http.close()
+    _same(plain, gated)
+    assert {k.lower(): v for k, v in gated.headers.items()}.get("x-http") == "mine"
+    # The caller's handler is as it was: its next calls are its own, untapped.
+    assert handler.client is http and http._transport is transport
+    assert dict(http._mounts) == mounts
+    assert not hasattr(handler, "tap")
 
 
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])

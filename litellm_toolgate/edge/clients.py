@@ -24,11 +24,19 @@ Nothing litellm would have sent may be lost on the way:
   Per-request settings (timeout, retries, organization, extra headers) litellm sets on the
   client or the request itself, as it does for any caller's client.
 
-The gate's own httpx clients trust the environment (proxies, as httpx reads them) and are
-shared across calls (one sync, one per event loop); each call gets a copy with its own tap.
-When the user set ``litellm.client_session`` / ``aclient_session`` (the http client litellm
-builds its SDK clients on), a tapped copy of that session is used instead, so its proxies,
-certificates and headers apply as they would without the gate.
+On the handler routes a caller's ``HTTPHandler`` / ``AsyncHTTPHandler`` is wrapped the same
+way (a tapped copy of its httpx client, the caller's handler untouched). With no caller's
+handler the gate taps a copy of the handler litellm itself would build for the call:
+litellm's ``HTTPHandler(ssl_verify=...)`` / ``AsyncHTTPHandler(ssl_verify=...)`` for the
+call's ``ssl_verify`` (else litellm's), so litellm's certificates, client certificate,
+environment proxies, default headers, timeout and cookie policy all apply.
+
+The gate's own handlers and httpx clients are shared across calls (sync ones once, async
+ones once per event loop; handlers once per ``ssl_verify``, a few at most); each call gets a
+tapped copy. The gate's SDK httpx clients trust the environment (proxies, as httpx reads
+them). When the user set ``litellm.client_session`` / ``aclient_session`` (the http client
+litellm builds its SDK clients on), a tapped copy of that session is used instead, so its
+proxies, certificates and headers apply as they would without the gate.
 
 litellm keeps an Azure SDK client it was handed in its client cache, keyed by the call's
 settings, and would hand it to a later call with the same settings: :func:`forget` takes the
@@ -39,8 +47,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Any
 
 import httpx
@@ -57,15 +66,32 @@ Wrap = Callable[[Any], Any]
 
 
 class TappedHTTPHandler(HTTPHandler):
-    """litellm's sync handler whose transport feeds one attempt."""
+    """litellm's sync handler on a tapped httpx client, feeding one attempt."""
 
     tap: WireTap
+    base: Any  # the gate's litellm handler under it (kept alive while this one is in use)
 
 
 class TappedAsyncHTTPHandler(AsyncHTTPHandler):
-    """litellm's async handler whose transport feeds one attempt."""
+    """litellm's async handler on a tapped httpx client, feeding one attempt.
+
+    litellm's async handler sends a request again on a new client of its own after a
+    connection error (``create_client``): here that client is another tapped copy, so the
+    retry is tapped too.
+    """
 
     tap: WireTap
+    base: Any
+    _fresh: Callable[[], httpx.AsyncClient]
+
+    def __init__(self, client: httpx.AsyncClient, fresh: Callable[[], httpx.AsyncClient]) -> None:
+        self._fresh = lambda: client  # what AsyncHTTPHandler.__init__ builds its client with
+        super().__init__()
+        self.client = client  # litellm's setter: not the handler's to close
+        self._fresh = fresh
+
+    def create_client(self, *args: Any, **kwargs: Any) -> httpx.AsyncClient:
+        return self._fresh()
 
 
 # The HTTP clients the SDK makes for itself when given none (no settings of the caller's).
@@ -99,31 +125,61 @@ def _tapped_copy(client: httpx.Client | httpx.AsyncClient, wrap: Wrap) -> Any:
     return tapped
 
 
+_HANDLERS_KEPT = 8
+"""How many ``ssl_verify`` values a pool keeps a litellm handler for (sync, and per loop)."""
+
+
+def _ssl_key(ssl_verify: Any) -> Hashable:
+    """What litellm's handler for ``ssl_verify`` is built from: the value it resolves to
+    (the call's, else ``SSL_VERIFY`` or ``litellm.ssl_verify``) and the client certificate."""
+    resolved = ssl_verify if ssl_verify is not None else os.getenv("SSL_VERIFY", litellm.ssl_verify)
+    cert = os.getenv("SSL_CERTIFICATE", litellm.ssl_certificate)
+    key = (resolved, cert)
+    try:
+        hash(key)
+    except TypeError:
+        return (id(resolved), id(cert))
+    return key
+
+
 class ClientPool:
-    """The gate's shared transports and httpx clients, and :meth:`tapped_client`, the one
-    entry point. Sync ones are made once; async ones once per event loop."""
+    """The gate's shared litellm handlers and httpx clients, and :meth:`tapped_client`, the
+    one entry point. Sync ones are made once; async ones once per event loop."""
 
     def __init__(self) -> None:
-        self._sync_transport: httpx.HTTPTransport | None = None
-        self._async_transports: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, httpx.AsyncHTTPTransport
+        self._sync_handlers: dict[Hashable, HTTPHandler] = {}
+        self._async_handlers: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[Hashable, AsyncHTTPHandler]
         ] = weakref.WeakKeyDictionary()
         self._sync_client: httpx.Client | None = None
         self._async_clients: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, httpx.AsyncClient
         ] = weakref.WeakKeyDictionary()
 
-    def transport(self, asynchronous: bool) -> httpx.BaseTransport | httpx.AsyncBaseTransport:
-        """The transport under the gate's litellm handlers."""
-        if not asynchronous:
-            if self._sync_transport is None:
-                self._sync_transport = httpx.HTTPTransport()
-            return self._sync_transport
-        loop = asyncio.get_running_loop()
-        inner = self._async_transports.get(loop)
-        if inner is None:
-            inner = self._async_transports[loop] = httpx.AsyncHTTPTransport()
-        return inner
+    def litellm_handler(self, asynchronous: bool, ssl_verify: Any = None) -> Any:
+        """litellm's own ``HTTPHandler`` / ``AsyncHTTPHandler`` for a call with this
+        ``ssl_verify`` (None: litellm's), built by litellm as it builds its own. Kept for the
+        first few ``ssl_verify`` values; past those each call gets one of its own, closed by
+        litellm once the call's handler is gone."""
+        handlers: dict[Hashable, Any]
+        if asynchronous:
+            loop = asyncio.get_running_loop()
+            handlers = self._async_handlers.setdefault(loop, {})
+        else:
+            handlers = self._sync_handlers
+        key = _ssl_key(ssl_verify)
+        handler: Any = handlers.get(key)
+        if handler is None:
+            make: Any = AsyncHTTPHandler if asynchronous else HTTPHandler
+            handler = make(ssl_verify=ssl_verify)
+            if len(handlers) < _HANDLERS_KEPT:
+                handlers[key] = handler
+        return handler
+
+    def handler_client(self, handler: Any) -> httpx.Client | httpx.AsyncClient:
+        """The httpx client the gate taps for one of its litellm handlers: the handler's."""
+        client: httpx.Client | httpx.AsyncClient = handler.client
+        return client
 
     def http_client(self, asynchronous: bool) -> httpx.Client | httpx.AsyncClient:
         """The httpx client under the gate's SDK clients (it honours proxy variables)."""
@@ -137,12 +193,26 @@ class ClientPool:
             client = self._async_clients[loop] = httpx.AsyncClient(follow_redirects=True)
         return client
 
-    def _taken(self) -> tuple[list[Any], list[tuple[asyncio.AbstractEventLoop, Any]]]:
-        """Every transport and client made so far, forgotten here (the gate's to close)."""
-        sync = [c for c in (self._sync_transport, self._sync_client) if c is not None]
-        self._sync_transport = self._sync_client = None
-        owned = [*self._async_transports.items(), *self._async_clients.items()]
-        self._async_transports.clear()
+    def _taken(
+        self,
+    ) -> tuple[
+        list[Callable[[], Any]],
+        list[tuple[asyncio.AbstractEventLoop, Callable[[], Awaitable[Any]]]],
+    ]:
+        """How to close every handler and client made so far, forgotten here (the gate's
+        to close): the sync ones, and the async ones with their loop."""
+        sync: list[Callable[[], Any]] = [h.close for h in self._sync_handlers.values()]
+        if self._sync_client is not None:
+            sync.append(self._sync_client.close)
+        self._sync_handlers = {}
+        self._sync_client = None
+        owned: list[tuple[asyncio.AbstractEventLoop, Callable[[], Awaitable[Any]]]] = [
+            (loop, handler.close)
+            for loop, handlers in self._async_handlers.items()
+            for handler in handlers.values()
+        ]
+        owned += [(loop, client.aclose) for loop, client in self._async_clients.items()]
+        self._async_handlers.clear()
         self._async_clients.clear()
         return sync, owned
 
@@ -150,23 +220,23 @@ class ClientPool:
         """Close what this pool made; an async one whose loop is running or closed is only
         dropped (``aclose`` closes it on its own loop)."""
         sync, owned = self._taken()
-        for item in sync:
-            item.close()
-        for loop, item in owned:
+        for close in sync:
+            close()
+        for loop, aclose in owned:
             if not loop.is_closed() and not loop.is_running():
-                loop.run_until_complete(item.aclose())
+                loop.run_until_complete(aclose())
 
     async def aclose(self) -> None:
         """Close what this pool made, the async ones on their own loop."""
         sync, owned = self._taken()
-        for item in sync:
-            item.close()
+        for close in sync:
+            close()
         current = asyncio.get_running_loop()
-        for loop, item in owned:
+        for loop, aclose in owned:
             if loop is current:
-                await item.aclose()
+                await aclose()
             elif not loop.is_closed() and not loop.is_running():
-                loop.run_until_complete(item.aclose())
+                loop.run_until_complete(aclose())
 
     def tapped_client(
         self,
@@ -185,7 +255,7 @@ class ClientPool:
         read is a :class:`WireNotObservable`.
         """
         if kind is ClientKind.HTTP_HANDLER:
-            return self._handler(wrap, asynchronous, user_client)
+            return self._handler(wrap, asynchronous, user_client, request or {})
         forget()
         if user_client is not None:
             sdk = self._wrapped_sdk(kind, wrap, asynchronous, user_client)
@@ -206,25 +276,31 @@ class ClientPool:
         return sdk
 
     # ---- litellm's HTTPHandler ---------------------------------------------------------
-    def _handler(self, wrap: Wrap, asynchronous: bool, user_client: Any) -> Any:
+    def _handler(
+        self, wrap: Wrap, asynchronous: bool, user_client: Any, request: Mapping[str, Any]
+    ) -> Any:
         handler_type = AsyncHTTPHandler if asynchronous else HTTPHandler
         http_type = httpx.AsyncClient if asynchronous else httpx.Client
+        base: Any = None
         if user_client is None:
-            inner: Any = self.transport(asynchronous)
+            # The handler litellm would build for this call (its ssl_verify, else litellm's).
+            base = self.litellm_handler(asynchronous, request.get("ssl_verify"))
+            inner = self.handler_client(base)
         elif isinstance(user_client, handler_type) and isinstance(user_client.client, http_type):
-            inner = user_client.client._transport
+            inner = user_client.client
         else:
             raise WireNotObservable(
                 f"cannot observe a client of type {type(user_client).__name__} on this route; "
                 f"pass a litellm {handler_type.__name__} or no client"
             )
-        tapped = wrap(inner)
+        tapped = _tapped_copy(inner, wrap)
         handler: Any
         if asynchronous:
-            handler = TappedAsyncHTTPHandler(transport=tapped)
+            handler = TappedAsyncHTTPHandler(tapped, lambda: _tapped_copy(inner, wrap))
         else:
-            handler = TappedHTTPHandler(client=httpx.Client(transport=tapped))
-        handler.tap = _tap_of(tapped)
+            handler = TappedHTTPHandler(client=tapped)
+        handler.tap = _tap_of(tapped._transport)
+        handler.base = base
         return handler
 
     # ---- the OpenAI SDK ----------------------------------------------------------------

@@ -10,8 +10,8 @@ and the replays of ``toolgate verify``.
 
 from __future__ import annotations
 
-import asyncio
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +21,7 @@ import httpx
 from ..core.attempt import Attempt
 from ..core.observe import WireObserver
 from ..core.state import wire_of
-from ..edge.clients import ClientPool
+from ..edge.clients import ClientPool, _tapped_copy
 from ..edge.gate import ToolGate
 
 __all__ = ["AsyncObservingTransport", "ObservedGate", "ObservingTransport"]
@@ -138,36 +138,35 @@ class _Sink:
 
 
 class _ObservingPool(ClientPool):
-    """The gate's transports and httpx clients, each behind an observing transport."""
+    """The gate's litellm handlers and httpx clients, each seen through a copy whose
+    transport and proxy mounts are observing transports."""
 
     def __init__(self, sink: _Sink) -> None:
         super().__init__()
         self.sink = sink
-        self._observed: dict[Any, Any] = {}
+        self._observed: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
-    def transport(self, asynchronous: bool) -> httpx.BaseTransport | httpx.AsyncBaseTransport:
-        inner = super().transport(asynchronous)
-        made = self._observed.get(inner)
+    def _observing(self, inner: Any) -> Any:
+        if isinstance(inner, httpx.AsyncBaseTransport):
+            return AsyncObservingTransport(inner, self.sink)
+        return ObservingTransport(inner, self.sink)
+
+    def _observed_copy(self, client: Any) -> Any:
+        made = self._observed.get(client)
         if made is None:
-            if isinstance(inner, httpx.AsyncBaseTransport):
-                made = AsyncObservingTransport(inner, self.sink)
-            else:
-                made = ObservingTransport(inner, self.sink)
-            self._observed[inner] = made
+            made = self._observed[client] = _tapped_copy(client, self._observing)
         return made
 
+    def handler_client(self, handler: Any) -> httpx.Client | httpx.AsyncClient:
+        client: httpx.Client | httpx.AsyncClient = self._observed_copy(
+            super().handler_client(handler)
+        )
+        return client
+
     def http_client(self, asynchronous: bool) -> httpx.Client | httpx.AsyncClient:
-        key = ("client", asynchronous, id(asyncio.get_running_loop()) if asynchronous else 0)
-        client = self._observed.get(key)
-        if client is None:
-            transport = self.transport(asynchronous)
-            if asynchronous:
-                assert isinstance(transport, httpx.AsyncBaseTransport)
-                client = httpx.AsyncClient(transport=transport, follow_redirects=True)
-            else:
-                assert isinstance(transport, httpx.BaseTransport)
-                client = httpx.Client(transport=transport, follow_redirects=True)
-            self._observed[key] = client
+        client: httpx.Client | httpx.AsyncClient = self._observed_copy(
+            super().http_client(asynchronous)
+        )
         return client
 
 
