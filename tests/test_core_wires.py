@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from litellm_toolgate.core.carrier import Carrier, CarrierCall
 from litellm_toolgate.core.errors import QuarantineReason
-from litellm_toolgate.core.ledger import Carrier, CarrierCall, Ledger
+from litellm_toolgate.core.ledger import Ledger
 from litellm_toolgate.core.limits import Limits
 from litellm_toolgate.core.state import (
     CALL_TABLES,

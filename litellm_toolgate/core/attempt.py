@@ -41,9 +41,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .call import EXECUTOR_NAMES, CallAccumulator
+from .carrier import Carrier, CarrierCall
 from .errors import Fault, QuarantineReason, ToolCallQuarantined, quarantine, raise_clean
 from .events import ArgumentDelta, TextDelta, WireEvent
-from .ledger import Carrier, CarrierCall, Ledger
+from .ledger import Ledger
 from .limits import Limits
 from .policy import PolicyDecision, ReleasedCall, ToolCall
 from .profiles import profile_for, stop_with_calls_accepted

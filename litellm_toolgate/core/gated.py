@@ -24,8 +24,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from .attempt import Attempt
+from .carrier import Carrier
 from .errors import QuarantineReason, ToolCallQuarantined
-from .ledger import Carrier
 from .policy import ReleasedCall, ToolCall
 
 R = QuarantineReason

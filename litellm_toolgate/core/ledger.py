@@ -28,11 +28,10 @@ rule (its module's :meth:`~.wires.base.WireSpec.carrier_fault`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Callable
 
 from .call import CallAccumulator
+from .carrier import Carrier
 from .errors import QuarantineReason
 from .events import (
     ArgumentDelta,
@@ -57,38 +56,6 @@ _ITEM_OPEN, _ITEM_TERMINAL = CallState.ITEM_OPEN, CallState.ITEM_TERMINAL
 _ARGUMENTS, _TERMINAL = CallInput.ARGUMENTS, CallInput.TERMINAL
 
 R = QuarantineReason
-
-
-@dataclass(frozen=True, slots=True)
-class CarrierCall:
-    """A call as the carrier assembled it, for the cross-check."""
-
-    call_id: str | None
-    name: str | None
-    arguments: str = field(repr=False)
-    item_id: str | None = None
-    """The Responses item id the carrier showed; compared only against a Responses wire."""
-
-
-@dataclass(frozen=True, slots=True)
-class Carrier:
-    """What the carrier handed over: its calls and how it said the response ended.
-
-    ``kind="chat"``: litellm's chat chunks for choice 0, calls keyed by tool index, and the
-    finish reason. ``kind="responses"``: litellm's Responses events, calls keyed by the order
-    of their items, and ``finish_reason`` the status of the final response event
-    (``completed``, ``incomplete``, ``failed``) or None when there was none.
-    """
-
-    calls: Mapping[int, CarrierCall]
-    finish_reason: str | None
-    foreign: bool = False
-    """The carrier handed over something the wire check cannot map (another choice, a
-    legacy function call, a Responses carrier that contradicts itself): a mismatch
-    whatever the calls say."""
-    kind: Literal["chat", "responses", "anthropic"] = "chat"
-    """``kind="anthropic"``: the Anthropic events litellm handed over, calls keyed by content
-    block index, ``finish_reason`` the ``stop_reason`` they carried."""
 
 
 def _size(text: str) -> int:

@@ -64,8 +64,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from ..carrier import Carrier
 from ..errors import QuarantineReason
 from ..events import (
     ArgumentDelta,
@@ -83,11 +84,8 @@ from ..events import (
 from ..profiles import Profile
 from ..sse import SSEMessage
 from ..state import Wire
-from .base import LiveRule, WireSpec, holds, same_json, verdict
+from .base import LedgerView, LiveRule, WireSpec, holds, same_json, verdict
 from .loads import WireFault, load_object, load_strict
-
-if TYPE_CHECKING:
-    from ..ledger import Carrier, Ledger
 
 R = QuarantineReason
 
@@ -389,7 +387,7 @@ class AnthropicWire(WireSpec):
     ) -> QuarantineReason | None:
         return stop_reason_fault(finish_reason, calls)
 
-    def carrier_fault(self, ledger: Ledger, carrier: Carrier) -> QuarantineReason | None:
+    def carrier_fault(self, ledger: LedgerView, carrier: Carrier) -> QuarantineReason | None:
         return verdict(_carrier_matches(ledger, carrier))
 
     def live_rule(self) -> LiveRule:
@@ -397,7 +395,7 @@ class AnthropicWire(WireSpec):
         return EventClassifier()
 
 
-def _carrier_matches(ledger: Ledger, carrier: Carrier) -> bool:
+def _carrier_matches(ledger: LedgerView, carrier: Carrier) -> bool:
     """litellm's chat chunks (or its Anthropic events) against an Anthropic wire.
 
     Chat chunks number the tool calls 0, 1, ... in block order and say ``tool_calls``;

@@ -36,6 +36,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..carrier import Carrier
 from ..errors import QuarantineReason
 from ..events import WireEvent
 from ..profiles import Profile
@@ -44,9 +45,21 @@ from ..state import Wire
 
 if TYPE_CHECKING:
     from ..call import CallAccumulator
-    from ..ledger import Carrier, Ledger
 
 R = QuarantineReason
+
+
+class LedgerView(Protocol):
+    """What a wire's carrier rule reads of the attempt's ledger (:class:`~..ledger.Ledger`):
+    its calls by key and in order, the finish it recorded, and which Anthropic blocks took
+    their arguments from their start block."""
+
+    calls: dict[int, CallAccumulator]
+    finish_reason: str | None
+    from_start: set[int]
+
+    def ordered(self) -> list[CallAccumulator]: ...
+
 
 Read = Callable[[str, str, "str | None"], list[WireEvent]]
 """One decoded SSE message's fields (event, data, last id) in, its events out."""
@@ -156,7 +169,7 @@ class WireSpec:
         terminal for this request."""
         return None
 
-    def carrier_fault(self, ledger: Ledger, carrier: Carrier) -> QuarantineReason | None:
+    def carrier_fault(self, ledger: LedgerView, carrier: Carrier) -> QuarantineReason | None:
         """Why the carrier disagrees with this wire's ledger, or None when it matches."""
         return R.CARRIER_MISMATCH
 
@@ -197,7 +210,7 @@ def verdict(matches: bool) -> QuarantineReason | None:
     return None if matches else R.CARRIER_MISMATCH
 
 
-def chat_carrier_matches(ledger: Ledger, carrier: Carrier) -> bool:
+def chat_carrier_matches(ledger: LedgerView, carrier: Carrier) -> bool:
     """litellm's chat chunks for choice 0 against a wire whose calls are keyed alike (by tool
     index, or an item's ``output_index``): same keys, ids, names, texts and finish reason."""
     calls = ledger.calls
@@ -220,7 +233,7 @@ def chat_carrier_matches(ledger: Ledger, carrier: Carrier) -> bool:
     return True
 
 
-def bridged_anthropic_matches(ledger: Ledger, carrier: Carrier) -> bool:
+def bridged_anthropic_matches(ledger: LedgerView, carrier: Carrier) -> bool:
     """Anthropic events litellm made from a chat or Responses wire (``/v1/messages`` in front
     of a chat-completions or Responses model): litellm numbers the blocks itself, so calls
     match by id; ``tool_use`` is said exactly when the wire streamed calls. Only function

@@ -39,8 +39,9 @@ from __future__ import annotations
 import json
 import json.decoder
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
+from ..carrier import Carrier
 from ..errors import QuarantineReason
 from ..events import (
     ArgumentDelta,
@@ -59,6 +60,7 @@ from ..sse import SSEMessage
 from ..state import Wire
 from .base import (
     Known,
+    LedgerView,
     LiveRule,
     Normalizer,
     Read,
@@ -70,9 +72,6 @@ from .base import (
     verdict,
 )
 from .loads import WireFault, load_object
-
-if TYPE_CHECKING:
-    from ..ledger import Carrier, Ledger
 
 R = QuarantineReason
 
@@ -518,7 +517,7 @@ class ChatWire(WireSpec):
         )
         return None if calls == terminal else R.FINISH_REASON_MISMATCH
 
-    def carrier_fault(self, ledger: Ledger, carrier: Carrier) -> QuarantineReason | None:
+    def carrier_fault(self, ledger: LedgerView, carrier: Carrier) -> QuarantineReason | None:
         if carrier.kind == "anthropic":
             return verdict(bridged_anthropic_matches(ledger, carrier))
         if carrier.kind == "chat":

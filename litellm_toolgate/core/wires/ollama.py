@@ -53,8 +53,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..carrier import Carrier
 from ..errors import QuarantineReason
 from ..events import (
     ArgumentDelta,
@@ -70,11 +71,8 @@ from ..ndjson import NDJSONDecoder
 from ..profiles import Profile
 from ..sse import SSEMessage
 from ..state import Wire
-from .base import LiveRule, WireSpec, same_json, stateless, verdict
+from .base import LedgerView, LiveRule, WireSpec, same_json, stateless, verdict
 from .loads import WireFault, load_object, load_strict
-
-if TYPE_CHECKING:
-    from ..ledger import Carrier, Ledger
 
 R = QuarantineReason
 
@@ -226,14 +224,14 @@ class OllamaWire(WireSpec):
             return R.FINISH_REASON_MISMATCH
         return None
 
-    def carrier_fault(self, ledger: Ledger, carrier: Carrier) -> QuarantineReason | None:
+    def carrier_fault(self, ledger: LedgerView, carrier: Carrier) -> QuarantineReason | None:
         return verdict(_carrier_matches(ledger, carrier))
 
     def live_rule(self) -> LiveRule:
         return stateless(passes_live)
 
 
-def _carrier_matches(ledger: Ledger, carrier: Carrier) -> bool:
+def _carrier_matches(ledger: LedgerView, carrier: Carrier) -> bool:
     """litellm's chat chunks against the Ollama wire: the same calls in the same order, by
     name and arguments (litellm serializes the object again, so they are compared as JSON);
     never by id (litellm makes its own). litellm says ``tool_calls`` whenever it saw calls,

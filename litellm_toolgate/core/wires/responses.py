@@ -57,6 +57,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..carrier import Carrier
 from ..enums import IdentityEnum
 from ..errors import QuarantineReason
 from ..events import (
@@ -80,6 +81,7 @@ from ..sse import SSEMessage
 from ..state import Wire
 from ..strictjson import ArgumentsError, parse_arguments
 from .base import (
+    LedgerView,
     LiveRule,
     WireSpec,
     bridged_anthropic_matches,
@@ -93,7 +95,6 @@ from .responses_items import INPUT_FIELDS, ITEMS, PASSING_ITEMS, Executor, Input
 
 if TYPE_CHECKING:
     from ..call import CallAccumulator
-    from ..ledger import Carrier, Ledger
 
 R = QuarantineReason
 
@@ -595,7 +596,7 @@ class ResponsesWire(WireSpec):
     def normalizer(self, profile: Profile) -> ResponsesNormalizer:
         return ResponsesNormalizer(profile)
 
-    def carrier_fault(self, ledger: Ledger, carrier: Carrier) -> QuarantineReason | None:
+    def carrier_fault(self, ledger: LedgerView, carrier: Carrier) -> QuarantineReason | None:
         if carrier.kind == "anthropic":
             return verdict(bridged_anthropic_matches(ledger, carrier))
         if carrier.kind == "chat":
