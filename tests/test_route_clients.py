@@ -71,6 +71,44 @@ def _sent(server: RouteServer, kwargs: dict[str, Any], gate: ToolGate | None, a:
     return server.requests[0]
 
 
+def _plain_then_gated(
+    server: RouteServer,
+    kwargs: dict[str, Any],
+    gate: ToolGate,
+    asynchronous: bool,
+    closing: httpx.Client | httpx.AsyncClient | None = None,
+) -> tuple[Seen, Seen]:
+    """The same stream sent by plain litellm, then through ``gate``: what the server saw each
+    time. Async, both on one event loop (a caller's AsyncClient belongs to one loop).
+    ``closing``: the caller's httpx client, closed once both are sent."""
+    if not asynchronous:
+        plain = _sent(server, kwargs, None, False)
+        gated = _sent(server, kwargs, gate, False)
+        if isinstance(closing, httpx.Client):
+            closing.close()
+        return plain, gated
+
+    async def both() -> tuple[Seen, Seen]:
+        seen = []
+        for who in (None, gate):
+            server.requests.clear()
+            call = litellm.acompletion if who is None else who.acompletion
+            async for _ in await call(
+                **kwargs,
+                messages=[{"role": "user", "content": "7 x 8?"}],
+                tools=copy.deepcopy(MANIFEST["tools"]),
+                stream=True,
+            ):
+                pass
+            assert len(server.requests) == 1
+            seen.append(server.requests[0])
+        if isinstance(closing, httpx.AsyncClient):
+            await closing.aclose()
+        return seen[0], seen[1]
+
+    return asyncio.run(both())
+
+
 def _same(plain: Seen, gated: Seen) -> None:
     assert (gated.method, gated.path) == (plain.method, plain.path)
     assert json.loads(gated.body) == json.loads(plain.body)
@@ -175,28 +213,7 @@ def test_a_callers_sdk_client_is_wrapped_not_replaced(
     transport = http._transport
     kwargs = {"model": model, "client": client}
     gate = ToolGate(MANIFEST["tools"])
-    if asynchronous:
-        # One event loop for both calls: the caller's AsyncClient belongs to one loop.
-        async def both() -> tuple[Seen, Seen]:
-            seen = []
-            for who in (None, gate):
-                server.requests.clear()
-                call = litellm.acompletion if who is None else who.acompletion
-                async for _ in await call(
-                    **kwargs,
-                    messages=[{"role": "user", "content": "7 x 8?"}],
-                    tools=copy.deepcopy(MANIFEST["tools"]),
-                    stream=True,
-                ):
-                    pass
-                assert len(server.requests) == 1
-                seen.append(server.requests[0])
-            return seen[0], seen[1]
-
-        plain, gated = asyncio.run(both())
-    else:
-        plain = _sent(server, kwargs, None, asynchronous)
-        gated = _sent(server, kwargs, gate, asynchronous)
+    plain, gated = _plain_then_gated(server, kwargs, gate, asynchronous)
     _same(plain, gated)
     headers = {k.lower(): v for k, v in gated.headers.items()}
     assert headers.get("x-http") == "mine" and headers.get("x-sdk") == "mine"
@@ -300,30 +317,7 @@ def test_a_callers_handler_is_wrapped_not_replaced(server: RouteServer, asynchro
     transport, mounts = http._transport, dict(http._mounts)
     kwargs = {**_handler_cases(server.base_url)["cometapi"], "client": handler}
     gate = ToolGate(MANIFEST["tools"])
-    if asynchronous:
-        # One event loop for both calls: the caller's AsyncClient belongs to one loop.
-        async def both() -> tuple[Seen, Seen]:
-            seen = []
-            for who in (None, gate):
-                server.requests.clear()
-                call = litellm.acompletion if who is None else who.acompletion
-                async for _ in await call(
-                    **kwargs,
-                    messages=[{"role": "user", "content": "7 x 8?"}],
-                    tools=copy.deepcopy(MANIFEST["tools"]),
-                    stream=True,
-                ):
-                    pass
-                assert len(server.requests) == 1
-                seen.append(server.requests[0])
-            await http.aclose()
-            return seen[0], seen[1]
-
-        plain, gated = asyncio.run(both())
-    else:
-        plain = _sent(server, kwargs, None, asynchronous)
-        gated = _sent(server, kwargs, gate, asynchronous)
-        http.close()
+    plain, gated = _plain_then_gated(server, kwargs, gate, asynchronous, closing=http)
     _same(plain, gated)
     assert {k.lower(): v for k, v in gated.headers.items()}.get("x-http") == "mine"
     # The caller's handler is as it was: its next calls are its own, untapped.
