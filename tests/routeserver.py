@@ -10,6 +10,7 @@ Used by the route matrix (a refused route must send nothing) and the request-fid
 
 from __future__ import annotations
 
+import ssl
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,6 +33,9 @@ class RouteServer:
     content_types: dict[str, str] = field(default_factory=dict)
     """A path suffix's own content type (Ollama's ``/api/chat`` streams NDJSON)."""
     requests: list[Seen] = field(default_factory=list)
+    tls: ssl.SSLContext | None = None
+    """Serve HTTPS with this server-side context (a failed handshake reaches no handler, so
+    it is not a request: ``requests`` counts only what got through)."""
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -40,7 +44,8 @@ class RouteServer:
     @property
     def base_url(self) -> str:
         assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        scheme = "http" if self.tls is None else "https"
+        return f"{scheme}://127.0.0.1:{self._server.server_address[1]}/v1"
 
     def answer(self, path: str) -> bytes | None:
         bare = path.split("?", 1)[0].rstrip("/")
@@ -94,6 +99,10 @@ class RouteServer:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        if self.tls is not None:
+            # The handshake runs in accept(); one that fails is an OSError there, which the
+            # server drops before any handler runs.
+            self._server.socket = self.tls.wrap_socket(self._server.socket, server_side=True)
         threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         ).start()
