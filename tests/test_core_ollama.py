@@ -27,7 +27,7 @@ from litellm_toolgate.core.errors import Fault
 from litellm_toolgate.core.ndjson import NDJSONDecoder
 from litellm_toolgate.core.state import StreamState, Wire, wire_of
 from litellm_toolgate.core.wires import ollama
-from litellm_toolgate.core.withhold import Withholder
+from litellm_toolgate.core.withhold import Parse, Withholder
 
 R = QuarantineReason
 PATH = "/api/chat"
@@ -180,10 +180,12 @@ def test_the_decoder_refuses_a_long_line_a_bad_byte_and_a_cut_line() -> None:
 
 
 # ---- the withholding client ---------------------------------------------------------------
-def _withhold(data: bytes, approve: bool = True) -> tuple[list[bytes], list[bytes], Attempt]:
+def _withhold(
+    data: bytes, approve: bool = True, parse: Parse | None = None
+) -> tuple[list[bytes], list[bytes], Attempt]:
     attempt = Attempt(REGISTRY, attempt_id="att-w", clock=lambda: 0.0)
     attempt.bind_response(content_type=NDJSON, streamed=True, path=PATH)
-    holder = Withholder(attempt, streamed=True)
+    holder = Withholder(attempt, streamed=True, parse=parse)
     live: list[bytes] = []
     for cut in range(0, len(data), 7):
         piece = data[cut : cut + 7]
@@ -220,6 +222,34 @@ def test_a_refused_stream_hands_over_no_call(name: str) -> None:
     for line in live:
         assert ollama.passes_live(json.loads(line))
         assert b"tool_calls" not in line
+
+
+def test_the_client_s_parse_of_the_held_body_is_cross_checked_before_release() -> None:
+    """The wire says litellm may re-shape its calls: the parse the owner passes is run over
+    the held lines' values (every line, in order) at the decision, and a parse that does not
+    match the wire releases nothing."""
+    assert ollama.WIRE.reparsed
+    seen: list[tuple[int, bool]] = []
+
+    def parse_as(carrier: Carrier) -> Parse:
+        def parse(values: list[object], streamed: bool) -> Carrier:
+            seen.append((len(values), streamed))
+            return carrier
+
+        return parse
+
+    data = body("two_calls_two_lines_without_ids")
+    both = _carrier(("multiply", '{"a": 7, "b": 8}'), ("multiply", '{"a": 2, "b": 3}'))
+    _, held, attempt = _withhold(data, parse=parse_as(both))
+    assert attempt.state is StreamState.RELEASED and len(held) == 3
+    assert seen == [(3, True)]
+    merged = _carrier(("multiply", '{"a": 7, "b": 8}{"a": 2, "b": 3}'))
+    for carrier in (merged, Carrier({}, None, foreign=True)):
+        _, held, attempt = _withhold(data, parse=parse_as(carrier))
+        assert held == [] and attempt.quarantined is not None
+        assert attempt.quarantined.reason is R.CARRIER_MISMATCH
+    # Without a parse (the owner simulates nothing), the wire alone decides.
+    assert _withhold(data)[2].state is StreamState.RELEASED
 
 
 def test_the_live_rule_holds_calls_the_end_errors_and_unknown_fields() -> None:

@@ -26,6 +26,13 @@ it refuses quarantines the attempt as a carrier mismatch and drops everything he
 client can never fail part way through a released call. An approved whole chat body is asked
 the same of the client's converter of whole results.
 
+What the client will make of the calls. Where the wire's spec says the client may re-shape
+its calls (``WireSpec.reparsed``: Ollama's lines, whose calls litellm numbers per line), the
+edge passes the client's own parser (``parse``); at the decision it is run over the body's
+data values (a whole body: its one value) and what it made is cross-checked with the wire by
+the wire's carrier rule, as any carrier, before anything held goes out. A bridge's converter
+(``carrier_of``) takes the place of the parser where the client hands over the bridge's output.
+
 Encoding. Messages are passed on re-encoded by their wire (``WireSpec.encode``), one
 ``data:`` line each (Ollama: one newline-ended line each, as its server writes them), as
 ASCII-only JSON of the same value: argument strings come out identical, and a line-based
@@ -53,6 +60,9 @@ R = QuarantineReason
 
 Check = Callable[[Mapping[str, Any]], bool]
 """A client's parser asked about one message's value (or a whole body's): True if it takes it."""
+Parse = Callable[[list[Any], bool], Carrier]
+"""The client's own parser of the wire run over a body's data values in order (and whether it
+was streamed): what the client would hand over, as a carrier."""
 
 _DONE = b"data: [DONE]\n\n"
 _UNREAD = object()  # a message whose data is no JSON
@@ -87,12 +97,15 @@ class Withholder:
         body_check: Check | None = None,
         on_decided: Callable[[Attempt], None] | None = None,
         carrier_of: Callable[[list[Any]], Carrier] | None = None,
+        parse: Parse | None = None,
     ) -> None:
         self.attempt = attempt
         # What the client will make of the body (a bridge of litellm's), from the data values
         # of every message in order (a whole body: its one value): cross-checked with the wire
         # at the decision, before anything held goes out.
         self._carrier_of = carrier_of
+        # The client's parser, run at the decision on a wire the client may re-shape.
+        self._parse = parse
         self._values: list[Any] = []
         self.streamed = streamed
         self._here = streamed or whole_here
@@ -124,7 +137,9 @@ class Withholder:
                 continue
             value = _decoded(message.data)
             is_object = isinstance(value, dict)
-            if self._carrier_of is not None and is_object:
+            if is_object and (
+                self._carrier_of is not None or (self._parse is not None and spec.reparsed)
+            ):
                 self._values.append(value)
             fault = None
             if value is _UNREAD:
@@ -166,14 +181,20 @@ class Withholder:
             return None
         if not self._here:
             return []
-        carrier_of = self._carrier_of
         try:
             # Passed straight on: no local of this frame holds the carrier's argument text.
-            return self.attempt.conclude(
-                None if carrier_of is None else carrier_of(self._taken_values())
-            )
+            return self.attempt.conclude(self._carrier())
         except ToolCallQuarantined:
             return None
+
+    def _carrier(self) -> Carrier | None:
+        """What the client will hand over, where it is simulated here: the bridge's output,
+        or the client's own parse of a wire it may re-shape; None when neither applies."""
+        if self._carrier_of is not None:
+            return self._carrier_of(self._taken_values())
+        if self._parse is not None and WIRES[self.attempt.wire].reparsed:
+            return self._parse(self._taken_values(), self.streamed)
+        return None
 
     def _taken_values(self) -> list[Any]:
         """The body's data values for the carrier (a whole body: its one value), forgotten

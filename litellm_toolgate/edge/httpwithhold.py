@@ -17,11 +17,15 @@ checks litellm's response against it). On any fault the stream raises the attemp
 :class:`ToolCallQuarantined` instead; litellm turns that into its own exception with the
 quarantine as ``__cause__`` (find it with :func:`~litellm_toolgate.find_quarantine`).
 
-There is no carrier cross-check in this mode (litellm assembles the calls after the gate let
-them go), which is why litellm is handed the unambiguous form; except behind litellm's Messages
-entry point on a bridged model, where the owner passes ``carrier_of``: litellm's own bridge,
-run over the body held here, whose blocks are cross-checked with the wire before anything
-held goes out (see :mod:`.bridges`).
+litellm assembles the calls only after the gate let them go, and no hook of litellm's sees
+its chunks before the caller does (its streaming deployment hook runs on the last chunk only,
+and swallows what a hook raises), which is why litellm is handed the unambiguous form. Where
+litellm may still hand over calls shaped otherwise than the wire (``WireSpec.reparsed``:
+Ollama, Anthropic), the owner passes ``parse``: litellm's own parser of the route, run over
+the body held here at the decision, whose calls are cross-checked with the wire by the wire's
+carrier rule before anything held goes out (:func:`.preflight.litellm_parse`). Behind
+litellm's Messages entry point on a bridged model the owner passes ``carrier_of`` instead:
+litellm's own bridge, run over the held body the same way (see :mod:`.bridges`).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from ..core.errors import (
 )
 from ..core.policy import Policy
 from ..core.state import Wire
-from ..core.withhold import Withholder
+from ..core.withhold import Parse, Withholder
 from .intervention import as_intervention
 from .logs import emit_records
 from .offload import decide_off_loop
@@ -70,6 +74,7 @@ class _Faces(Generic[_Inner]):
             body_check=lambda body: chat_body_parses(body, bridged=tap.responses_api),
             on_decided=gate.decided,
             carrier_of=gate.carrier_of,
+            parse=gate.parse,
         )
         # A whole body is read inside litellm's request call, which turns any exception into
         # its own; there the quarantine is raised later, by the response (see sync.claiming).
@@ -199,12 +204,17 @@ class Withholding:
         chunk_check: ChunkCheck | None = None,
         event_check: ChunkCheck | None = None,
         carrier_of: Callable[[list[Any]], Carrier] | None = None,
+        parse: Parse | None = None,
     ) -> None:
         self.policy = policy
         # What litellm's bridge will make of the body (``/v1/messages`` on a bridged model,
         # where no hook sees litellm's output before the caller): cross-checked with the wire
         # before anything held goes out (see bridges).
         self.carrier_of = carrier_of
+        # litellm's own parser of the call's route, run over the held body at the decision
+        # on a wire litellm may re-shape (``WireSpec.reparsed``) and cross-checked with the
+        # wire before anything held goes out (preflight.litellm_parse).
+        self.parse = parse
         # litellm's parsers for the route, asked before a chat message or a Responses event
         # goes out (preflight).
         self.chunk_check = chunk_check

@@ -35,7 +35,7 @@ from .admission import admit
 from .bridges import Bridge, bridge_carrier, bridge_path, messages_bridge
 from .calltypes import SYNC
 from .httpwithhold import Withholding, WithholdingTransport
-from .preflight import chat_chunk_check, responses_event_check
+from .preflight import chat_chunk_check, client_parse, responses_event_check
 from .reporting import refuse, report
 from .routes import Api
 from .sync.claiming import is_vouched_client, vouch_client
@@ -105,6 +105,14 @@ def arm_async(
                 else None
             ),
             carrier_of=None if bridged is None else bridge_carrier(bridged, streamed),
+            # What litellm's parser makes of a wire it may re-shape (Ollama's, Anthropic's),
+            # cross-checked with the wire before anything held goes out.
+            parse=client_parse(
+                model,
+                provider,
+                responses_api=tap.responses_api,
+                messages_api=tap.messages_api,
+            ),
         )
 
         def wrap(base: Any) -> Any:

@@ -23,19 +23,144 @@ plain object; what it cannot take is a terminal event whose ``response`` is no o
 which the gate refuses as malformed. :func:`responses_event_check` asks the route's own
 parser anyway, and refuses such terminals itself, so a route whose parser is stricter
 cannot fail part way through a release either.
+
+Asking each message is not enough where litellm may hand over calls shaped otherwise than
+the wire (``WireSpec.reparsed``: on Ollama's lines litellm 1.110 numbers each line's calls
+from 0, so two calls of two lines reach the caller merged into one). There
+:func:`litellm_parse` is the whole of what litellm will make of the held body: a fresh
+parser of the route's (the same ``chunk_parser`` litellm's stream runs, or its
+``transform_response`` for a whole body) run over the body's values at the decision, its
+chunks assembled as a caller assembles them (:class:`~.carriers.chat.CarrierChunks`), and
+the result cross-checked with the wire by the wire's carrier rule before anything held goes
+out. A route litellm has no such parser for, or a body it fails on, is a carrier that
+matches nothing: refused, never let through.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
+import httpx
 import litellm
 
+from ..core.carrier import Carrier
 from ..core.withhold import Check as ChunkCheck
+from ..core.withhold import Parse
+from .carriers.chat import CarrierChunks, response_carrier
 
 # Responses events after which litellm reads the ``response`` they carry as an object.
 _TERMINALS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+
+UNPARSED = Carrier({}, None, foreign=True)
+"""What litellm would make of a body the gate cannot run litellm's parser over: matches no wire."""
+
+
+class _Unlogged:
+    """The logging object a route's ``transform_response`` is handed here: it records nothing
+    (the call's own logging object records the real response)."""
+
+    def __init__(self) -> None:
+        self.model_call_details: dict[str, Any] = {}
+
+    def post_call(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _chat_config(model: str, provider: str | None) -> tuple[Any, str]:
+    """litellm's chat config for the route, and the model's name without its provider."""
+    from litellm.types.utils import LlmProviders
+    from litellm.utils import ProviderConfigManager
+
+    name, route, _, _ = litellm.get_llm_provider(model=model, custom_llm_provider=provider)
+    config = ProviderConfigManager.get_provider_chat_config(
+        model=name, provider=LlmProviders(route)
+    )
+    if config is None:
+        raise LookupError(route)
+    return config, name
+
+
+def _stream_parser(config: Any, model: str, provider: str | None) -> Any:
+    """A fresh stream parser of litellm's for the route: the one its chat config names, or,
+    for ``anthropic/`` (whose config names none: litellm's Anthropic handler builds its own),
+    that handler's iterator."""
+    parser = config.get_model_response_iterator(
+        streaming_response=iter(()), sync_stream=True, json_mode=False
+    )
+    if parser is None:
+        _, route, _, _ = litellm.get_llm_provider(model=model, custom_llm_provider=provider)
+        if route == "anthropic":
+            from litellm.llms.anthropic.chat.handler import ModelResponseIterator
+
+            parser = ModelResponseIterator(
+                streaming_response=iter(()), sync_stream=True, json_mode=False
+            )
+    if parser is None:
+        raise LookupError("no stream parser")
+    return parser
+
+
+def litellm_parse(model: str, provider: str | None = None) -> Parse:
+    """What litellm's chat parser for this route makes of a body, as a carrier (see the module
+    text); :data:`UNPARSED` when it has none, or fails on the body (its error, which may quote
+    the body, is dropped)."""
+
+    def parse(values: list[Any], streamed: bool) -> Carrier:
+        try:
+            config, name = _chat_config(model, provider)
+            if streamed:
+                parser = _stream_parser(config, model, provider)
+                chunks = CarrierChunks()
+                for value in values:
+                    # A copy: litellm's parser writes into the value it is given.
+                    chunks.admit(parser.chunk_parser(copy.deepcopy(value)))
+                return chunks.carrier()
+            if len(values) != 1 or not isinstance(values[0], dict):
+                return UNPARSED
+            result = config.transform_response(
+                model=name,
+                raw_response=httpx.Response(
+                    200, json=values[0], request=httpx.Request("POST", "http://toolgate.invalid")
+                ),
+                model_response=litellm.ModelResponse(),
+                logging_obj=_Unlogged(),
+                request_data={},
+                messages=[],
+                optional_params={},
+                litellm_params={},
+                encoding=None,
+                api_key=None,
+                json_mode=False,
+            )
+            return response_carrier(result)
+        except Exception:
+            return UNPARSED
+
+    return parse
+
+
+def unparsed(values: list[Any], streamed: bool) -> Carrier:
+    """A :data:`~..core.withhold.Parse` for a client whose re-shaping the gate does not
+    simulate (litellm's Responses bridge over a wire it may re-shape): refused."""
+    return UNPARSED
+
+
+def client_parse(
+    model: str, provider: str | None, *, responses_api: bool, messages_api: bool
+) -> Parse | None:
+    """The parse a withholding client is given for a call (see :func:`litellm_parse`):
+    litellm's chat parser for a chat call; none for litellm's Messages entry point (natively
+    it passes the wire's events on as they are; a bridge's own converter is run instead,
+    :mod:`.bridges`); a refusal for the Responses API (litellm's bridge to chat is not
+    simulated)."""
+    if messages_api:
+        return None
+    if responses_api:
+        return unparsed
+    return litellm_parse(model, provider)
 
 
 def chat_chunk_check(model: str, provider: str | None = None) -> ChunkCheck | None:
@@ -126,4 +251,13 @@ def chat_body_parses(body: Mapping[str, Any], *, bridged: bool = False) -> bool:
     return True
 
 
-__all__ = ["ChunkCheck", "chat_body_parses", "chat_chunk_check", "responses_event_check"]
+__all__ = [
+    "UNPARSED",
+    "ChunkCheck",
+    "chat_body_parses",
+    "chat_chunk_check",
+    "client_parse",
+    "litellm_parse",
+    "responses_event_check",
+    "unparsed",
+]

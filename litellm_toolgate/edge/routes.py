@@ -113,16 +113,11 @@ _ANTHROPIC = Refused(
     "gate does not cross-check"
 )
 _GEMINI = _wire("Gemini generateContent streaming")
-_OLLAMA_CHAT = Gated(
-    Wire.OLLAMA,
-    ClientKind.HTTP_HANDLER,
-    # litellm (1.110.2) numbers each line's calls from 0, so calls that arrive in two lines
-    # reach the caller merged under one tool index: ToolGate's cross-check of litellm's
-    # chunks refuses that; the callback, which withholds the wire and lets litellm parse it,
-    # has no such check for this wire yet.
-    callback="litellm may merge Ollama calls from separate lines, and the callback does not "
-    "cross-check litellm's chunks on this wire yet",
-)
+# litellm (1.110.2) numbers each line's calls from 0, so calls that arrive in two lines reach
+# the caller merged under one tool index: ToolGate cross-checks litellm's chunks; the callback
+# runs litellm's own parser over the withheld body and cross-checks that (preflight), since the
+# wire's spec says litellm may re-shape its calls (WireSpec.reparsed).
+_OLLAMA_CHAT = Gated(Wire.OLLAMA, ClientKind.HTTP_HANDLER)
 _OLLAMA_RESPONSES = Refused(
     "litellm makes Responses events from Ollama's /api/chat stream through a bridge the gate "
     "has not been checked against yet"

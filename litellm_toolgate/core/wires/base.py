@@ -13,7 +13,9 @@ answer differs between wires:
 * whether a request can be gated as asked, before it is sent (:meth:`WireSpec.request_fault`);
 * whether the wire's own finish contradicts the calls it streamed, once its terminal was
   reached (:meth:`WireSpec.terminal_fault`);
-* whether what the carrier (litellm) assembled equals the wire (:meth:`WireSpec.carrier_fault`);
+* whether what the carrier (litellm) assembled equals the wire (:meth:`WireSpec.carrier_fault`),
+  and whether a gate that lets the client parse the withheld wire itself must first run the
+  client's parser over it for that check (:attr:`WireSpec.reparsed`);
 * for the withholding client: which named SSE messages the client reads
   (:meth:`WireSpec.reads_event`), whether it reads them by name (:attr:`WireSpec.named`),
   what may pass before the decision (:meth:`WireSpec.live_rule`, a fresh rule per body, since
@@ -23,8 +25,9 @@ answer differs between wires:
 The state tables (``state.STREAM_TABLES``, ``state.CALL_TABLES``) and the request paths
 (``state.WIRE_PATHS``) are the wire's table entries; with its module here and its entry in
 ``wires.WIRES``, that is the whole of a wire. The defaults below are the strictest answer
-(nothing passes live, nothing read by name, no carrier cross-check passes), so a wire that
-forgets one is refused, never let through.
+(nothing passes live, nothing read by name, no carrier cross-check passes, the client's parse
+cross-checked wherever the client parses the wire), so a wire that forgets one is refused,
+never let through.
 
 This module imports no other module of the core's decision (``ledger``, ``call``,
 ``attempt``): a wire module only reads a ledger it is handed.
@@ -125,6 +128,13 @@ class WireSpec:
     message is re-encoded)."""
     whole_body_checked = False
     """Whether an approved whole body is asked of the client's converter of whole results."""
+    reparsed = True
+    """Whether the client's parser of this wire may hand over calls shaped otherwise than the
+    wire (renumbered, merged, re-serialized). Where the gate withholds the wire and lets the
+    client parse what it releases (the callback), it then runs the client's own parser over
+    the held body and cross-checks the result with the wire (:meth:`carrier_fault`) before
+    anything held goes out; with no such parser to run, the body is refused. False only for
+    a wire whose client keeps each call's key, id, name and text exactly as on the wire."""
 
     framing = "SSE"
     """The name of its streamed body's framing, for people (``toolgate routes``)."""

@@ -496,6 +496,10 @@ class ChatWire(WireSpec):
     """
 
     whole_body_checked = True
+    # litellm's chat parsers (the OpenAI SDK's, the OpenAI-compatible handler's) pass each
+    # delta's tool calls on under the wire's own index, id, name and fragment, and every
+    # message is first asked of the route's parser (edge/preflight.py).
+    reparsed = False
 
     def normalizer(self, profile: Profile) -> ChatNormalizer:
         return ChatNormalizer(profile)

@@ -593,6 +593,10 @@ class ResponsesWire(WireSpec):
     their ids and name.
     """
 
+    # litellm passes each event's items on under their own ``output_index`` and ids; every
+    # event is first asked of the route's event parser (edge/preflight.py).
+    reparsed = False
+
     def normalizer(self, profile: Profile) -> ResponsesNormalizer:
         return ResponsesNormalizer(profile)
 

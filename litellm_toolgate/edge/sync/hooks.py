@@ -51,7 +51,7 @@ from ..calltypes import (
 )
 from ..httpwithhold import Withholding
 from ..logs import emit_records
-from ..preflight import chat_chunk_check, responses_event_check
+from ..preflight import chat_chunk_check, client_parse, responses_event_check
 from ..routes import Api, route_for
 from ..taps import new_tap
 from . import claiming
@@ -331,6 +331,12 @@ def _arm_sync(gate: ToolGateGuardrail, kwargs: Mapping[str, Any]) -> None:
             str(kwargs.get("model", "")), kwargs.get("custom_llm_provider") or None
         ),
         event_check=responses_event_check(model) if tap.responses_api else None,
+        parse=client_parse(
+            str(kwargs.get("model", "")),
+            kwargs.get("custom_llm_provider") or None,
+            responses_api=tap.responses_api,
+            messages_api=tap.messages_api,
+        ),
     )
     if sync_route_sdk(route, kind):
         arm_sdk(kwargs, route, tap, holding)
