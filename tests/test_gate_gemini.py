@@ -19,7 +19,8 @@ from typing import Any
 
 import litellm
 import pytest
-from conftest import no_leak
+from conftest import CANARY, no_leak
+from leakcheck import assert_clean_exception, assert_clean_logs, every_logger
 from loopback import ask_multiply, call, tool_calls
 from wirecases import Fixtures
 
@@ -169,3 +170,31 @@ def test_plain_litellm_hands_over_most_broken_recordings(upstream: FakeUpstream)
         tally[_plain(upstream, name)] += 1
     assert sum(tally.values()) == len(BROKEN) == 24
     assert tally == PLAIN[LITELLM]
+
+
+# ---- the canary: no argument text in a refusal, its chain, its frames or any log -----------
+CANARY_CASES = [n for n in BROKEN if CANARY.encode() in (FIXTURES / CASES[n]["body"]).read_bytes()]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("name", CANARY_CASES)
+def test_no_gemini_quarantine_leaks_the_arguments(
+    upstream: FakeUpstream, name: str, asynchronous: bool
+) -> None:
+    upstream.enqueue(Scripted((FIXTURES / CASES[name]["body"]).read_bytes()))
+    gate = ToolGate(MANIFEST["tools"])
+    try:
+        with every_logger() as logs:
+            chunks, error = run(gate, upstream, asynchronous)
+    finally:
+        gate.close()
+    assert isinstance(error, ToolCallQuarantined), repr(error)
+    assert error.reason is R(CASES[name]["reason"])
+    assert tool_calls(chunks) == []
+    assert_clean_exception(error)
+    assert_clean_logs(logs)
+    assert [r for r in logs if r.name == "litellm_toolgate"], "the gate logs its decision"
+
+
+def test_the_canary_cases_are_not_trivial() -> None:
+    assert {"arguments_schema_invalid", "unknown_tool", "partial_arguments"} <= set(CANARY_CASES)
