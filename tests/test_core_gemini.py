@@ -21,6 +21,7 @@ from litellm_toolgate.core import (
     PolicyDecision,
     QuarantineReason,
     ToolCallQuarantined,
+    ToolRegistry,
 )
 from litellm_toolgate.core.state import StreamState, Wire, wire_of
 from litellm_toolgate.core.wires import gemini
@@ -200,6 +201,19 @@ def test_the_normalizer_refuses_what_it_cannot_read() -> None:
 
 
 def test_a_call_without_args_is_an_empty_object() -> None:
+    message = _cand({"functionCall": {"name": "anything"}}, finishReason="STOP")
+    registry = ToolRegistry.from_tools([{"type": "function", "function": {"name": "anything"}}])
+    attempt = Attempt(registry, attempt_id="att-g0", clock=lambda: 0.0)
+    attempt.bind_response(content_type=SSE, streamed=True, path=PATH)
+    attempt.receive_bytes(b"data: " + json.dumps(message).encode() + b"\n\n")
+    attempt.receive_eof()
+    for pending in attempt.conclude():
+        attempt.decide(pending.index, PolicyDecision.approve())
+    [call] = attempt.release()
+    assert (call.call_id, call.name, call.arguments) == ("gemini-call-0", "anything", "{}")
+
+
+def test_a_call_without_args_meets_the_schema_as_an_empty_object() -> None:
     data = b"".join(
         b"data: " + json.dumps(o).encode() + b"\n\n"
         for o in (_cand({"functionCall": {"name": "multiply"}}, finishReason="STOP"),)

@@ -198,3 +198,31 @@ def test_no_gemini_quarantine_leaks_the_arguments(
 
 def test_the_canary_cases_are_not_trivial() -> None:
     assert {"arguments_schema_invalid", "unknown_tool", "partial_arguments"} <= set(CANARY_CASES)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_call_without_args_is_refused_where_litellm_cannot_carry_it(
+    upstream: FakeUpstream, asynchronous: bool
+) -> None:
+    """The wire allows a call with no ``args`` (read as ``{}``: the core releases it, see
+    test_core_gemini), but litellm fails on one (``KeyError: 'args'``) on both versions: the
+    gate cannot show the caller a call litellm did not carry, so it refuses, typed."""
+    message = {
+        "candidates": [
+            {
+                "content": {"parts": [{"functionCall": {"name": "now"}}], "role": "model"},
+                "finishReason": "STOP",
+            }
+        ]
+    }
+    upstream.enqueue(Scripted(b"data: " + json.dumps(message).encode() + b"\r\n\r\n"))
+    tools = [{"type": "function", "function": {"name": "now", "parameters": {"type": "object"}}}]
+    gate = ToolGate(tools)
+    try:
+        args = ask_multiply(upstream, "gemini/gemini-2.5-flash", tools, stream=True, api_key="k")
+        chunks, error = call(gate.completion, gate.acompletion, args, asynchronous=asynchronous)
+    finally:
+        gate.close()
+    assert isinstance(error, ToolCallQuarantined), repr(error)
+    assert error.reason is R.CARRIER_MISMATCH
+    assert tool_calls(chunks) == []
