@@ -22,9 +22,10 @@ jsonschema directly. It reads the whole decoded body.
   call is ``gemini-call-<n>``);
 * a candidate's ``finishReason``, when present, is a non-empty string and ends the body: no
   message may follow it, and a body without one is refused;
-* calls are released only under ``STOP``; ``MALFORMED_FUNCTION_CALL``,
-  ``UNEXPECTED_TOOL_CALL`` and ``TOO_MANY_TOOL_CALLS`` are refused even without a call; at
-  most 64 calls;
+* calls are released only under ``STOP``; without calls the finish is ``STOP``,
+  ``MAX_TOKENS`` or one of the content stops (``SAFETY``, ``RECITATION``, ``LANGUAGE``,
+  ``OTHER``, ``BLOCKLIST``, ``PROHIBITED_CONTENT``, ``SPII`` and the image ones), anything
+  else is refused; at most 64 calls;
 * a call's arguments are its ``args`` serialized again (``json.dumps``, non-ASCII kept),
   one strict JSON object, valid against its tool's schema, approved by the policy.
 """
@@ -40,7 +41,22 @@ from oracle import Reject, Released, sse_messages, strict_object
 
 MAX_CALLS = 64
 META = {"thought", "thoughtSignature", "partMetadata", "videoMetadata"}
-FAILED = {"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS"}
+TEXT_FINISHES = {
+    "STOP",
+    "MAX_TOKENS",
+    "SAFETY",
+    "RECITATION",
+    "LANGUAGE",
+    "OTHER",
+    "BLOCKLIST",
+    "PROHIBITED_CONTENT",
+    "SPII",
+    "IMAGE_SAFETY",
+    "IMAGE_PROHIBITED_CONTENT",
+    "IMAGE_RECITATION",
+    "IMAGE_OTHER",
+    "NO_IMAGE",
+}
 
 
 def judge(
@@ -143,7 +159,7 @@ def _run(
             finish = reason
     if finish is None:
         raise Reject("no finish")
-    if finish in FAILED or (calls and finish != "STOP"):
+    if finish not in TEXT_FINISHES or (calls and finish != "STOP"):
         raise Reject("finish against the calls")
     ids = [c[0] for c in calls]
     if any(i is None for i in ids) and any(i is not None for i in ids):

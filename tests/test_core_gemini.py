@@ -116,12 +116,23 @@ def test_an_ndjson_body_on_the_gemini_path_is_refused() -> None:
 
 def test_calls_are_released_only_under_stop() -> None:
     spec = gemini.WIRE
-    for reason in ("MAX_TOKENS", "SAFETY", "RECITATION", "OTHER", "stop", "LANGUAGE", None):
+    for reason in ("MAX_TOKENS", "SAFETY", "RECITATION", "OTHER", "LANGUAGE", "SPII"):
         assert spec.terminal_fault(reason, True, lambda: True) is R.FINISH_REASON_MISMATCH
         assert spec.terminal_fault(reason, False, lambda: True) is None
+    for reason in ("stop", None):
+        assert spec.terminal_fault(reason, True, lambda: True) is R.FINISH_REASON_MISMATCH
+        assert spec.terminal_fault(reason, False, lambda: True) is R.FINISH_REASON_MISMATCH
     assert spec.terminal_fault("STOP", True, lambda: False) is None
     assert spec.terminal_fault("STOP", False, lambda: False) is None
-    for failed in ("MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS"):
+    for failed in (
+        "MALFORMED_FUNCTION_CALL",
+        "UNEXPECTED_TOOL_CALL",
+        "TOO_MANY_TOOL_CALLS",
+        "FINISH_REASON_UNSPECIFIED",
+        "MALFORMED_RESPONSE",
+        "MISSING_THOUGHT_SIGNATURE",
+        "A_REASON_FROM_THE_FUTURE",
+    ):
         assert spec.terminal_fault(failed, False, lambda: True) is R.FINISH_REASON_MISMATCH
 
 

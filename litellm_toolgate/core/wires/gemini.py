@@ -65,10 +65,13 @@ whole ``GenerateContentResponse`` JSON object: ``{"candidates": [{"content": {"r
 * Calls are released only under ``STOP`` (:meth:`GeminiWire.terminal_fault`:
   ``finish_reason_mismatch`` for calls under ``MAX_TOKENS``, ``SAFETY``, ``RECITATION``,
   ``LANGUAGE``, ``OTHER``, ``BLOCKLIST``, ``PROHIBITED_CONTENT``, ``SPII``,
-  ``IMAGE_SAFETY``, ``FINISH_REASON_UNSPECIFIED`` or any reason the gate does not know). A
-  response that finished because a call went wrong (``MALFORMED_FUNCTION_CALL``,
-  ``UNEXPECTED_TOOL_CALL``, ``TOO_MANY_TOOL_CALLS``) is refused even with no call in it:
-  the model asked for a call that the caller must not take as a finished answer.
+  ``IMAGE_SAFETY`` or any other reason). A text-only response may end ``STOP``,
+  ``MAX_TOKENS`` or with a content stop (:data:`FILTERED`). Any other finish is refused
+  even with no call in it: one that says a call went wrong (``MALFORMED_FUNCTION_CALL``,
+  ``UNEXPECTED_TOOL_CALL``, ``TOO_MANY_TOOL_CALLS``: the model asked for a call that the
+  caller must not take as a finished answer), ``FINISH_REASON_UNSPECIFIED`` ("This value is
+  unused"), ``MALFORMED_RESPONSE``, ``MISSING_THOUGHT_SIGNATURE``, or one the gate does not
+  know.
 * A whole body (``:generateContent``) is one such object, which must carry the finish.
 
 Faults are raised as :class:`WireFault`: a reason, never body text.
@@ -109,8 +112,32 @@ CALL_FAILURES = frozenset(
 PART_METADATA = frozenset({"thought", "thoughtSignature", "partMetadata", "videoMetadata"})
 """Fields of a ``Part`` beside its data that carry nothing the gate withholds."""
 PARTIAL_CALL_KEYS = ("partialArgs", "willContinue")
-CARRIER_FINISH = {"STOP": "stop", "MAX_TOKENS": "length"}
-"""How litellm says a text-only response ended (anything else: ``content_filter``)."""
+FILTERED = frozenset(
+    {
+        "SAFETY",
+        "RECITATION",
+        "LANGUAGE",
+        "OTHER",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+        "IMAGE_OTHER",
+        "NO_IMAGE",
+    }
+)
+"""Finishes that stop generation for a content reason (``FinishReason``)."""
+CARRIER_FINISH = {
+    "STOP": "stop",
+    "MAX_TOKENS": "length",
+    **dict.fromkeys(FILTERED, "content_filter"),
+}
+"""Every finish a text-only response may end with, and how litellm says it (``map_finish_reason``
+in both versions). Any other finish (``FINISH_REASON_UNSPECIFIED``, which the API says is
+unused, ``MALFORMED_RESPONSE``, ``MISSING_THOUGHT_SIGNATURE``, one the gate does not know) is
+refused: the gate cannot tell what such a response is."""
 
 _NO_ID = "gemini-call-"
 
@@ -316,7 +343,9 @@ class GeminiWire(WireSpec):
     ) -> QuarantineReason | None:
         # No tool-specific stop exists: calls are released only under STOP; a finish that
         # says a call went wrong is refused whatever was streamed.
-        if finish_reason in CALL_FAILURES or (calls and finish_reason != STOP):
+        if calls and finish_reason != STOP:
+            return R.FINISH_REASON_MISMATCH
+        if finish_reason not in CARRIER_FINISH:  # a call failure, or a finish not known
             return R.FINISH_REASON_MISMATCH
         return None
 
@@ -332,17 +361,15 @@ def _carrier_matches(ledger: LedgerView, carrier: Carrier) -> bool:
     name and arguments (litellm serializes the object again, so they are compared as JSON);
     never by id (litellm makes its own). litellm says ``tool_calls`` whenever it saw calls;
     otherwise ``stop`` for ``STOP``, ``length`` for ``MAX_TOKENS`` and ``content_filter``
-    for the other finishes."""
+    for the content stops (:data:`CARRIER_FINISH`)."""
     if carrier.kind != "chat" or carrier.foreign:
         return False
     calls = ledger.ordered()
     if calls:
         if carrier.finish_reason != "tool_calls":
             return False
-    else:
-        wire = ledger.finish_reason or ""
-        if carrier.finish_reason != CARRIER_FINISH.get(wire, "content_filter"):
-            return False
+    elif carrier.finish_reason != CARRIER_FINISH.get(ledger.finish_reason or ""):
+        return False
     theirs = [carrier.calls[i] for i in sorted(carrier.calls)]
     if len(theirs) != len(calls):
         return False
