@@ -255,6 +255,7 @@ STAGES = {
     Wire.RESPONSES: (CI.ARGUMENTS, CI.ARGUMENTS, CI.ARGUMENTS_DONE, CI.ITEM_DONE, CI.TERMINAL),
     Wire.ANTHROPIC: (CI.ARGUMENTS, CI.ARGUMENTS, CI.ITEM_DONE, CI.TERMINAL),
     Wire.OLLAMA: (CI.ARGUMENTS, CI.TERMINAL),  # a call arrives whole: its one fragment
+    Wire.GEMINI: (CI.ARGUMENTS, CI.TERMINAL),  # a functionCall part arrives whole too
 }
 
 

@@ -85,11 +85,13 @@ MODELS["azure_ai:openai-model"] = ("azure_ai/gpt-4o", {"api_version": "2024-10-2
 
 ANTHROPIC = RESPONSES.parent / "anthropic"
 OLLAMA = RESPONSES.parent / "ollama"
+GEMINI = RESPONSES.parent / "gemini"
 GOOD = {
     "/chat/completions": body_of(CHAT_CASES["multiply_basic"]),
     "/responses": (RESPONSES / RESP_CASES["multiply_basic"]["body"]).read_bytes(),
     "/messages": (ANTHROPIC / "multiply_basic.sse").read_bytes(),
     "/api/chat": (OLLAMA / "multiply_basic.ndjson").read_bytes(),
+    ":streamGenerateContent": (GEMINI / "multiply_basic.sse").read_bytes(),
 }
 BROKEN = {
     "/chat/completions": body_of(CHAT_CASES["args_invalid_json"]),
@@ -98,6 +100,8 @@ BROKEN = {
     # Ollama's arguments arrive as an object, never as text that fails to parse: its broken
     # recording is a call cut by the length limit.
     "/api/chat": (OLLAMA / "length_after_call.ndjson").read_bytes(),
+    # Gemini's too (an object, not text): a call cut by the token limit.
+    ":streamGenerateContent": (GEMINI / "call_then_max_tokens.sse").read_bytes(),
 }
 CONTENT_TYPES = {"/api/chat": "application/x-ndjson"}
 GATE = ToolGate(CHAT_MANIFEST["tools"])
@@ -218,7 +222,7 @@ def test_route_is_gated_exactly_or_refused_before_sending(
             assert fault.reason in (
                 QuarantineReason.INVALID_JSON,
                 QuarantineReason.TRAILING_DATA,
-                QuarantineReason.FINISH_REASON_MISMATCH,  # Ollama's (see BROKEN)
+                QuarantineReason.FINISH_REASON_MISMATCH,  # Ollama's and Gemini's (BROKEN)
             )
             assert not _fragments(items, api), "a tool-call fragment reached the caller"
             outcomes.append("quarantined")
@@ -292,7 +296,11 @@ def test_toolgate_routes_prints_the_table(capsys: pytest.CaptureFixture[str]) ->
     assert "openai" in out and "gated" in out and "refused" in out
 
 
-@pytest.mark.parametrize("model", ["bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0", "x/y"])
+@pytest.mark.parametrize(
+    "model",
+    # gemini/: gated through ToolGate only (the table's ``callback`` reason).
+    ["bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0", "x/y", "gemini/gemini-2.5-flash"],
+)
 def test_the_callback_refuses_before_sending(server: RouteServer, model: str) -> None:
     from litellm_toolgate import ToolGateGuardrail
 

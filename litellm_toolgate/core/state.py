@@ -1,9 +1,11 @@
 """Every rule that changes a stream's or a call's state, as transition tables per wire.
 
-Four wires are read: chat-completions SSE (:attr:`Wire.CHAT`), Responses SSE
-(:attr:`Wire.RESPONSES`), Anthropic Messages SSE (:attr:`Wire.ANTHROPIC`) and Ollama's
+Five wires are read: chat-completions SSE (:attr:`Wire.CHAT`), Responses SSE
+(:attr:`Wire.RESPONSES`), Anthropic Messages SSE (:attr:`Wire.ANTHROPIC`), Ollama's
 newline-delimited JSON (:attr:`Wire.OLLAMA`, on the chat tables: its ``done`` line is the
-finish and the end marker at once, ``wires/ollama.py``). On a chat wire
+finish and the end marker at once, ``wires/ollama.py``) and Gemini's ``generateContent``
+SSE (:attr:`Wire.GEMINI`, on the chat tables: the message with the ``finishReason`` is the
+finish and the end marker at once, ``wires/gemini.py``). On a chat wire
 a stream (one HTTP response of one attempt) moves::
 
     RECEIVING --finish--> FINISHED --[DONE]--> DONE --eof--> CLOSED --conclude--> CLOSED
@@ -68,6 +70,7 @@ class Wire(IdentityEnum):
     RESPONSES = "responses"
     ANTHROPIC = "anthropic"
     OLLAMA = "ollama"
+    GEMINI = "gemini"
 
 
 class StreamState(IdentityEnum):
@@ -230,12 +233,16 @@ STREAM_TABLES = {
     Wire.ANTHROPIC: ANTHROPIC_STREAM_TABLE,
     # Ollama: the chat tables; its done line is read as the finish and the end marker at once.
     Wire.OLLAMA: STREAM_TABLE,
+    # Gemini: the chat tables; the message with the finishReason is the finish and the end
+    # marker at once (there is no [DONE]).
+    Wire.GEMINI: STREAM_TABLE,
 }
 CALL_TABLES = {
     Wire.CHAT: CALL_TABLE,
     Wire.RESPONSES: RESPONSES_CALL_TABLE,
     Wire.ANTHROPIC: ANTHROPIC_CALL_TABLE,
     Wire.OLLAMA: CALL_TABLE,  # a call arrives whole: opened, then its one fragment
+    Wire.GEMINI: CALL_TABLE,  # a functionCall part arrives whole, as Ollama's calls do
 }
 del S, I, R, C, CI
 
@@ -293,6 +300,8 @@ WIRE_PATHS: tuple[tuple[str, Wire], ...] = (
     ("/chat/completions", Wire.CHAT),
     ("/responses", Wire.RESPONSES),
     ("/api/chat", Wire.OLLAMA),
+    (":streamGenerateContent", Wire.GEMINI),  # Gemini: .../models/<model>:streamGenerateContent
+    (":generateContent", Wire.GEMINI),
 )
 """The end of the request path each wire is served on, tried in this order."""
 

@@ -3,7 +3,9 @@
 It answers ``POST /v1/chat/completions`` (and ``/chat/completions``) with scripted bodies,
 and ``POST /v1/responses`` (and ``/responses``) the same way, for the native Responses route,
 and ``POST /v1/messages`` for the Anthropic route (point litellm's ``anthropic/`` models at
-``upstream.root_url``: litellm appends ``/v1/messages`` itself).
+``upstream.root_url``: litellm appends ``/v1/messages`` itself), Ollama's ``/api/chat`` and
+Gemini's ``.../models/<model>:streamGenerateContent`` / ``:generateContent`` (``gemini/``
+models at ``upstream.root_url``; the streamed path is answered as a stream).
 A request that asks for ``"stream": true`` gets its body in HTTP/1.1 chunked transfer
 encoding, one chunk per write, so a client can tell a clean end (the zero-length terminating
 chunk) from a connection that was dropped part way (no terminating chunk: httpx raises
@@ -54,7 +56,14 @@ _CHAT_PATHS = frozenset(
         "/api/chat",  # Ollama (ollama_chat/)
     }
 )
-_CHAT_SUFFIXES = ("/chat/completions", "/responses")
+_CHAT_SUFFIXES = (
+    "/chat/completions",
+    "/responses",
+    ":streamGenerateContent",  # Gemini (gemini/): .../models/<model>:streamGenerateContent
+    ":generateContent",
+)
+_STREAM_SUFFIX = ":streamGenerateContent"
+"""Gemini asks for a stream by its path (and ``?alt=sse``), not by a ``stream`` field."""
 _JOIN_TIMEOUT = 2.0
 _REQUEST_WAIT = 120.0
 """How long a connection may stay silent (before its request, or within one) before the
@@ -205,7 +214,9 @@ class _Handler(BaseHTTPRequestHandler):
         if scripted is None:
             self._send_json(500, _error_body("no scripted response left", "server_error"))
             return
-        self._serve(scripted, streaming=payload.get("stream") is True)
+        self._serve(
+            scripted, streaming=payload.get("stream") is True or path.endswith(_STREAM_SUFFIX)
+        )
 
     def _send_json(self, status: int, body: bytes) -> None:
         self.close_connection = True

@@ -18,6 +18,7 @@ ROOT = TESTS.parent
 CHAT = ROOT / "fixtures" / "chat"
 RESPONSES = ROOT / "fixtures" / "responses"
 ANTHROPIC = ROOT / "fixtures" / "anthropic"
+GEMINI = ROOT / "fixtures" / "gemini"
 sys.path[:0] = [str(TESTS), str(ROOT)]
 
 
@@ -60,6 +61,11 @@ def responses_bodies() -> list[bytes]:
 def anthropic_bodies() -> list[bytes]:
     """Every recorded Anthropic stream."""
     return [path.read_bytes() for path in sorted(ANTHROPIC.glob("*.sse"))]
+
+
+def gemini_bodies() -> list[bytes]:
+    """Every recorded Gemini stream."""
+    return [path.read_bytes() for path in sorted(GEMINI.glob("*.sse"))]
 
 
 def arguments() -> list[bytes]:

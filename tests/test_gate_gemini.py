@@ -1,0 +1,228 @@
+"""``gate.completion`` / ``gate.acompletion`` with ``model="gemini/..."`` through the real
+litellm over loopback HTTP.
+
+litellm calls ``POST {api_base}/models/<model>:streamGenerateContent?alt=sse`` (or
+``:generateContent`` for a whole answer) and translates Gemini's ``GenerateContentResponse``
+messages (``fixtures/gemini``) into chat chunks. The wire is the truth; litellm's chunks are
+the carrier, cross-checked by position, name and arguments (litellm gives every call an id of
+its own). Each streamed fixture is served whole and in odd-sized chunks, read sync and async;
+each whole body with ``stream=False``. The gate must give the manifest's outcome: the exact
+calls released (in one chunk, after every text chunk, under the wire's identity), or
+``ToolCallQuarantined`` with the manifest's reason and no tool call handed out.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import version
+from typing import Any
+
+import litellm
+import pytest
+from conftest import CANARY, no_leak
+from leakcheck import assert_clean_exception, assert_clean_logs, every_logger
+from loopback import ask_multiply, call, tool_calls
+from wirecases import Fixtures
+
+from litellm_toolgate import QuarantineReason, ToolCallQuarantined, ToolGate
+from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+
+litellm.suppress_debug_info = True
+R = QuarantineReason
+GEMINI = Fixtures("gemini")
+FIXTURES, MANIFEST, CASES = GEMINI.folder, GEMINI.manifest, GEMINI.cases
+STREAMED, WHOLE = GEMINI.streamed, GEMINI.whole
+SPLITS = {"whole": None, "split": [1, 7, 13, 2, 64]}
+MODES = [(False, "whole"), (True, "split")]
+BOTH = {"multiply_basic", "two_calls_two_messages", "error_mid_stream", "lf_separators"}
+PARAMS = [
+    pytest.param(name, a, s, id=f"{name}-{'async' if a else 'sync'}-{s}")
+    for name in STREAMED
+    for a, s in ([*MODES, (True, "whole"), (False, "split")] if name in BOTH else MODES)
+]
+
+
+def run(
+    gate: ToolGate, upstream: FakeUpstream, asynchronous: bool, *, stream: bool = True
+) -> tuple[list[Any], Any]:
+    """The chunks (or the whole response) and the quarantine, if any."""
+    args = ask_multiply(
+        upstream, "gemini/gemini-2.5-flash", MANIFEST["tools"], stream=stream, api_key="k"
+    )
+    return call(gate.completion, gate.acompletion, args, asynchronous=asynchronous, stream=stream)
+
+
+def _sent_gemini_request(upstream: FakeUpstream) -> None:
+    """The request litellm sent is Gemini's (contents and function declarations)."""
+    sent = upstream.requests[-1]
+    assert "contents" in sent and "messages" not in sent
+    names = [d["name"] for t in sent["tools"] for d in t.get("function_declarations", [])]
+    assert names == ["multiply", "write_file"]
+
+
+@pytest.mark.parametrize(("name", "asynchronous", "split"), PARAMS)
+def test_every_streamed_fixture(
+    upstream: FakeUpstream, name: str, asynchronous: bool, split: str
+) -> None:
+    case = CASES[name]
+    body = (FIXTURES / case["body"]).read_bytes()
+    upstream.enqueue(Scripted(body, chunk_sizes=SPLITS[split]))
+    gate = ToolGate(MANIFEST["tools"])
+    try:
+        chunks, error = run(gate, upstream, asynchronous)
+    finally:
+        gate.close()
+    _sent_gemini_request(upstream)
+    released = tool_calls(chunks)
+    if case["expect"] == "release":
+        assert error is None, f"{name}: {error!r}"
+        got = [
+            {"call_id": tc.id, "name": tc.function.name, "arguments": tc.function.arguments}
+            for tc in released
+        ]
+        assert got == case["calls"]
+        assert [tc.index for tc in released] == list(range(len(case["calls"])))
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        reasoning = "".join(
+            getattr(c.choices[0].delta, "reasoning_content", None) or ""
+            for c in chunks
+            if c.choices
+        )
+        assert reasoning + text == case["text"]
+        if released:
+            assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    else:
+        assert isinstance(error, ToolCallQuarantined), f"{name}: {error!r}"
+        assert error.reason is R(case["reason"]), f"{name}: {error.reason}"
+        assert released == []
+        no_leak(error)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("name", WHOLE)
+def test_every_whole_body(upstream: FakeUpstream, name: str, asynchronous: bool) -> None:
+    case = CASES[name]
+    body = (FIXTURES / case["body"]).read_bytes()
+    upstream.enqueue(Scripted(body, content_type="application/json"))
+    gate = ToolGate(MANIFEST["tools"])
+    try:
+        out, error = run(gate, upstream, asynchronous, stream=False)
+    finally:
+        gate.close()
+    _sent_gemini_request(upstream)
+    if case["expect"] == "release":
+        assert error is None, f"{name}: {error!r}"
+        calls = out[0].choices[0].message.tool_calls or []
+        got = [
+            {"call_id": tc.id, "name": tc.function.name, "arguments": tc.function.arguments}
+            for tc in calls
+        ]
+        assert [(c["name"], json.loads(c["arguments"])) for c in got] == [
+            (c["name"], json.loads(c["arguments"])) for c in case["calls"]
+        ]
+    else:
+        assert isinstance(error, ToolCallQuarantined), f"{name}: {error!r}"
+        assert error.reason is R(case["reason"]), f"{name}: {error.reason}"
+        no_leak(error)
+
+
+# ---- what plain litellm hands over (docs/gemini.md, docs/routes.md) -------------------------
+BROKEN = [n for n in STREAMED if CASES[n]["expect"] == "quarantine"]
+LITELLM = tuple(int(x) for x in version("litellm").split(".")[:2])
+# How plain litellm.completion(stream=True), with no gate, ends each broken recording:
+# raised, finished calls (each argument text a JSON object) under tool_calls, such calls under
+# another finish reason, or no usable call. The figures docs/gemini.md gives, per version.
+PLAIN = {
+    (1, 110): {"raised": 2, "tool_calls": 15, "other_finish": 4, "no_call": 3},
+    (1, 108): {"raised": 2, "tool_calls": 14, "other_finish": 5, "no_call": 3},
+}
+
+
+def _plain(upstream: FakeUpstream, name: str) -> str:
+    upstream.enqueue(Scripted((FIXTURES / CASES[name]["body"]).read_bytes()))
+    args = ask_multiply(upstream, "gemini/gemini-2.5-flash", MANIFEST["tools"], api_key="k")
+    calls: dict[int, str] = {}
+    finish = None
+    try:
+        for chunk in litellm.completion(**args, stream=True):
+            for choice in chunk.choices:
+                finish = choice.finish_reason or finish
+                for tc in choice.delta.tool_calls or []:
+                    calls[tc.index] = calls.get(tc.index, "") + (tc.function.arguments or "")
+    except Exception:
+        return "raised"
+
+    def an_object(text: str) -> bool:
+        try:
+            return isinstance(json.loads(text), dict)
+        except ValueError:
+            return False
+
+    if not calls or not all(an_object(a) for a in calls.values()):
+        return "no_call"
+    return "tool_calls" if finish == "tool_calls" else "other_finish"
+
+
+def test_plain_litellm_hands_over_most_broken_recordings(upstream: FakeUpstream) -> None:
+    """The gate refuses all of them (test_every_streamed_fixture); plain litellm does not."""
+    tally = dict.fromkeys(("raised", "tool_calls", "other_finish", "no_call"), 0)
+    for name in BROKEN:
+        tally[_plain(upstream, name)] += 1
+    assert sum(tally.values()) == len(BROKEN) == 24
+    assert tally == PLAIN[LITELLM]
+
+
+# ---- the canary: no argument text in a refusal, its chain, its frames or any log -----------
+CANARY_CASES = [n for n in BROKEN if CANARY.encode() in (FIXTURES / CASES[n]["body"]).read_bytes()]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("name", CANARY_CASES)
+def test_no_gemini_quarantine_leaks_the_arguments(
+    upstream: FakeUpstream, name: str, asynchronous: bool
+) -> None:
+    upstream.enqueue(Scripted((FIXTURES / CASES[name]["body"]).read_bytes()))
+    gate = ToolGate(MANIFEST["tools"])
+    try:
+        with every_logger() as logs:
+            chunks, error = run(gate, upstream, asynchronous)
+    finally:
+        gate.close()
+    assert isinstance(error, ToolCallQuarantined), repr(error)
+    assert error.reason is R(CASES[name]["reason"])
+    assert tool_calls(chunks) == []
+    assert_clean_exception(error)
+    assert_clean_logs(logs)
+    assert [r for r in logs if r.name == "litellm_toolgate"], "the gate logs its decision"
+
+
+def test_the_canary_cases_are_not_trivial() -> None:
+    assert {"arguments_schema_invalid", "unknown_tool", "partial_arguments"} <= set(CANARY_CASES)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_call_without_args_is_refused_where_litellm_cannot_carry_it(
+    upstream: FakeUpstream, asynchronous: bool
+) -> None:
+    """The wire allows a call with no ``args`` (read as ``{}``: the core releases it, see
+    test_core_gemini), but litellm fails on one (``KeyError: 'args'``) on both versions: the
+    gate cannot show the caller a call litellm did not carry, so it refuses, typed."""
+    message = {
+        "candidates": [
+            {
+                "content": {"parts": [{"functionCall": {"name": "now"}}], "role": "model"},
+                "finishReason": "STOP",
+            }
+        ]
+    }
+    upstream.enqueue(Scripted(b"data: " + json.dumps(message).encode() + b"\r\n\r\n"))
+    tools = [{"type": "function", "function": {"name": "now", "parameters": {"type": "object"}}}]
+    gate = ToolGate(tools)
+    try:
+        args = ask_multiply(upstream, "gemini/gemini-2.5-flash", tools, stream=True, api_key="k")
+        chunks, error = call(gate.completion, gate.acompletion, args, asynchronous=asynchronous)
+    finally:
+        gate.close()
+    assert isinstance(error, ToolCallQuarantined), repr(error)
+    assert error.reason is R.CARRIER_MISMATCH
+    assert tool_calls(chunks) == []
