@@ -593,9 +593,12 @@ def test_a_claim_matches_only_the_call_that_armed_it(upstream: Recorder) -> None
         transport.handle_request(request).content  # noqa: B018
 
     def refused_at_the_check(call_id: str) -> None:
-        # Claimed by nobody: stopped at the check (the last line, after the headers).
-        with pytest.raises(synccall.SyncCallStopped):
+        # Claimed by nobody, and called from no litellm call (no answer to turn into the
+        # refusal): the last resort, which carries the typed refusal it stands for.
+        with pytest.raises(synccall.SyncCallStopped) as stopped:
             synccall.check_claimed({"litellm_call_id": call_id})
+        assert isinstance(stopped.value.refusal, UngatedCallRefused)
+        assert not isinstance(stopped.value, Exception)
 
     before = len(upstream.bodies)
     with pytest.raises(UngatedCallRefused):
@@ -687,14 +690,21 @@ def test_bridged_aresponses_runs_one_attempt_and_one_policy(
     assert attempts == set(runs)
 
 
-def test_a_client_evicted_between_arming_and_sending_stops_the_call_unread(
-    upstream: Recorder, gate: ToolGateGuardrail
+@pytest.mark.parametrize(
+    ("route", "streamed"),
+    [("cometapi", True), ("cometapi", False), ("openai", True)],
+    ids=["http-stream", "http-whole", "sdk-stream"],
+)
+def test_a_client_evicted_between_arming_and_sending_ends_in_a_typed_refusal(
+    upstream: Recorder, gate: ToolGateGuardrail, route: str, streamed: bool
 ) -> None:
-    """litellm's client cache evicts the handler the gate wrapped after the call was armed
-    and before litellm fetches it (here: a callback after the gate flushes the cache). The
-    call goes out on a fresh client the gate never saw; it fails closed at the last line,
-    after the headers, and nothing of its body reaches the caller. (Known window, reported:
-    the refusal is the last line's, not a typed one.)"""
+    """litellm's client cache evicts the client the gate wrapped, so the call goes out on a
+    client the gate never saw. On litellm's HTTP routes the handler is fetched after the
+    hooks (here: a callback after the gate flushes the cache); on the OpenAI SDK routes the
+    SDK client is held before them (here: a callback before the gate flushes the cache, so
+    the gate's sweep of the cache misses it). The request was sent; its answer is turned into
+    the refusal in log_post_api_call, and the caller gets UngatedCallRefused, a ToolGateError
+    and an Exception, where litellm first reads the answer: nothing of it is handed over."""
     from litellm.integrations.custom_logger import CustomLogger
 
     class Evicting(CustomLogger):  # type: ignore[misc]
@@ -702,11 +712,20 @@ def test_a_client_evicted_between_arming_and_sending_stops_the_call_unread(
             litellm.in_memory_llm_clients_cache.flush_cache()
 
     evicting = Evicting()
-    litellm.callbacks = [gate, evicting]
+    litellm.callbacks = [evicting, gate] if route == "openai" else [gate, evicting]
+    call = (
+        sdk_kwargs(upstream, "unknown_tool", "openai", stream=True)
+        if route == "openai"
+        else kwargs(upstream, "unknown_tool", stream=streamed)
+    )
+    sent = len(upstream.bodies)
     try:
-        with pytest.raises(synccall.SyncCallStopped, match="cannot see"):
-            for _chunk in litellm.completion(**kwargs(upstream, "unknown_tool", stream=True)):
-                raise AssertionError("a chunk of an unclaimed call reached the caller")
+        with pytest.raises(UngatedCallRefused, match="cannot see") as refused:
+            answer = litellm.completion(**call)
+            if streamed:
+                for _chunk in answer:
+                    raise AssertionError("a chunk of an unclaimed call reached the caller")
+            raise AssertionError("the answer of an unclaimed call reached the caller")
     finally:
         litellm.callbacks = [gate]
         # litellm copied it into its own lists: left there, it would evict every later call's
@@ -716,6 +735,9 @@ def test_a_client_evicted_between_arming_and_sending_stops_the_call_unread(
             if isinstance(listed, list):
                 listed[:] = [item for item in listed if item is not evicting]
         litellm.in_memory_llm_clients_cache.flush_cache()
+    assert isinstance(refused.value, ToolGateError) and isinstance(refused.value, Exception)
+    assert len(upstream.bodies) == sent + 1  # it did go out, on the client the gate never saw
+    assert "delete_file" not in str(refused.value)  # nothing of the answer is in it
 
 
 def test_a_closed_last_gate_that_litellm_still_calls_stops_the_call(

@@ -30,11 +30,18 @@ the transport under the HTTP client litellm is about to send on. So:
    refused before the request is sent. An answer that is not a success (a 429, a 503) is
    handed back unread and the claim stays takeable, so the OpenAI SDK's own retry of the
    same request is claimed and gated like the first try.
-4. **Check** (``log_post_api_call``, after the response headers and before litellm reads
-   the body). An armed call whose request never reached a claiming transport went out
-   through a client the gate never saw (litellm's cache evicted the wrapped one between
-   arming and sending): it is stopped there, before a byte of its body is read, by the last
-   line, :class:`SyncCallStopped` (a ``BaseException``: nothing else leaves a logging hook).
+4. **Check** (``log_post_api_call``, after the response headers, before litellm hands
+   anything of the answer over). An armed or refused call whose request never reached a
+   claiming transport went out through a client the gate never saw (litellm's cache evicted
+   the wrapped one between arming and sending): the gate finds the httpx response litellm
+   holds for it among the call's frames (:func:`answer_held`: the one whose request carries
+   the call's marker) and turns it, in place, into the refusal
+   (:func:`~.refusal.stop_response`): its connection is released unread, and
+   :class:`UngatedCallRefused` is raised where litellm first reads it, which hands it to the
+   caller as it is. A stream's body is never read; a whole body litellm already read to log
+   it is dropped. Only if that response cannot be found (a litellm whose request code keeps
+   it elsewhere) does the call end in the last resort, :class:`SyncCallStopped` (a
+   ``BaseException``: nothing else leaves a logging hook).
 
 A claimed request the upstream answers with a redirect is refused, not followed: the request
 that follows it would carry no marker.
@@ -56,6 +63,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -69,7 +77,7 @@ from ..httpwithhold import HeldResponse, SyncWithholdingStream, Withholding
 from ..transport import WireTap, _wrap
 from .claims import ClaimTable, new_token
 from .custom import CustomProviders
-from .refusal import RefusedResponse, SyncCallStopped, UngatedCallRefused
+from .refusal import RefusedResponse, SyncCallStopped, UngatedCallRefused, stop_response
 from .vouching import is_vouched, is_vouched_client, vouch_client, vouched
 
 MARKER = "x-toolgate-claim"
@@ -424,7 +432,10 @@ def forget_claim(kwargs: Mapping[str, Any]) -> None:
 def check_claimed(kwargs: Mapping[str, Any]) -> None:
     """After the response headers: the armed request must have been claimed, a refused one
     refused by a claiming transport. If not, it went out through a client the gate never
-    saw: the last line stops the call before its body is read (:class:`SyncCallStopped`)."""
+    saw: the answer litellm holds is turned into the refusal before litellm reads it
+    (:func:`~.refusal.stop_response`), so :class:`UngatedCallRefused` reaches the caller
+    where litellm first reads it. Only if that answer is not to be found does the call end
+    in the last resort, :class:`SyncCallStopped`."""
     claim = CLAIMS.settle(str(kwargs.get("litellm_call_id") or ""))
     if claim is None:
         return
@@ -433,17 +444,79 @@ def check_claimed(kwargs: Mapping[str, Any]) -> None:
         headers.pop(MARKER, None)
     claim.settled()
     if isinstance(claim, _Refusal):
-        if not claim.delivered:
-            raise SyncCallStopped(
-                f"{claim.message}; but it went out through an HTTP client the gate cannot "
-                "see, and its response was not read"
-            )
-        return
-    if not claim.claimed:
-        raise SyncCallStopped(
-            "this sync call went out through an HTTP client the gate cannot see; its "
-            "response was not read"
+        if claim.delivered:
+            return
+        message = (
+            f"{claim.message}; but it went out through an HTTP client the gate cannot "
+            "see, and its answer was stopped before it was handed over"
         )
+    elif claim.claimed:
+        return
+    else:
+        message = (
+            "this sync call went out through an HTTP client the gate cannot see (litellm's "
+            "client cache replaced the one the gate claimed); its answer was stopped before "
+            "it was handed over"
+        )
+    response = answer_held(claim.token)
+    if response is None:
+        raise SyncCallStopped(message)
+    stop_response(response, message)
+
+
+# Where litellm's sync call starts (its ``client`` decorator): frames above it are not the
+# call's own.
+_ENTRY = "wrapper"
+# Attributes under which litellm and the OpenAI SDK keep the httpx response they will read,
+# or what keeps it: an SDK stream or raw response, litellm's stream iterator, and litellm's
+# stream wrapper (its completion_stream), each followed a few steps down.
+_HOLDERS = ("response", "http_response", "_response", "completion_stream")
+_STEPS = 3
+_DEPTH = 64
+
+
+def answer_held(token: str) -> httpx.Response | None:
+    """The httpx response litellm's call, on this thread, is about to read: found among the
+    locals of the frames between this hook and litellm's entry point (directly, or as the
+    response an SDK stream, a raw response or litellm's stream wrapper keeps). The one whose
+    request carries the call's marker ``token``; failing that, the only one the call's own
+    frames hold (only when litellm's entry point was found: above it, a response is not the
+    call's); else None."""
+    found: list[httpx.Response] = []
+    entry = False
+    frame = sys._getframe(1).f_back
+    for _ in range(_DEPTH):
+        if frame is None:
+            break
+        for value in list(frame.f_locals.values()):
+            for candidate in _responses_in(value):
+                if all(candidate is not known for known in found):
+                    found.append(candidate)
+        if frame.f_code.co_name == _ENTRY and str(frame.f_globals.get("__name__", "")).startswith(
+            "litellm."
+        ):
+            entry = True
+            break
+        frame = frame.f_back
+    for response in found:
+        request = response.__dict__.get("_request")
+        if isinstance(request, httpx.Request) and request.headers.get(MARKER) == token:
+            return response
+    return found[0] if entry and len(found) == 1 else None
+
+
+def _responses_in(value: Any, steps: int = _STEPS) -> Iterator[httpx.Response]:
+    # Only instance attributes are read (no property's code runs).
+    if isinstance(value, httpx.Response):
+        yield value
+        return
+    attributes = getattr(value, "__dict__", None)
+    if steps <= 0 or not isinstance(attributes, dict):
+        return
+    for name in _HOLDERS:
+        held = attributes.get(name)
+        if held is not None:
+            yield from _responses_in(held, steps - 1)
 
 
 __all__ = [
@@ -455,6 +528,7 @@ __all__ = [
     "Installation",
     "SyncCallStopped",
     "UngatedCallRefused",
+    "answer_held",
     "arm",
     "check_claimed",
     "claim_http_handlers",

@@ -20,9 +20,11 @@ litellm gives a callback three moments on a sync ``litellm.completion`` /
    Only when no claiming transport can be put in place (a closed gate that litellm still
    calls after the last gate put the process back) does the hook raise
    :class:`~.claiming.SyncCallStopped`, a ``BaseException``: there is no other way out.
-3. **``log_post_api_call``** (after the response headers, before the body is read). An
-   armed or refused request that never reached a claiming transport went out through a
-   client the gate never saw: the last line, :class:`~.claiming.SyncCallStopped`.
+3. **``log_post_api_call``** (after the response headers, before litellm hands anything
+   of the answer over). An armed or refused request that never reached a claiming
+   transport went out through a client the gate never saw: the answer litellm holds for
+   it is turned, in place, into the refusal (:func:`~.claiming.check_claimed`), which
+   raises :class:`~.claiming.UngatedCallRefused` where litellm first reads it.
    :func:`log_failure_event` forgets a failed call's claim.
 """
 

@@ -19,9 +19,11 @@ its own) and caches *before* any hook of the call runs. So:
 3. **Last line** (``log_post_api_call``, after the response headers, before any byte of the
    body is read). An ``openai/`` ``client=`` of the caller's (litellm neither caches nor
    reports it) is claimed at litellm's call set-up (:mod:`.hooks`); a call that still went
-   out on an SDK client the gate never saw was never claimed, and is stopped there
-   (:class:`~.claiming.SyncCallStopped`). Its marker did reach that upstream (a random
-   token, no more).
+   out on an SDK client the gate never saw (one litellm held before its cache evicted it,
+   so the gate's sweep missed it) was never claimed: the SDK stream's response, kept by
+   litellm's stream wrapper, is turned into the refusal before its first byte is read
+   (:func:`~.claiming.check_claimed`), and :class:`~.claiming.UngatedCallRefused` reaches
+   the caller. Its marker did reach that upstream (a random token, no more).
 
 A whole (non-streamed) response is refused before sending: the SDK reads that body inside
 litellm's error handling, which would turn a quarantine into a retryable server error.
