@@ -740,17 +740,84 @@ def test_a_client_evicted_between_arming_and_sending_ends_in_a_typed_refusal(
     assert "delete_file" not in str(refused.value)  # nothing of the answer is in it
 
 
-def test_a_closed_last_gate_that_litellm_still_calls_stops_the_call(
+@pytest.mark.parametrize("streamed", [True, False], ids=["stream", "whole"])
+def test_a_gate_closed_after_the_call_set_up_refuses_it_typed_and_unsent(
+    upstream: Recorder, gate: ToolGateGuardrail, streamed: bool
+) -> None:
+    """The last gate is closed after litellm's call set-up passed it (another thread's
+    close(); here: a callback before the gate closes it), so the process is put back when
+    litellm runs the gate's log_pre_api_call. The gate takes the installation back for this
+    one refusal: the request is answered unsent with UngatedCallRefused, and the clients are
+    given back once it is delivered."""
+    from litellm.integrations.custom_logger import CustomLogger
+
+    class Closing(CustomLogger):  # type: ignore[misc]
+        def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
+            gate.close()
+
+    closing = Closing()
+    litellm.callbacks = [closing, gate]
+    sent = len(upstream.bodies)
+    try:
+        with pytest.raises(UngatedCallRefused, match="closed") as refused:
+            answer = litellm.completion(**kwargs(upstream, "multiply_basic", stream=streamed))
+            if streamed:
+                for _chunk in answer:
+                    raise AssertionError("a chunk of a refused call reached the caller")
+            raise AssertionError("a refused call's answer reached the caller")
+    finally:
+        for name in dir(litellm):
+            listed = getattr(litellm, name, None)
+            if isinstance(listed, list):
+                listed[:] = [item for item in listed if item is not closing]
+    assert isinstance(refused.value, ToolGateError)
+    assert len(upstream.bodies) == sent  # never sent
+    assert synccall.INSTALLATION.gates == 0 and synccall.INSTALLATION.wrapped == 0  # put back
+
+
+def test_a_closed_gate_in_a_calls_own_callbacks_refuses_it_typed_and_unsent(
+    upstream: Recorder, gate: ToolGateGuardrail
+) -> None:
+    """A closed gate handed to litellm in a call's own callbacks= (litellm reads no
+    default_on of those, so its call set-up never sees it), with no gate left: its
+    log_pre_api_call refuses the call, typed and unsent, on the installation it takes back
+    for that refusal alone."""
+    gate.close()
+    litellm.callbacks = []
+    assert synccall.INSTALLATION.gates == 0
+    sent = len(upstream.bodies)
+    for streamed in (True, False):
+        with pytest.raises(UngatedCallRefused, match="closed"):
+            answer = litellm.completion(
+                callbacks=[gate], **kwargs(upstream, "multiply_basic", stream=streamed)
+            )
+            if streamed:
+                list(answer)
+            raise AssertionError("a closed gate's call was handed over")
+        assert synccall.INSTALLATION.gates == 0 and synccall.INSTALLATION.wrapped == 0
+    assert len(upstream.bodies) == sent
+
+
+def test_a_refusal_that_cannot_be_put_in_place_is_the_last_resort(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The one refusal with no Exception way out: the last gate was closed (the process is
-    put back, no claiming transport is left to refuse the request) and litellm still runs
-    its sync hook. It stops the call before anything is sent, as the last line."""
+    """If no claiming transport can be put around litellm's clients for a refused call
+    (litellm's own code fails to build its client), log_pre_api_call has no Exception way
+    out: SyncCallStopped, which carries the typed refusal; nothing is left installed."""
+    from litellm_toolgate.edge.sync import hooks
+
     monkeypatch.setattr(synccall, "INSTALLATION", synccall.Installation())
     monkeypatch.setattr(litellm, "callbacks", [])  # no other gate decides in its place
     made = ToolGateGuardrail(MANIFEST["tools"])
     made.close()
+
+    def broken(ssl_verify: Any) -> None:
+        raise RuntimeError("litellm could not build its client")
+
+    monkeypatch.setattr(hooks, "claim_http_handlers", broken)
     details = {"call_type": "completion", "litellm_call_id": "closed-1", "model": "m"}
-    with pytest.raises(synccall.SyncCallStopped, match="closed"):
+    with pytest.raises(synccall.SyncCallStopped, match="closed") as stopped:
         made.log_pre_api_call(None, None, details)
-    assert synccall.INSTALLATION.wrapped == 0  # nothing was put back in place for it
+    assert isinstance(stopped.value.refusal, UngatedCallRefused)
+    assert synccall.INSTALLATION.gates == 0 and synccall.INSTALLATION.wrapped == 0
+    assert len(synccall.CLAIMS) == 0

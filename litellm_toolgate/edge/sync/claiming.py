@@ -128,13 +128,22 @@ class _Refusal:
     thread: int
     message: str
     delivered: bool = field(default=False)
+    # Held for a closed gate after the last gate put the process back: the installation it
+    # took back for this refusal alone, given back once the refusal is settled.
+    release: Callable[[], None] | None = None
 
     def settled(self) -> None:
-        pass
+        if self.release is not None:
+            self.release()
+            self.release = None
 
 
 class _Claims(ClaimTable["_Claim | _Refusal"]):
-    """Armed calls (see :class:`~.claims.ClaimTable`), each claimed at most once."""
+    """Armed calls (see :class:`~.claims.ClaimTable`), each claimed at most once; a claim the
+    table forgets on its own is settled (what it holds is given back)."""
+
+    def __init__(self) -> None:
+        super().__init__(dropped=lambda claim: claim.settled())
 
     def arm(
         self,
@@ -164,9 +173,16 @@ class _Claims(ClaimTable["_Claim | _Refusal"]):
         )
         return token
 
-    def refuse(self, kwargs: Mapping[str, Any], message: str) -> str:
+    def refuse(
+        self,
+        kwargs: Mapping[str, Any],
+        message: str,
+        *,
+        release: Callable[[], None] | None = None,
+    ) -> str:
         """Hold a refusal for the call on this thread; the one-time marker for its request
-        (a request of this thread that carries none is refused as well)."""
+        (a request of this thread that carries none is refused as well). ``release`` is
+        called once the refusal is settled."""
         token = new_token()
         self.add(
             _Refusal(
@@ -174,6 +190,7 @@ class _Claims(ClaimTable["_Claim | _Refusal"]):
                 call_id=str(kwargs.get("litellm_call_id") or ""),
                 thread=threading.get_ident(),
                 message=message,
+                release=release,
             )
         )
         return token
@@ -207,11 +224,13 @@ class ClaimingTransport(httpx.BaseTransport):
             # the refusal is spent (nothing of it is left to refuse a later request).
             held.delivered = True
             CLAIMS.settle(held.call_id)
+            held.settled()
             return RefusedResponse(request, held.message)
         del request.headers[MARKER]
         claim = CLAIMS.take(token)
         if isinstance(claim, _Refusal):
             claim.delivered = True
+            claim.settled()
             return RefusedResponse(request, claim.message)
         if claim is None or not _matches(claim, request):
             message = (
