@@ -690,54 +690,99 @@ def test_bridged_aresponses_runs_one_attempt_and_one_policy(
     assert attempts == set(runs)
 
 
-@pytest.mark.parametrize(
-    ("route", "streamed"),
-    [("cometapi", True), ("cometapi", False), ("openai", True)],
-    ids=["http-stream", "http-whole", "sdk-stream"],
-)
-def test_a_client_evicted_between_arming_and_sending_ends_in_a_typed_refusal(
-    upstream: Recorder, gate: ToolGateGuardrail, route: str, streamed: bool
+class Evicting:
+    """A callback that empties litellm's client cache in its log_pre_api_call, and is taken
+    out of every list of litellm's afterwards (left there, it would evict every later call's
+    client)."""
+
+    def __init__(self) -> None:
+        from litellm.integrations.custom_logger import CustomLogger
+
+        class Evict(CustomLogger):  # type: ignore[misc]
+            def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
+                litellm.in_memory_llm_clients_cache.flush_cache()
+
+        self.callback = Evict()
+
+    def __enter__(self) -> Any:
+        litellm.in_memory_llm_clients_cache.flush_cache()  # the call makes a client of its own
+        return self.callback
+
+    def __exit__(self, *exc: object) -> None:
+        for name in dir(litellm):
+            listed = getattr(litellm, name, None)
+            if isinstance(listed, list):
+                listed[:] = [item for item in listed if item is not self.callback]
+        litellm.in_memory_llm_clients_cache.flush_cache()
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["stream", "whole"])
+def test_a_client_evicted_after_the_hooks_ends_in_a_typed_refusal(
+    upstream: Recorder, gate: ToolGateGuardrail, streamed: bool
 ) -> None:
-    """litellm's client cache evicts the client the gate wrapped, so the call goes out on a
-    client the gate never saw. On litellm's HTTP routes the handler is fetched after the
-    hooks (here: a callback after the gate flushes the cache); on the OpenAI SDK routes the
-    SDK client is held before them (here: a callback before the gate flushes the cache, so
-    the gate's sweep of the cache misses it). The request was sent; its answer is turned into
-    the refusal in log_post_api_call, and the caller gets UngatedCallRefused, a ToolGateError
-    and an Exception, where litellm first reads the answer: nothing of it is handed over."""
-    from litellm.integrations.custom_logger import CustomLogger
-
-    class Evicting(CustomLogger):  # type: ignore[misc]
-        def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
-            litellm.in_memory_llm_clients_cache.flush_cache()
-
-    evicting = Evicting()
-    litellm.callbacks = [evicting, gate] if route == "openai" else [gate, evicting]
-    call = (
-        sdk_kwargs(upstream, "unknown_tool", "openai", stream=True)
-        if route == "openai"
-        else kwargs(upstream, "unknown_tool", stream=streamed)
-    )
+    """On litellm's HTTP routes the handler is taken from litellm's client cache after the
+    hooks ran; the cache evicts the one the gate wrapped in between (here: a callback after
+    the gate empties it), so the call goes out on a fresh client the gate never saw. The
+    request was sent; in log_post_api_call its answer is turned into the refusal, and the
+    caller gets UngatedCallRefused (a ToolGateError, an Exception) where litellm first reads
+    it: nothing of it is handed over."""
     sent = len(upstream.bodies)
-    try:
+    with Evicting() as evicting:
+        litellm.callbacks = [gate, evicting]
         with pytest.raises(UngatedCallRefused, match="cannot see") as refused:
-            answer = litellm.completion(**call)
+            answer = litellm.completion(**kwargs(upstream, "unknown_tool", stream=streamed))
             if streamed:
                 for _chunk in answer:
                     raise AssertionError("a chunk of an unclaimed call reached the caller")
             raise AssertionError("the answer of an unclaimed call reached the caller")
-    finally:
-        litellm.callbacks = [gate]
-        # litellm copied it into its own lists: left there, it would evict every later call's
-        # client.
-        for name in dir(litellm):
-            listed = getattr(litellm, name, None)
-            if isinstance(listed, list):
-                listed[:] = [item for item in listed if item is not evicting]
-        litellm.in_memory_llm_clients_cache.flush_cache()
     assert isinstance(refused.value, ToolGateError) and isinstance(refused.value, Exception)
     assert len(upstream.bodies) == sent + 1  # it did go out, on the client the gate never saw
     assert "delete_file" not in str(refused.value)  # nothing of the answer is in it
+
+
+def test_an_sdk_client_litellm_holds_is_claimed_even_if_evicted_before_the_gate_runs(
+    upstream: Recorder, gate: ToolGateGuardrail
+) -> None:
+    """On the OpenAI SDK routes litellm takes its SDK client before the hooks run; the cache
+    evicts it before the gate sweeps the cache (here: a callback before the gate empties
+    it). The gate claims the client litellm's call holds, so the stream is gated."""
+    sent = len(upstream.bodies)
+    with Evicting() as evicting:
+        litellm.callbacks = [evicting, gate]
+        with pytest.raises(SchemaRejected):
+            list(litellm.completion(**sdk_kwargs(upstream, "unknown_tool", "openai", stream=True)))
+    assert len(upstream.bodies) == sent + 1
+    assert synccall.MARKER not in upstream.headers[-1]  # claimed: the marker was taken out
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["stream", "whole"])
+def test_a_responses_client_litellm_holds_is_claimed_even_if_evicted_before_the_gate_runs(
+    gate: ToolGateGuardrail, streamed: bool
+) -> None:
+    """litellm's sync Responses handler takes its client before the hooks run, and logs no
+    post_api_call for a stream: a client evicted before the gate swept the cache would have
+    handed over an ungated stream. The gate claims the client the call holds."""
+    manifest = json.loads((RESPONSES / "manifest.json").read_text(encoding="utf-8"))
+    case = {c["name"]: c for c in manifest["cases"]}["arguments_only_in_done"]
+    body = (RESPONSES / case["body"]).read_bytes()
+    with RouteServer(answers={"/responses": body}) as server, Evicting() as evicting:
+        litellm.callbacks = [evicting, ToolGateGuardrail(manifest["tools"])]
+        call = {
+            "model": "azure/gpt-4o",
+            "input": [{"role": "user", "content": "What is 7 times 8? Use multiply."}],
+            "tools": manifest["tools"],
+            "api_base": server.base_url.removesuffix("/v1"),
+            "api_version": "2025-03-01-preview",
+            "api_key": "sk-test",
+            "stream": streamed,
+            "num_retries": 0,
+        }
+        with pytest.raises(ToolCallQuarantined):
+            answer = litellm.responses(**call)
+            if streamed:
+                list(answer)
+            raise AssertionError("an ungated Responses answer reached the caller")
+        assert len(server.requests) == 1
 
 
 @pytest.mark.parametrize("streamed", [True, False], ids=["stream", "whole"])

@@ -12,7 +12,10 @@ the transport under the HTTP client litellm is about to send on. So:
    cache for the call's ``ssl_verify`` (made now, with litellm's own code, when it is not
    there yet), every handler already in that cache, ``litellm.module_level_client``, and for
    the OpenAI SDK routes every cached sync SDK client and ``litellm.client_session``
-   (:mod:`.sdkclaim`). Nothing else is touched, and nothing is replaced: a request that
+   (:mod:`.sdkclaim`); and every httpx client litellm's call already holds, found among the
+   locals of the call's frames (:func:`claim_held_clients`: litellm's Responses handler and
+   the SDK routes take their client before the hooks run, and the cache may have evicted it
+   since). Nothing else is touched, and nothing is replaced: a request that
    carries no marker goes through the transport the client already had, so a request the
    gate does not gate is sent exactly as litellm would send it (its own ``ssl_verify``,
    certificate, the environment's proxies, redirects, a ``litellm.sync_transport`` or
@@ -68,6 +71,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 import httpx
@@ -437,6 +441,7 @@ def arm(kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding) -> None:
         )
     params = kwargs.get("litellm_params")
     claim_http_handlers(params.get("ssl_verify") if isinstance(params, Mapping) else None)
+    claim_held_clients()
     headers[MARKER] = CLAIMS.arm(kwargs, tap, gate, url=url, body=body)
 
 
@@ -494,6 +499,22 @@ _STEPS = 3
 _DEPTH = 64
 
 
+def _call_frames(start: FrameType | None) -> tuple[list[FrameType], bool]:
+    """The frames from ``start`` up to litellm's entry point of the call (its ``client``
+    decorator), at most :data:`_DEPTH`; and whether that entry point was found (above it,
+    nothing is the call's own)."""
+    frames: list[FrameType] = []
+    frame = start
+    while frame is not None and len(frames) < _DEPTH:
+        frames.append(frame)
+        if frame.f_code.co_name == _ENTRY and str(frame.f_globals.get("__name__", "")).startswith(
+            "litellm."
+        ):
+            return frames, True
+        frame = frame.f_back
+    return frames, False
+
+
 def answer_held(token: str) -> httpx.Response | None:
     """The httpx response litellm's call, on this thread, is about to read: found among the
     locals of the frames between this hook and litellm's entry point (directly, or as the
@@ -502,21 +523,12 @@ def answer_held(token: str) -> httpx.Response | None:
     frames hold (only when litellm's entry point was found: above it, a response is not the
     call's); else None."""
     found: list[httpx.Response] = []
-    entry = False
-    frame = sys._getframe(1).f_back
-    for _ in range(_DEPTH):
-        if frame is None:
-            break
+    frames, entry = _call_frames(sys._getframe(1))
+    for frame in frames:
         for value in list(frame.f_locals.values()):
             for candidate in _responses_in(value):
                 if all(candidate is not known for known in found):
                     found.append(candidate)
-        if frame.f_code.co_name == _ENTRY and str(frame.f_globals.get("__name__", "")).startswith(
-            "litellm."
-        ):
-            entry = True
-            break
-        frame = frame.f_back
     for response in found:
         request = response.__dict__.get("_request")
         if isinstance(request, httpx.Request) and request.headers.get(MARKER) == token:
@@ -524,13 +536,53 @@ def answer_held(token: str) -> httpx.Response | None:
     return found[0] if entry and len(found) == 1 else None
 
 
+def claim_held_clients() -> None:
+    """Wrap the httpx clients litellm's call already holds (found among the locals of the
+    call's frames, from ``log_pre_api_call`` up to litellm's entry point): on the routes
+    where litellm takes its client before the hooks run (its Responses handler, the OpenAI
+    SDK routes), that is the client the request will go out on, even if litellm's cache
+    evicted it before the gate swept the cache. Nothing when the entry point is not found."""
+    frames, entry = _call_frames(sys._getframe(1))
+    if not entry:
+        return
+    for frame in frames:
+        for value in list(frame.f_locals.values()):
+            for client in _clients_in(value):
+                INSTALLATION.claim_client(client)
+
+
+# Where litellm's handlers and the OpenAI SDK's clients keep their httpx client.
+_CLIENT_HOLDERS = ("client", "_client")
+
+
+def _clients_in(value: Any, steps: int = 2) -> Iterator[httpx.Client]:
+    if isinstance(value, httpx.Client):
+        yield value
+        return
+    attributes = _attributes(value)
+    if steps <= 0 or attributes is None:
+        return
+    for name in _CLIENT_HOLDERS:
+        held = attributes.get(name)
+        if held is not None:
+            yield from _clients_in(held, steps - 1)
+
+
+def _attributes(value: Any) -> dict[str, Any] | None:
+    """An object's instance attributes, read without running any of its code."""
+    try:
+        attributes = object.__getattribute__(value, "__dict__")
+    except Exception:
+        return None
+    return attributes if isinstance(attributes, dict) else None
+
+
 def _responses_in(value: Any, steps: int = _STEPS) -> Iterator[httpx.Response]:
-    # Only instance attributes are read (no property's code runs).
     if isinstance(value, httpx.Response):
         yield value
         return
-    attributes = getattr(value, "__dict__", None)
-    if steps <= 0 or not isinstance(attributes, dict):
+    attributes = _attributes(value)
+    if steps <= 0 or attributes is None:
         return
     for name in _HOLDERS:
         held = attributes.get(name)
@@ -549,6 +601,7 @@ __all__ = [
     "UngatedCallRefused",
     "answer_held",
     "arm",
+    "claim_held_clients",
     "check_claimed",
     "claim_http_handlers",
     "forget_claim",

@@ -67,6 +67,7 @@ from .claiming import (
     UngatedCallRefused,
     arm,
     check_claimed,
+    claim_held_clients,
     claim_http_handlers,
     forget_claim,
     is_vouched,
@@ -270,6 +271,7 @@ def _hold(kwargs: Mapping[str, Any], message: str) -> None:
         params = kwargs.get("litellm_params")
         claim_http_handlers(params.get("ssl_verify") if isinstance(params, Mapping) else None)
         claim_sdk_clients()
+        claim_held_clients()
         token = CLAIMS.refuse(kwargs, message, release=lease)
     except Exception:
         if lease is not None:

@@ -86,6 +86,7 @@ def _base_matcher(base: str) -> Callable[[httpx.URL], bool]:
 def arm_sdk(kwargs: Mapping[str, Any], route: str, tap: WireTap, gate: Withholding) -> None:
     """Arm one sync chat stream on an SDK route; refuse what cannot be claimed."""
     claim_sdk_clients()
+    claiming.claim_held_clients()  # the SDK client litellm holds, even if evicted since
     base, data = sent(kwargs, "api_base"), sent(kwargs, "complete_input_dict")
     url = str(base) if base is not None else ""
     headers = data.get("extra_headers", _ABSENT) if isinstance(data, dict) else None
