@@ -820,6 +820,37 @@ def test_a_gate_closed_after_the_call_set_up_refuses_it_typed_and_unsent(
     assert synccall.INSTALLATION.gates == 0 and synccall.INSTALLATION.wrapped == 0  # put back
 
 
+@pytest.mark.parametrize("streamed", [True, False], ids=["stream", "whole"])
+def test_a_gate_closed_after_arming_a_call_still_gates_it(
+    upstream: Recorder, gate: ToolGateGuardrail, streamed: bool
+) -> None:
+    """The last gate is closed after its log_pre_api_call armed the call and before litellm
+    sends it (another thread's close(); here: a callback after the gate closes it). The
+    armed claim keeps the installation in place until it is settled, so the request is
+    claimed on the wire and gated; the clients are given back once it was claimed."""
+    from litellm.integrations.custom_logger import CustomLogger
+
+    class Closing(CustomLogger):  # type: ignore[misc]
+        def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
+            gate.close()
+
+    closing = Closing()
+    litellm.callbacks = [gate, closing]
+    try:
+        with pytest.raises(SchemaRejected):
+            answer = litellm.completion(**kwargs(upstream, "unknown_tool", stream=streamed))
+            if streamed:
+                list(answer)
+            raise AssertionError("an armed call's answer reached the caller ungated")
+    finally:
+        for name in dir(litellm):
+            listed = getattr(litellm, name, None)
+            if isinstance(listed, list):
+                listed[:] = [item for item in listed if item is not closing]
+    assert synccall.MARKER not in upstream.headers[-1]  # claimed: the marker was taken out
+    assert synccall.INSTALLATION.gates == 0 and synccall.INSTALLATION.wrapped == 0  # put back
+
+
 def test_a_closed_gate_in_a_calls_own_callbacks_refuses_it_typed_and_unsent(
     upstream: Recorder, gate: ToolGateGuardrail
 ) -> None:

@@ -115,11 +115,16 @@ class _Claim:
     # to undo once the request is claimed or the call is settled (see sdkclaim).
     url_matches: Callable[[httpx.URL], bool] | None = None
     restore: Callable[[], None] | None = None
+    # The installation this claim keeps in place until it is settled (see _Claims).
+    release: Callable[[], None] | None = None
 
     def settled(self) -> None:
         if self.restore is not None:
             self.restore()
             self.restore = None
+        if self.release is not None:
+            self.release()
+            self.release = None
 
 
 @dataclass
@@ -132,8 +137,7 @@ class _Refusal:
     thread: int
     message: str
     delivered: bool = field(default=False)
-    # Held for a closed gate after the last gate put the process back: the installation it
-    # took back for this refusal alone, given back once the refusal is settled.
+    # The installation this refusal keeps in place until it is settled (see _Claims).
     release: Callable[[], None] | None = None
 
     def settled(self) -> None:
@@ -144,7 +148,14 @@ class _Refusal:
 
 class _Claims(ClaimTable["_Claim | _Refusal"]):
     """Armed calls (see :class:`~.claims.ClaimTable`), each claimed at most once; a claim the
-    table forgets on its own is settled (what it holds is given back)."""
+    table forgets on its own is settled (what it holds is given back).
+
+    Each claim and each held refusal keeps the installation in place (a count of its own,
+    :meth:`Installation.acquire`) from arming until it is settled: taken by the claiming
+    transport, checked after the headers, forgotten with its failed call, or voided by its
+    thread's next call. A gate closed meanwhile (by another thread, or after the last gate
+    was closed) leaves the clients wrapped until then, so the request is claimed or refused
+    on the wire, never sent unclaimed through a client the close just gave back."""
 
     def __init__(self) -> None:
         super().__init__(dropped=lambda claim: claim.settled())
@@ -159,8 +170,10 @@ class _Claims(ClaimTable["_Claim | _Refusal"]):
         body: Any,
         url_matches: Callable[[httpx.URL], bool] | None = None,
         restore: Callable[[], None] | None = None,
+        release: Callable[[], None] | None = None,
     ) -> str:
-        """Arm one request of the call on this thread; the one-time marker it must carry."""
+        """Arm one request of the call on this thread; the one-time marker it must carry.
+        ``release`` is called once the claim is settled."""
         token = new_token()
         self.add(
             _Claim(
@@ -173,6 +186,7 @@ class _Claims(ClaimTable["_Claim | _Refusal"]):
                 gate=gate,
                 url_matches=url_matches,
                 restore=restore,
+                release=release,
             )
         )
         return token
@@ -237,6 +251,8 @@ class ClaimingTransport(httpx.BaseTransport):
             claim.settled()
             return RefusedResponse(request, claim.message)
         if claim is None or not _matches(claim, request):
+            if claim is not None:
+                claim.settled()  # taken: nothing of it is claimed any more
             message = (
                 "a sync request carried a toolgate claim that does not match the call that "
                 "armed it; it was not sent"
@@ -439,10 +455,15 @@ def arm(kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding) -> None:
         raise UngatedCallRefused(
             "this sync call's request is not visible to the gate; it was not sent"
         )
-    params = kwargs.get("litellm_params")
-    claim_http_handlers(params.get("ssl_verify") if isinstance(params, Mapping) else None)
-    claim_held_clients()
-    headers[MARKER] = CLAIMS.arm(kwargs, tap, gate, url=url, body=body)
+    lease = INSTALLATION.acquire()  # kept until the claim is settled (see _Claims)
+    try:
+        params = kwargs.get("litellm_params")
+        claim_http_handlers(params.get("ssl_verify") if isinstance(params, Mapping) else None)
+        claim_held_clients()
+        headers[MARKER] = CLAIMS.arm(kwargs, tap, gate, url=url, body=body, release=lease)
+    except BaseException:
+        lease()
+        raise
 
 
 def forget_claim(kwargs: Mapping[str, Any]) -> None:

@@ -258,16 +258,15 @@ def _hold(kwargs: Mapping[str, Any], message: str) -> None:
     """Hold a refusal for the call's request: the claiming transport, put around every
     client the call can go out on, raises it in place of sending the request.
 
-    A closed gate that litellm still calls after the last gate put the process back (closed
-    by another thread after the call's set-up, or handed to litellm in a call's own
-    ``callbacks=``) takes the installation back for this refusal alone: the clients are
-    claimed again, and given back once the refusal is settled (delivered by the transport,
-    checked after the headers, forgotten with a failed call, or voided by the thread's next
-    call)."""
+    The refusal keeps the installation in place until it is settled (delivered by the
+    transport, checked after the headers, forgotten with a failed call, or voided by the
+    thread's next call). So a closed gate that litellm still calls after the last gate put
+    the process back (closed by another thread after the call's set-up, or handed to litellm
+    in a call's own ``callbacks=``) takes the installation back for this refusal alone: the
+    clients are wrapped again, and given back once the refusal is settled."""
     lease: Callable[[], None] | None = None
     try:
-        if claiming.INSTALLATION.gates <= 0:
-            lease = claiming.INSTALLATION.acquire()
+        lease = claiming.INSTALLATION.acquire()  # kept until the refusal is settled
         params = kwargs.get("litellm_params")
         claim_http_handlers(params.get("ssl_verify") if isinstance(params, Mapping) else None)
         claim_sdk_clients()

@@ -85,6 +85,17 @@ def _base_matcher(base: str) -> Callable[[httpx.URL], bool]:
 
 def arm_sdk(kwargs: Mapping[str, Any], route: str, tap: WireTap, gate: Withholding) -> None:
     """Arm one sync chat stream on an SDK route; refuse what cannot be claimed."""
+    lease = claiming.INSTALLATION.acquire()  # kept until the claim is settled
+    try:
+        _arm_sdk(kwargs, tap, gate, lease)
+    except BaseException:
+        lease()
+        raise
+
+
+def _arm_sdk(
+    kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding, lease: Callable[[], None]
+) -> None:
     claim_sdk_clients()
     claiming.claim_held_clients()  # the SDK client litellm holds, even if evicted since
     base, data = sent(kwargs, "api_base"), sent(kwargs, "complete_input_dict")
@@ -118,7 +129,14 @@ def arm_sdk(kwargs: Mapping[str, Any], route: str, tap: WireTap, gate: Withholdi
             data["extra_headers"] = original
 
     token = CLAIMS.arm(
-        kwargs, tap, gate, url=url, body=body, url_matches=_base_matcher(url), restore=restore
+        kwargs,
+        tap,
+        gate,
+        url=url,
+        body=body,
+        url_matches=_base_matcher(url),
+        restore=restore,
+        release=lease,
     )
     # A new dict: the caller's own extra_headers never hold the marker.
     data["extra_headers"] = {**mine, MARKER: token}
