@@ -459,7 +459,13 @@ def arm(kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding) -> None:
     try:
         params = kwargs.get("litellm_params")
         claim_http_handlers(params.get("ssl_verify") if isinstance(params, Mapping) else None)
-        claim_held_clients()
+        kind = kwargs.get("call_type")
+        if str(getattr(kind, "value", kind) or "") != "completion":
+            # litellm's chat routes take their handler after the hooks (a client= of the
+            # caller's is claimed at call set-up), and an unseen one is caught after the
+            # headers; its Responses handler takes it before, and logs no post_api_call
+            # for a stream: the client the call holds is claimed now.
+            claim_held_clients()
         headers[MARKER] = CLAIMS.arm(kwargs, tap, gate, url=url, body=body, release=lease)
     except BaseException:
         lease()
@@ -503,10 +509,14 @@ def check_claimed(kwargs: Mapping[str, Any]) -> None:
             "client cache replaced the one the gate claimed); its answer was stopped before "
             "it was handed over"
         )
-    response = answer_held(claim.token)
-    if response is None:
-        raise SyncCallStopped(message)
-    stop_response(response, message)
+    try:
+        response = answer_held(claim.token)
+        if response is not None:
+            stop_response(response, message)
+            return
+    except Exception:
+        pass  # litellm would drop it and hand the answer over: the last resort below
+    raise SyncCallStopped(message)
 
 
 # Where litellm's sync call starts (its ``client`` decorator): frames above it are not the
