@@ -592,9 +592,12 @@ def test_a_claim_matches_only_the_call_that_armed_it(upstream: Recorder) -> None
         transport.handle_request(request).content  # noqa: B018
 
     def refused_at_the_check(call_id: str) -> None:
-        # Claimed by nobody: stopped at the check (the last line, after the headers).
-        with pytest.raises(synccall.SyncCallStopped):
+        # Claimed by nobody, and called from no litellm call (no answer to turn into the
+        # refusal): the last resort, which carries the typed refusal it stands for.
+        with pytest.raises(synccall.SyncCallStopped) as stopped:
             synccall.check_claimed({"litellm_call_id": call_id})
+        assert isinstance(stopped.value.refusal, UngatedCallRefused)
+        assert not isinstance(stopped.value, Exception)
 
     before = len(upstream.bodies)
     with pytest.raises(UngatedCallRefused):
@@ -686,48 +689,210 @@ def test_bridged_aresponses_runs_one_attempt_and_one_policy(
     assert attempts == set(runs)
 
 
-def test_a_client_evicted_between_arming_and_sending_stops_the_call_unread(
-    upstream: Recorder, gate: ToolGateGuardrail
-) -> None:
-    """litellm's client cache evicts the handler the gate wrapped after the call was armed
-    and before litellm fetches it (here: a callback after the gate flushes the cache). The
-    call goes out on a fresh client the gate never saw; it fails closed at the last line,
-    after the headers, and nothing of its body reaches the caller. (Known window, reported:
-    the refusal is the last line's, not a typed one.)"""
-    from litellm.integrations.custom_logger import CustomLogger
+class Evicting:
+    """A callback that empties litellm's client cache in its log_pre_api_call, and is taken
+    out of every list of litellm's afterwards (left there, it would evict every later call's
+    client)."""
 
-    class Evicting(CustomLogger):  # type: ignore[misc]
-        def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
-            litellm.in_memory_llm_clients_cache.flush_cache()
+    def __init__(self) -> None:
+        from litellm.integrations.custom_logger import CustomLogger
 
-    evicting = Evicting()
-    litellm.callbacks = [gate, evicting]
-    try:
-        with pytest.raises(synccall.SyncCallStopped, match="cannot see"):
-            for _chunk in litellm.completion(**kwargs(upstream, "unknown_tool", stream=True)):
-                raise AssertionError("a chunk of an unclaimed call reached the caller")
-    finally:
-        litellm.callbacks = [gate]
-        # litellm copied it into its own lists: left there, it would evict every later call's
-        # client.
+        class Evict(CustomLogger):  # type: ignore[misc]
+            def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
+                litellm.in_memory_llm_clients_cache.flush_cache()
+
+        self.callback = Evict()
+
+    def __enter__(self) -> Any:
+        litellm.in_memory_llm_clients_cache.flush_cache()  # the call makes a client of its own
+        return self.callback
+
+    def __exit__(self, *exc: object) -> None:
         for name in dir(litellm):
             listed = getattr(litellm, name, None)
             if isinstance(listed, list):
-                listed[:] = [item for item in listed if item is not evicting]
+                listed[:] = [item for item in listed if item is not self.callback]
         litellm.in_memory_llm_clients_cache.flush_cache()
 
 
-def test_a_closed_last_gate_that_litellm_still_calls_stops_the_call(
+@pytest.mark.parametrize("streamed", [True, False], ids=["stream", "whole"])
+def test_a_client_evicted_after_the_hooks_ends_in_a_typed_refusal(
+    upstream: Recorder, gate: ToolGateGuardrail, streamed: bool
+) -> None:
+    """On litellm's HTTP routes the handler is taken from litellm's client cache after the
+    hooks ran; the cache evicts the one the gate wrapped in between (here: a callback after
+    the gate empties it), so the call goes out on a fresh client the gate never saw. The
+    request was sent; in log_post_api_call its answer is turned into the refusal, and the
+    caller gets UngatedCallRefused (a ToolGateError, an Exception) where litellm first reads
+    it: nothing of it is handed over."""
+    sent = len(upstream.bodies)
+    with Evicting() as evicting:
+        litellm.callbacks = [gate, evicting]
+        with pytest.raises(UngatedCallRefused, match="cannot see") as refused:
+            answer = litellm.completion(**kwargs(upstream, "unknown_tool", stream=streamed))
+            if streamed:
+                for _chunk in answer:
+                    raise AssertionError("a chunk of an unclaimed call reached the caller")
+            raise AssertionError("the answer of an unclaimed call reached the caller")
+    assert isinstance(refused.value, ToolGateError) and isinstance(refused.value, Exception)
+    assert len(upstream.bodies) == sent + 1  # it did go out, on the client the gate never saw
+    assert "delete_file" not in str(refused.value)  # nothing of the answer is in it
+
+
+def test_an_sdk_client_litellm_holds_is_claimed_even_if_evicted_before_the_gate_runs(
+    upstream: Recorder, gate: ToolGateGuardrail
+) -> None:
+    """On the OpenAI SDK routes litellm takes its SDK client before the hooks run; the cache
+    evicts it before the gate sweeps the cache (here: a callback before the gate empties
+    it). The gate claims the client litellm's call holds, so the stream is gated."""
+    sent = len(upstream.bodies)
+    with Evicting() as evicting:
+        litellm.callbacks = [evicting, gate]
+        with pytest.raises(SchemaRejected):
+            list(litellm.completion(**sdk_kwargs(upstream, "unknown_tool", "openai", stream=True)))
+    assert len(upstream.bodies) == sent + 1
+    assert synccall.MARKER not in upstream.headers[-1]  # claimed: the marker was taken out
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["stream", "whole"])
+def test_a_responses_client_litellm_holds_is_claimed_even_if_evicted_before_the_gate_runs(
+    gate: ToolGateGuardrail, streamed: bool
+) -> None:
+    """litellm's sync Responses handler takes its client before the hooks run, and logs no
+    post_api_call for a stream: a client evicted before the gate swept the cache would have
+    handed over an ungated stream. The gate claims the client the call holds."""
+    manifest = json.loads((RESPONSES / "manifest.json").read_text(encoding="utf-8"))
+    case = {c["name"]: c for c in manifest["cases"]}["arguments_only_in_done"]
+    body = (RESPONSES / case["body"]).read_bytes()
+    with RouteServer(answers={"/responses": body}) as server, Evicting() as evicting:
+        litellm.callbacks = [evicting, ToolGateGuardrail(manifest["tools"])]
+        call = {
+            "model": "azure/gpt-4o",
+            "input": [{"role": "user", "content": "What is 7 times 8? Use multiply."}],
+            "tools": manifest["tools"],
+            "api_base": server.base_url.removesuffix("/v1"),
+            "api_version": "2025-03-01-preview",
+            "api_key": "sk-test",
+            "stream": streamed,
+            "num_retries": 0,
+        }
+        with pytest.raises(ToolCallQuarantined):
+            answer = litellm.responses(**call)
+            if streamed:
+                list(answer)
+            raise AssertionError("an ungated Responses answer reached the caller")
+        assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["stream", "whole"])
+def test_a_gate_closed_after_the_call_set_up_refuses_it_typed_and_unsent(
+    upstream: Recorder, gate: ToolGateGuardrail, streamed: bool
+) -> None:
+    """The last gate is closed after litellm's call set-up passed it (another thread's
+    close(); here: a callback before the gate closes it), so the process is put back when
+    litellm runs the gate's log_pre_api_call. The gate takes the installation back for this
+    one refusal: the request is answered unsent with UngatedCallRefused, and the clients are
+    given back once it is delivered."""
+    from litellm.integrations.custom_logger import CustomLogger
+
+    class Closing(CustomLogger):  # type: ignore[misc]
+        def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
+            gate.close()
+
+    closing = Closing()
+    litellm.callbacks = [closing, gate]
+    sent = len(upstream.bodies)
+    try:
+        with pytest.raises(UngatedCallRefused, match="closed") as refused:
+            answer = litellm.completion(**kwargs(upstream, "multiply_basic", stream=streamed))
+            if streamed:
+                for _chunk in answer:
+                    raise AssertionError("a chunk of a refused call reached the caller")
+            raise AssertionError("a refused call's answer reached the caller")
+    finally:
+        for name in dir(litellm):
+            listed = getattr(litellm, name, None)
+            if isinstance(listed, list):
+                listed[:] = [item for item in listed if item is not closing]
+    assert isinstance(refused.value, ToolGateError)
+    assert len(upstream.bodies) == sent  # never sent
+    assert synccall.INSTALLATION.gates == 0 and synccall.INSTALLATION.wrapped == 0  # put back
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["stream", "whole"])
+def test_a_gate_closed_after_arming_a_call_still_gates_it(
+    upstream: Recorder, gate: ToolGateGuardrail, streamed: bool
+) -> None:
+    """The last gate is closed after its log_pre_api_call armed the call and before litellm
+    sends it (another thread's close(); here: a callback after the gate closes it). The
+    armed claim keeps the installation in place until it is settled, so the request is
+    claimed on the wire and gated; the clients are given back once it was claimed."""
+    from litellm.integrations.custom_logger import CustomLogger
+
+    class Closing(CustomLogger):  # type: ignore[misc]
+        def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
+            gate.close()
+
+    closing = Closing()
+    litellm.callbacks = [gate, closing]
+    try:
+        with pytest.raises(SchemaRejected):
+            answer = litellm.completion(**kwargs(upstream, "unknown_tool", stream=streamed))
+            if streamed:
+                list(answer)
+            raise AssertionError("an armed call's answer reached the caller ungated")
+    finally:
+        for name in dir(litellm):
+            listed = getattr(litellm, name, None)
+            if isinstance(listed, list):
+                listed[:] = [item for item in listed if item is not closing]
+    assert synccall.MARKER not in upstream.headers[-1]  # claimed: the marker was taken out
+    assert synccall.INSTALLATION.gates == 0 and synccall.INSTALLATION.wrapped == 0  # put back
+
+
+def test_a_closed_gate_in_a_calls_own_callbacks_refuses_it_typed_and_unsent(
+    upstream: Recorder, gate: ToolGateGuardrail
+) -> None:
+    """A closed gate handed to litellm in a call's own callbacks= (litellm reads no
+    default_on of those, so its call set-up never sees it), with no gate left: its
+    log_pre_api_call refuses the call, typed and unsent, on the installation it takes back
+    for that refusal alone."""
+    gate.close()
+    litellm.callbacks = []
+    assert synccall.INSTALLATION.gates == 0
+    sent = len(upstream.bodies)
+    for streamed in (True, False):
+        with pytest.raises(UngatedCallRefused, match="closed"):
+            answer = litellm.completion(
+                callbacks=[gate], **kwargs(upstream, "multiply_basic", stream=streamed)
+            )
+            if streamed:
+                list(answer)
+            raise AssertionError("a closed gate's call was handed over")
+        assert synccall.INSTALLATION.gates == 0 and synccall.INSTALLATION.wrapped == 0
+    assert len(upstream.bodies) == sent
+
+
+def test_a_refusal_that_cannot_be_put_in_place_is_the_last_resort(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The one refusal with no Exception way out: the last gate was closed (the process is
-    put back, no claiming transport is left to refuse the request) and litellm still runs
-    its sync hook. It stops the call before anything is sent, as the last line."""
+    """If no claiming transport can be put around litellm's clients for a refused call
+    (litellm's own code fails to build its client), log_pre_api_call has no Exception way
+    out: SyncCallStopped, which carries the typed refusal; nothing is left installed."""
+    from litellm_toolgate.edge.sync import hooks
+
     monkeypatch.setattr(synccall, "INSTALLATION", synccall.Installation())
     monkeypatch.setattr(litellm, "callbacks", [])  # no other gate decides in its place
     made = ToolGateGuardrail(MANIFEST["tools"])
     made.close()
+
+    def broken(ssl_verify: Any) -> None:
+        raise RuntimeError("litellm could not build its client")
+
+    monkeypatch.setattr(hooks, "claim_http_handlers", broken)
     details = {"call_type": "completion", "litellm_call_id": "closed-1", "model": "m"}
-    with pytest.raises(synccall.SyncCallStopped, match="closed"):
+    with pytest.raises(synccall.SyncCallStopped, match="closed") as stopped:
         made.log_pre_api_call(None, None, details)
-    assert synccall.INSTALLATION.wrapped == 0  # nothing was put back in place for it
+    assert isinstance(stopped.value.refusal, UngatedCallRefused)
+    assert synccall.INSTALLATION.gates == 0 and synccall.INSTALLATION.wrapped == 0
+    assert len(synccall.CLAIMS) == 0

@@ -111,3 +111,23 @@ def test_a_claim_put_back_is_taken_again_until_its_call_is_settled() -> None:
     table.add(later)
     table.put_back(claim)  # the thread armed another call since: not put back
     assert table.take(claim.token) is None and table.take(later.token) is later
+
+
+def test_a_claim_the_table_forgets_on_its_own_is_handed_to_dropped() -> None:
+    """Voided by its thread's next claim or swept with its ended thread: the host is told
+    (it gives back what the claim holds); taken or settled claims are not reported."""
+    dropped: list[str] = []
+    table: ClaimTable[Claim] = ClaimTable(dropped=lambda claim: dropped.append(claim.call_id))
+    table.add(Claim("call-1"))
+    table.add(Claim("call-2"))  # voids call-1
+    assert dropped == ["call-1"]
+    taken = Claim("call-3")
+    table.add(taken)  # voids call-2
+    assert table.take(taken.token) is taken
+    settled = Claim("call-4")
+    table.add(settled)
+    assert table.settle("call-4") is settled
+    assert dropped == ["call-1", "call-2"]
+    for n in range(2 * ClaimTable.SWEEP):
+        _elsewhere(lambda n=n: table.add(Claim(f"gone-{n}")))
+    assert sum(name.startswith("gone-") for name in dropped) >= ClaimTable.SWEEP

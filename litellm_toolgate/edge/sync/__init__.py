@@ -11,8 +11,9 @@ calls are armed in ``log_pre_api_call`` and claimed on the wire by a transport o
 * :mod:`.sdkclaim`: the OpenAI SDK routes, claimed on the SDK client's httpx client.
 * :mod:`.custom`: ``litellm.custom_provider_map`` providers, whose sync turns are refused.
 * :mod:`.refusal`: :class:`~.refusal.UngatedCallRefused` (a ``ToolGateError``), the
-  answer a refused request gets in place of being sent, and the last line's
-  :class:`~.refusal.SyncCallStopped`.
+  answer a refused request gets in place of being sent, how an answer that came back
+  through a client the gate never saw is turned into that refusal, and the last resort
+  :class:`~.refusal.SyncCallStopped` (a ``BaseException`` no known path reaches).
 * :mod:`.hooks`: the callback's sync hooks (call set-up, ``log_pre_api_call``,
   ``log_post_api_call``, ``log_failure_event``): where a sync call is refused, armed and
   checked, and how each refusal reaches the caller.

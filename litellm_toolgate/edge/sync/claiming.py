@@ -12,7 +12,10 @@ the transport under the HTTP client litellm is about to send on. So:
    cache for the call's ``ssl_verify`` (made now, with litellm's own code, when it is not
    there yet), every handler already in that cache, ``litellm.module_level_client``, and for
    the OpenAI SDK routes every cached sync SDK client and ``litellm.client_session``
-   (:mod:`.sdkclaim`). Nothing else is touched, and nothing is replaced: a request that
+   (:mod:`.sdkclaim`); and every httpx client litellm's call already holds, found among the
+   locals of the call's frames (:func:`claim_held_clients`: litellm's Responses handler and
+   the SDK routes take their client before the hooks run, and the cache may have evicted it
+   since). Nothing else is touched, and nothing is replaced: a request that
    carries no marker goes through the transport the client already had, so a request the
    gate does not gate is sent exactly as litellm would send it (its own ``ssl_verify``,
    certificate, the environment's proxies, redirects, a ``litellm.sync_transport`` or
@@ -30,11 +33,18 @@ the transport under the HTTP client litellm is about to send on. So:
    refused before the request is sent. An answer that is not a success (a 429, a 503) is
    handed back unread and the claim stays takeable, so the OpenAI SDK's own retry of the
    same request is claimed and gated like the first try.
-4. **Check** (``log_post_api_call``, after the response headers and before litellm reads
-   the body). An armed call whose request never reached a claiming transport went out
-   through a client the gate never saw (litellm's cache evicted the wrapped one between
-   arming and sending): it is stopped there, before a byte of its body is read, by the last
-   line, :class:`SyncCallStopped` (a ``BaseException``: nothing else leaves a logging hook).
+4. **Check** (``log_post_api_call``, after the response headers, before litellm hands
+   anything of the answer over). An armed or refused call whose request never reached a
+   claiming transport went out through a client the gate never saw (litellm's cache evicted
+   the wrapped one between arming and sending): the gate finds the httpx response litellm
+   holds for it among the call's frames (:func:`answer_held`: the one whose request carries
+   the call's marker) and turns it, in place, into the refusal
+   (:func:`~.refusal.stop_response`): its connection is released unread, and
+   :class:`UngatedCallRefused` is raised where litellm first reads it, which hands it to the
+   caller as it is. A stream's body is never read; a whole body litellm already read to log
+   it is dropped. Only if that response cannot be found (a litellm whose request code keeps
+   it elsewhere) does the call end in the last resort, :class:`SyncCallStopped` (a
+   ``BaseException``: nothing else leaves a logging hook).
 
 A claimed request the upstream answers with a redirect is refused, not followed: the request
 that follows it would carry no marker.
@@ -56,10 +66,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 import httpx
@@ -69,7 +81,7 @@ from ..httpwithhold import HeldResponse, SyncWithholdingStream, Withholding
 from ..transport import WireTap, _wrap
 from .claims import ClaimTable, new_token
 from .custom import CustomProviders
-from .refusal import RefusedResponse, SyncCallStopped, UngatedCallRefused
+from .refusal import RefusedResponse, SyncCallStopped, UngatedCallRefused, stop_response
 from .vouching import is_vouched, is_vouched_client, vouch_client, vouched
 
 MARKER = "x-toolgate-claim"
@@ -103,11 +115,16 @@ class _Claim:
     # to undo once the request is claimed or the call is settled (see sdkclaim).
     url_matches: Callable[[httpx.URL], bool] | None = None
     restore: Callable[[], None] | None = None
+    # The installation this claim keeps in place until it is settled (see _Claims).
+    release: Callable[[], None] | None = None
 
     def settled(self) -> None:
         if self.restore is not None:
             self.restore()
             self.restore = None
+        if self.release is not None:
+            self.release()
+            self.release = None
 
 
 @dataclass
@@ -120,13 +137,28 @@ class _Refusal:
     thread: int
     message: str
     delivered: bool = field(default=False)
+    # The installation this refusal keeps in place until it is settled (see _Claims).
+    release: Callable[[], None] | None = None
 
     def settled(self) -> None:
-        pass
+        if self.release is not None:
+            self.release()
+            self.release = None
 
 
 class _Claims(ClaimTable["_Claim | _Refusal"]):
-    """Armed calls (see :class:`~.claims.ClaimTable`), each claimed at most once."""
+    """Armed calls (see :class:`~.claims.ClaimTable`), each claimed at most once; a claim the
+    table forgets on its own is settled (what it holds is given back).
+
+    Each claim and each held refusal keeps the installation in place (a count of its own,
+    :meth:`Installation.acquire`) from arming until it is settled: taken by the claiming
+    transport, checked after the headers, forgotten with its failed call, or voided by its
+    thread's next call. A gate closed meanwhile (by another thread, or after the last gate
+    was closed) leaves the clients wrapped until then, so the request is claimed or refused
+    on the wire, never sent unclaimed through a client the close just gave back."""
+
+    def __init__(self) -> None:
+        super().__init__(dropped=lambda claim: claim.settled())
 
     def arm(
         self,
@@ -138,8 +170,10 @@ class _Claims(ClaimTable["_Claim | _Refusal"]):
         body: Any,
         url_matches: Callable[[httpx.URL], bool] | None = None,
         restore: Callable[[], None] | None = None,
+        release: Callable[[], None] | None = None,
     ) -> str:
-        """Arm one request of the call on this thread; the one-time marker it must carry."""
+        """Arm one request of the call on this thread; the one-time marker it must carry.
+        ``release`` is called once the claim is settled."""
         token = new_token()
         self.add(
             _Claim(
@@ -152,13 +186,21 @@ class _Claims(ClaimTable["_Claim | _Refusal"]):
                 gate=gate,
                 url_matches=url_matches,
                 restore=restore,
+                release=release,
             )
         )
         return token
 
-    def refuse(self, kwargs: Mapping[str, Any], message: str) -> str:
+    def refuse(
+        self,
+        kwargs: Mapping[str, Any],
+        message: str,
+        *,
+        release: Callable[[], None] | None = None,
+    ) -> str:
         """Hold a refusal for the call on this thread; the one-time marker for its request
-        (a request of this thread that carries none is refused as well)."""
+        (a request of this thread that carries none is refused as well). ``release`` is
+        called once the refusal is settled."""
         token = new_token()
         self.add(
             _Refusal(
@@ -166,6 +208,7 @@ class _Claims(ClaimTable["_Claim | _Refusal"]):
                 call_id=str(kwargs.get("litellm_call_id") or ""),
                 thread=threading.get_ident(),
                 message=message,
+                release=release,
             )
         )
         return token
@@ -199,13 +242,17 @@ class ClaimingTransport(httpx.BaseTransport):
             # the refusal is spent (nothing of it is left to refuse a later request).
             held.delivered = True
             CLAIMS.settle(held.call_id)
+            held.settled()
             return RefusedResponse(request, held.message)
         del request.headers[MARKER]
         claim = CLAIMS.take(token)
         if isinstance(claim, _Refusal):
             claim.delivered = True
+            claim.settled()
             return RefusedResponse(request, claim.message)
         if claim is None or not _matches(claim, request):
+            if claim is not None:
+                claim.settled()  # taken: nothing of it is claimed any more
             message = (
                 "a sync request carried a toolgate claim that does not match the call that "
                 "armed it; it was not sent"
@@ -408,9 +455,21 @@ def arm(kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding) -> None:
         raise UngatedCallRefused(
             "this sync call's request is not visible to the gate; it was not sent"
         )
-    params = kwargs.get("litellm_params")
-    claim_http_handlers(params.get("ssl_verify") if isinstance(params, Mapping) else None)
-    headers[MARKER] = CLAIMS.arm(kwargs, tap, gate, url=url, body=body)
+    lease = INSTALLATION.acquire()  # kept until the claim is settled (see _Claims)
+    try:
+        params = kwargs.get("litellm_params")
+        claim_http_handlers(params.get("ssl_verify") if isinstance(params, Mapping) else None)
+        kind = kwargs.get("call_type")
+        if str(getattr(kind, "value", kind) or "") != "completion":
+            # litellm's chat routes take their handler after the hooks (a client= of the
+            # caller's is claimed at call set-up), and an unseen one is caught after the
+            # headers; its Responses handler takes it before, and logs no post_api_call
+            # for a stream: the client the call holds is claimed now.
+            claim_held_clients()
+        headers[MARKER] = CLAIMS.arm(kwargs, tap, gate, url=url, body=body, release=lease)
+    except BaseException:
+        lease()
+        raise
 
 
 def forget_claim(kwargs: Mapping[str, Any]) -> None:
@@ -424,7 +483,10 @@ def forget_claim(kwargs: Mapping[str, Any]) -> None:
 def check_claimed(kwargs: Mapping[str, Any]) -> None:
     """After the response headers: the armed request must have been claimed, a refused one
     refused by a claiming transport. If not, it went out through a client the gate never
-    saw: the last line stops the call before its body is read (:class:`SyncCallStopped`)."""
+    saw: the answer litellm holds is turned into the refusal before litellm reads it
+    (:func:`~.refusal.stop_response`), so :class:`UngatedCallRefused` reaches the caller
+    where litellm first reads it. Only if that answer is not to be found does the call end
+    in the last resort, :class:`SyncCallStopped`."""
     claim = CLAIMS.settle(str(kwargs.get("litellm_call_id") or ""))
     if claim is None:
         return
@@ -433,17 +495,130 @@ def check_claimed(kwargs: Mapping[str, Any]) -> None:
         headers.pop(MARKER, None)
     claim.settled()
     if isinstance(claim, _Refusal):
-        if not claim.delivered:
-            raise SyncCallStopped(
-                f"{claim.message}; but it went out through an HTTP client the gate cannot "
-                "see, and its response was not read"
-            )
-        return
-    if not claim.claimed:
-        raise SyncCallStopped(
-            "this sync call went out through an HTTP client the gate cannot see; its "
-            "response was not read"
+        if claim.delivered:
+            return
+        message = (
+            f"{claim.message}; but it went out through an HTTP client the gate cannot "
+            "see, and its answer was stopped before it was handed over"
         )
+    elif claim.claimed:
+        return
+    else:
+        message = (
+            "this sync call went out through an HTTP client the gate cannot see (litellm's "
+            "client cache replaced the one the gate claimed); its answer was stopped before "
+            "it was handed over"
+        )
+    try:
+        response = answer_held(claim.token)
+        if response is not None:
+            stop_response(response, message)
+            return
+    except Exception:
+        pass  # litellm would drop it and hand the answer over: the last resort below
+    raise SyncCallStopped(message)
+
+
+# Where litellm's sync call starts (its ``client`` decorator): frames above it are not the
+# call's own.
+_ENTRY = "wrapper"
+# Attributes under which litellm and the OpenAI SDK keep the httpx response they will read,
+# or what keeps it: an SDK stream or raw response, litellm's stream iterator, and litellm's
+# stream wrapper (its completion_stream), each followed a few steps down.
+_HOLDERS = ("response", "http_response", "_response", "completion_stream")
+_STEPS = 3
+_DEPTH = 64
+
+
+def _call_frames(start: FrameType | None) -> tuple[list[FrameType], bool]:
+    """The frames from ``start`` up to litellm's entry point of the call (its ``client``
+    decorator), at most :data:`_DEPTH`; and whether that entry point was found (above it,
+    nothing is the call's own)."""
+    frames: list[FrameType] = []
+    frame = start
+    while frame is not None and len(frames) < _DEPTH:
+        frames.append(frame)
+        if frame.f_code.co_name == _ENTRY and str(frame.f_globals.get("__name__", "")).startswith(
+            "litellm."
+        ):
+            return frames, True
+        frame = frame.f_back
+    return frames, False
+
+
+def answer_held(token: str) -> httpx.Response | None:
+    """The httpx response litellm's call, on this thread, is about to read: found among the
+    locals of the frames between this hook and litellm's entry point (directly, or as the
+    response an SDK stream, a raw response or litellm's stream wrapper keeps). The one whose
+    request carries the call's marker ``token``; failing that, the only one the call's own
+    frames hold (only when litellm's entry point was found: above it, a response is not the
+    call's); else None."""
+    found: list[httpx.Response] = []
+    frames, entry = _call_frames(sys._getframe(1))
+    for frame in frames:
+        for value in list(frame.f_locals.values()):
+            for candidate in _responses_in(value):
+                if all(candidate is not known for known in found):
+                    found.append(candidate)
+    for response in found:
+        request = response.__dict__.get("_request")
+        if isinstance(request, httpx.Request) and request.headers.get(MARKER) == token:
+            return response
+    return found[0] if entry and len(found) == 1 else None
+
+
+def claim_held_clients() -> None:
+    """Wrap the httpx clients litellm's call already holds (found among the locals of the
+    call's frames, from ``log_pre_api_call`` up to litellm's entry point): on the routes
+    where litellm takes its client before the hooks run (its Responses handler, the OpenAI
+    SDK routes), that is the client the request will go out on, even if litellm's cache
+    evicted it before the gate swept the cache. Nothing when the entry point is not found."""
+    frames, entry = _call_frames(sys._getframe(1))
+    if not entry:
+        return
+    for frame in frames:
+        for value in list(frame.f_locals.values()):
+            for client in _clients_in(value):
+                INSTALLATION.claim_client(client)
+
+
+# Where litellm's handlers and the OpenAI SDK's clients keep their httpx client.
+_CLIENT_HOLDERS = ("client", "_client")
+
+
+def _clients_in(value: Any, steps: int = 2) -> Iterator[httpx.Client]:
+    if isinstance(value, httpx.Client):
+        yield value
+        return
+    attributes = _attributes(value)
+    if steps <= 0 or attributes is None:
+        return
+    for name in _CLIENT_HOLDERS:
+        held = attributes.get(name)
+        if held is not None:
+            yield from _clients_in(held, steps - 1)
+
+
+def _attributes(value: Any) -> dict[str, Any] | None:
+    """An object's instance attributes, read without running any of its code."""
+    try:
+        attributes = object.__getattribute__(value, "__dict__")
+    except Exception:
+        return None
+    return attributes if isinstance(attributes, dict) else None
+
+
+def _responses_in(value: Any, steps: int = _STEPS) -> Iterator[httpx.Response]:
+    if isinstance(value, httpx.Response):
+        yield value
+        return
+    attributes = _attributes(value)
+    if steps <= 0 or attributes is None:
+        return
+    for name in _HOLDERS:
+        held = attributes.get(name)
+        if held is not None:
+            yield from _responses_in(held, steps - 1)
 
 
 __all__ = [
@@ -455,7 +630,9 @@ __all__ = [
     "Installation",
     "SyncCallStopped",
     "UngatedCallRefused",
+    "answer_held",
     "arm",
+    "claim_held_clients",
     "check_claimed",
     "claim_http_handlers",
     "forget_claim",

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Generic, Protocol, TypeVar
 
 
@@ -52,10 +52,13 @@ class ClaimTable(Generic[_C]):
 
     SWEEP = 64
 
-    def __init__(self) -> None:
+    def __init__(self, dropped: Callable[[_C], None] | None = None) -> None:
+        """``dropped`` is told of every claim the table forgets on its own (voided by its
+        thread's next claim, or swept with its ended thread), outside the table's lock."""
         self._lock = threading.Lock()
         self._by_token: dict[str, _C] = {}
         self._by_thread: dict[int, dict[str, _C]] = {}
+        self._dropped = dropped
 
     def __len__(self) -> int:
         with self._lock:
@@ -69,18 +72,25 @@ class ClaimTable(Generic[_C]):
 
     def add(self, claim: _C) -> None:
         with self._lock:
-            for earlier in self._by_thread.pop(claim.thread, {}).values():
+            voided = list(self._by_thread.pop(claim.thread, {}).values())
+            for earlier in voided:
                 self._by_token.pop(earlier.token, None)
             self._by_token[claim.token] = claim
             self._by_thread[claim.thread] = {claim.call_id: claim}
             if len(self._by_thread) > self.SWEEP:
-                self._sweep()
+                voided.extend(self._sweep())
+        if self._dropped is not None:
+            for earlier in voided:
+                self._dropped(earlier)
 
-    def _sweep(self) -> None:
+    def _sweep(self) -> list[_C]:
         alive = {thread.ident for thread in threading.enumerate()}
+        swept: list[_C] = []
         for ident in [ident for ident in self._by_thread if ident not in alive]:
             for gone in self._by_thread.pop(ident).values():
                 self._by_token.pop(gone.token, None)
+                swept.append(gone)
+        return swept
 
     def take(self, token: str) -> _C | None:
         """The claim of ``token``, forgotten by token; None when there is none, or when it

@@ -17,19 +17,24 @@ litellm gives a callback three moments on a sync ``litellm.completion`` /
    refusal is held for its request (:meth:`~.claiming._Claims.refuse`: a one-time marker in
    its headers, and the thread), and the claiming transport, put around the clients the
    call can go out on, raises :class:`~.claiming.UngatedCallRefused` in place of sending it.
-   Only when no claiming transport can be put in place (a closed gate that litellm still
-   calls after the last gate put the process back) does the hook raise
-   :class:`~.claiming.SyncCallStopped`, a ``BaseException``: there is no other way out.
-3. **``log_post_api_call``** (after the response headers, before the body is read). An
-   armed or refused request that never reached a claiming transport went out through a
-   client the gate never saw: the last line, :class:`~.claiming.SyncCallStopped`.
+   A closed gate that litellm still calls after the last gate put the process back (closed
+   by another thread after the call's set-up, or in a call's own ``callbacks=``) takes the
+   installation back for that one refusal, and gives it back once the refusal is settled
+   (:func:`_hold`). Only if no claiming transport can be put in place at all (litellm's
+   own code fails to build its client) does the hook raise the last resort,
+   :class:`~.claiming.SyncCallStopped`, a ``BaseException`` that carries the refusal.
+3. **``log_post_api_call``** (after the response headers, before litellm hands anything
+   of the answer over). An armed or refused request that never reached a claiming
+   transport went out through a client the gate never saw: the answer litellm holds for
+   it is turned, in place, into the refusal (:func:`~.claiming.check_claimed`), which
+   raises :class:`~.claiming.UngatedCallRefused` where litellm first reads it.
    :func:`log_failure_event` forgets a failed call's claim.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +67,7 @@ from .claiming import (
     UngatedCallRefused,
     arm,
     check_claimed,
+    claim_held_clients,
     claim_http_handlers,
     forget_claim,
     is_vouched,
@@ -234,6 +240,7 @@ def log_pre_api_call(gate: ToolGateGuardrail, kwargs: Any) -> None:
     stale = CLAIMS.refusal_here()
     if stale is not None and stale.call_id != str(kwargs.get("litellm_call_id") or ""):
         CLAIMS.settle(stale.call_id)
+        stale.settled()
     refusal: str | None = None
     try:
         if not gate._closed:  # a custom provider registered since: its sync turns refused
@@ -249,19 +256,31 @@ def log_pre_api_call(gate: ToolGateGuardrail, kwargs: Any) -> None:
 
 def _hold(kwargs: Mapping[str, Any], message: str) -> None:
     """Hold a refusal for the call's request: the claiming transport, put around every
-    client the call can go out on, raises it in place of sending the request."""
+    client the call can go out on, raises it in place of sending the request.
+
+    The refusal keeps the installation in place until it is settled (delivered by the
+    transport, checked after the headers, forgotten with a failed call, or voided by the
+    thread's next call). So a closed gate that litellm still calls after the last gate put
+    the process back (closed by another thread after the call's set-up, or handed to litellm
+    in a call's own ``callbacks=``) takes the installation back for this refusal alone: the
+    clients are wrapped again, and given back once the refusal is settled."""
+    lease: Callable[[], None] | None = None
     try:
-        if claiming.INSTALLATION.gates <= 0:
-            raise LookupError("no gate holds the installation")
+        lease = claiming.INSTALLATION.acquire()  # kept until the refusal is settled
         params = kwargs.get("litellm_params")
         claim_http_handlers(params.get("ssl_verify") if isinstance(params, Mapping) else None)
         claim_sdk_clients()
-        token = CLAIMS.refuse(kwargs, message)
+        claim_held_clients()
+        token = CLAIMS.refuse(kwargs, message, release=lease)
     except Exception:
+        if lease is not None:
+            lease()
         stopped = True
     else:
         stopped = False
     if stopped:
+        # No claiming transport could be put in place (litellm's own code failed to build
+        # its client): the last resort.
         raise SyncCallStopped(message)
     headers = sent(kwargs, "headers")
     if isinstance(headers, dict):

@@ -1,17 +1,22 @@
-"""How a sync call under the callback is refused: the two exceptions, and the answer the
-claiming transport gives a refused request in place of sending it.
+"""How a sync call under the callback is refused: the refusal, the answer the claiming
+transport gives a refused request in place of sending it, and how an answer litellm already
+holds is turned into the refusal before litellm reads it.
 
 litellm swallows every ``Exception`` a logging hook raises, so a refusal decided in one is
-never raised there: the request is answered unsent by a :class:`RefusedResponse`, which
-raises :class:`UngatedCallRefused` where litellm first reads the answer (see
-:mod:`.hooks`). :class:`SyncCallStopped` is the last line, for the places with no other
-way out.
+never raised there. A request is answered unsent by a :class:`RefusedResponse`; an answer
+that came back through an HTTP client the gate never saw is turned, in place, into one that
+answers like it (:func:`stop_response`). Both raise :class:`UngatedCallRefused` where
+litellm first reads the answer (see :mod:`.hooks`). :class:`SyncCallStopped` is kept for
+the one case where the gate finds neither: it is a ``BaseException`` because nothing else
+leaves a logging hook.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 from litellm.exceptions import GuardrailRaisedException
@@ -42,15 +47,24 @@ class UngatedCallRefused(WireNotObservable, GuardrailRaisedException):
 
 
 class SyncCallStopped(BaseException):
-    """The last line of the sync claim, where litellm gives a refusal no other way out.
+    """The sync claim's last resort, where the gate finds no way for a refusal to reach the
+    caller as an ``Exception``.
 
-    Raised only where no ``Exception`` can reach the caller and the call would otherwise go
-    on ungated: from ``log_post_api_call`` when an armed or refused request went out through
-    an HTTP client the gate never saw (the response's body is then not read), and from
-    ``log_pre_api_call`` when the refused call cannot be held for a claiming transport (a
-    closed gate litellm still calls after the last gate put the process back). Deliberately
-    not an ``Exception``: litellm logs and drops those from a logging hook and goes on.
+    Both paths that used to end here now end in :class:`UngatedCallRefused` (see
+    :mod:`.hooks`); this is raised only if the gate cannot put that refusal in place: from
+    ``log_post_api_call`` when a request went out through an HTTP client the gate never saw
+    and the answer litellm is about to read is not among the call's frames (a litellm whose
+    request code the gate does not know), and from ``log_pre_api_call`` when no claiming
+    transport can be put around litellm's clients for a refused call (litellm's own code
+    failed to build its client). Deliberately not an ``Exception``: litellm logs and drops
+    those from a logging hook and goes on. It carries the refusal it stands for
+    (:attr:`refusal`, an :class:`UngatedCallRefused`), so a caller can recognise it and
+    re-raise that: ``except SyncCallStopped as stop: raise stop.refusal``.
     """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.refusal = UngatedCallRefused(message)
 
 
 class _Refused(httpx.SyncByteStream):
@@ -89,6 +103,58 @@ class RefusedResponse(httpx.Response):
         raise UngatedCallRefused(self.refusal)
 
 
+class _StoppedResponse(httpx.Response):
+    """An answer litellm holds that the gate turned into its refusal (:func:`stop_response`):
+    every read of its body raises it."""
+
+    refusal: str
+
+    @property
+    def content(self) -> bytes:
+        raise UngatedCallRefused(self.refusal)
+
+    @property
+    def text(self) -> str:
+        raise UngatedCallRefused(self.refusal)
+
+    def json(self, **kwargs: Any) -> Any:
+        raise UngatedCallRefused(self.refusal)
+
+    def read(self) -> bytes:
+        raise UngatedCallRefused(self.refusal)
+
+    def iter_raw(self, chunk_size: int | None = None) -> Iterator[bytes]:
+        raise UngatedCallRefused(self.refusal)
+
+    def iter_bytes(self, chunk_size: int | None = None) -> Iterator[bytes]:
+        raise UngatedCallRefused(self.refusal)
+
+    def iter_text(self, chunk_size: int | None = None) -> Iterator[str]:
+        raise UngatedCallRefused(self.refusal)
+
+    def iter_lines(self) -> Iterator[str]:
+        raise UngatedCallRefused(self.refusal)
+
+
+def stop_response(response: httpx.Response, message: str) -> None:
+    """Turn, in place, an answer litellm holds but has not handed over into the refusal:
+    its connection is released unread (a body litellm already read is dropped), and every
+    later read of it raises :class:`UngatedCallRefused`, as a :class:`RefusedResponse` does.
+
+    An iterator litellm already built over it (a generator not yet started) raises on its
+    first step: it reads the body through these methods, or through :attr:`stream`."""
+    original = response.stream
+    response.stream = _Refused(message)
+    if isinstance(original, httpx.SyncByteStream):
+        with contextlib.suppress(Exception):
+            original.close()
+    for cached in ("_content", "_text"):
+        response.__dict__.pop(cached, None)
+    response.__class__ = _StoppedResponse
+    assert isinstance(response, _StoppedResponse)
+    response.refusal = message
+
+
 def _asks_for_stream(request: httpx.Request) -> bool:
     try:
         body = json.loads(request.content)
@@ -97,4 +163,4 @@ def _asks_for_stream(request: httpx.Request) -> bool:
     return isinstance(body, dict) and body.get("stream") is True
 
 
-__all__ = ["RefusedResponse", "SyncCallStopped", "UngatedCallRefused"]
+__all__ = ["RefusedResponse", "SyncCallStopped", "UngatedCallRefused", "stop_response"]

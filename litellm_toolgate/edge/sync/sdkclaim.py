@@ -19,9 +19,11 @@ its own) and caches *before* any hook of the call runs. So:
 3. **Last line** (``log_post_api_call``, after the response headers, before any byte of the
    body is read). An ``openai/`` ``client=`` of the caller's (litellm neither caches nor
    reports it) is claimed at litellm's call set-up (:mod:`.hooks`); a call that still went
-   out on an SDK client the gate never saw was never claimed, and is stopped there
-   (:class:`~.claiming.SyncCallStopped`). Its marker did reach that upstream (a random
-   token, no more).
+   out on an SDK client the gate never saw (one litellm held before its cache evicted it,
+   so the gate's sweep missed it) was never claimed: the SDK stream's response, kept by
+   litellm's stream wrapper, is turned into the refusal before its first byte is read
+   (:func:`~.claiming.check_claimed`), and :class:`~.claiming.UngatedCallRefused` reaches
+   the caller. Its marker did reach that upstream (a random token, no more).
 
 A whole (non-streamed) response is refused before sending: the SDK reads that body inside
 litellm's error handling, which would turn a quarantine into a retryable server error.
@@ -83,7 +85,19 @@ def _base_matcher(base: str) -> Callable[[httpx.URL], bool]:
 
 def arm_sdk(kwargs: Mapping[str, Any], route: str, tap: WireTap, gate: Withholding) -> None:
     """Arm one sync chat stream on an SDK route; refuse what cannot be claimed."""
+    lease = claiming.INSTALLATION.acquire()  # kept until the claim is settled
+    try:
+        _arm_sdk(kwargs, tap, gate, lease)
+    except BaseException:
+        lease()
+        raise
+
+
+def _arm_sdk(
+    kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding, lease: Callable[[], None]
+) -> None:
     claim_sdk_clients()
+    claiming.claim_held_clients()  # the SDK client litellm holds, even if evicted since
     base, data = sent(kwargs, "api_base"), sent(kwargs, "complete_input_dict")
     url = str(base) if base is not None else ""
     headers = data.get("extra_headers", _ABSENT) if isinstance(data, dict) else None
@@ -115,7 +129,14 @@ def arm_sdk(kwargs: Mapping[str, Any], route: str, tap: WireTap, gate: Withholdi
             data["extra_headers"] = original
 
     token = CLAIMS.arm(
-        kwargs, tap, gate, url=url, body=body, url_matches=_base_matcher(url), restore=restore
+        kwargs,
+        tap,
+        gate,
+        url=url,
+        body=body,
+        url_matches=_base_matcher(url),
+        restore=restore,
+        release=lease,
     )
     # A new dict: the caller's own extra_headers never hold the marker.
     data["extra_headers"] = {**mine, MARKER: token}
