@@ -23,7 +23,19 @@ from .calltypes import RESPONSES, CallRefused, GatesConflict, Handling, handling
 from .routes import Api, route_for
 
 if TYPE_CHECKING:
-    from .callback import ToolGateGuardrail
+    from .gate import ToolGate
+
+
+class GateGuardrail(CustomGuardrail):
+    """The guardrail as the callback's parts (this module, :mod:`.precall`, :mod:`.postcall`,
+    :mod:`.sync.hooks`) see it: the base of :class:`~.callback.ToolGateGuardrail`, which the
+    parts never import (it imports them). Its instances in ``litellm.callbacks`` are the
+    registered gates; it declares what the parts read of one."""
+
+    gate: ToolGate
+    """The :class:`~.gate.ToolGate` whose registry, policy and limits the guardrail applies."""
+    retry_stream_faults: bool
+    _closed: bool
 
 
 def call_type(value: Any) -> str:
@@ -47,13 +59,11 @@ def selected(gate: CustomGuardrail, request: Any) -> bool:
         return True
 
 
-def registered_gates() -> list[ToolGateGuardrail]:
+def registered_gates() -> list[GateGuardrail]:
     """The gates in ``litellm.callbacks``, each once, in order."""
-    from .callback import ToolGateGuardrail  # the face imports this module
-
-    found: list[ToolGateGuardrail] = []
+    found: list[GateGuardrail] = []
     for callback in list(getattr(litellm, "callbacks", None) or ()):
-        if isinstance(callback, ToolGateGuardrail) and all(g is not callback for g in found):
+        if isinstance(callback, GateGuardrail) and all(g is not callback for g in found):
             found.append(callback)
     return found
 
@@ -63,7 +73,7 @@ def any_gate_registered() -> bool:
 
 
 def admit(
-    gate: ToolGateGuardrail,
+    gate: GateGuardrail,
     kind: str,
     request: Mapping[str, Any],
     route: Mapping[str, Any],

@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import litellm
-from litellm.integrations.custom_guardrail import CustomGuardrail
 from litellm.types.guardrails import GuardrailEventHooks
 
 from ..core.errors import (
@@ -56,6 +55,7 @@ from ..core.errors import (
 from ..core.limits import Limits
 from ..core.policy import Policy
 from . import cacheguard
+from .admission import GateGuardrail
 from .admission import any_gate_registered as _any_gate_registered
 from .admission import call_type as _call_type
 from .config import SETTING_KEYS, GateSettings, unknown_guardrail_keys
@@ -113,7 +113,7 @@ def _mode_name(mode: Any) -> str:
     return repr(value[:40]) if isinstance(value, str) else f"of type {type(mode).__name__}"
 
 
-class ToolGateGuardrail(CustomGuardrail):
+class ToolGateGuardrail(GateGuardrail):
     """The gate as a litellm ``CustomLogger`` and ``CustomGuardrail``. See the module docstring.
 
     Takes :class:`ToolGate`'s arguments, or their YAML forms (``tools_file``, ``policy`` as an

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from litellm.types.llms.openai import ResponsesAPIResponse
 
 from ..core.attempt import Carrier
 from ..core.errors import raise_clean
 from ..core.state import StreamState
-from .admission import call_type, selected
+from .admission import GateGuardrail, call_type, selected
 from .calltypes import GATED
 from .carriers.messages import AnthropicEvents, message_carrier
 from .carriers.responses import CarrierEvents, carrier_events, carrier_of_result
@@ -43,12 +43,9 @@ from .stream import AsyncGatedStream
 from .taps import Taps
 from .transport import WireTap
 
-if TYPE_CHECKING:
-    from .callback import ToolGateGuardrail
-
 
 async def gate_proxy_stream(
-    guardrail: ToolGateGuardrail, taps: Taps, response: Any, request: dict[str, Any]
+    guardrail: GateGuardrail, taps: Taps, response: Any, request: dict[str, Any]
 ) -> AsyncGenerator[Any, None]:
     """The proxy's stream, gated by the request's tap (passed on untouched when the gate is
     not selected for the request)."""
@@ -80,7 +77,7 @@ async def gate_proxy_stream(
 
 
 async def check_proxy_response(
-    guardrail: ToolGateGuardrail, taps: Taps, data: dict[str, Any], response: Any
+    guardrail: GateGuardrail, taps: Taps, data: dict[str, Any], response: Any
 ) -> None:
     """The proxy's success hook: a whole result checked against the request's tap."""
     if data.get("stream") or not (
@@ -96,7 +93,7 @@ async def check_proxy_response(
 
 
 async def check_sdk_response(
-    guardrail: ToolGateGuardrail, taps: Taps, request: dict[str, Any], response: Any, kind: Any
+    guardrail: GateGuardrail, taps: Taps, request: dict[str, Any], response: Any, kind: Any
 ) -> None:
     """The deployment success hook: a whole result of an SDK call checked against its tap."""
     # Inside the proxy the success hook checks the response once routing is done.
@@ -122,7 +119,7 @@ def _carrier_of_whole(response: Any) -> Carrier:
 
 
 async def _check_response(
-    guardrail: ToolGateGuardrail,
+    guardrail: GateGuardrail,
     request: dict[str, Any],
     response: Any,
     tap: WireTap | None,

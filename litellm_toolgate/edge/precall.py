@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core.attempt import Attempt
-from .admission import admit
+from .admission import GateGuardrail, admit
 from .bridges import Bridge, bridge_carrier, bridge_path, messages_bridge
 from .calltypes import SYNC
 from .httpwithhold import Withholding, WithholdingTransport
@@ -42,12 +42,9 @@ from .sync.claiming import is_vouched_client, vouch_client
 from .taps import Taps, new_tap
 from .transport import AsyncTapTransport
 
-if TYPE_CHECKING:
-    from .callback import ToolGateGuardrail
-
 
 def arm_async(
-    guardrail: ToolGateGuardrail, taps: Taps, kwargs: dict[str, Any], kind: str
+    guardrail: GateGuardrail, taps: Taps, kwargs: dict[str, Any], kind: str
 ) -> dict[str, Any] | None:
     """The call's kwargs with the gate's client in them, or None when the gate leaves the call
     alone; raises (before anything is sent) for a call the gate refuses."""

@@ -36,14 +36,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import litellm
 
 from ...core.attempt import Attempt
 from ...core.errors import RouteNotGated, ToolGateError
 from .. import reporting
-from ..admission import admit, registered_gates, selected
+from ..admission import GateGuardrail, admit, registered_gates, selected
 from ..admission import call_type as _call_type
 from ..calltypes import (
     SYNC,
@@ -77,10 +77,6 @@ from .claiming import (
 from .custom import CustomProviderRefused
 from .sdkclaim import arm_sdk, claim_sdk_clients
 from .sdkclaim import streamed as sdk_streamed
-
-if TYPE_CHECKING:
-    from ..callback import ToolGateGuardrail
-
 
 # Where litellm reads ``default_on`` at the start of every call: its guardrail bookkeeping,
 # called from its call set-up with the call's arguments.
@@ -157,7 +153,7 @@ def _claim_own_client(client: Any) -> None:
         )
 
 
-def at_call_setup(gate: ToolGateGuardrail, frame: FrameType | None) -> None:
+def at_call_setup(gate: GateGuardrail, frame: FrameType | None) -> None:
     """Refuse, from litellm's call set-up, a sync model-turn call its arguments already
     condemn; claim a ``client=`` of the caller's (see the module docstring).
 
@@ -228,7 +224,7 @@ def at_call_setup(gate: ToolGateGuardrail, frame: FrameType | None) -> None:
         _claim_own_client(client)
 
 
-def log_pre_api_call(gate: ToolGateGuardrail, kwargs: Any) -> None:
+def log_pre_api_call(gate: GateGuardrail, kwargs: Any) -> None:
     """Arm a sync call, or hold its refusal for its request (see the module docstring).
 
     Never raises an ``Exception``: litellm would log it and send the call anyway. A call
@@ -289,7 +285,7 @@ def _hold(kwargs: Mapping[str, Any], message: str) -> None:
     # request carries no marker: the transport refuses it as this thread's held refusal.
 
 
-def _arm_sync(gate: ToolGateGuardrail, kwargs: Mapping[str, Any]) -> None:
+def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
     """Refuse a sync call the gate cannot gate, or arm it to be claimed (see sync.claiming)."""
     kind = _call_type(kwargs.get("call_type"))
     if gate._closed and kind in SYNC:
