@@ -20,7 +20,7 @@ from litellm_toolgate.core.state import (
     Wire,
     wire_of,
 )
-from litellm_toolgate.core.wires import WIRES, anthropic, chat, ollama, responses
+from litellm_toolgate.core.wires import WIRES, anthropic, bedrock, chat, ollama, responses
 from litellm_toolgate.core.wires.base import WireSpec
 
 CORE = Path(__file__).resolve().parent.parent / "litellm_toolgate" / "core"
@@ -33,7 +33,13 @@ def test_every_wire_has_one_spec_tables_and_a_path() -> None:
         assert spec.wire is wire
         assert wire in STREAM_TABLES and wire in CALL_TABLES
         assert [w for _, w in WIRE_PATHS].count(wire) >= 1
-    assert tuple(WIRES.values()) == (chat.WIRE, responses.WIRE, anthropic.WIRE, ollama.WIRE)
+    assert tuple(WIRES.values()) == (
+        chat.WIRE,
+        responses.WIRE,
+        anthropic.WIRE,
+        ollama.WIRE,
+        bedrock.WIRE,
+    )
 
 
 @pytest.mark.parametrize("suffix,wire", WIRE_PATHS)

@@ -68,6 +68,7 @@ class Wire(IdentityEnum):
     RESPONSES = "responses"
     ANTHROPIC = "anthropic"
     OLLAMA = "ollama"
+    BEDROCK = "bedrock"
 
 
 class StreamState(IdentityEnum):
@@ -230,12 +231,16 @@ STREAM_TABLES = {
     Wire.ANTHROPIC: ANTHROPIC_STREAM_TABLE,
     # Ollama: the chat tables; its done line is read as the finish and the end marker at once.
     Wire.OLLAMA: STREAM_TABLE,
+    # Bedrock Converse: the Anthropic tables; messageStop is the finish, metadata the end
+    # marker, contentBlockStop a tool block's own stage (wires/bedrock.py).
+    Wire.BEDROCK: ANTHROPIC_STREAM_TABLE,
 }
 CALL_TABLES = {
     Wire.CHAT: CALL_TABLE,
     Wire.RESPONSES: RESPONSES_CALL_TABLE,
     Wire.ANTHROPIC: ANTHROPIC_CALL_TABLE,
     Wire.OLLAMA: CALL_TABLE,  # a call arrives whole: opened, then its one fragment
+    Wire.BEDROCK: ANTHROPIC_CALL_TABLE,
 }
 del S, I, R, C, CI
 
@@ -293,6 +298,9 @@ WIRE_PATHS: tuple[tuple[str, Wire], ...] = (
     ("/chat/completions", Wire.CHAT),
     ("/responses", Wire.RESPONSES),
     ("/api/chat", Wire.OLLAMA),
+    # Bedrock's runtime: /model/{modelId}/converse-stream, and /converse for a whole result.
+    ("/converse-stream", Wire.BEDROCK),
+    ("/converse", Wire.BEDROCK),
 )
 """The end of the request path each wire is served on, tried in this order."""
 

@@ -22,11 +22,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..state import Wire
-from . import anthropic, chat, ollama, responses
+from . import anthropic, bedrock, chat, ollama, responses
 from .base import WireSpec
 
 WIRES: Mapping[Wire, WireSpec] = {
-    spec.wire: spec for spec in (chat.WIRE, responses.WIRE, anthropic.WIRE, ollama.WIRE)
+    spec.wire: spec
+    for spec in (chat.WIRE, responses.WIRE, anthropic.WIRE, ollama.WIRE, bedrock.WIRE)
 }
 """Every wire the gate reads, by the :class:`~..state.Wire` it is."""
 
