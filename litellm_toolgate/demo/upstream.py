@@ -54,7 +54,12 @@ _CHAT_PATHS = frozenset(
         "/api/chat",  # Ollama (ollama_chat/)
     }
 )
-_CHAT_SUFFIXES = ("/chat/completions", "/responses")
+_CHAT_SUFFIXES = (
+    "/chat/completions",
+    "/responses",
+    "/converse-stream",  # Bedrock (bedrock/): /model/<model id>/converse-stream
+    "/converse",
+)
 _JOIN_TIMEOUT = 2.0
 _REQUEST_WAIT = 120.0
 """How long a connection may stay silent (before its request, or within one) before the
