@@ -18,6 +18,7 @@ ROOT = TESTS.parent
 CHAT = ROOT / "fixtures" / "chat"
 RESPONSES = ROOT / "fixtures" / "responses"
 ANTHROPIC = ROOT / "fixtures" / "anthropic"
+BEDROCK = ROOT / "fixtures" / "bedrock"
 sys.path[:0] = [str(TESTS), str(ROOT)]
 
 
@@ -60,6 +61,11 @@ def responses_bodies() -> list[bytes]:
 def anthropic_bodies() -> list[bytes]:
     """Every recorded Anthropic stream."""
     return [path.read_bytes() for path in sorted(ANTHROPIC.glob("*.sse"))]
+
+
+def eventstream_bodies() -> list[bytes]:
+    """Every recorded Bedrock Converse stream (AWS event-stream frames)."""
+    return [path.read_bytes() for path in sorted(BEDROCK.glob("*.eventstream"))]
 
 
 def arguments() -> list[bytes]:
