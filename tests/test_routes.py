@@ -73,7 +73,14 @@ MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "anthropic": ("anthropic/claude-3-5-sonnet-20241022", {}),
     "gemini": ("gemini/gemini-1.5-pro", {}),
     "vertex_ai": ("vertex_ai/gemini-1.5-pro", {"vertex_project": "p", "vertex_location": "l"}),
-    "bedrock": ("bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0", {}),
+    "bedrock": (
+        "bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0",
+        {
+            "aws_access_key_id": "AKIDEXAMPLE",
+            "aws_secret_access_key": "x",
+            "aws_region_name": "us-east-1",
+        },
+    ),
     "cohere": ("cohere/command-r", {}),
     "databricks": ("databricks/my-endpoint", {}),
     "watsonx": ("watsonx/ibm/granite-13b-chat-v2", {"project_id": "p"}),
@@ -85,11 +92,13 @@ MODELS["azure_ai:openai-model"] = ("azure_ai/gpt-4o", {"api_version": "2024-10-2
 
 ANTHROPIC = RESPONSES.parent / "anthropic"
 OLLAMA = RESPONSES.parent / "ollama"
+BEDROCK = RESPONSES.parent / "bedrock"
 GOOD = {
     "/chat/completions": body_of(CHAT_CASES["multiply_basic"]),
     "/responses": (RESPONSES / RESP_CASES["multiply_basic"]["body"]).read_bytes(),
     "/messages": (ANTHROPIC / "multiply_basic.sse").read_bytes(),
     "/api/chat": (OLLAMA / "multiply_basic.ndjson").read_bytes(),
+    "/converse-stream": (BEDROCK / "multiply_basic.eventstream").read_bytes(),
 }
 BROKEN = {
     "/chat/completions": body_of(CHAT_CASES["args_invalid_json"]),
@@ -98,8 +107,12 @@ BROKEN = {
     # Ollama's arguments arrive as an object, never as text that fails to parse: its broken
     # recording is a call cut by the length limit.
     "/api/chat": (OLLAMA / "length_after_call.ndjson").read_bytes(),
+    "/converse-stream": (BEDROCK / "arguments_cut.eventstream").read_bytes(),
 }
-CONTENT_TYPES = {"/api/chat": "application/x-ndjson"}
+CONTENT_TYPES = {
+    "/api/chat": "application/x-ndjson",
+    "/converse-stream": "application/vnd.amazon.eventstream",
+}
 GATE = ToolGate(CHAT_MANIFEST["tools"])
 
 
@@ -294,7 +307,7 @@ def test_toolgate_routes_prints_the_table(capsys: pytest.CaptureFixture[str]) ->
 
 @pytest.mark.parametrize(
     "model",
-    # ollama_chat/: gated through ToolGate only (the table's ``callback`` reason).
+    # ollama_chat/ and bedrock/: gated through ToolGate only (the table's ``callback`` reason).
     ["bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0", "x/y", "ollama_chat/llama3.1"],
 )
 def test_the_callback_refuses_before_sending(server: RouteServer, model: str) -> None:
