@@ -20,7 +20,8 @@ from typing import Any
 
 import litellm
 import pytest
-from conftest import litellm_version, no_leak
+from conftest import CANARY, litellm_version, no_leak
+from leakcheck import assert_clean_exception, assert_clean_logs, every_logger
 from loopback import ask_multiply, call, tool_calls
 from wirecases import Fixtures
 
@@ -209,3 +210,40 @@ def test_what_plain_litellm_hands_over(upstream: FakeUpstream) -> None:
     finished = sorted(n for n, o in outcomes.items() if o == "finished calls")
     print(f"\nplain litellm {litellm_version()}: {len(finished)} of {len(BROKEN)}: {outcomes}")
     assert len(finished) == PLAIN_FINISHED[litellm_version()], finished
+
+
+# ---- the canary: no refusal leaks argument text ----------------------------------------------
+CANARY_CASES = [
+    n
+    for n in STREAMED
+    if CASES[n]["expect"] == "quarantine"
+    and CANARY.encode() in (FIXTURES / CASES[n]["body"]).read_bytes()
+]
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_refusals_with_the_canary_on_the_wire_leak_nothing(
+    upstream: FakeUpstream, asynchronous: bool
+) -> None:
+    """Every broken recording that carries the canary on the wire (in a call's arguments),
+    every logger captured at DEBUG: the quarantine, its chain, its records and every log
+    record but botocore's are free of it."""
+    assert len(CANARY_CASES) >= 8
+    for name in CANARY_CASES:
+        body = (FIXTURES / CASES[name]["body"]).read_bytes()
+        upstream.enqueue(Scripted(body, content_type=MEDIA, chunk_sizes=[5, 11]))
+        gate = ToolGate(MANIFEST["tools"])
+        try:
+            with every_logger() as logs:
+                chunks, error = run(gate, upstream, asynchronous)
+        finally:
+            gate.close()
+        assert isinstance(error, ToolCallQuarantined), f"{name}: {error!r}"
+        assert tool_calls(chunks) == []
+        assert_clean_exception(error)
+        # botocore.parsers, which litellm's Bedrock decoder calls, logs each event's payload
+        # at DEBUG: litellm's own reading of the wire, like litellm's loggers (left out by
+        # every_logger), not the gate's.
+        assert_clean_logs([r for r in logs if not r.name.startswith("botocore")])
+        assert [r for r in logs if r.name == "litellm_toolgate"], "the gate logs its decision"
+        no_leak(error)
