@@ -272,7 +272,15 @@ def test_custom_llm_provider_picks_the_route() -> None:
     decision = route_for({"model": "my-model", "custom_llm_provider": "azure"}, Api.CHAT)
     assert isinstance(decision, Gated) and decision.client.name == "AZURE_SDK"
     with pytest.raises(RouteNotGated) as refused:
-        route_for({"model": "my-model", "custom_llm_provider": "bedrock"}, Api.CHAT)
+        route_for({"model": "my-model", "custom_llm_provider": "cohere"}, Api.CHAT)
+    assert refused.value.route == "cohere"
+    # bedrock/: per model, as litellm routes it: Converse is gated, invoke/ refused (and a
+    # model litellm cannot place goes to invoke on 1.108.7, to Converse on 1.110.2).
+    claude = "anthropic.claude-3-5-sonnet-20240620-v1:0"
+    decision = route_for({"model": claude, "custom_llm_provider": "bedrock"}, Api.CHAT)
+    assert isinstance(decision, Gated) and decision.wire.value == "bedrock"
+    with pytest.raises(RouteNotGated) as refused:
+        route_for({"model": f"invoke/{claude}", "custom_llm_provider": "bedrock"}, Api.CHAT)
     assert refused.value.route == "bedrock"
 
 
