@@ -22,6 +22,7 @@ import litellm
 import pytest
 from conftest import CANARY, litellm_version, no_leak
 from leakcheck import assert_clean_exception, assert_clean_logs, every_logger
+from litellm.llms.custom_httpx.http_handler import HTTPHandler
 from loopback import ask_multiply, call, tool_calls
 from wirecases import Fixtures
 
@@ -188,10 +189,15 @@ PLAIN_FINISHED = {"1.110.2": 24, "1.108.7": 25}
 def _plain(upstream: FakeUpstream, name: str) -> str:
     """``raised``, ``no calls``, or ``finished calls`` (every call's arguments an object)."""
     upstream.enqueue(Scripted((FIXTURES / CASES[name]["body"]).read_bytes(), content_type=MEDIA))
+    # A client of its own per call (litellm's HTTPHandler, no gate): litellm's shared client
+    # may hold a kept-alive connection to an earlier test's server on a reused port.
+    client = HTTPHandler(timeout=30)
     try:
-        chunks = list(litellm.completion(**ask(upstream)))
+        chunks = list(litellm.completion(**ask(upstream), client=client))
     except Exception:
         return "raised"
+    finally:
+        client.close()
     calls: dict[int, str] = {}
     for chunk in chunks:
         for tc in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
