@@ -20,7 +20,7 @@ from litellm_toolgate.core.state import (
     Wire,
     wire_of,
 )
-from litellm_toolgate.core.wires import WIRES, anthropic, chat, gemini, ollama, responses
+from litellm_toolgate.core.wires import WIRES, anthropic, bedrock, chat, gemini, ollama, responses
 from litellm_toolgate.core.wires.base import WireSpec
 
 CORE = Path(__file__).resolve().parent.parent / "litellm_toolgate" / "core"
@@ -39,6 +39,7 @@ def test_every_wire_has_one_spec_tables_and_a_path() -> None:
         anthropic.WIRE,
         ollama.WIRE,
         gemini.WIRE,
+        bedrock.WIRE,
     )
 
 

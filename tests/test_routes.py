@@ -73,7 +73,14 @@ MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "anthropic": ("anthropic/claude-3-5-sonnet-20241022", {}),
     "gemini": ("gemini/gemini-1.5-pro", {}),
     "vertex_ai": ("vertex_ai/gemini-1.5-pro", {"vertex_project": "p", "vertex_location": "l"}),
-    "bedrock": ("bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0", {}),
+    "bedrock": (
+        "bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0",
+        {
+            "aws_access_key_id": "AKIDEXAMPLE",
+            "aws_secret_access_key": "x",
+            "aws_region_name": "us-east-1",
+        },
+    ),
     "cohere": ("cohere/command-r", {}),
     "databricks": ("databricks/my-endpoint", {}),
     "watsonx": ("watsonx/ibm/granite-13b-chat-v2", {"project_id": "p"}),
@@ -86,12 +93,14 @@ MODELS["azure_ai:openai-model"] = ("azure_ai/gpt-4o", {"api_version": "2024-10-2
 ANTHROPIC = RESPONSES.parent / "anthropic"
 OLLAMA = RESPONSES.parent / "ollama"
 GEMINI = RESPONSES.parent / "gemini"
+BEDROCK = RESPONSES.parent / "bedrock"
 GOOD = {
     "/chat/completions": body_of(CHAT_CASES["multiply_basic"]),
     "/responses": (RESPONSES / RESP_CASES["multiply_basic"]["body"]).read_bytes(),
     "/messages": (ANTHROPIC / "multiply_basic.sse").read_bytes(),
     "/api/chat": (OLLAMA / "multiply_basic.ndjson").read_bytes(),
     ":streamGenerateContent": (GEMINI / "multiply_basic.sse").read_bytes(),
+    "/converse-stream": (BEDROCK / "multiply_basic.eventstream").read_bytes(),
 }
 BROKEN = {
     "/chat/completions": body_of(CHAT_CASES["args_invalid_json"]),
@@ -102,8 +111,12 @@ BROKEN = {
     "/api/chat": (OLLAMA / "length_after_call.ndjson").read_bytes(),
     # Gemini's too (an object, not text): a call cut by the token limit.
     ":streamGenerateContent": (GEMINI / "call_then_max_tokens.sse").read_bytes(),
+    "/converse-stream": (BEDROCK / "arguments_cut.eventstream").read_bytes(),
 }
-CONTENT_TYPES = {"/api/chat": "application/x-ndjson"}
+CONTENT_TYPES = {
+    "/api/chat": "application/x-ndjson",
+    "/converse-stream": "application/vnd.amazon.eventstream",
+}
 GATE = ToolGate(CHAT_MANIFEST["tools"])
 
 
@@ -263,7 +276,15 @@ def test_custom_llm_provider_picks_the_route() -> None:
     decision = route_for({"model": "my-model", "custom_llm_provider": "azure"}, Api.CHAT)
     assert isinstance(decision, Gated) and decision.client.name == "AZURE_SDK"
     with pytest.raises(RouteNotGated) as refused:
-        route_for({"model": "my-model", "custom_llm_provider": "bedrock"}, Api.CHAT)
+        route_for({"model": "my-model", "custom_llm_provider": "cohere"}, Api.CHAT)
+    assert refused.value.route == "cohere"
+    # bedrock/: per model, as litellm routes it: Converse is gated, invoke/ refused (and a
+    # model litellm cannot place goes to invoke on 1.108.7, to Converse on 1.110.2).
+    claude = "anthropic.claude-3-5-sonnet-20240620-v1:0"
+    decision = route_for({"model": claude, "custom_llm_provider": "bedrock"}, Api.CHAT)
+    assert isinstance(decision, Gated) and decision.wire.value == "bedrock"
+    with pytest.raises(RouteNotGated) as refused:
+        route_for({"model": f"invoke/{claude}", "custom_llm_provider": "bedrock"}, Api.CHAT)
     assert refused.value.route == "bedrock"
 
 
@@ -298,7 +319,8 @@ def test_toolgate_routes_prints_the_table(capsys: pytest.CaptureFixture[str]) ->
 
 @pytest.mark.parametrize(
     "model",
-    # gemini/: gated through ToolGate only (the table's ``callback`` reason).
+    # gemini/ and bedrock/: gated through ToolGate only (the table's ``callback`` reason);
+    # bedrock/'s invoke/ models are refused by every face.
     ["bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0", "x/y", "gemini/gemini-2.5-flash"],
 )
 def test_the_callback_refuses_before_sending(server: RouteServer, model: str) -> None:

@@ -1,11 +1,13 @@
 """Every rule that changes a stream's or a call's state, as transition tables per wire.
 
-Five wires are read: chat-completions SSE (:attr:`Wire.CHAT`), Responses SSE
+Six wires are read: chat-completions SSE (:attr:`Wire.CHAT`), Responses SSE
 (:attr:`Wire.RESPONSES`), Anthropic Messages SSE (:attr:`Wire.ANTHROPIC`), Ollama's
 newline-delimited JSON (:attr:`Wire.OLLAMA`, on the chat tables: its ``done`` line is the
-finish and the end marker at once, ``wires/ollama.py``) and Gemini's ``generateContent``
+finish and the end marker at once, ``wires/ollama.py``), Gemini's ``generateContent``
 SSE (:attr:`Wire.GEMINI`, on the chat tables: the message with the ``finishReason`` is the
-finish and the end marker at once, ``wires/gemini.py``). On a chat wire
+finish and the end marker at once, ``wires/gemini.py``) and Bedrock's Converse stream of
+AWS event-stream frames (:attr:`Wire.BEDROCK`, on the Anthropic tables: ``messageStop`` is
+the finish, ``metadata`` the end marker, ``wires/bedrock.py``). On a chat wire
 a stream (one HTTP response of one attempt) moves::
 
     RECEIVING --finish--> FINISHED --[DONE]--> DONE --eof--> CLOSED --conclude--> CLOSED
@@ -71,6 +73,7 @@ class Wire(IdentityEnum):
     ANTHROPIC = "anthropic"
     OLLAMA = "ollama"
     GEMINI = "gemini"
+    BEDROCK = "bedrock"
 
 
 class StreamState(IdentityEnum):
@@ -236,6 +239,9 @@ STREAM_TABLES = {
     # Gemini: the chat tables; the message with the finishReason is the finish and the end
     # marker at once (there is no [DONE]).
     Wire.GEMINI: STREAM_TABLE,
+    # Bedrock Converse: the Anthropic tables; messageStop is the finish, metadata the end
+    # marker, contentBlockStop a tool block's own stage (wires/bedrock.py).
+    Wire.BEDROCK: ANTHROPIC_STREAM_TABLE,
 }
 CALL_TABLES = {
     Wire.CHAT: CALL_TABLE,
@@ -243,6 +249,7 @@ CALL_TABLES = {
     Wire.ANTHROPIC: ANTHROPIC_CALL_TABLE,
     Wire.OLLAMA: CALL_TABLE,  # a call arrives whole: opened, then its one fragment
     Wire.GEMINI: CALL_TABLE,  # a functionCall part arrives whole, as Ollama's calls do
+    Wire.BEDROCK: ANTHROPIC_CALL_TABLE,
 }
 del S, I, R, C, CI
 
@@ -302,6 +309,9 @@ WIRE_PATHS: tuple[tuple[str, Wire], ...] = (
     ("/api/chat", Wire.OLLAMA),
     (":streamGenerateContent", Wire.GEMINI),  # Gemini: .../models/<model>:streamGenerateContent
     (":generateContent", Wire.GEMINI),
+    # Bedrock's runtime: /model/{modelId}/converse-stream, and /converse for a whole result.
+    ("/converse-stream", Wire.BEDROCK),
+    ("/converse", Wire.BEDROCK),
 )
 """The end of the request path each wire is served on, tried in this order."""
 

@@ -61,6 +61,8 @@ _CHAT_SUFFIXES = (
     "/responses",
     ":streamGenerateContent",  # Gemini (gemini/): .../models/<model>:streamGenerateContent
     ":generateContent",
+    "/converse-stream",  # Bedrock (bedrock/): /model/<model id>/converse-stream
+    "/converse",
 )
 _STREAM_SUFFIX = ":streamGenerateContent"
 """Gemini asks for a stream by its path (and ``?alt=sse``), not by a ``stream`` field."""

@@ -120,6 +120,18 @@ _GEMINI_CHAT = Gated(
     # it, has no such check for this wire yet.
     callback="the callback does not cross-check litellm's chunks on Gemini's wire yet",
 )
+_BEDROCK_CHAT = Gated(
+    Wire.BEDROCK,
+    ClientKind.HTTP_HANDLER,
+    callback="the callback does not cross-check litellm's chunks on the Bedrock Converse wire yet",
+)
+"""Bedrock's Converse stream (``/model/<id>/converse-stream``, AWS event-stream frames;
+``core/wires/bedrock.py``), for the models litellm sends to Converse: the others are refused
+by :func:`_bedrock_model_fault` before sending."""
+_BEDROCK_RESPONSES = Refused(
+    "litellm makes Responses events from Bedrock's Converse stream through a bridge the gate "
+    "has not been checked against yet"
+)
 _GEMINI_RESPONSES = Refused(
     "litellm makes Responses events from Gemini's generateContent stream through a bridge the "
     "gate has not been checked against yet"
@@ -172,13 +184,14 @@ ROUTES: Mapping[str, Route] = {
         # Ollama's NDJSON /api/chat wire (core/wires/ollama.py); litellm bridges its
         # Responses API to chat there, which is not cross-checked yet.
         Route("ollama_chat", _OLLAMA_CHAT, _OLLAMA_RESPONSES),
-        # Wires the gate does not read (yet).
         # Gemini's generateContent SSE (core/wires/gemini.py); litellm bridges its
         # Responses API to chat there, which is not cross-checked yet.
         Route("gemini", _GEMINI_CHAT, _GEMINI_RESPONSES),
+        # Bedrock's Converse stream (core/wires/bedrock.py); its other routes (invoke/,
+        # chat_completions/, ...) are refused per model (_bedrock_model_fault).
+        Route("bedrock", _BEDROCK_CHAT, _BEDROCK_RESPONSES),
         # Wires the gate does not read (yet), or routes it cannot be checked on.
         Route("vertex_ai", _VERTEX, _VERTEX),
-        Route("bedrock", *[_wire("AWS event-stream (Bedrock Converse / invoke)")] * 2),
         Route("cohere", *[_wire("Cohere's chat stream")] * 2),
         Route("watsonx", *[_wire("watsonx.ai's chat stream")] * 2),
     )
@@ -235,9 +248,47 @@ def route_for(request: Mapping[str, Any], api: Api, *, callback: bool = False) -
             _check_responses(model, provider, decision, bool(request.get("stream")))
     gated = decisions[0][2]
     assert isinstance(gated, Gated)
+    model_fault = _MODEL_FAULTS.get(decisions[0][1])
+    reason = None if model_fault is None else model_fault(decisions[0][0])
+    if reason is not None:
+        raise RouteNotGated(decisions[0][1], api.value, reason)
     if callback and gated.callback is not None:
         raise RouteNotGated(decisions[0][1], api.value, gated.callback)
     return gated
+
+
+_NOT_CONVERSE = (
+    "litellm sends this Bedrock model to another API than Converse (invoke, chat "
+    "completions, ...), a wire the gate does not read"
+)
+
+
+def _bedrock_model_fault(model: str) -> str | None:
+    """Why a ``bedrock/`` model cannot be gated, or None when litellm sends it to Converse and
+    streams it for real. litellm's own answer (``BedrockModelInfo.get_bedrock_route``; the
+    caller's params can only turn a chat-completions route into Converse, never the other
+    way, so a model it routes to Converse without them goes to Converse with any), and
+    whether it would fake a stream from a whole ``/converse`` result."""
+    try:
+        import litellm
+        from litellm.llms.bedrock.common_utils import BedrockModelInfo
+
+        route = BedrockModelInfo.get_bedrock_route(model, None)
+        fake = litellm.AmazonConverseConfig().should_fake_stream(
+            model=model, stream=True, custom_llm_provider="bedrock"
+        )
+    except Exception:
+        return "cannot tell which Bedrock API litellm sends this model to"
+    if route != "converse":
+        return _NOT_CONVERSE
+    if fake:
+        return "litellm asks Bedrock for a whole Converse result for this model and replays it"
+    return None
+
+
+_MODEL_FAULTS = {"bedrock": _bedrock_model_fault}
+"""Providers whose one entry covers several of litellm's APIs, chosen per model: why a model
+cannot be gated, or None."""
 
 
 def decision_for(provider: str, api: Api) -> Decision:

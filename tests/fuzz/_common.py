@@ -19,6 +19,7 @@ CHAT = ROOT / "fixtures" / "chat"
 RESPONSES = ROOT / "fixtures" / "responses"
 ANTHROPIC = ROOT / "fixtures" / "anthropic"
 GEMINI = ROOT / "fixtures" / "gemini"
+BEDROCK = ROOT / "fixtures" / "bedrock"
 sys.path[:0] = [str(TESTS), str(ROOT)]
 
 
@@ -66,6 +67,11 @@ def anthropic_bodies() -> list[bytes]:
 def gemini_bodies() -> list[bytes]:
     """Every recorded Gemini stream."""
     return [path.read_bytes() for path in sorted(GEMINI.glob("*.sse"))]
+
+
+def eventstream_bodies() -> list[bytes]:
+    """Every recorded Bedrock Converse stream (AWS event-stream frames)."""
+    return [path.read_bytes() for path in sorted(BEDROCK.glob("*.eventstream"))]
 
 
 def arguments() -> list[bytes]:

@@ -27,6 +27,8 @@ HARNESSES = {
     # The first byte is the depth limit (see fuzz_json_fast.py).
     "fuzz_json_fast.py": [b"\x3f" + text for text in _common.arguments()],
     "fuzz_wire_json.py": _common.data_lines(),
+    # The first byte is the size of the pieces less one (see fuzz_eventstream.py).
+    "fuzz_eventstream.py": [b"\x06" + body for body in _common.eventstream_bodies()],
     # The first byte modulo 4 picks the wire: 0 chat, 1 Responses, 2 Anthropic, 3 Gemini
     # (fuzz_core.py).
     "fuzz_core.py": [b"\x00" + body for body in _common.bodies()]

@@ -23,12 +23,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..state import Wire
-from . import anthropic, chat, gemini, ollama, responses
+from . import anthropic, bedrock, chat, gemini, ollama, responses
 from .base import WireSpec
 
 WIRES: Mapping[Wire, WireSpec] = {
     spec.wire: spec
-    for spec in (chat.WIRE, responses.WIRE, anthropic.WIRE, ollama.WIRE, gemini.WIRE)
+    for spec in (chat.WIRE, responses.WIRE, anthropic.WIRE, ollama.WIRE, gemini.WIRE, bedrock.WIRE)
 }
 """Every wire the gate reads, by the :class:`~..state.Wire` it is."""
 
