@@ -2,9 +2,10 @@
 
 Each turn takes two batches of attempts through the gate's own work, without litellm or a
 socket (the core fed the raw body, the decision, the release), then hands each batch to
-``emit_records``, the one place a decided attempt goes out and the observers are told: the
-first batch with no observer ("off"), the second with the Prometheus exporter on a private
-registry ("on", the same series as on a proxy). The figure per turn is the gate's CPU per
+``emit_records``, the one place a decided attempt goes out and the observers are told: one
+batch with no observer ("off"), the other with the Prometheus exporter on a private registry
+("on", the same series as on a proxy), the first of the two alternating from turn to turn.
+The figure per turn is the gate's CPU per
 attempt with metrics on over the same with them off, where the attempt work is the turn's
 median and only the emitting is timed apart: on a shared machine a ratio of two whole runs
 wanders by more than the 1 % budget, the emitting alone far less. The metrics cost a
@@ -63,18 +64,21 @@ def metrics_section(shapes: list[tuple[str, bytes, int, int]]) -> list[Row]:
         work: list[float] = []
         off: list[float] = []
         on: list[float] = []
-        for _ in range(turns + 1):
+        for turn in range(turns + 1):
             gc.collect()
-            started = time.thread_time()
-            batch = _attempts(registry, pieces, per_batch)
-            work.append(time.thread_time() - started)
-            off.append(_emit(batch))
-            batch = _attempts(registry, pieces, per_batch)
-            observers.add(exporter)
-            try:
-                on.append(_emit(batch))
-            finally:
-                observers.remove(exporter)
+            # Which of the two goes first alternates, so neither always follows the other.
+            for metrics_on in (False, True) if turn % 2 else (True, False):
+                started = time.thread_time()
+                batch = _attempts(registry, pieces, per_batch)
+                if not metrics_on:
+                    work.append(time.thread_time() - started)
+                    off.append(_emit(batch))
+                    continue
+                observers.add(exporter)
+                try:
+                    on.append(_emit(batch))
+                finally:
+                    observers.remove(exporter)
         work, off, on = work[1:], off[1:], on[1:]  # the first turn warms both paths
         gate_us = (statistics.median(work) + statistics.median(off)) / per_batch * 1e6
         added_us = [(n - f) / per_batch * 1e6 for n, f in zip(on, off, strict=True)]

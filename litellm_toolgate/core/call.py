@@ -45,6 +45,8 @@ _INPUT_OF = {kind: rule.input for kind, rule in ITEMS.items()}
 # the members the decision reads for every call, read once here.
 _FREE_TEXT, _JSON_ARGUMENTS = Input.FREE_TEXT, Input.JSON_ARGUMENTS
 _PARSED, _SCHEMA_VALID = CallInput.PARSED, CallInput.SCHEMA_VALID
+# Characters of a text encoded at once when it is compared with the withheld bytes.
+_SAME_TEXT_SLICE = 8192
 
 
 @dataclass(slots=True)
@@ -114,7 +116,21 @@ class CallAccumulator:
         if held is None:
             # getvalue shares the buffer's bytes (a write after it would copy them first).
             held = b"" if self.buffer is None else self.buffer.getvalue()
-        return held == text.encode("utf-8", "surrogatepass")
+        if len(text) <= _SAME_TEXT_SLICE:
+            return held == text.encode("utf-8", "surrogatepass")
+        # A long text is encoded a slice at a time and each slice compared in place: no
+        # second whole copy of the withheld text while the decision already holds one.
+        # (Encoding is per code point, surrogates included, so the slices' bytes join up
+        # to the whole text's.)
+        if not len(text) <= len(held) <= 4 * len(text):
+            return False
+        at = 0
+        for start in range(0, len(text), _SAME_TEXT_SLICE):
+            part = text[start : start + _SAME_TEXT_SLICE].encode("utf-8", "surrogatepass")
+            if not held.startswith(part, at):
+                return False
+            at += len(part)
+        return at == len(held)
 
     def adopt(self, text: str) -> None:
         """Keep ``text``, just found equal to the withheld text, as the text: a carrier's

@@ -70,6 +70,11 @@ def outcome_of(attempt: Attempt) -> AttemptOutcome:
         reason = family = party = None
     else:
         reason, family, party = _REASON_LABELS[fault.reason]
+    delay = None
+    if first is not None:
+        delay = now - first
+        if delay < 0.0:  # a clock that stepped back  # noqa: PLR1730 (no builtin call here)
+            delay = 0.0
     # tuple.__new__ straight: a named tuple's own __new__ is Python code, and this runs on
     # every decided attempt.
     fields = (
@@ -82,7 +87,7 @@ def outcome_of(attempt: Attempt) -> AttemptOutcome:
         calls,
         argument_bytes,
         deciding,
-        None if first is None else max(0.0, now - first),
+        delay,
     )
     return _new(AttemptOutcome, fields)
 
@@ -101,24 +106,26 @@ class Observers:
     """The registered observers; an observer that raises never changes a decision."""
 
     def __init__(self) -> None:
-        self._observers: tuple[Observer, ...] = ()
+        self.listening: tuple[Observer, ...] = ()
+        """The observers registered now (empty: nobody listens). Read per decided attempt
+        as a plain attribute (``emit_records``), not through a Python-level ``__bool__``."""
         self._lock = threading.Lock()
 
     def __bool__(self) -> bool:
-        return bool(self._observers)
+        return bool(self.listening)
 
     def add(self, observer: Observer) -> None:
         with self._lock:
-            if observer not in self._observers:
-                self._observers = (*self._observers, observer)
+            if observer not in self.listening:
+                self.listening = (*self.listening, observer)
 
     def remove(self, observer: Observer) -> None:
         with self._lock:
-            self._observers = tuple(o for o in self._observers if o is not observer)
+            self.listening = tuple(o for o in self.listening if o is not observer)
 
     def attempt_decided(self, attempt: Attempt) -> None:
         """Count a decided attempt once, however many paths report it."""
-        observers = self._observers
+        observers = self.listening
         if not observers or not attempt.count_once():
             return
         outcome = outcome_of(attempt)
@@ -129,14 +136,14 @@ class Observers:
                 continue
 
     def stream_started(self, route: str) -> None:
-        for observer in self._observers:
+        for observer in self.listening:
             try:
                 observer.stream_started(route)
             except Exception:
                 continue
 
     def stream_ended(self, route: str) -> None:
-        for observer in self._observers:
+        for observer in self.listening:
             try:
                 observer.stream_ended(route)
             except Exception:

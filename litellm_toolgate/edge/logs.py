@@ -22,7 +22,7 @@ observers = Observers()
 
 
 def emit_records(attempt: Attempt) -> None:
-    if observers:
+    if observers.listening:
         observers.attempt_decided(attempt)
     fault = attempt.quarantined
     level = logging.INFO if fault is None else logging.WARNING

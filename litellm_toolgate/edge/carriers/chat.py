@@ -152,7 +152,13 @@ class _Assembled:
 
     @property
     def arguments(self) -> str:
-        return "".join(self.blocks + self.fragments)
+        """The whole text, joined once and then kept as the one block (not beside its parts:
+        the joined text is what the decision compares and what the release hands out)."""
+        blocks = self.blocks
+        if self.fragments or len(blocks) != 1:
+            blocks[:] = ["".join(blocks + self.fragments)]
+            self.fragments.clear()
+        return blocks[0]
 
 
 def _clear(obj: Any, name: str) -> None:
