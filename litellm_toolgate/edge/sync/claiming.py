@@ -10,7 +10,9 @@ the transport under the HTTP client litellm is about to send on. So:
    :class:`ClaimingTransport` around the transport (and each proxy mount) of the httpx
    clients litellm will send it on: the handler litellm's HTTP routes take from its client
    cache for the call's ``ssl_verify`` (made now, with litellm's own code, when it is not
-   there yet), every handler already in that cache, ``litellm.module_level_client``, and for
+   there yet), on ``anthropic/`` the one litellm's Anthropic chat handler takes by the
+   call's timeout for a whole response (made the same way: it takes it after the hooks),
+   every handler already in that cache, ``litellm.module_level_client``, and for
    the OpenAI SDK routes every cached sync SDK client and ``litellm.client_session``
    (:mod:`.sdkclaim`); and every httpx client litellm's call already holds, found among the
    locals of the call's frames (:func:`claim_held_clients`: litellm's Responses handler and
@@ -25,14 +27,17 @@ the transport under the HTTP client litellm is about to send on. So:
    URL, a digest of the body, and a one-time token put into the outgoing headers under
    :data:`MARKER`.
 3. **Claim** (the transport). A request carrying the marker is matched to its claim: same
-   token, same thread, same URL, same body. The marker is taken out before the request is
-   sent, so the upstream never sees it. The response body then goes through the same
-   withholding as the async path (:class:`~..httpwithhold.SyncWithholdingStream`): text passes
-   live, tool calls wait for the wire's end, parse, schema and the policy; a whole body is
-   judged on the wire before litellm reads any of it. A marker without a matching claim is
-   refused before the request is sent. An answer that is not a success (a 429, a 503) is
-   handed back unread and the claim stays takeable, so the OpenAI SDK's own retry of the
-   same request is claimed and gated like the first try.
+   token, same thread, same URL, same body (the one litellm logged; on a streamed call,
+   that body with ``"stream": true`` added matches too, since litellm's Anthropic chat
+   handler sets the flag, in place, after logging it; no other change does). The marker is
+   taken out before the request is sent, so the upstream never sees it. The response body
+   then goes through the same withholding as the async path
+   (:class:`~..httpwithhold.SyncWithholdingStream`): text passes live, tool calls wait for
+   the wire's end, parse, schema and the policy; a whole body is judged on the wire before
+   litellm reads any of it. A marker without a matching claim is refused before the request
+   is sent. An answer that is not a success (a 429, a 503) is handed back unread and the
+   claim stays takeable, so the OpenAI SDK's own retry of the same request is claimed and
+   gated like the first try.
 4. **Check** (``log_post_api_call``, after the response headers, before litellm hands
    anything of the answer over). An armed or refused call whose request never reached a
    claiming transport went out through a client the gate never saw (litellm's cache evicted
