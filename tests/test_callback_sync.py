@@ -886,7 +886,7 @@ def test_a_refusal_that_cannot_be_put_in_place_is_the_last_resort(
     made = ToolGateGuardrail(MANIFEST["tools"])
     made.close()
 
-    def broken(ssl_verify: Any) -> None:
+    def broken(*handlers: Any) -> None:
         raise RuntimeError("litellm could not build its client")
 
     monkeypatch.setattr(hooks, "claim_http_handlers", broken)

@@ -10,7 +10,9 @@ the transport under the HTTP client litellm is about to send on. So:
    :class:`ClaimingTransport` around the transport (and each proxy mount) of the httpx
    clients litellm will send it on: the handler litellm's HTTP routes take from its client
    cache for the call's ``ssl_verify`` (made now, with litellm's own code, when it is not
-   there yet), every handler already in that cache, ``litellm.module_level_client``, and for
+   there yet), on ``anthropic/`` the one litellm's Anthropic chat handler takes by the
+   call's timeout for a whole response (made the same way: it takes it after the hooks),
+   every handler already in that cache, ``litellm.module_level_client``, and for
    the OpenAI SDK routes every cached sync SDK client and ``litellm.client_session``
    (:mod:`.sdkclaim`); and every httpx client litellm's call already holds, found among the
    locals of the call's frames (:func:`claim_held_clients`: litellm's Responses handler and
@@ -25,14 +27,17 @@ the transport under the HTTP client litellm is about to send on. So:
    URL, a digest of the body, and a one-time token put into the outgoing headers under
    :data:`MARKER`.
 3. **Claim** (the transport). A request carrying the marker is matched to its claim: same
-   token, same thread, same URL, same body. The marker is taken out before the request is
-   sent, so the upstream never sees it. The response body then goes through the same
-   withholding as the async path (:class:`~..httpwithhold.SyncWithholdingStream`): text passes
-   live, tool calls wait for the wire's end, parse, schema and the policy; a whole body is
-   judged on the wire before litellm reads any of it. A marker without a matching claim is
-   refused before the request is sent. An answer that is not a success (a 429, a 503) is
-   handed back unread and the claim stays takeable, so the OpenAI SDK's own retry of the
-   same request is claimed and gated like the first try.
+   token, same thread, same URL, same body (the one litellm logged; on a streamed call,
+   that body with ``"stream": true`` added matches too, since litellm's Anthropic chat
+   handler sets the flag, in place, after logging it; no other change does). The marker is
+   taken out before the request is sent, so the upstream never sees it. The response body
+   then goes through the same withholding as the async path
+   (:class:`~..httpwithhold.SyncWithholdingStream`): text passes live, tool calls wait for
+   the wire's end, parse, schema and the policy; a whole body is judged on the wire before
+   litellm reads any of it. A marker without a matching claim is refused before the request
+   is sent. An answer that is not a success (a 429, a 503) is handed back unread and the
+   claim stays takeable, so the OpenAI SDK's own retry of the same request is claimed and
+   gated like the first try.
 4. **Check** (``log_post_api_call``, after the response headers, before litellm hands
    anything of the answer over). An armed or refused call whose request never reached a
    claiming transport went out through a client the gate never saw (litellm's cache evicted
@@ -107,7 +112,8 @@ class _Claim:
     call_id: str
     thread: int
     url: str
-    digest: str
+    # The digests of the bodies that stand for the request litellm logged (see _Claims.arm).
+    digests: frozenset[str]
     tap: WireTap
     gate: Withholding
     claimed: bool = field(default=False)
@@ -168,20 +174,29 @@ class _Claims(ClaimTable["_Claim | _Refusal"]):
         *,
         url: str,
         body: Any,
+        stream_flag: bool = False,
         url_matches: Callable[[httpx.URL], bool] | None = None,
         restore: Callable[[], None] | None = None,
         release: Callable[[], None] | None = None,
     ) -> str:
         """Arm one request of the call on this thread; the one-time marker it must carry.
-        ``release`` is called once the claim is settled."""
+        ``release`` is called once the claim is settled.
+
+        The request must carry ``body``, the body litellm logged; with ``stream_flag`` (a
+        streamed call), that body with ``"stream": true`` added stands for it as well, and
+        nothing else does: litellm's Anthropic chat handler logs its body and only then
+        sets the flag on it, in place, before sending it."""
         token = new_token()
+        digests = {body_digest(body)}
+        if stream_flag and isinstance(body, Mapping) and "stream" not in body:
+            digests.add(body_digest({**body, "stream": True}))
         self.add(
             _Claim(
                 token=token,
                 call_id=str(kwargs.get("litellm_call_id") or ""),
                 thread=threading.get_ident(),
                 url=url,
-                digest=body_digest(body),
+                digests=frozenset(digests),
                 tap=tap,
                 gate=gate,
                 url_matches=url_matches,
@@ -309,7 +324,7 @@ def _matches(claim: _Claim, request: httpx.Request) -> bool:
         sent_body = json.loads(request.content)
     except ValueError:
         return False
-    return body_digest(sent_body) == claim.digest
+    return body_digest(sent_body) in claim.digests
 
 
 @dataclass
@@ -432,13 +447,36 @@ def _is_handler(value: Any) -> bool:
     return isinstance(value, HTTPHandler)
 
 
-def claim_http_handlers(ssl_verify: Any) -> None:
+# Routes whose litellm chat handler sends a sync whole response on the handler its client
+# cache keeps for the call's timeout (not for its ssl_verify), taken after the hooks ran:
+# litellm's Anthropic chat handler (``get_httpx_client(params={"timeout": timeout})``).
+_TIMEOUT_KEYED = frozenset({"anthropic"})
+
+
+def call_handlers(kwargs: Mapping[str, Any]) -> tuple[Any, Any]:
+    """What picks the sync handlers litellm's HTTP routes take for a call, from its
+    ``log_pre_api_call`` kwargs: its ``ssl_verify``, and its timeout on a route whose handler
+    is keyed by it (None elsewhere)."""
+    params = kwargs.get("litellm_params")
+    if not isinstance(params, Mapping):
+        return None, None
+    timeout = None
+    if str(kwargs.get("custom_llm_provider") or "") in _TIMEOUT_KEYED:
+        timeout = params.get("timeout")
+    return params.get("ssl_verify"), timeout
+
+
+def claim_http_handlers(ssl_verify: Any, timeout: Any = None) -> None:
     """Wrap the httpx clients under litellm's sync HTTP handlers: the one litellm's routes
-    take for ``ssl_verify`` (made now, with litellm's own code, if it is not cached yet),
-    every other cached one, and ``litellm.module_level_client``."""
+    take for ``ssl_verify`` and, given a ``timeout``, the one its Anthropic chat handler
+    takes for it (each made now, with litellm's own code, if it is not cached yet), every
+    other cached one, and ``litellm.module_level_client``."""
     from litellm.llms.custom_httpx.http_handler import _get_httpx_client
 
     handlers: list[Any] = [_get_httpx_client(params={"ssl_verify": ssl_verify})]
+    if timeout is not None:
+        # The very key litellm's handler asks its cache for (its str of the timeout).
+        handlers.append(_get_httpx_client(params={"timeout": timeout}))
     handlers.extend(value for _key, value in cached_clients(_is_handler))
     handlers.append(getattr(litellm, "module_level_client", None))
     for handler in handlers:
@@ -457,8 +495,7 @@ def arm(kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding) -> None:
         )
     lease = INSTALLATION.acquire()  # kept until the claim is settled (see _Claims)
     try:
-        params = kwargs.get("litellm_params")
-        claim_http_handlers(params.get("ssl_verify") if isinstance(params, Mapping) else None)
+        claim_http_handlers(*call_handlers(kwargs))
         kind = kwargs.get("call_type")
         if str(getattr(kind, "value", kind) or "") != "completion":
             # litellm's chat routes take their handler after the hooks (a client= of the
@@ -466,7 +503,9 @@ def arm(kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding) -> None:
             # headers; its Responses handler takes it before, and logs no post_api_call
             # for a stream: the client the call holds is claimed now.
             claim_held_clients()
-        headers[MARKER] = CLAIMS.arm(kwargs, tap, gate, url=url, body=body, release=lease)
+        headers[MARKER] = CLAIMS.arm(
+            kwargs, tap, gate, url=url, body=body, stream_flag=tap.streamed, release=lease
+        )
     except BaseException:
         lease()
         raise
@@ -634,6 +673,7 @@ __all__ = [
     "arm",
     "claim_held_clients",
     "check_claimed",
+    "call_handlers",
     "claim_http_handlers",
     "forget_claim",
     "is_vouched",

@@ -66,6 +66,7 @@ from .claiming import (
     SyncCallStopped,
     UngatedCallRefused,
     arm,
+    call_handlers,
     check_claimed,
     claim_held_clients,
     claim_http_handlers,
@@ -263,8 +264,7 @@ def _hold(kwargs: Mapping[str, Any], message: str) -> None:
     lease: Callable[[], None] | None = None
     try:
         lease = claiming.INSTALLATION.acquire()  # kept until the refusal is settled
-        params = kwargs.get("litellm_params")
-        claim_http_handlers(params.get("ssl_verify") if isinstance(params, Mapping) else None)
+        claim_http_handlers(*call_handlers(kwargs))
         claim_sdk_clients()
         claim_held_clients()
         token = CLAIMS.refuse(kwargs, message, release=lease)
