@@ -111,6 +111,8 @@ def _converse_parser(config: Any, model: str, provider: str | None) -> Any:
     litellm's Converse handler builds for each stream, ``AWSEventStreamDecoder`` (its
     ``chunk_parser`` takes one event frame's payload, decoded, exactly what the withholder
     keeps of each frame); None for any other config."""
+    if not type(config).__module__.startswith("litellm.llms.bedrock."):
+        return None  # no other route's parse imports litellm's Bedrock modules
     from litellm.llms.bedrock.chat.converse_transformation import AmazonConverseConfig
 
     if not isinstance(config, AmazonConverseConfig):
