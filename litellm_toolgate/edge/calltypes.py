@@ -98,9 +98,10 @@ def handling(call_type: str) -> Handling | None:
 
 # Sync routes whose chat calls go out through a client of litellm's that the gate cannot
 # claim. bedrock/: litellm's sync Converse handler takes its HTTPHandler from the client
-# cache under a key of the call's timeout, made after log_pre_api_call on a first call, and
-# it logs the request body as a JSON string with the stream said only by the URL
-# (/converse-stream); the async Converse handler takes the gate's client (docs/bedrock.md).
+# cache under a key of the call's timeout (``httpx_clienttimeout_Timeout(...)``), made after
+# log_pre_api_call on a first call; it logs the request body as a JSON string and the signed
+# headers as botocore's HeadersDict (no dict the claim's marker can be put in). The async
+# Converse handler takes the gate's client (docs/bedrock.md).
 _SYNC_UNCLAIMED = frozenset({"bedrock"})
 
 
