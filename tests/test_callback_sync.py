@@ -449,7 +449,7 @@ def test_the_other_sdk_routes_are_refused_unsent(upstream: Recorder, model: str)
 @pytest.mark.parametrize(
     "model",
     [
-        "bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0",
+        "bedrock/invoke/anthropic.claude-3-5-sonnet-20240620-v1:0",
         "gemini/gemini-1.5-pro",
         "cohere/command-r",
     ],

@@ -332,6 +332,38 @@ def test_encode_writes_a_frame_the_decoder_reads_back() -> None:
     assert _frames(frame) == [("contentBlockStop", '{"contentBlockIndex":0}')]
 
 
+@pytest.mark.parametrize(
+    "name", ["multiply_basic", "two_calls", "every_header_type", "padded_events"]
+)
+def test_what_the_withholder_writes_again_botocore_reads_as_the_wire(name: str) -> None:
+    """The callback passes each frame on written again by the wire (``WIRE.encode``: its
+    three string headers, the payload as ASCII JSON, both CRCs computed): botocore's buffer,
+    which litellm's decoder reads with, checks both CRCs and finds each event with the same
+    name and the same JSON value as on the wire (argument fragments the same strings)."""
+    from botocore.eventstream import EventStreamBuffer
+
+    from litellm_toolgate.core.sse import SSEMessage
+
+    wire = _frames(body(name))
+    written = b"".join(
+        bedrock.WIRE.encode(SSEMessage(event, data, None), json.loads(data)) for event, data in wire
+    )
+    buffer = EventStreamBuffer()
+    buffer.add_data(written)
+    read = [
+        (
+            m.headers[":event-type"],
+            m.headers[":message-type"],
+            m.headers[":content-type"],
+            m.payload,
+        )
+        for m in buffer
+    ]
+    assert [(e, json.loads(p)) for e, _, _, p in read] == [(e, json.loads(d)) for e, d in wire]
+    assert {(t, c) for _, t, c, _ in read} == {("event", "application/json")}
+    assert all(p.isascii() for _, _, _, p in read)
+
+
 # ---- the carrier: litellm's chat chunks ------------------------------------------------------
 def _carrier(*calls: tuple[str, str, str], finish: str = "tool_calls") -> Carrier:
     return Carrier(

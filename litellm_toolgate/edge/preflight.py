@@ -87,6 +87,9 @@ def _stream_parser(config: Any, model: str, provider: str | None) -> Any:
     """A fresh stream parser of litellm's for the route: the one its chat config names, or,
     for ``anthropic/`` (whose config names none: litellm's Anthropic handler builds its own),
     that handler's iterator."""
+    converse = _converse_parser(config, model, provider)
+    if converse is not None:
+        return converse
     parser = config.get_model_response_iterator(
         streaming_response=iter(()), sync_stream=True, json_mode=False
     )
@@ -101,6 +104,25 @@ def _stream_parser(config: Any, model: str, provider: str | None) -> Any:
     if parser is None:
         raise LookupError("no stream parser")
     return parser
+
+
+def _converse_parser(config: Any, model: str, provider: str | None) -> Any:
+    """For ``bedrock/`` on Converse (whose chat config names no parser either): the decoder
+    litellm's Converse handler builds for each stream, ``AWSEventStreamDecoder`` (its
+    ``chunk_parser`` takes one event frame's payload, decoded, exactly what the withholder
+    keeps of each frame); None for any other config."""
+    if not type(config).__module__.startswith("litellm.llms.bedrock."):
+        return None  # no other route's parse imports litellm's Bedrock modules
+    from litellm.llms.bedrock.chat.converse_transformation import AmazonConverseConfig
+
+    if not isinstance(config, AmazonConverseConfig):
+        return None
+    from litellm.llms.bedrock.chat.invoke_handler import AWSEventStreamDecoder
+
+    name, _, _, _ = litellm.get_llm_provider(model=model, custom_llm_provider=provider)
+    # litellm's handler is given the model without its route prefix (the decoder reads the
+    # name only to tell an ai21 model's events apart).
+    return AWSEventStreamDecoder(model=name.removeprefix("converse/"), json_mode=False)
 
 
 def litellm_parse(model: str, provider: str | None = None) -> Parse:

@@ -123,7 +123,6 @@ _GEMINI_CHAT = Gated(
 _BEDROCK_CHAT = Gated(
     Wire.BEDROCK,
     ClientKind.HTTP_HANDLER,
-    callback="the callback does not cross-check litellm's chunks on the Bedrock Converse wire yet",
 )
 """Bedrock's Converse stream (``/model/<id>/converse-stream``, AWS event-stream frames;
 ``core/wires/bedrock.py``), for the models litellm sends to Converse: the others are refused
