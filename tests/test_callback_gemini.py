@@ -175,6 +175,49 @@ def test_a_sync_whole_call_is_refused_unsent(name: str) -> None:
     assert out == []
 
 
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_call_without_args_is_refused_as_toolgate_refuses_it(
+    upstream: FakeUpstream, asynchronous: bool
+) -> None:
+    """The core reads a call without ``args`` as ``{}``; litellm fails on it (``KeyError``) on
+    both versions, so its parse matches no wire: ``carrier_mismatch``, as through ``ToolGate``
+    (test_gate_gemini), with nothing handed out."""
+    message = {
+        "candidates": [
+            {
+                "content": {"parts": [{"functionCall": {"name": "now"}}], "role": "model"},
+                "finishReason": "STOP",
+            }
+        ]
+    }
+    tools = [{"type": "function", "function": {"name": "now", "parameters": {"type": "object"}}}]
+    gate = ToolGateGuardrail(tools)
+    saved = litellm.callbacks
+    litellm.callbacks = [gate]
+    try:
+        upstream.enqueue(Scripted(b"data: " + json.dumps(message).encode() + b"\r\n\r\n"))
+        args = ask_multiply(upstream, MODEL, tools, stream=True, api_key="k")
+        chunks: list[Any] = []
+
+        async def go() -> None:
+            async for chunk in await litellm.acompletion(**args):
+                chunks.append(chunk)
+
+        with pytest.raises(Exception) as caught:
+            if asynchronous:
+                asyncio.run(go())
+            else:
+                for chunk in litellm.completion(**args):
+                    chunks.append(chunk)
+    finally:
+        litellm.callbacks = saved
+        gate.close()
+    fault = find_quarantine(caught.value)
+    assert isinstance(fault, ToolCallQuarantined), repr(caught.value)
+    assert fault.reason is R.CARRIER_MISMATCH
+    assert _assembled(chunks) == []
+
+
 # ---- the parse the callback runs over a held body, on its own ----------------------------------
 def _values(name: str) -> list[Any]:
     body = GEMINI.body(name).replace(b"\r\n", b"\n")
