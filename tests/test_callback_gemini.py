@@ -257,3 +257,34 @@ def test_litellm_parse_fails_closed() -> None:
         UNPARSED
     )
     assert WIRES[Wire.GEMINI].reparsed
+
+
+@pytest.mark.usefixtures("gate")
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_legacy_functions_are_refused_as_toolgate_refuses_them(
+    upstream: FakeUpstream, asynchronous: bool
+) -> None:
+    """Asked with legacy ``functions``, litellm's Gemini parser hands a call over as a
+    ``function_call`` (finish ``stop``), which no wire check maps: the parse the callback runs
+    is told so, and the call is refused ``carrier_mismatch``, as through ``ToolGate``."""
+    upstream.enqueue(Scripted(GEMINI.body("multiply_basic")))
+    args = ask_multiply(upstream, MODEL, [], stream=True, api_key="k")
+    del args["tools"]
+    args["functions"] = [MANIFEST["tools"][0]["function"]]
+    chunks: list[Any] = []
+
+    async def go() -> None:
+        async for chunk in await litellm.acompletion(**args):
+            chunks.append(chunk)
+
+    with pytest.raises(Exception) as caught:
+        if asynchronous:
+            asyncio.run(go())
+        else:
+            for chunk in litellm.completion(**args):
+                chunks.append(chunk)
+    fault = find_quarantine(caught.value)
+    assert isinstance(fault, ToolCallQuarantined), repr(caught.value)
+    assert fault.reason is R.CARRIER_MISMATCH
+    assert not any(c.choices and c.choices[0].delta.function_call for c in chunks)
+    assert _assembled(chunks) == []

@@ -61,12 +61,14 @@ UNPARSED = Carrier({}, None, foreign=True)
 class _Unlogged:
     """The logging object a route's ``transform_response`` (or Gemini's stream parser) is
     handed here: it records nothing (the call's own logging object records the real
-    response), and holds no call parameters (litellm's Gemini parser reads them for legacy
-    ``functions`` calls and for the ids it makes, neither of which the cross-check reads)."""
+    response). Of the call's parameters it holds only whether the caller asked with legacy
+    ``functions`` (litellm's Gemini parser then hands the calls over as a ``function_call``,
+    which the cross-check refuses, as ``ToolGate`` refuses it); litellm reads the others for
+    the ids it makes, which the cross-check does not read."""
 
-    def __init__(self) -> None:
+    def __init__(self, functions: bool = False) -> None:
         self.model_call_details: dict[str, Any] = {}
-        self.optional_params: dict[str, Any] = {}
+        self.optional_params: dict[str, Any] = {"functions": True} if functions else {}
         self.litellm_params: dict[str, Any] = {}
 
     def post_call(self, *args: Any, **kwargs: Any) -> None:
@@ -87,7 +89,7 @@ def _chat_config(model: str, provider: str | None) -> tuple[Any, str]:
     return config, name
 
 
-def _stream_parser(config: Any, model: str, provider: str | None) -> Any:
+def _stream_parser(config: Any, model: str, provider: str | None, functions: bool) -> Any:
     """A fresh stream parser of litellm's for the route: the one its chat config names, or,
     where the config names none because litellm's handler for the route builds its own, that
     handler's iterator: ``anthropic/`` (litellm's Anthropic handler) and ``gemini/`` (the
@@ -106,7 +108,7 @@ def _stream_parser(config: Any, model: str, provider: str | None) -> Any:
         elif route == "gemini":
             from litellm.llms.vertex_ai.gemini import vertex_and_google_ai_studio_gemini as g
 
-            unlogged: Any = _Unlogged()
+            unlogged: Any = _Unlogged(functions)
             parser = g.ModelResponseIterator(
                 streaming_response=iter(()), sync_stream=True, logging_obj=unlogged
             )
@@ -151,16 +153,17 @@ def _parsed_stream(parser: Any, values: list[Any]) -> Carrier:
     return Carrier(carrier.calls, finish, foreign=carrier.foreign, kind=carrier.kind)
 
 
-def litellm_parse(model: str, provider: str | None = None) -> Parse:
+def litellm_parse(model: str, provider: str | None = None, *, functions: bool = False) -> Parse:
     """What litellm's chat parser for this route makes of a body, as a carrier (see the module
     text); :data:`UNPARSED` when it has none, or fails on the body (its error, which may quote
-    the body, is dropped)."""
+    the body, is dropped). ``functions``: the caller asked with legacy ``functions``."""
 
     def parse(values: list[Any], streamed: bool) -> Carrier:
         try:
             config, name = _chat_config(model, provider)
             if streamed:
-                return _parsed_stream(_stream_parser(config, model, provider), values)
+                parser = _stream_parser(config, model, provider, functions)
+                return _parsed_stream(parser, values)
             if len(values) != 1 or not isinstance(values[0], dict):
                 return UNPARSED
             result = config.transform_response(
@@ -192,7 +195,12 @@ def unparsed(values: list[Any], streamed: bool) -> Carrier:
 
 
 def client_parse(
-    model: str, provider: str | None, *, responses_api: bool, messages_api: bool
+    model: str,
+    provider: str | None,
+    *,
+    responses_api: bool,
+    messages_api: bool,
+    functions: bool = False,
 ) -> Parse | None:
     """The parse a withholding client is given for a call (see :func:`litellm_parse`):
     litellm's chat parser for a chat call; none for litellm's Messages entry point (natively
@@ -203,7 +211,7 @@ def client_parse(
         return None
     if responses_api:
         return unparsed
-    return litellm_parse(model, provider)
+    return litellm_parse(model, provider, functions=functions)
 
 
 def chat_chunk_check(model: str, provider: str | None = None) -> ChunkCheck | None:

@@ -363,6 +363,7 @@ def _arm_sync(gate: ToolGateGuardrail, kwargs: Mapping[str, Any]) -> None:
             kwargs.get("custom_llm_provider") or None,
             responses_api=tap.responses_api,
             messages_api=tap.messages_api,
+            functions=bool((kwargs.get("optional_params") or {}).get("functions")),
         ),
     )
     if sync_route_sdk(route, kind):
