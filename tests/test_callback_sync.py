@@ -450,7 +450,6 @@ def test_the_other_sdk_routes_are_refused_unsent(upstream: Recorder, model: str)
     "model",
     [
         "bedrock/invoke/anthropic.claude-3-5-sonnet-20240620-v1:0",
-        "gemini/gemini-1.5-pro",
         "cohere/command-r",
     ],
 )

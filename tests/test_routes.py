@@ -319,9 +319,8 @@ def test_toolgate_routes_prints_the_table(capsys: pytest.CaptureFixture[str]) ->
 
 @pytest.mark.parametrize(
     "model",
-    # gemini/: gated through ToolGate only (the table's ``callback`` reason); bedrock/'s
-    # invoke/ models are refused by every face (its Converse models are gated by both).
-    ["bedrock/invoke/anthropic.claude-3-5-sonnet-20240620-v1:0", "x/y", "gemini/gemini-2.5-flash"],
+    # bedrock/'s invoke/ models are refused by every face (its Converse models are gated).
+    ["bedrock/invoke/anthropic.claude-3-5-sonnet-20240620-v1:0", "x/y"],
 )
 def test_the_callback_refuses_before_sending(server: RouteServer, model: str) -> None:
     from litellm_toolgate import ToolGateGuardrail

@@ -112,6 +112,19 @@ def sync_route_refused(route: str, call_type: str) -> bool:
     )
 
 
+# Sync routes whose whole (non-streamed) chat call the gate cannot claim under
+# litellm.callbacks: litellm's Gemini route sends it with headers it makes afresh (the claim's
+# marker, put into the headers litellm logs, never reaches the request) and reads and parses
+# the whole body before its post-call hook (so the after-headers check cannot stop it either),
+# on both supported versions. Refused before sending; a stream there is claimed as usual.
+_SYNC_WHOLE_UNCLAIMED = frozenset({"gemini"})
+
+
+def sync_whole_refused(route: str, call_type: str) -> bool:
+    """Whether a sync ``call_type`` on ``route`` without ``stream=True`` is refused unsent."""
+    return call_type == "completion" and route in _SYNC_WHOLE_UNCLAIMED
+
+
 def sync_route_sdk(route: str, call_type: str) -> bool:
     """Whether a sync ``call_type`` on ``route`` is claimed on the OpenAI SDK's http client."""
     return call_type == "completion" and route in _SDK_CLAIMED
@@ -256,4 +269,5 @@ __all__ = [
     "in_messages_entry_point",
     "sync_route_refused",
     "sync_route_sdk",
+    "sync_whole_refused",
 ]

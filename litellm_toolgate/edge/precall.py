@@ -109,6 +109,7 @@ def arm_async(
                 provider,
                 responses_api=tap.responses_api,
                 messages_api=tap.messages_api,
+                functions=bool(kwargs.get("functions")),
             ),
         )
 

@@ -59,11 +59,17 @@ UNPARSED = Carrier({}, None, foreign=True)
 
 
 class _Unlogged:
-    """The logging object a route's ``transform_response`` is handed here: it records nothing
-    (the call's own logging object records the real response)."""
+    """The logging object a route's ``transform_response`` (or Gemini's stream parser) is
+    handed here: it records nothing (the call's own logging object records the real
+    response). Of the call's parameters it holds only whether the caller asked with legacy
+    ``functions`` (litellm's Gemini parser then hands the calls over as a ``function_call``,
+    which the cross-check refuses, as ``ToolGate`` refuses it); litellm reads the others for
+    the ids it makes, which the cross-check does not read."""
 
-    def __init__(self) -> None:
+    def __init__(self, functions: bool = False) -> None:
         self.model_call_details: dict[str, Any] = {}
+        self.optional_params: dict[str, Any] = {"functions": True} if functions else {}
+        self.litellm_params: dict[str, Any] = {}
 
     def post_call(self, *args: Any, **kwargs: Any) -> None:
         return None
@@ -83,10 +89,12 @@ def _chat_config(model: str, provider: str | None) -> tuple[Any, str]:
     return config, name
 
 
-def _stream_parser(config: Any, model: str, provider: str | None) -> Any:
+def _stream_parser(config: Any, model: str, provider: str | None, functions: bool) -> Any:
     """A fresh stream parser of litellm's for the route: the one its chat config names, or,
-    for ``anthropic/`` (whose config names none: litellm's Anthropic handler builds its own),
-    that handler's iterator."""
+    where the config names none because litellm's handler for the route builds its own, that
+    handler's iterator: ``anthropic/`` (litellm's Anthropic handler), ``gemini/`` (the
+    iterator litellm's Gemini stream calls build, which takes a logging object) and
+    ``bedrock/`` on Converse (:func:`_converse_parser`)."""
     converse = _converse_parser(config, model, provider)
     if converse is not None:
         return converse
@@ -100,6 +108,13 @@ def _stream_parser(config: Any, model: str, provider: str | None) -> Any:
 
             parser = ModelResponseIterator(
                 streaming_response=iter(()), sync_stream=True, json_mode=False
+            )
+        elif route == "gemini":
+            from litellm.llms.vertex_ai.gemini import vertex_and_google_ai_studio_gemini as g
+
+            unlogged: Any = _Unlogged(functions)
+            parser = g.ModelResponseIterator(
+                streaming_response=iter(()), sync_stream=True, logging_obj=unlogged
             )
     if parser is None:
         raise LookupError("no stream parser")
@@ -125,21 +140,53 @@ def _converse_parser(config: Any, model: str, provider: str | None) -> Any:
     return AWSEventStreamDecoder(model=name.removeprefix("converse/"), json_mode=False)
 
 
-def litellm_parse(model: str, provider: str | None = None) -> Parse:
+def _intermittent(chunk: Any) -> bool:
+    """Whether litellm's stream wrapper reads this chunk's finish reason as a passing one: a
+    parser marks such a chunk ``is_finished: False`` in its hidden params (litellm's Gemini
+    parser marks every chunk so, and sets a finish reason on each)."""
+    hidden = getattr(chunk, "_hidden_params", None)
+    return isinstance(hidden, dict) and hidden.get("is_finished") is False
+
+
+def _parsed_stream(parser: Any, values: list[Any]) -> Carrier:
+    """The chunks litellm's stream parser makes of a body's values, assembled as a caller
+    assembles them. Where the parser marks a chunk's finish reason as a passing one
+    (:func:`_intermittent`), litellm's stream wrapper ends the stream with the last chunk's
+    finish reason (``stop`` when it has none, ``tool_calls`` for ``stop`` after calls),
+    and so does this."""
+    chunks = CarrierChunks()
+    last: str | None = None
+    passing = False
+    for value in values:
+        # A copy: litellm's parser writes into the value it is given.
+        chunk = parser.chunk_parser(copy.deepcopy(value))
+        if chunk is not None and _intermittent(chunk):
+            passing = True
+            choices = getattr(chunk, "choices", None) or []
+            last = choices[0].finish_reason if choices else None
+            for choice in choices:
+                choice.finish_reason = None
+        chunks.admit(chunk)
+    carrier = chunks.carrier()
+    if not passing or carrier.finish_reason is not None:
+        return carrier
+    finish = last or "stop"
+    if finish == "stop" and carrier.calls:
+        finish = "tool_calls"
+    return Carrier(carrier.calls, finish, foreign=carrier.foreign, kind=carrier.kind)
+
+
+def litellm_parse(model: str, provider: str | None = None, *, functions: bool = False) -> Parse:
     """What litellm's chat parser for this route makes of a body, as a carrier (see the module
     text); :data:`UNPARSED` when it has none, or fails on the body (its error, which may quote
-    the body, is dropped)."""
+    the body, is dropped). ``functions``: the caller asked with legacy ``functions``."""
 
     def parse(values: list[Any], streamed: bool) -> Carrier:
         try:
             config, name = _chat_config(model, provider)
             if streamed:
-                parser = _stream_parser(config, model, provider)
-                chunks = CarrierChunks()
-                for value in values:
-                    # A copy: litellm's parser writes into the value it is given.
-                    chunks.admit(parser.chunk_parser(copy.deepcopy(value)))
-                return chunks.carrier()
+                parser = _stream_parser(config, model, provider, functions)
+                return _parsed_stream(parser, values)
             if len(values) != 1 or not isinstance(values[0], dict):
                 return UNPARSED
             result = config.transform_response(
@@ -171,7 +218,12 @@ def unparsed(values: list[Any], streamed: bool) -> Carrier:
 
 
 def client_parse(
-    model: str, provider: str | None, *, responses_api: bool, messages_api: bool
+    model: str,
+    provider: str | None,
+    *,
+    responses_api: bool,
+    messages_api: bool,
+    functions: bool = False,
 ) -> Parse | None:
     """The parse a withholding client is given for a call (see :func:`litellm_parse`):
     litellm's chat parser for a chat call; none for litellm's Messages entry point (natively
@@ -182,7 +234,7 @@ def client_parse(
         return None
     if responses_api:
         return unparsed
-    return litellm_parse(model, provider)
+    return litellm_parse(model, provider, functions=functions)
 
 
 def chat_chunk_check(model: str, provider: str | None = None) -> ChunkCheck | None:

@@ -112,14 +112,11 @@ _ANTHROPIC = Refused(
     "litellm makes Responses events from the Anthropic Messages stream through a bridge the "
     "gate does not cross-check"
 )
-_GEMINI_CHAT = Gated(
-    Wire.GEMINI,
-    ClientKind.HTTP_HANDLER,
-    # ToolGate cross-checks litellm's chunks against the wire by position, name and arguments
-    # (core/wires/gemini.py); the callback, which withholds the wire and lets litellm parse
-    # it, has no such check for this wire yet.
-    callback="the callback does not cross-check litellm's chunks on Gemini's wire yet",
-)
+# ToolGate cross-checks litellm's chunks against the wire by position, name and arguments
+# (core/wires/gemini.py); the callback runs litellm's own Gemini parser over the withheld body
+# and cross-checks that the same way (preflight), since the wire's spec says litellm may
+# re-shape its calls (WireSpec.reparsed: litellm makes its own ids, for one).
+_GEMINI_CHAT = Gated(Wire.GEMINI, ClientKind.HTTP_HANDLER)
 _BEDROCK_CHAT = Gated(
     Wire.BEDROCK,
     ClientKind.HTTP_HANDLER,

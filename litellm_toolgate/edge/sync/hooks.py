@@ -53,6 +53,7 @@ from ..calltypes import (
     in_messages_entry_point,
     sync_route_refused,
     sync_route_sdk,
+    sync_whole_refused,
 )
 from ..httpwithhold import Withholding
 from ..logs import emit_records
@@ -112,6 +113,13 @@ def sync_refusal(kind: str, route: str, streamed: bool, sdk_streamed: bool) -> s
             f"hand a quarantine to the caller under litellm.callbacks (the OpenAI SDK "
             f"reads the whole body inside litellm's error handling); it was not sent. "
             f"Use stream=True, ToolGate.{kind}(...) or litellm.a{kind}(...)"
+        )
+    if sync_whole_refused(route, kind) and not streamed:
+        return (
+            f"a sync litellm.{kind} without stream=True on the {route}/ route is sent with "
+            f"headers litellm makes afresh and read whole before the gate could stop it under "
+            f"litellm.callbacks; it was not sent. Use stream=True, ToolGate.{kind}(...) or "
+            f"litellm.a{kind}(...)"
         )
     if streamed and in_messages_entry_point():
         # litellm's sync Messages adapter ends the stream quietly on any exception.
@@ -351,6 +359,7 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
             kwargs.get("custom_llm_provider") or None,
             responses_api=tap.responses_api,
             messages_api=tap.messages_api,
+            functions=bool((kwargs.get("optional_params") or {}).get("functions")),
         ),
     )
     if sync_route_sdk(route, kind):

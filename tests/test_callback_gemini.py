@@ -1,0 +1,290 @@
+"""``ToolGateGuardrail`` in ``litellm.callbacks`` on Gemini's ``generateContent`` wire, real
+litellm on loopback.
+
+``litellm.completion`` / ``litellm.acompletion`` with ``model="gemini/..."``, for every
+recording of ``fixtures/gemini``: streamed sync and async, whole async (a sync call without
+``stream=True`` on this route is refused before sending, see below). The callback withholds
+the wire itself and lets litellm parse what it releases; since litellm re-shapes Gemini's
+calls (it makes its own ids, and numbers calls over the messages itself), litellm's own Gemini
+parser is run over the held body and its calls are cross-checked with the wire, by position,
+name and arguments, before anything goes out. The outcome is the manifest's, which is what
+``ToolGate`` gives for the same bodies (tests/test_gate_gemini.py). A released call is the
+wire's call as a caller assembles litellm's chunks by tool index; a refusal hands out no tool
+call and no argument text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import litellm
+import pytest
+from conftest import CANARY
+from loopback import ask_multiply
+from wirecases import Fixtures
+
+from litellm_toolgate import (
+    QuarantineReason,
+    ToolCallQuarantined,
+    ToolGateGuardrail,
+    find_quarantine,
+)
+from litellm_toolgate.core.state import Wire
+from litellm_toolgate.core.wires import WIRES
+from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.edge.preflight import UNPARSED, litellm_parse
+from litellm_toolgate.edge.sync.refusal import UngatedCallRefused
+
+litellm.suppress_debug_info = True
+R = QuarantineReason
+GEMINI = Fixtures("gemini")
+MANIFEST, CASES = GEMINI.manifest, GEMINI.cases
+MODEL = "gemini/gemini-2.5-flash"
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[FakeUpstream]:
+    with FakeUpstream() as server:
+        yield server
+
+
+@pytest.fixture
+def gate() -> Iterator[ToolGateGuardrail]:
+    gate = ToolGateGuardrail(MANIFEST["tools"])
+    saved = litellm.callbacks
+    litellm.callbacks = [gate]
+    try:
+        yield gate
+    finally:
+        litellm.callbacks = saved
+        gate.close()
+
+
+def _call(upstream: FakeUpstream, *, asynchronous: bool, stream: bool) -> tuple[list[Any], Any]:
+    """What ``litellm.completion`` / ``acompletion`` handed out, and the error, if any."""
+    args = ask_multiply(upstream, MODEL, MANIFEST["tools"], stream=stream, api_key="k")
+    out: list[Any] = []
+
+    async def go() -> None:
+        result = await litellm.acompletion(**args)
+        if stream:
+            async for chunk in result:
+                out.append(chunk)
+        else:
+            out.append(result)
+
+    try:
+        if asynchronous:
+            asyncio.run(go())
+        elif stream:
+            for chunk in litellm.completion(**args):
+                out.append(chunk)
+        else:
+            out.append(litellm.completion(**args))
+    except Exception as exc:
+        return out, exc
+    return out, None
+
+
+def _assembled(chunks: list[Any]) -> list[tuple[str | None, str]]:
+    """(name, arguments) per tool index, as a caller assembles litellm's chunks."""
+    calls: dict[int, list[Any]] = {}
+    for chunk in chunks:
+        for choice in chunk.choices:
+            for tc in choice.delta.tool_calls or []:
+                call = calls.setdefault(tc.index, [None, ""])
+                call[0] = call[0] or tc.function.name
+                call[1] += tc.function.arguments or ""
+    return [(c[0], c[1]) for _, c in sorted(calls.items())]
+
+
+def _wanted(case: dict[str, Any]) -> list[tuple[str, Any]]:
+    return [(c["name"], json.loads(c["arguments"])) for c in case["calls"]]
+
+
+def _refused(error: BaseException | None, case: dict[str, Any]) -> None:
+    fault = find_quarantine(error)
+    assert isinstance(fault, ToolCallQuarantined), repr(error)
+    assert fault.reason is R(case["reason"]), fault.reason
+    seen: BaseException | None = error
+    while seen is not None:
+        assert CANARY not in str(seen) and CANARY not in repr(seen.args)
+        seen = seen.__cause__ or seen.__context__
+
+
+@pytest.mark.usefixtures("gate")
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("name", GEMINI.streamed)
+def test_every_streamed_fixture(upstream: FakeUpstream, name: str, asynchronous: bool) -> None:
+    case = CASES[name]
+    upstream.enqueue(Scripted(GEMINI.body(name), chunk_sizes=[1, 7, 13, 2, 64]))
+    chunks, error = _call(upstream, asynchronous=asynchronous, stream=True)
+    assert "contents" in upstream.requests[-1]
+    calls = _assembled(chunks)
+    if case["expect"] == "release":
+        assert error is None, f"{name}: {error!r}"
+        assert [(n, json.loads(a)) for n, a in calls] == _wanted(case)
+        text = "".join(
+            (getattr(c.choices[0].delta, "reasoning_content", None) or "")
+            + (c.choices[0].delta.content or "")
+            for c in chunks
+            if c.choices
+        )
+        assert text == case["text"]
+        if calls:
+            finishes = [c.choices[0].finish_reason for c in chunks if c.choices]
+            assert [f for f in finishes if f] == ["tool_calls"]
+    else:
+        assert error is not None, f"{name}: released {calls}"
+        _refused(error, case)
+        assert calls == []
+
+
+@pytest.mark.usefixtures("gate")
+@pytest.mark.parametrize("name", GEMINI.whole)
+def test_every_whole_body(upstream: FakeUpstream, name: str) -> None:
+    case = CASES[name]
+    upstream.enqueue(Scripted(GEMINI.body(name), content_type="application/json"))
+    out, error = _call(upstream, asynchronous=True, stream=False)
+    assert "contents" in upstream.requests[-1]
+    if case["expect"] == "release":
+        assert error is None, f"{name}: {error!r}"
+        calls = out[0].choices[0].message.tool_calls or []
+        assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == _wanted(case)
+    else:
+        _refused(error, case)
+        assert out == []
+
+
+@pytest.mark.usefixtures("gate")
+@pytest.mark.parametrize("name", ["whole_multiply", "whole_max_tokens"])
+def test_a_sync_whole_call_is_refused_unsent(name: str) -> None:
+    """litellm's sync Gemini call without ``stream=True`` sends headers it makes afresh (the
+    claim's marker never reaches the request) and parses the whole body before its post-call
+    hook: the gate could neither claim nor stop it (it would hand over a call cut by
+    ``MAX_TOKENS``), so the callback refuses it before sending, typed, on both versions."""
+    with FakeUpstream() as own:
+        own.enqueue(Scripted(GEMINI.body(name), content_type="application/json"))
+        out, error = _call(own, asynchronous=False, stream=False)
+        assert own.requests == []
+    assert isinstance(error, UngatedCallRefused), repr(error)
+    assert "stream=True" in str(error)
+    assert out == []
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_call_without_args_is_refused_as_toolgate_refuses_it(
+    upstream: FakeUpstream, asynchronous: bool
+) -> None:
+    """The core reads a call without ``args`` as ``{}``; litellm fails on it (``KeyError``) on
+    both versions, so its parse matches no wire: ``carrier_mismatch``, as through ``ToolGate``
+    (test_gate_gemini), with nothing handed out."""
+    message = {
+        "candidates": [
+            {
+                "content": {"parts": [{"functionCall": {"name": "now"}}], "role": "model"},
+                "finishReason": "STOP",
+            }
+        ]
+    }
+    tools = [{"type": "function", "function": {"name": "now", "parameters": {"type": "object"}}}]
+    gate = ToolGateGuardrail(tools)
+    saved = litellm.callbacks
+    litellm.callbacks = [gate]
+    try:
+        upstream.enqueue(Scripted(b"data: " + json.dumps(message).encode() + b"\r\n\r\n"))
+        args = ask_multiply(upstream, MODEL, tools, stream=True, api_key="k")
+        chunks: list[Any] = []
+
+        async def go() -> None:
+            async for chunk in await litellm.acompletion(**args):
+                chunks.append(chunk)
+
+        with pytest.raises(Exception) as caught:
+            if asynchronous:
+                asyncio.run(go())
+            else:
+                for chunk in litellm.completion(**args):
+                    chunks.append(chunk)
+    finally:
+        litellm.callbacks = saved
+        gate.close()
+    fault = find_quarantine(caught.value)
+    assert isinstance(fault, ToolCallQuarantined), repr(caught.value)
+    assert fault.reason is R.CARRIER_MISMATCH
+    assert _assembled(chunks) == []
+
+
+# ---- the parse the callback runs over a held body, on its own ----------------------------------
+def _values(name: str) -> list[Any]:
+    body = GEMINI.body(name).replace(b"\r\n", b"\n")
+    return [json.loads(line[5:]) for line in body.split(b"\n") if line.startswith(b"data:")]
+
+
+def test_litellm_parse_of_a_stream_is_litellm_s_gemini_parser() -> None:
+    """litellm's Gemini config names no stream parser; the parse builds the iterator litellm's
+    Gemini stream calls build, and ends the stream as litellm's stream wrapper does (the
+    parser marks a finish reason on every chunk as a passing one)."""
+    carrier = litellm_parse(MODEL)(_values("two_calls_two_messages"), True)
+    assert not carrier.foreign and carrier.finish_reason == "tool_calls"
+    assert [(c.name, json.loads(c.arguments)) for c in carrier.calls.values()] == [
+        ("multiply", {"a": 7, "b": 8}),
+        ("multiply", {"a": 2, "b": 3}),
+    ]
+    assert all(c.call_id and c.call_id.startswith("call_") for c in carrier.calls.values())
+    text = litellm_parse(MODEL)(_values("text_cut_by_max_tokens"), True)
+    assert text.finish_reason == "length" and not text.calls
+
+
+def test_litellm_parse_of_a_whole_body() -> None:
+    body = json.loads(GEMINI.body("whole_multiply"))
+    carrier = litellm_parse(MODEL)([body], False)
+    assert carrier.finish_reason == "tool_calls" and not carrier.foreign
+    assert [c.name for c in carrier.calls.values()] == ["multiply"]
+
+
+def test_litellm_parse_fails_closed() -> None:
+    """A body litellm's Gemini parser fails on (an error object, a call without args, a whole
+    body without usage): a carrier that matches no wire, never litellm's error quoting it."""
+    error = {"error": {"code": 500, "message": CANARY, "status": "INTERNAL"}}
+    assert litellm_parse(MODEL)([error], True) is UNPARSED
+    no_args = {"candidates": [{"content": {"parts": [{"functionCall": {"name": "now"}}]}}]}
+    assert litellm_parse(MODEL)([no_args], True) is UNPARSED
+    assert litellm_parse(MODEL)([json.loads(GEMINI.body("whole_without_finish"))], False) is (
+        UNPARSED
+    )
+    assert WIRES[Wire.GEMINI].reparsed
+
+
+@pytest.mark.usefixtures("gate")
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_legacy_functions_are_refused_as_toolgate_refuses_them(
+    upstream: FakeUpstream, asynchronous: bool
+) -> None:
+    """Asked with legacy ``functions``, litellm's Gemini parser hands a call over as a
+    ``function_call`` (finish ``stop``), which no wire check maps: the parse the callback runs
+    is told so, and the call is refused ``carrier_mismatch``, as through ``ToolGate``."""
+    upstream.enqueue(Scripted(GEMINI.body("multiply_basic")))
+    args = ask_multiply(upstream, MODEL, [], stream=True, api_key="k")
+    del args["tools"]
+    args["functions"] = [MANIFEST["tools"][0]["function"]]
+    chunks: list[Any] = []
+
+    async def go() -> None:
+        async for chunk in await litellm.acompletion(**args):
+            chunks.append(chunk)
+
+    with pytest.raises(Exception) as caught:
+        if asynchronous:
+            asyncio.run(go())
+        else:
+            for chunk in litellm.completion(**args):
+                chunks.append(chunk)
+    fault = find_quarantine(caught.value)
+    assert isinstance(fault, ToolCallQuarantined), repr(caught.value)
+    assert fault.reason is R.CARRIER_MISMATCH
+    assert not any(c.choices and c.choices[0].delta.function_call for c in chunks)
+    assert _assembled(chunks) == []
