@@ -15,6 +15,6 @@ export TOOLGATE_ATTACK_SCALE="${TOOLGATE_ATTACK_SCALE:-0.1}"
 .venv/bin/ruff check litellm_toolgate tests fixtures bench
 .venv/bin/ruff format --check litellm_toolgate tests fixtures bench
 .venv/bin/mypy --strict litellm_toolgate bench
+proxy_tests=(tests/test_proxy_*.py)
 .venv/bin/python -m pytest -p no:cacheprovider -W ignore::UserWarning -q -x -m "not slow" \
-    --ignore=tests/test_proxy_e2e.py --ignore=tests/test_proxy_anthropic.py \
-    --ignore=tests/test_proxy_metrics.py "$@"
+    "${proxy_tests[@]/#/--ignore=}" "$@"
