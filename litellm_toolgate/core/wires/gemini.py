@@ -51,7 +51,8 @@ whole ``GenerateContentResponse`` JSON object: ``{"candidates": [{"content": {"r
   a response that mixes calls with and without ids is ``identity_conflict``. litellm makes
   an id of its own for every call (``call_`` and a uuid, or one carrying a thought
   signature), so its chunks are matched to the wire by position, name and arguments, never
-  by id, and the gate releases the calls under the wire's identity.
+  by id, and the gate releases the calls under the wire's identity (these rules are
+  :mod:`.whole`'s, shared with Ollama's wire).
 * The terminal. There is no ``[DONE]`` and no tool-specific stop: a response with calls
   ends ``finishReason: "STOP"`` (``FinishReason.STOP``: "Natural stop point of the model");
   a candidate without ``finishReason`` has not finished ("If empty, the model has not
@@ -79,15 +80,12 @@ Faults are raised as :class:`WireFault`: a reason, never body text.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..carrier import Carrier
 from ..errors import QuarantineReason
 from ..events import (
-    ArgumentDelta,
-    CallStarted,
     DoneMarker,
     Finish,
     Metadata,
@@ -98,8 +96,9 @@ from ..events import (
 from ..profiles import Profile
 from ..sse import SSEMessage
 from ..state import Wire
-from .base import LedgerView, LiveRule, WireSpec, same_json, stateless, verdict
+from .base import LedgerView, LiveRule, WireSpec, stateless, verdict
 from .loads import WireFault, load_object, load_strict
+from .whole import WholeCalls, matches_by_position
 
 R = QuarantineReason
 
@@ -219,20 +218,11 @@ def _carries_calls(obj: Mapping[str, Any]) -> bool:
     return False
 
 
-def _serialize(value: Mapping[str, Any]) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False)
-    except ValueError:  # only a circular value, which json.loads cannot build
-        raise WireFault(R.MALFORMED_EVENT) from None
-
-
 class GeminiNormalizer:
     """Normalizes one ``generateContent`` response; keeps the calls' identities."""
 
     def __init__(self, profile: Profile | None = None) -> None:
-        self._ids: set[str] = set()
-        self._calls = 0
-        self._with_id: bool | None = None  # the response's identity scheme, once a call came
+        self._calls = WholeCalls(_NO_ID)
 
     @property
     def response_id(self) -> str | None:
@@ -295,39 +285,17 @@ class GeminiNormalizer:
             return self._call(part["functionCall"])
         if not kinds:
             return []  # metadata alone (a thought signature)
-        raise WireFault(R.UNSUPPORTED_TOOL_TYPE, self._calls)
+        raise WireFault(R.UNSUPPORTED_TOOL_TYPE, self._calls.count)
 
     def _call(self, call: object) -> list[WireEvent]:
-        index = self._calls
+        index = self._calls.count
         if not isinstance(call, dict):
             raise WireFault(R.MALFORMED_EVENT, index)
         if any(k in call for k in PARTIAL_CALL_KEYS):
             raise WireFault(R.UNSUPPORTED_TOOL_TYPE, index)
         name = call.get("name")
-        if not isinstance(name, str) or not name:
-            raise WireFault(R.MISSING_CALL_IDENTITY, index)
         arguments = call.get("args", {})
-        if not isinstance(arguments, dict):
-            raise WireFault(R.MALFORMED_EVENT, index)
-        call_id = call.get("id")
-        with_id = call_id is not None
-        if self._with_id is None:
-            self._with_id = with_id
-        elif self._with_id is not with_id:
-            raise WireFault(R.IDENTITY_CONFLICT, index)
-        if with_id:
-            if not isinstance(call_id, str) or not call_id:
-                raise WireFault(R.MISSING_CALL_IDENTITY, index)
-            if call_id in self._ids:
-                raise WireFault(R.IDENTITY_CONFLICT, index)
-            self._ids.add(call_id)
-        else:
-            call_id = f"{_NO_ID}{index}"
-        self._calls += 1
-        return [
-            CallStarted(0, index, call_id, name),
-            ArgumentDelta(0, index, _serialize(arguments)),
-        ]
+        return self._calls.call(call.get("id"), name, arguments)
 
 
 # ---- the wire's answers to the core ----------------------------------------------------------
@@ -350,33 +318,12 @@ class GeminiWire(WireSpec):
         return None
 
     def carrier_fault(self, ledger: LedgerView, carrier: Carrier) -> QuarantineReason | None:
-        return verdict(_carrier_matches(ledger, carrier))
+        return verdict(
+            matches_by_position(ledger, carrier, CARRIER_FINISH.get(ledger.finish_reason or ""))
+        )
 
     def live_rule(self) -> LiveRule:
         return stateless(passes_live)
-
-
-def _carrier_matches(ledger: LedgerView, carrier: Carrier) -> bool:
-    """litellm's chat chunks against the Gemini wire: the same calls in the same order, by
-    name and arguments (litellm serializes the object again, so they are compared as JSON);
-    never by id (litellm makes its own). litellm says ``tool_calls`` whenever it saw calls;
-    otherwise ``stop`` for ``STOP``, ``length`` for ``MAX_TOKENS`` and ``content_filter``
-    for the content stops (:data:`CARRIER_FINISH`)."""
-    if carrier.kind != "chat" or carrier.foreign:
-        return False
-    calls = ledger.ordered()
-    if calls:
-        if carrier.finish_reason != "tool_calls":
-            return False
-    elif carrier.finish_reason != CARRIER_FINISH.get(ledger.finish_reason or ""):
-        return False
-    theirs = [carrier.calls[i] for i in sorted(carrier.calls)]
-    if len(theirs) != len(calls):
-        return False
-    return all(
-        their.name == ours.name and same_json(their.arguments, ours.join())
-        for ours, their in zip(calls, theirs, strict=True)
-    )
 
 
 WIRE = GeminiWire(Wire.GEMINI)

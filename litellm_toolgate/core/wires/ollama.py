@@ -33,7 +33,8 @@ The body (``application/x-ndjson``, framed by :mod:`..ndjson`) is one JSON objec
   (``invalid_call_index``); it does not identify a call (the server numbers calls per parse,
   not per stream). ``name`` must be a non-empty string (``missing_call_identity``).
   litellm replaces every id with a fresh uuid of its own (``chunk_parser``), so its chunks
-  are matched to the wire by position, name and arguments, never by id.
+  are matched to the wire by position, name and arguments, never by id (these rules are
+  :mod:`.whole`'s, shared with Gemini's wire).
 * The terminal. There is no tool-specific stop: a response with calls ends ``done_reason:
   "stop"`` (``docs/api.md``'s example), and ``length`` is a cut (``llm/server.go``:
   ``DoneReasonStop``, ``DoneReasonLength``; a closed connection leaves ``done_reason``
@@ -58,8 +59,6 @@ from typing import Any
 from ..carrier import Carrier
 from ..errors import QuarantineReason
 from ..events import (
-    ArgumentDelta,
-    CallStarted,
     DoneMarker,
     Finish,
     Metadata,
@@ -71,8 +70,9 @@ from ..ndjson import NDJSONDecoder
 from ..profiles import Profile
 from ..sse import SSEMessage
 from ..state import Wire
-from .base import LedgerView, LiveRule, WireSpec, same_json, stateless, verdict
+from .base import LedgerView, LiveRule, WireSpec, stateless, verdict
 from .loads import WireFault, load_object, load_strict
+from .whole import WholeCalls, matches_by_position
 
 R = QuarantineReason
 
@@ -93,20 +93,11 @@ def passes_live(line: Mapping[str, Any]) -> bool:
     return all(v is None or k in VISIBLE_MESSAGE_KEYS for k, v in message.items())
 
 
-def _serialize(value: Mapping[str, Any]) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False)
-    except ValueError:  # only a circular value, which json.loads cannot build
-        raise WireFault(R.MALFORMED_EVENT) from None
-
-
 class OllamaNormalizer:
     """Normalizes one ``/api/chat`` response; keeps the calls' identities."""
 
     def __init__(self, profile: Profile | None = None) -> None:
-        self._ids: set[str] = set()
-        self._calls = 0
-        self._with_id: bool | None = None  # the stream's identity scheme, once a call came
+        self._calls = WholeCalls(_NO_ID)
 
     @property
     def response_id(self) -> str | None:
@@ -161,7 +152,7 @@ class OllamaNormalizer:
         return events
 
     def _call(self, call: object) -> list[WireEvent]:
-        index = self._calls
+        index = self._calls.count
         if not isinstance(call, dict):
             raise WireFault(R.MALFORMED_EVENT, index)
         function = call.get("function")
@@ -173,30 +164,8 @@ class OllamaNormalizer:
         ):
             raise WireFault(R.INVALID_CALL_INDEX, index)
         name = function.get("name")
-        if not isinstance(name, str) or not name:
-            raise WireFault(R.MISSING_CALL_IDENTITY, index)
         arguments = function.get("arguments")
-        if not isinstance(arguments, dict):
-            raise WireFault(R.MALFORMED_EVENT, index)
-        call_id = call.get("id")
-        with_id = call_id is not None
-        if self._with_id is None:
-            self._with_id = with_id
-        elif self._with_id is not with_id:
-            raise WireFault(R.IDENTITY_CONFLICT, index)
-        if with_id:
-            if not isinstance(call_id, str) or not call_id:
-                raise WireFault(R.MISSING_CALL_IDENTITY, index)
-            if call_id in self._ids:
-                raise WireFault(R.IDENTITY_CONFLICT, index)
-            self._ids.add(call_id)
-        else:
-            call_id = f"{_NO_ID}{index}"
-        self._calls += 1
-        return [
-            CallStarted(0, index, call_id, name),
-            ArgumentDelta(0, index, _serialize(arguments)),
-        ]
+        return self._calls.call(call.get("id"), name, arguments)
 
 
 # ---- the wire's answers to the core ----------------------------------------------------------
@@ -225,32 +194,10 @@ class OllamaWire(WireSpec):
         return None
 
     def carrier_fault(self, ledger: LedgerView, carrier: Carrier) -> QuarantineReason | None:
-        return verdict(_carrier_matches(ledger, carrier))
+        return verdict(matches_by_position(ledger, carrier, ledger.finish_reason))
 
     def live_rule(self) -> LiveRule:
         return stateless(passes_live)
-
-
-def _carrier_matches(ledger: LedgerView, carrier: Carrier) -> bool:
-    """litellm's chat chunks against the Ollama wire: the same calls in the same order, by
-    name and arguments (litellm serializes the object again, so they are compared as JSON);
-    never by id (litellm makes its own). litellm says ``tool_calls`` whenever it saw calls,
-    and otherwise maps ``done_reason`` through unchanged (``stop``, ``length``)."""
-    if carrier.kind != "chat" or carrier.foreign:
-        return False
-    calls = ledger.ordered()
-    if calls:
-        if carrier.finish_reason != "tool_calls":
-            return False
-    elif carrier.finish_reason != ledger.finish_reason:
-        return False
-    theirs = [carrier.calls[i] for i in sorted(carrier.calls)]
-    if len(theirs) != len(calls):
-        return False
-    return all(
-        their.name == ours.name and same_json(their.arguments, ours.join())
-        for ours, their in zip(calls, theirs, strict=True)
-    )
 
 
 WIRE = OllamaWire(Wire.OLLAMA)
