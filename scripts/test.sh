@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Set up both environments, lint and type-check, then run, in two lanes side by side (the
 # machine has two cores and each lane is one test process at a time):
-#   lane 1: the whole suite on litellm 1.110.2 (.venv), its footprint suite, then the fuzz
-#           harnesses for a few seconds each;
+#   lane 1: the whole suite on litellm 1.110.2 (.venv), its footprint suite, the fuzz
+#           harnesses for a few seconds each, then the 10,000-call soak in a process of its
+#           own (it judges its own process's resident memory, which the other lane does
+#           not move);
 #   lane 2: every suite that touches litellm again on litellm 1.108.7
-#           (.venv-litellm-1.108.7) with the real proxy, then its footprint suite, then
-#           the 10,000-call soak on litellm 1.110.2 (.venv) in a process of its own (it
-#           judges its own process's resident memory, which the other lane does not move).
+#           (.venv-litellm-1.108.7) with the real proxies, then its footprint suite.
 # Lane 1 prints as it goes; lane 2's output follows when both are done. Every step runs
 # even after another failed; any step failing fails the run. Network use: loopback only.
 set -euo pipefail
@@ -38,6 +38,8 @@ lane_new() {
     "${pytest_new[@]}" tests/test_sync_footprint.py "$@" || rc=1
     echo "== fuzzing, time-boxed (tests/fuzz/run.py) =="
     .venv/bin/python tests/fuzz/run.py --seconds 6 || rc=1
+    echo "== the 10,000-call soak, on litellm 1.110.2 (.venv), in a process of its own =="
+    "${pytest_new[@]}" tests/test_sync_soak.py "$@" || rc=1
     return "$rc"
 }
 
@@ -54,8 +56,6 @@ lane_old() {
     echo "   (the core's own suites, litellm-independent, run in lane 1 only: ${#core_only[@]} files left out)"
     TOOLGATE_REQUIRE_PROXY=1 "${pytest_old[@]}" "${core_only[@]}" "${own_process[@]/#/--ignore=}" "$@" || rc=1
     "${pytest_old[@]}" tests/test_sync_footprint.py "$@" || rc=1
-    echo "== the 10,000-call soak, on litellm 1.110.2 (.venv), in a process of its own =="
-    "${pytest_new[@]}" tests/test_sync_soak.py "$@" || rc=1
     return "$rc"
 }
 
