@@ -92,7 +92,10 @@ def race(url: str, calls_file: Path, effects: Path, go: Path, worker: str) -> di
 def stall(url: str, key: str, effects: Path, state: Path) -> dict[str, Any]:
     with open_journal(url) as journal:
         claim = journal.claim(key, lease_seconds=1.0)
-        (state / "claimed").write_text(str(claim.fencing_token))
+        # Written whole, then renamed into place: the test polls for the name and must
+        # never read it empty (a plain write_text was once seen half done, under load).
+        (state / "claimed.part").write_text(str(claim.fencing_token))
+        (state / "claimed.part").replace(state / "claimed")
         wait_for(state / "resume")
         report: dict[str, Any] = {"token": claim.fencing_token}
         report["check_token"] = journal.check_token(key, claim.fencing_token)
