@@ -44,6 +44,7 @@ from .call import EXECUTOR_NAMES, CallAccumulator
 from .carrier import Carrier, CarrierCall
 from .errors import Fault, QuarantineReason, ToolCallQuarantined, quarantine, raise_clean
 from .events import ArgumentDelta, TextDelta, WireEvent
+from .framing import FramingDecoder
 from .ledger import Ledger
 from .limits import Limits
 from .policy import PolicyDecision, ReleasedCall, ToolCall
@@ -66,7 +67,7 @@ from .state import (
     wire_of,
 )
 from .wires import WIRES
-from .wires.base import Framer, Normalizer
+from .wires.base import Normalizer
 from .wires.responses_items import Executor
 
 __all__ = ["Attempt", "Carrier", "CarrierCall"]
@@ -107,7 +108,7 @@ class Attempt:
         self._categories = dict(tool_categories or {})
         self._hmac_key = hmac_key
         self._clock = clock
-        self._decoder: Framer = SSEDecoder(max_event_bytes=self.limits.max_event_bytes)
+        self._decoder: FramingDecoder = SSEDecoder(max_event_bytes=self.limits.max_event_bytes)
         self._spec = WIRES[Wire.CHAT]  # until a response of another wire is bound
         self._normalizer: Normalizer = self._spec.normalizer(self.profile)
         self._ledger = Ledger(self.limits, clock)

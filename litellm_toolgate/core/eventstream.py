@@ -22,13 +22,13 @@ The headers that say what a frame is: ``:message-type`` (``event``, ``exception`
 ``error``), ``:event-type`` (the event's name, for an ``event``), ``:content-type``
 (``application/json`` on Bedrock's events) and ``:exception-type`` / ``:error-code``.
 
-:class:`EventStreamDecoder` cuts such a body, fed in any pieces, into its frames, with the
-interface of :class:`~.sse.SSEDecoder` that the attempt and the withholder read (``feed``,
-``feed_fields``, ``flush``, ``discard``, ``error``, ``bytes_seen``): an ``event`` frame is
-reported as a message named by its ``:event-type`` whose data is the payload, as text. It
-does no I/O and judges no JSON: that is the wire's normalizer's work. It is written here,
-not borrowed: botocore's ``EventStreamBuffer`` raises its own exceptions, whose messages
-carry the frame's values, and the core imports neither botocore nor litellm.
+:class:`EventStreamDecoder` cuts such a body, fed in any pieces, into its frames, as a
+:class:`~.framing.FramingDecoder` (the interface the attempt and the withholder read): an
+``event`` frame is reported as a message named by its ``:event-type`` whose data is the
+payload, as text. It does no I/O and judges no JSON: that is the wire's normalizer's work.
+It is written here, not borrowed: botocore's ``EventStreamBuffer`` raises its own
+exceptions, whose messages carry the frame's values, and the core imports neither botocore
+nor litellm.
 
 Rules, each the strict reading of the format:
 
@@ -47,7 +47,7 @@ Rules, each the strict reading of the format:
   ``event`` must name a non-empty ``:event-type`` and, if it has a ``:content-type``, it
   must be ``application/json``. Its payload must be UTF-8 (``invalid_utf8``).
 * At the end of the body (:meth:`flush`) a frame still incomplete was cut short:
-  ``malformed_event``.
+  ``malformed_event`` (:class:`~.framing.FramingDecoder`'s end).
 
 Faults carry only a :class:`~.errors.QuarantineReason`, never body text; after a fault the
 decoder is broken for good, and it never raises inside an ``except`` block.
@@ -57,10 +57,9 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import NoReturn
 
-from .errors import Fault, GateConfigError, QuarantineReason
-from .sse import SSEMessage
+from .errors import Fault, QuarantineReason
+from .framing import FramingDecoder
 
 __all__ = ["EventStreamDecodeError", "EventStreamDecoder", "encode_frame"]
 
@@ -87,58 +86,33 @@ class EventStreamDecodeError(Fault):
     """The frame stream is broken. Holds only a reason, never any body text."""
 
 
-class EventStreamDecoder:
+class EventStreamDecoder(FramingDecoder):
     """Cuts an AWS event-stream body, fed in arbitrary pieces, into its frames."""
 
-    __slots__ = ("_buffer", "_bytes_seen", "_closed", "_error", "_max", "_need")
+    __slots__ = ("_buffer", "_need")
+
+    broken = EventStreamDecodeError
 
     def __init__(self, *, max_event_bytes: int) -> None:
-        if max_event_bytes <= 0:
-            raise GateConfigError("max_event_bytes must be positive")
-        self._max = max_event_bytes
+        super().__init__(max_event_bytes=max_event_bytes)
         self._buffer = bytearray()
         # Bytes the buffer must hold before the next frame is looked at again: a frame
         # dribbled in one-byte pieces is parsed once, not once per piece.
         self._need = PRELUDE
-        self._bytes_seen = 0
-        self._error: QuarantineReason | None = None
-        self._closed = False
 
     @property
     def pending(self) -> bool:
         """True while part of a frame is held."""
         return bool(self._buffer)
 
-    @property
-    def bytes_seen(self) -> int:
-        return self._bytes_seen
-
-    @property
-    def error(self) -> QuarantineReason | None:
-        """The fault found so far: ``feed`` returns the frames completed before it and keeps
-        it here (and every later call raises)."""
-        return self._error
-
     def discard(self) -> None:
         """Drop the frame under assembly; the counts stay."""
         self._buffer = bytearray()
         self._need = PRELUDE
 
-    def _fail(self, reason: QuarantineReason) -> NoReturn:
-        self._error = reason
-        raise EventStreamDecodeError(reason)
-
-    def feed(self, data: bytes) -> list[SSEMessage]:
-        """Consume the next piece; return the frames it completed, as named messages."""
-        return [SSEMessage(event, text, last_id) for event, text, last_id in self.feed_fields(data)]
-
     def feed_fields(self, data: bytes) -> list[tuple[str, str, str | None]]:
         """:meth:`feed`, each event frame as ``(event type, payload text, None)``."""
-        if self._error is not None:
-            self._fail(self._error)
-        if self._closed:
-            raise RuntimeError("feed() after flush()")
-        self._bytes_seen += len(data)
+        self._take(data)
         out: list[tuple[str, str, str | None]] = []
         if not data:
             return out
@@ -176,19 +150,6 @@ class EventStreamDecoder:
         out.append(found)
         self._need = PRELUDE
         return None
-
-    def flush(self) -> list[SSEMessage]:
-        """The body ended: a frame still held was cut short, which is ``malformed_event``.
-        Calling it again is harmless; feeding after it is a programming error."""
-        if self._error is not None:
-            self._fail(self._error)
-        if self._closed:
-            return []
-        self._closed = True
-        if self._buffer:
-            self.discard()
-            self._fail(R.MALFORMED_EVENT)
-        return []
 
 
 def _frame(headers: bytes, payload: bytes) -> tuple[str, str, str | None] | QuarantineReason:

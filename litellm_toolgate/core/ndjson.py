@@ -3,10 +3,9 @@
 Ollama streams ``/api/chat`` as ``application/x-ndjson``: one JSON object per line, each
 written with a newline after it (``server/routes.go``, ``streamResponse``: "Delineate chunks
 with new-line delimiter"; ``docs/api/streaming.mdx``). :class:`NDJSONDecoder` cuts such a
-body, fed in any pieces, into its lines, with the interface of :class:`~.sse.SSEDecoder`
-that the attempt and the withholder read (``feed``, ``feed_fields``, ``flush``,
-``discard``, ``error``, ``bytes_seen``), each line reported as an unnamed message whose data
-is the line. It does no I/O and judges no JSON: that is the wire's normalizer's work.
+body, fed in any pieces, into its lines, as a :class:`~.framing.FramingDecoder` (the
+interface the attempt and the withholder read), each line reported as an unnamed message
+whose data is the line. It does no I/O and judges no JSON: that is the wire's normalizer's work.
 
 Rules, each the strict reading of the format:
 
@@ -17,7 +16,8 @@ Rules, each the strict reading of the format:
   inside a character anywhere is harmless.
 * A line (complete or still arriving) longer than ``max_event_bytes`` is ``event_too_large``,
   checked on every piece so the outcome does not depend on the split.
-* At the end of the body (:meth:`flush`) a line without its newline is ``malformed_event``:
+* At the end of the body (:meth:`flush`) a line without its newline is ``malformed_event``
+  (:class:`~.framing.FramingDecoder`'s end):
   the server ends every object with one, so such a line was cut short, or is bytes after
   the last object that no one would read.
 
@@ -27,10 +27,8 @@ decoder is broken for good, and it never raises inside an ``except`` block.
 
 from __future__ import annotations
 
-from typing import NoReturn
-
-from .errors import Fault, GateConfigError, QuarantineReason
-from .sse import SSEMessage
+from .errors import Fault, QuarantineReason
+from .framing import FramingDecoder
 
 __all__ = ["NDJSONDecodeError", "NDJSONDecoder"]
 
@@ -41,56 +39,31 @@ class NDJSONDecodeError(Fault):
     """The line stream is broken. Holds only a reason, never any body text."""
 
 
-class NDJSONDecoder:
+class NDJSONDecoder(FramingDecoder):
     """Cuts a newline-delimited body, fed in arbitrary pieces, into its lines."""
 
-    __slots__ = ("_bytes_seen", "_closed", "_error", "_max", "_partial")
+    __slots__ = ("_partial",)
+
+    broken = NDJSONDecodeError
 
     def __init__(self, *, max_event_bytes: int) -> None:
-        if max_event_bytes <= 0:
-            raise GateConfigError("max_event_bytes must be positive")
-        self._max = max_event_bytes
+        super().__init__(max_event_bytes=max_event_bytes)
         # The unterminated line: one growing buffer, so a line dribbled in one-byte reads
         # costs its bytes, not an object per read.
         self._partial = bytearray()
-        self._bytes_seen = 0
-        self._error: QuarantineReason | None = None
-        self._closed = False
 
     @property
     def pending(self) -> bool:
         """True while a partial line is held."""
         return bool(self._partial)
 
-    @property
-    def bytes_seen(self) -> int:
-        return self._bytes_seen
-
-    @property
-    def error(self) -> QuarantineReason | None:
-        """The fault found so far: ``feed`` returns the lines completed before it and keeps
-        it here (and every later call raises)."""
-        return self._error
-
     def discard(self) -> None:
         """Drop the line under assembly; the counts stay."""
         self._partial = bytearray()
 
-    def _fail(self, reason: QuarantineReason) -> NoReturn:
-        self._error = reason
-        raise NDJSONDecodeError(reason)
-
-    def feed(self, data: bytes) -> list[SSEMessage]:
-        """Consume the next piece; return the lines it completed, as unnamed messages."""
-        return [SSEMessage(event, text, last_id) for event, text, last_id in self.feed_fields(data)]
-
     def feed_fields(self, data: bytes) -> list[tuple[str, str, str | None]]:
         """:meth:`feed`, each line as ``("", line, None)``."""
-        if self._error is not None:
-            self._fail(self._error)
-        if self._closed:
-            raise RuntimeError("feed() after flush()")
-        self._bytes_seen += len(data)
+        self._take(data)
         out: list[tuple[str, str, str | None]] = []
         if not data:
             return out
@@ -122,19 +95,6 @@ class NDJSONDecoder:
             if len(partial) - (partial[-1:] == b"\r") > limit:
                 self._error = R.EVENT_TOO_LARGE
         return out
-
-    def flush(self) -> list[SSEMessage]:
-        """The body ended: a line still held had no newline, which is ``malformed_event``.
-        Calling it again is harmless; feeding after it is a programming error."""
-        if self._error is not None:
-            self._fail(self._error)
-        if self._closed:
-            return []
-        self._closed = True
-        if self._partial:
-            self.discard()
-            self._fail(R.MALFORMED_EVENT)
-        return []
 
 
 def _utf8(line: bytes) -> str | None:

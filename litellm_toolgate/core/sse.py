@@ -37,26 +37,13 @@ otherwise ride along as ``__context__``. After a fault the decoder is broken for
 from __future__ import annotations
 
 import codecs
-from dataclasses import dataclass
-from typing import NoReturn
 
-from .errors import Fault, GateConfigError, QuarantineReason
+from .errors import Fault, QuarantineReason
+from .framing import FramingDecoder, SSEMessage
 
 __all__ = ["SSEDecodeError", "SSEDecoder", "SSEMessage"]
 
 _BOM = "\ufeff"
-
-
-@dataclass(frozen=True, slots=True)
-class SSEMessage:
-    """One dispatched event."""
-
-    event: str
-    """The ``event`` field; ``""`` when none was given (the default "message" type)."""
-    data: str
-    """The ``data`` lines joined with LF."""
-    id: str | None
-    """The last ``id`` field of this message, or ``None`` if it had none."""
 
 
 class SSEDecodeError(Fault):
@@ -69,7 +56,7 @@ def _nbytes(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode())
 
 
-class SSEDecoder:
+class SSEDecoder(FramingDecoder):
     """Turns an event stream, fed in arbitrary pieces, into :class:`SSEMessage` objects.
 
     ``max_event_bytes`` bounds the memory one message can pin: the UTF-8 bytes of the line
@@ -81,15 +68,11 @@ class SSEDecoder:
     """
 
     __slots__ = (
-        "_bytes_seen",
-        "_closed",
         "_comments",
         "_data",
         "_data_bytes",
-        "_error",
         "_event",
         "_id",
-        "_max",
         "_partial",
         "_partial_bytes",
         "_skip_lf",
@@ -97,10 +80,10 @@ class SSEDecoder:
         "_utf8",
     )
 
+    broken = SSEDecodeError
+
     def __init__(self, *, max_event_bytes: int) -> None:
-        if max_event_bytes <= 0:
-            raise GateConfigError("max_event_bytes must be positive")
-        self._max = max_event_bytes
+        super().__init__(max_event_bytes=max_event_bytes)
         self._utf8 = codecs.getincrementaldecoder("utf-8")("strict")
         self._started = False  # has any text been decoded yet (the BOM is only at the start)
         self._skip_lf = False  # the last chunk ended in CR: an LF next is the same line end
@@ -111,9 +94,6 @@ class SSEDecoder:
         self._data_bytes = 0
         self._id: str | None = None
         self._comments = 0
-        self._bytes_seen = 0
-        self._error: QuarantineReason | None = None
-        self._closed = False
 
     @property
     def pending(self) -> bool:
@@ -125,11 +105,6 @@ class SSEDecoder:
         """Comment lines seen so far."""
         return self._comments
 
-    @property
-    def bytes_seen(self) -> int:
-        """Bytes fed so far."""
-        return self._bytes_seen
-
     def discard(self) -> None:
         """Drop what is held (the line and the message under assembly); the counts stay."""
         self._partial = []
@@ -140,35 +115,13 @@ class SSEDecoder:
         self._id = None
         self._utf8.reset()
 
-    def _fail(self, reason: QuarantineReason) -> NoReturn:
-        self._error = reason
-        raise SSEDecodeError(reason)
-
-    @property
-    def error(self) -> QuarantineReason | None:
-        """The fault found so far, if any.
-
-        ``feed`` returns the messages completed before a fault and records the fault here;
-        the caller checks it after handling them (and every later call raises). So what is
-        dispatched before a fault never depends on how the stream was split.
-        """
-        return self._error
-
-    def feed(self, data: bytes) -> list[SSEMessage]:
-        """Consume the next piece of the stream; return the messages it completed."""
-        return [SSEMessage(event, text, last_id) for event, text, last_id in self.feed_fields(data)]
-
     def feed_fields(self, data: bytes) -> list[tuple[str, str, str | None]]:
         """:meth:`feed`, with each message as its ``(event, data, id)`` fields.
 
         The same messages, the same faults; only no object is built per message, which is
         a measurable share of the attempt's work per event (the attempt reads this).
         """
-        if self._error is not None:
-            self._fail(self._error)
-        if self._closed:
-            raise RuntimeError("feed() after flush()")
-        self._bytes_seen += len(data)
+        self._take(data)
         valid: bytes | None = None
         try:
             text = self._utf8.decode(data, False)
@@ -292,19 +245,10 @@ class SSEDecoder:
         self._id = last_id
         self._comments = comments
 
-    def flush(self) -> list[SSEMessage]:
-        """Signal the end of the stream.
-
-        Per the spec a message without its closing blank line is discarded, so this returns
-        ``[]``; afterwards :attr:`pending` tells whether something was discarded. A byte
-        sequence cut off mid-character raises ``SSEDecodeError(INVALID_UTF8)``. Calling it
-        again is harmless; feeding after it is a programming error.
-        """
-        if self._error is not None:
-            self._fail(self._error)
-        if self._closed:
-            return []
-        self._closed = True
+    def _end(self) -> QuarantineReason | None:
+        """Per the spec a message without its closing blank line is discarded, so the end
+        reveals no cut message (afterwards :attr:`pending` tells whether something was
+        discarded); a byte sequence cut off mid-character is ``invalid_utf8``."""
         # A trailing lone CR already ended its line in feed(); only the UTF-8 tail is left.
         # Strict UTF-8 can leave only an incomplete prefix behind, which final=True rejects,
         # so a successful call produces no text.
@@ -313,6 +257,4 @@ class SSEDecoder:
             self._utf8.decode(b"", True)
         except UnicodeDecodeError:
             failed = True
-        if failed:
-            self._fail(QuarantineReason.INVALID_UTF8)
-        return []
+        return QuarantineReason.INVALID_UTF8 if failed else None

@@ -50,11 +50,12 @@ from typing import Any
 
 from .attempt import Attempt, Carrier
 from .errors import QuarantineReason, ToolCallQuarantined
+from .framing import FramingDecoder
 from .policy import ToolCall
 from .sse import SSEMessage
 from .state import Wire
 from .wires import WIRES
-from .wires.base import Framer, LiveRule
+from .wires.base import LiveRule
 
 R = QuarantineReason
 
@@ -112,7 +113,8 @@ class Withholder:
         self._checks = checks or {}
         self._body_check = body_check
         self._on_decided = on_decided
-        self._framer: Framer | None = None  # the wire's framing, made once the wire is known
+        # The wire's framing, made once the wire is known.
+        self._framer: FramingDecoder | None = None
         self._live: tuple[Wire, LiveRule] | None = None  # the wire's rule, made for this body
         self._held: list[bytes] = []
         self.decided = False  # reading is over: the decision is under way or made

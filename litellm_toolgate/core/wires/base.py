@@ -42,8 +42,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..carrier import Carrier
 from ..errors import QuarantineReason
 from ..events import WireEvent
+from ..framing import FramingDecoder, SSEMessage
 from ..profiles import Profile
-from ..sse import SSEDecoder, SSEMessage
+from ..sse import SSEDecoder
 from ..state import Wire
 
 if TYPE_CHECKING:
@@ -79,25 +80,6 @@ class Normalizer(Protocol):
     def message(self, message: SSEMessage) -> list[WireEvent]: ...
 
     def body(self, data: str) -> list[WireEvent]: ...
-
-
-class Framer(Protocol):
-    """A body's framing decoder (:class:`~..sse.SSEDecoder` and its kin): pieces of body
-    in, decoded messages out; its fault kept in :attr:`error` (see ``sse.py``)."""
-
-    @property
-    def bytes_seen(self) -> int: ...
-
-    @property
-    def error(self) -> QuarantineReason | None: ...
-
-    def feed(self, data: bytes) -> list[SSEMessage]: ...
-
-    def feed_fields(self, data: bytes) -> list[tuple[str, str, str | None]]: ...
-
-    def flush(self) -> list[SSEMessage]: ...
-
-    def discard(self) -> None: ...
 
 
 class LiveRule(Protocol):
@@ -144,7 +126,7 @@ class WireSpec:
     def __init__(self, wire: Wire) -> None:
         self.wire = wire
 
-    def decoder(self, max_event_bytes: int) -> Framer:
+    def decoder(self, max_event_bytes: int) -> FramingDecoder:
         """A framing decoder for one body (SSE unless the wire says otherwise)."""
         return SSEDecoder(max_event_bytes=max_event_bytes)
 
@@ -267,7 +249,6 @@ def bridged_anthropic_matches(ledger: LedgerView, carrier: Carrier) -> bool:
 
 
 __all__ = [
-    "Framer",
     "Known",
     "LiveRule",
     "Normalizer",
