@@ -13,7 +13,6 @@ exact calls released (in one chunk, after every text chunk, under the wire's ids
 from __future__ import annotations
 
 import json
-from importlib.metadata import version
 from typing import Any
 
 import litellm
@@ -32,16 +31,11 @@ FIXTURES, MANIFEST, CASES = OLLAMA.folder, OLLAMA.manifest, OLLAMA.cases
 STREAMED, WHOLE = OLLAMA.streamed, OLLAMA.whole
 SPLITS = {"whole": None, "split": [1, 7, 13, 2, 64]}
 NDJSON = "application/x-ndjson"
-# Where the outcome through litellm's chat carrier may differ from the core's. litellm
-# 1.110.2 numbers the calls of each line from 0, so two calls in two lines both arrive as tool
-# index 0 and its chunks merge them into one call: the cross-check refuses what litellm would
-# hand the caller. litellm 1.108.7 numbers them 0 and 1, and the calls are released. Either
-# way no merged call reaches the caller.
-# litellm 1.110 numbers two id-less calls of two lines both 0 and merges them into one
-# broken call, which the carrier check refuses; 1.108.7 numbers them apart, and the gate
-# releases both exactly. Each version is held to its own outcome.
-LITELLM_MERGES_CALLS = tuple(int(x) for x in version("litellm").split(".")[:2]) >= (1, 110)
-MERGED_BY_LITELLM = {"two_calls_two_lines_without_ids"}
+# Where the outcome through litellm's chat carrier differs from the core's (the manifest's
+# via_litellm): litellm 1.110 numbers the calls of each line from 0, so two calls in two lines
+# both arrive as tool index 0 and its chunks merge them into one call, which the cross-check
+# refuses; 1.108.7 numbers them apart and the calls are released. Either way no merged call
+# reaches the caller.
 MODES = [(False, "whole"), (True, "split")]
 BOTH = {"multiply_basic", "two_calls_one_line", "error_mid_stream", "crlf_lines"}
 PARAMS = [
@@ -63,7 +57,7 @@ def run(
 def test_every_streamed_fixture(
     upstream: FakeUpstream, name: str, asynchronous: bool, split: str
 ) -> None:
-    case = dict(CASES[name])
+    case = OLLAMA.through_litellm(name)  # where litellm merges calls: carrier_mismatch
     body = (FIXTURES / case["body"]).read_bytes()
     upstream.enqueue(Scripted(body, content_type=NDJSON, chunk_sizes=SPLITS[split]))
     gate = ToolGate(MANIFEST["tools"])
@@ -71,8 +65,6 @@ def test_every_streamed_fixture(
         chunks, error = run(gate, upstream, asynchronous)
     finally:
         gate.close()
-    if name in MERGED_BY_LITELLM and LITELLM_MERGES_CALLS:
-        case.update(expect="quarantine", reason="carrier_mismatch")
     assert upstream.requests[-1]["stream"] is True
     released = tool_calls(chunks)
     if case["expect"] == "release":

@@ -376,19 +376,27 @@ def test_cases_are_classified_unchanged_fixed_or_regressed() -> None:
     ]
 
 
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def some_fixtures(wire: str, keep: list[str], into: Path) -> Path:
+    """A copy of a few of ``fixtures/<wire>``'s cases under ``into/<wire>``."""
+    manifest = json.loads((FIXTURES / wire / "manifest.json").read_text())
+    manifest["cases"] = [c for c in manifest["cases"] if c["name"] in keep]
+    assert len(manifest["cases"]) == len(keep)
+    folder = into / wire
+    folder.mkdir()
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    for case in manifest["cases"]:
+        (folder / case["body"]).write_bytes((FIXTURES / wire / case["body"]).read_bytes())
+    return folder
+
+
 def test_verify_runs_under_two_interpreters(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """Each interpreter replays the same fixtures; a case both pass is unchanged."""
-    chat = Path(__file__).resolve().parent.parent / "fixtures" / "chat"
-    manifest = json.loads((chat / "manifest.json").read_text())
-    keep = ["multiply_basic", "finish_without_done"]
-    manifest["cases"] = [c for c in manifest["cases"] if c["name"] in keep]
-    folder = tmp_path / "chat"
-    folder.mkdir()
-    (folder / "manifest.json").write_text(json.dumps(manifest))
-    for case in manifest["cases"]:
-        (folder / case["body"]).write_bytes((chat / case["body"]).read_bytes())
+    some_fixtures("chat", ["multiply_basic", "finish_without_done"], tmp_path)
     code = main(["verify", str(tmp_path), "--python", sys.executable, "--python", sys.executable])
     out = capsys.readouterr().out
     assert code == 0, out
@@ -409,3 +417,50 @@ def test_the_standalone_fake_upstream_answers_the_probe_in_personalities() -> No
     assert standard.endswith(b"data: [DONE]\n\n")
     demo = demo_answer({"model": "gpt-4o-mini", "stream": True, "messages": []}).body
     assert b"multiply" in demo  # any other request: the demo's recorded call, as before
+
+
+# ---- the wires of whole calls and event-stream frames ------------------------------------------
+# A released case, a refused one and a whole body of each, and where litellm's chunks differ
+# from the wire, that case too (its manifest's via_litellm says what this litellm gives).
+WIRE_SAMPLES = {
+    "gemini": ["multiply_basic", "call_then_safety", "whole_multiply"],
+    "ollama": ["multiply_basic", "eof_before_done", "two_calls_two_lines_without_ids"],
+    "bedrock": [
+        "multiply_basic",
+        "bad_message_crc",
+        "whole_two_calls",
+        "no_input_for_a_tool_with_required_fields",
+    ],
+}
+
+
+def test_verify_replays_the_gemini_ollama_and_bedrock_fixtures(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Each folder is replayed on its own wire's route (not as chat), and a cut body fails."""
+    for wire, keep in WIRE_SAMPLES.items():
+        some_fixtures(wire, keep, tmp_path)
+    code, out = verify(capsys, tmp_path)
+    assert code == 0, out
+    assert "gemini (route gemini/gemini-2.5-flash, wire gemini)" in out
+    assert "ollama (route ollama_chat/qwen3:8b, wire ollama)" in out
+    assert re.search(r"^bedrock \(route bedrock/converse/\S+, wire bedrock\)$", out, re.M)
+    assert "10 fixture(s), 0 with differences" in out
+    assert "ok    bad_message_crc: quarantine malformed_event" in out
+    body = tmp_path / "bedrock" / "multiply_basic.eventstream"
+    body.write_bytes(body.read_bytes()[:-40])
+    code, out = verify(capsys, tmp_path / "bedrock")
+    assert code == 1
+    assert "DIFF  multiply_basic: expected release (1 call(s))" in out
+
+
+def test_verify_refuses_a_wire_it_does_not_read(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = some_fixtures("ollama", ["multiply_basic"], tmp_path)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "wire": "cohere"}))
+    code = main(["verify", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert "the wire 'cohere' is not one the gate reads" in captured.err

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conftest import CANARY
+from conftest import CANARY, expected
 
 from litellm_toolgate.core import (
     Attempt,
@@ -45,6 +45,15 @@ class Fixtures:
 
     def body(self, name: str) -> bytes:
         return (self.folder / self.cases[name]["body"]).read_bytes()
+
+    def through_litellm(self, name: str) -> dict[str, Any]:
+        """The case as expected through this litellm version: its ``via_litellm`` outcome
+        where litellm's chunks differ from the wire, else the wire's."""
+        case = dict(self.cases[name])
+        case["expect"], case["reason"] = expected(case)
+        if case["reason"] is None:
+            del case["reason"]
+        return case
 
 
 class CoreWire(Fixtures):

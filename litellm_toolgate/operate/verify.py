@@ -17,7 +17,15 @@ Where a case runs:
   natively), the case route's profile (``lm_studio/...``) given as ``route_profiles``; a
   recorded route is replayed on itself;
 * Anthropic wire: ``gate.completion`` on ``anthropic/claude-sonnet-4-5`` (or the recorded
-  route), streamed or whole as the case says.
+  route), streamed or whole as the case says;
+* Gemini, Ollama and Bedrock wires (``fixtures/gemini``, ``fixtures/ollama``,
+  ``fixtures/bedrock``): ``gate.completion`` on ``gemini/gemini-2.5-flash``,
+  ``ollama_chat/qwen3:8b`` and ``bedrock/converse/<the manifest's model>`` (with throwaway
+  AWS credentials: litellm signs the request), each body served with its wire's media type.
+
+A manifest's wire is its ``wire`` entry, or else its folder's name when that names a wire,
+or else chat (``fixtures/profiles``, a folder of chat recordings); a ``wire`` entry that
+names no wire the gate reads is an error (exit 2), never replayed as another.
 
 A case's ``via_litellm`` entry (the outcome through a given litellm version, where litellm
 mangles a valid wire) overrides its expected outcome on that version; ``transport`` cuts
@@ -43,6 +51,8 @@ from typing import Any, TextIO
 
 from ..core.limits import Limits
 from ..core.profiles import PROFILES
+from ..core.state import Wire
+from ..core.wires import WIRES
 from ..demo.upstream import FakeUpstream, Scripted
 from .observed import ObservedGate
 from .probe import run_request
@@ -50,10 +60,38 @@ from .record import versions
 
 __all__ = ["Case", "classify", "cross_verify", "load_cases", "verify"]
 
-_WIRES = ("chat", "responses", "anthropic")
 _RESPONSES_MODEL = "openai/gpt-4o-mini"
-_ANTHROPIC_MODEL = "anthropic/claude-sonnet-4-5"
 _CHAT_MODEL = "cometapi/gpt-4o-mini"
+_AWS = {
+    "aws_access_key_id": "AKIDVERIFY",
+    "aws_secret_access_key": "not-a-secret",
+    "aws_region_name": "us-east-1",
+}
+
+
+@dataclass(frozen=True)
+class _Replay:
+    """How one wire's fixtures are replayed through litellm: its route unless the manifest
+    or case names one, whether litellm is given the server's root (not ``/v1``), and what
+    else the route's call needs."""
+
+    model: str | None
+    root: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+_REPLAYS: dict[str, _Replay] = {
+    "chat": _Replay(_CHAT_MODEL, root=False),
+    "responses": _Replay(_RESPONSES_MODEL, root=False),
+    "anthropic": _Replay("anthropic/claude-sonnet-4-5"),
+    "gemini": _Replay("gemini/gemini-2.5-flash"),
+    "ollama": _Replay("ollama_chat/qwen3:8b"),
+    "bedrock": _Replay(None, extra=_AWS),  # bedrock/converse/<the manifest's model>
+}
+
+
+class UnknownWire(ValueError):
+    """A manifest names a wire the gate does not read."""
 
 
 @dataclass
@@ -74,6 +112,7 @@ class Case:
     calls: list[tuple[str | None, str | None]] | None
     transport: dict[str, int]
     chunk_sizes: list[int] | None
+    media: str = "text/event-stream"
 
 
 # Where the outcome through litellm's chat carrier differs from the core's on every litellm
@@ -115,19 +154,21 @@ def load_cases(root: Path) -> list[Case]:
                 chat_tools = json.loads(chat_manifest.read_text("utf-8"))["tools"]
             tools = chat_tools
         for case in manifest.get("cases", []):
-            wire = case.get("wire") or manifest.get("wire") or folder.name
-            if wire not in _WIRES:
-                wire = "chat"
+            wire = case.get("wire") or manifest.get("wire")
+            if wire is None:
+                wire = folder.name if folder.name in _REPLAYS else "chat"
+            elif wire not in _REPLAYS:
+                raise UnknownWire(f"{path}: the wire {str(wire)[:40]!r} is not one the gate reads")
             route = case.get("route") or manifest.get("route")
+            if route is None and wire == "bedrock" and isinstance(manifest.get("model"), str):
+                route = "bedrock/converse/" + manifest["model"]
             profiles: dict[str, str] = dict((recorded or {}).get("route_profiles") or {})
             if wire == "responses" and not recorded:
                 model = _RESPONSES_MODEL
                 prefix = (route or "openai/").split("/", 1)[0]
                 profiles = {model: prefix if prefix in PROFILES else "strict"}
-            elif wire == "anthropic":
-                model = route or _ANTHROPIC_MODEL
             else:
-                model = route or _CHAT_MODEL
+                model = route or _REPLAYS[wire].model or ""
             body_name = case["body"]
             expect, reason = _litellm_prefix_outcome(case, litellm)
             if not recorded:
@@ -147,9 +188,15 @@ def load_cases(root: Path) -> list[Case]:
                     calls=_calls(case),
                     transport=dict(case.get("transport") or {}),
                     chunk_sizes=case.get("chunk_sizes"),
+                    media=_media(wire),
                 )
             )
     return cases
+
+
+def _media(wire: str) -> str:
+    """The media type of the wire's streamed body (SSE but for Ollama's and Bedrock's)."""
+    return WIRES[Wire(wire)].media[True]
 
 
 # ---- one replay ------------------------------------------------------------------------------
@@ -158,6 +205,7 @@ def _scripted(case: Case) -> Scripted:
         return Scripted(case.body, content_type="application/json")
     return Scripted(
         case.body,
+        content_type=case.media,
         chunk_sizes=case.chunk_sizes or [64],
         disconnect_after=case.transport.get("disconnect_after"),
         stall_after=case.transport.get("stall_after"),
@@ -175,8 +223,15 @@ def _kwargs(case: Case, upstream: FakeUpstream) -> tuple[str, dict[str, Any]]:
     message = [{"role": "user", "content": "Replay the recorded answer."}]
     if case.wire == "responses":
         return "responses", {**common, "input": message, "api_base": upstream.base_url}
-    base = upstream.root_url if case.wire == "anthropic" else upstream.base_url
-    return "chat", {**common, "messages": message, "api_base": base, "num_retries": 0}
+    replay = _REPLAYS[case.wire]
+    base = upstream.root_url if replay.root else upstream.base_url
+    return "chat", {
+        **common,
+        **replay.extra,
+        "messages": message,
+        "api_base": base,
+        "num_retries": 0,
+    }
 
 
 def replay(case: Case, upstream: FakeUpstream, *, asynchronous: bool) -> dict[str, Any]:
@@ -274,8 +329,13 @@ def describe(actual: dict[str, Any]) -> str:
 
 
 def verify(root: Path, out: TextIO, *, json_path: Path | None = None) -> int:
-    """Replay every case under ``root``; print expected vs actual; 1 on any difference."""
-    cases = load_cases(root)
+    """Replay every case under ``root``; print expected vs actual; 1 on any difference, 2
+    when a manifest names a wire the gate does not read."""
+    try:
+        cases = load_cases(root)
+    except UnknownWire as exc:
+        sys.stderr.write(f"toolgate verify: {exc}\n")
+        return 2
     results: list[dict[str, Any]] = []
     failed = 0
     with FakeUpstream() as upstream:
