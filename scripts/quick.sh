@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The contributor's quick check: one litellm version (.venv, 1.110.2), no proxy environment,
 # no fuzzing. Lint, types, then the suite without the byte-by-byte replays (marker `slow`),
-# without the real-proxy tests, and with the generated attack streams cut to a tenth
-# (TOOLGATE_ATTACK_SCALE=0.1). A few minutes on two cores. CI runs scripts/test.sh, not this.
+# without the real-proxy tests, with the generated attack streams cut to a tenth
+# (TOOLGATE_ATTACK_SCALE=0.1) and the callback's fixture-by-route matrix rotated
+# (TOOLGATE_MATRIX=rotate). A few minutes on two cores. CI runs scripts/test.sh, not this.
 # Extra arguments go to pytest (e.g. `bash scripts/quick.sh tests/test_docs.py`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP=True
 # set, a server that is not there fails the run instead of skipping.
 export TOOLGATE_TEST_POSTGRES_URL="${TOOLGATE_TEST_POSTGRES_URL:-postgresql://postgres@127.0.0.1:5432/test}"
 export TOOLGATE_ATTACK_SCALE="${TOOLGATE_ATTACK_SCALE:-0.1}"
+export TOOLGATE_MATRIX="${TOOLGATE_MATRIX:-rotate}"
 .venv/bin/ruff check litellm_toolgate tests fixtures bench
 .venv/bin/ruff format --check litellm_toolgate tests fixtures bench
 .venv/bin/mypy --strict litellm_toolgate bench

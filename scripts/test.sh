@@ -4,7 +4,9 @@
 #   lane 1: the whole suite on litellm 1.110.2 (.venv), its footprint suite, the fuzz
 #           harnesses for a few seconds each, then the 10,000-call soak in a process of its
 #           own (it judges its own process's resident memory, which the other lane does
-#           not move);
+#           not move); with the soak it is the longer lane, so the callback's fixture-by-
+#           route matrix runs rotated here (TOOLGATE_MATRIX=rotate: every fixture, sync and
+#           async, on one route each, the routes in turn) and whole in lane 2;
 #   lane 2: every suite that touches litellm again on litellm 1.108.7
 #           (.venv-litellm-1.108.7) with the real proxies, then its footprint suite.
 # Lane 1 prints as it goes; lane 2's output follows when both are done. Every step runs
@@ -33,7 +35,7 @@ lane_new() {
     echo "   (the real-proxy tests, ${proxy_tests[*]}, are left out here: litellm 1.110.2's [proxy]"
     echo "    extra does not resolve on the registry; they run on 1.108.7 in lane 2)"
     local rc=0
-    "${pytest_new[@]}" "${proxy_tests[@]/#/--ignore=}" \
+    TOOLGATE_MATRIX=rotate "${pytest_new[@]}" "${proxy_tests[@]/#/--ignore=}" \
         "${own_process[@]/#/--ignore=}" "$@" || rc=1
     "${pytest_new[@]}" tests/test_sync_footprint.py "$@" || rc=1
     echo "== fuzzing, time-boxed (tests/fuzz/run.py) =="
