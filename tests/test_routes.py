@@ -34,6 +34,7 @@ from conftest import CASES as CHAT_CASES
 from conftest import MANIFEST as CHAT_MANIFEST
 from conftest import body_of
 from routeserver import RouteServer
+from vertexauth import CLAUDE_MODEL, GEMINI_MODEL, vertex_args
 
 from litellm_toolgate import (
     Party,
@@ -72,7 +73,8 @@ MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "cerebras": ("cerebras/llama3.1-8b", {}),
     "anthropic": ("anthropic/claude-3-5-sonnet-20241022", {}),
     "gemini": ("gemini/gemini-1.5-pro", {}),
-    "vertex_ai": ("vertex_ai/gemini-1.5-pro", {"vertex_project": "p", "vertex_location": "l"}),
+    # vertex_ai/ with a Google token from a loopback token endpoint (tests/vertexauth.py).
+    "vertex_ai": (GEMINI_MODEL, vertex_args()),
     "bedrock": (
         "bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0",
         {
@@ -86,9 +88,12 @@ MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "watsonx": ("watsonx/ibm/granite-13b-chat-v2", {"project_id": "p"}),
     "litellm_proxy": ("litellm_proxy/gpt-4o-mini", {}),
 }
-# Also: an OpenAI model on azure_ai is litellm's azure route.
-ROWS = [*MODELS, "azure_ai:openai-model"]
+# Also: an OpenAI model on azure_ai is litellm's azure route; vertex_ai/ gates Claude (on
+# Anthropic's wire) and refuses its other partner models.
+ROWS = [*MODELS, "azure_ai:openai-model", "vertex_ai:claude", "vertex_ai:mistral"]
 MODELS["azure_ai:openai-model"] = ("azure_ai/gpt-4o", {"api_version": "2024-10-21"})
+MODELS["vertex_ai:claude"] = (CLAUDE_MODEL, vertex_args())
+MODELS["vertex_ai:mistral"] = ("vertex_ai/mistral-large@2407", vertex_args())
 
 ANTHROPIC = RESPONSES.parent / "anthropic"
 OLLAMA = RESPONSES.parent / "ollama"
@@ -101,6 +106,7 @@ GOOD = {
     "/api/chat": (OLLAMA / "multiply_basic.ndjson").read_bytes(),
     ":streamGenerateContent": (GEMINI / "multiply_basic.sse").read_bytes(),
     "/converse-stream": (BEDROCK / "multiply_basic.eventstream").read_bytes(),
+    ":streamRawPredict": (ANTHROPIC / "multiply_basic.sse").read_bytes(),  # Claude on Vertex
 }
 BROKEN = {
     "/chat/completions": body_of(CHAT_CASES["args_invalid_json"]),
@@ -112,6 +118,7 @@ BROKEN = {
     # Gemini's too (an object, not text): a call cut by the token limit.
     ":streamGenerateContent": (GEMINI / "call_then_max_tokens.sse").read_bytes(),
     "/converse-stream": (BEDROCK / "arguments_cut.eventstream").read_bytes(),
+    ":streamRawPredict": (ANTHROPIC / "arguments_truncated.sse").read_bytes(),
 }
 CONTENT_TYPES = {
     "/api/chat": "application/x-ndjson",
@@ -286,6 +293,28 @@ def test_custom_llm_provider_picks_the_route() -> None:
     with pytest.raises(RouteNotGated) as refused:
         route_for({"model": f"invoke/{claude}", "custom_llm_provider": "bedrock"}, Api.CHAT)
     assert refused.value.route == "bedrock"
+    # vertex_ai/: per model, as litellm routes it: Gemini (generateContent) and Claude
+    # (Anthropic's Messages through rawPredict) are gated, every other model refused.
+    for model in ("gemini-2.5-flash", "claude-sonnet-4@20250514", "claude-3-5-haiku@20241022"):
+        decision = route_for({"model": model, "custom_llm_provider": "vertex_ai"}, Api.CHAT)
+        assert isinstance(decision, Gated)
+    for model in (
+        "mistral-large@2407",
+        "codestral-2501",
+        "jamba-1.5-large@001",
+        "meta/llama-3.1-405b-instruct-maas",
+        "deepseek-ai/deepseek-r1-0528-maas",
+        "qwen/qwen3-coder-480b-a35b-instruct-maas",
+        "openai/gpt-oss-120b-maas",
+        "gemma/gemma-3-12b-it",
+        "chat-bison",
+        "1234567890",
+    ):
+        with pytest.raises(RouteNotGated) as refused:
+            route_for({"model": model, "custom_llm_provider": "vertex_ai"}, Api.CHAT)
+        assert refused.value.route == "vertex_ai", model
+    with pytest.raises(RouteNotGated):  # litellm's Responses bridge is not cross-checked
+        route_for({"model": "vertex_ai/gemini-2.5-flash"}, Api.RESPONSES)
 
 
 def test_a_path_the_gate_does_not_read_is_local() -> None:
@@ -319,8 +348,13 @@ def test_toolgate_routes_prints_the_table(capsys: pytest.CaptureFixture[str]) ->
 
 @pytest.mark.parametrize(
     "model",
-    # bedrock/'s invoke/ models are refused by every face (its Converse models are gated).
-    ["bedrock/invoke/anthropic.claude-3-5-sonnet-20240620-v1:0", "x/y"],
+    # bedrock/'s invoke/ models are refused by every face (its Converse models are gated), so
+    # are vertex_ai/'s partner models other than Claude.
+    [
+        "bedrock/invoke/anthropic.claude-3-5-sonnet-20240620-v1:0",
+        "vertex_ai/mistral-large@2407",
+        "x/y",
+    ],
 )
 def test_the_callback_refuses_before_sending(server: RouteServer, model: str) -> None:
     from litellm_toolgate import ToolGateGuardrail
