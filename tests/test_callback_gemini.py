@@ -24,7 +24,7 @@ import litellm
 import pytest
 from conftest import CANARY
 from loopback import ask_multiply
-from vertexauth import GEMINI_MODEL, vertex_args
+from vertexauth import GEMINI_MODEL, long_decode, vertex_args
 from wirecases import Fixtures
 
 from litellm_toolgate import (
@@ -313,3 +313,32 @@ def test_legacy_functions_are_refused_as_toolgate_refuses_them(
     assert fault.reason is R.CARRIER_MISMATCH
     assert not any(c.choices and c.choices[0].delta.function_call for c in chunks)
     assert _assembled(chunks) == []
+
+
+@pytest.mark.usefixtures("gate")
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_vertex_long_decode_hops_are_refused(asynchronous: bool) -> None:
+    """An answer in two hops (Vertex's ``CONTINUATION`` and a ``continuationToken``, which
+    plain litellm follows with a second request and splices, handing over the second hop's
+    call: test_gate_gemini): the callback withholds the first hop whole, and its finish is
+    none a call or a finished answer is released under, so it is refused there
+    (``finish_reason_mismatch``) and the second hop is never asked for."""
+    with FakeUpstream() as own:
+        paths = long_decode(own)
+        args = ask_multiply(own, GEMINI_MODEL, MANIFEST["tools"][:1], **vertex_args())
+        args.update(stream=True, max_tokens=1000)
+        chunks: list[Any] = []
+
+        async def go() -> None:
+            async for chunk in await litellm.acompletion(**args):
+                chunks.append(chunk)
+
+        with pytest.raises(Exception) as caught:
+            if asynchronous:
+                asyncio.run(go())
+            else:
+                chunks.extend(litellm.completion(**args))
+    fault = find_quarantine(caught.value)
+    assert isinstance(fault, ToolCallQuarantined), repr(caught.value)
+    assert fault.reason is R.FINISH_REASON_MISMATCH
+    assert len(paths) == 1 and _assembled(chunks) == []

@@ -27,7 +27,7 @@ import pytest
 from conftest import CANARY, no_leak
 from leakcheck import assert_clean_exception, assert_clean_logs, every_logger
 from loopback import ask_multiply, call, tool_calls
-from vertexauth import GEMINI_MODEL, GEMINI_PATH, TOKENS, vertex_args
+from vertexauth import GEMINI_MODEL, GEMINI_PATH, TOKENS, long_decode, vertex_args
 from wirecases import Fixtures
 
 from litellm_toolgate import QuarantineReason, ToolCallQuarantined, ToolGate
@@ -279,4 +279,28 @@ def test_a_call_without_args_is_refused_where_litellm_cannot_carry_it(
         gate.close()
     assert isinstance(error, ToolCallQuarantined), repr(error)
     assert error.reason is R.CARRIER_MISMATCH
+    assert tool_calls(chunks) == []
+
+
+# ---- Vertex's long decode: an answer in hops, spliced by litellm ----------------------------
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_vertex_long_decode_hops_are_refused(upstream: FakeUpstream, asynchronous: bool) -> None:
+    """Plain litellm asks for the second hop and hands over its call as the answer's; the gate
+    never splices a second response onto an attempt (``spliced_response``), and a call of a
+    hop it has not read as one whole answer is never handed over."""
+    args = ask_multiply(upstream, GEMINI_MODEL, MANIFEST["tools"][:1], **vertex_args())
+    args.update(stream=True, max_tokens=1000)
+    paths = long_decode(upstream)
+    plain, error = call(litellm.completion, litellm.acompletion, args, asynchronous=asynchronous)
+    assert error is None and len(paths) == 2 and "/v1beta1/projects/" in paths[1]
+    assert [tc.function.name for tc in tool_calls(plain)] == ["multiply"]
+
+    paths = long_decode(upstream)
+    gate = ToolGate(MANIFEST["tools"][:1])
+    try:
+        chunks, error = call(gate.completion, gate.acompletion, args, asynchronous=asynchronous)
+    finally:
+        gate.close()
+    assert isinstance(error, ToolCallQuarantined), repr(error)
+    assert error.reason is R.SPLICED_RESPONSE
     assert tool_calls(chunks) == []

@@ -18,6 +18,8 @@ from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from litellm_toolgate.demo.upstream import FakeUpstream, Scripted, request_path
+
 PROJECT = "toolgate-test"
 LOCATION = "us-central1"
 TOKEN = "ya29.toolgate-loopback-token"
@@ -108,3 +110,29 @@ CLAUDE_PATH = (
     "claude-sonnet-4@20250514:streamRawPredict"
 )
 """The path litellm calls for a streamed Claude model on Vertex under an ``api_base``."""
+
+
+def long_decode(upstream: FakeUpstream) -> list[str]:
+    """Serve an answer in two hops, as Vertex does for litellm's "long decode" (a request
+    with an output limit): text ending ``CONTINUATION`` with a ``continuationToken``, then
+    (asked again with the token, at ``v1beta1``) a call ending ``STOP``. The paths asked."""
+    paths: list[str] = []
+
+    def hop(parts: list[Any], finish: str, token: str | None = None) -> bytes:
+        candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}}
+        candidate["finishReason"] = finish
+        if token is not None:
+            candidate["continuationToken"] = token
+        usage = {"promptTokenCount": 3, "candidatesTokenCount": 5, "totalTokenCount": 8}
+        message = {"candidates": [candidate], "usageMetadata": usage}
+        return b"data: " + json.dumps(message).encode() + b"\r\n\r\n"
+
+    call = {"functionCall": {"name": "multiply", "args": {"a": 7, "b": 8}}}
+    bodies = [hop([{"text": "7 times 8"}], "CONTINUATION", "hop-1"), hop([call], "STOP")]
+
+    def answer(_: dict[str, Any]) -> Scripted:
+        paths.append(request_path())
+        return Scripted(bodies.pop(0))
+
+    upstream.handler = answer
+    return paths
