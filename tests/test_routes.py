@@ -34,7 +34,7 @@ from conftest import CASES as CHAT_CASES
 from conftest import MANIFEST as CHAT_MANIFEST
 from conftest import body_of
 from routeserver import RouteServer
-from vertexauth import CLAUDE_MODEL, GEMINI_MODEL, vertex_args
+from vertexauth import CLAUDE_MODEL, GEMINI_MODEL, TOKENS, new_credentials, vertex_args
 
 from litellm_toolgate import (
     Party,
@@ -44,6 +44,8 @@ from litellm_toolgate import (
     ToolGate,
     WireNotObservable,
 )
+from litellm_toolgate.core.metrics import AttemptOutcome
+from litellm_toolgate.edge.logs import observers
 from litellm_toolgate.edge.routes import ROUTES, Api, Gated, route_for
 
 litellm.suppress_debug_info = True
@@ -411,3 +413,63 @@ def test_the_callers_tools_are_not_edited_by_litellm(
     else:
         list(gate.completion(**kwargs))
     assert tools == CHAT_MANIFEST["tools"]
+
+
+class _Decided:
+    """Every attempt the gates decide, as the metrics see them."""
+
+    def __init__(self) -> None:
+        self.outcomes: list[AttemptOutcome] = []
+
+    def attempt_decided(self, outcome: AttemptOutcome) -> None:
+        self.outcomes.append(outcome)
+
+    def stream_started(self, route: str) -> None:
+        pass
+
+    def stream_ended(self, route: str) -> None:
+        pass
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize(
+    ("model", "wire"),
+    [(GEMINI_MODEL, "gemini"), (CLAUDE_MODEL, "anthropic")],
+    ids=["gemini", "claude"],
+)
+def test_the_vertex_token_fetch_is_not_the_gate_s(
+    server: RouteServer, model: str, wire: str, asynchronous: bool
+) -> None:
+    """litellm fetches a Google token before a vertex_ai/ call (new credentials: no token
+    kept yet) over google-auth's own session: the upstream gets one request, the gate decides
+    one attempt, on the model's wire, released; the token request is none of them."""
+    server.answers = dict(GOOD)
+    server.requests.clear()
+    decided = _Decided()
+    tokens = len(TOKENS)
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": "7 x 8?"}],
+        "tools": copy.deepcopy(CHAT_MANIFEST["tools"]),
+        "api_base": server.base_url,
+        "stream": True,
+        "num_retries": 0,
+        **vertex_args(),
+        "vertex_credentials": new_credentials(),
+    }
+    observers.add(decided)
+    try:
+        if asynchronous:
+
+            async def go() -> list[Any]:
+                return [c async for c in await GATE.acompletion(**kwargs)]
+
+            items = asyncio.run(go())
+        else:
+            items = list(GATE.completion(**kwargs))
+    finally:
+        observers.remove(decided)
+    assert len(TOKENS) == tokens + 1
+    assert len(server.requests) == 1 and "token" not in server.requests[0].path
+    assert [(o.wire, o.released, o.calls) for o in decided.outcomes] == [(wire, True, 1)]
+    assert _released(items, Api.CHAT) == _want("vertex_ai", Api.CHAT)

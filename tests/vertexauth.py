@@ -65,6 +65,12 @@ def _token_uri() -> str:
 @cache
 def credentials() -> str:
     """A service account's JSON, as ``vertex_credentials=`` takes it (a string)."""
+    return new_credentials()
+
+
+def new_credentials() -> str:
+    """Another service account (a key of its own): litellm keeps a token per credentials, so
+    its first call with these fetches one."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
 
