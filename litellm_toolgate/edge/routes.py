@@ -157,8 +157,10 @@ _VERTEX_CHAT = Gated(
     ),
 )
 """The table's entry for vertex_ai/ chat: the wire named is that of its Gemini models; the
-gate reads the wire by the path litellm calls (core/state.py WIRE_PATHS), which for a Claude
-model is Anthropic's (:func:`_vertex_model_fault` lets only these two through)."""
+gate reads the wire by the path litellm calls (core/state.py ``wire_of``), which for a Claude
+model is Anthropic's (``PUBLISHER_PATHS``); :func:`_vertex_model_fault` lets only these two
+through. A deployment whose ``base_model`` sends another model name to Gemini is refused by
+its name (the check reads the model, not the deployment's ``base_model``)."""
 _VERTEX_RESPONSES = Refused(
     "litellm makes Responses events from Vertex's generateContent stream through a bridge the "
     "gate has not been checked against yet"
