@@ -5,7 +5,10 @@ the injected client withholds on the wire itself (by the core's event classifica
 tool-call chunk reaches the caller before the gate released it; a quarantine reaches the
 caller as litellm's exception with the gate's behind it (:func:`find_quarantine`).
 ``litellm.anthropic.messages.acreate`` (call type ``anthropic_messages``) the same way, native
-and bridged from a chat model.
+and bridged from a chat model. ``litellm.acompletion(model="vertex_ai/claude-...")`` (the same
+wire through Vertex's rawPredict, tests/vertexauth.py) for every other streamed fixture (the
+rest go through sync ``litellm.completion`` in test_callback_anthropic_sync.py) and every
+whole body.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 import litellm
 import pytest
 from conftest import CANARY
+from vertexauth import CLAUDE_MODEL, vertex_args
 
 from litellm_toolgate import (
     QuarantineReason,
@@ -41,6 +45,11 @@ WHOLE = sorted(n for n, c in CASES.items() if not c["streamed"])
 # refuses what it would make, as ToolGate refuses litellm's chunks (test_gate_anthropic).
 THROUGH_CHAT: dict[str, dict[str, str]] = {
     "tool_deltas_overlap": {"expect": "quarantine", "reason": "carrier_mismatch"}
+}
+# The chat routes on Anthropic's wire: the model and what else the route needs.
+ROUTES = {
+    "anthropic": ("anthropic/claude-sonnet-4-5", {"api_key": "sk-ant-test"}),
+    "vertex_ai": (CLAUDE_MODEL, vertex_args()),
 }
 
 
@@ -77,18 +86,21 @@ def _no_leak(error: BaseException) -> None:
         seen = seen.__cause__ or seen.__context__
 
 
-async def _completion(upstream: FakeUpstream, stream: bool) -> tuple[list[Any], Any]:
+async def _completion(
+    upstream: FakeUpstream, stream: bool, route: str = "anthropic"
+) -> tuple[list[Any], Any]:
     out: list[Any] = []
     error: BaseException | None = None
+    model, extra = ROUTES[route]
     try:
         result = await litellm.acompletion(
-            model="anthropic/claude-sonnet-4-5",
+            model=model,
             messages=[{"role": "user", "content": "go"}],
             tools=MANIFEST["tools"],
             api_base=upstream.root_url,
-            api_key="sk-ant-test",
             num_retries=0,
             stream=stream,
+            **extra,
         )
         if stream:
             async for chunk in result:
@@ -113,12 +125,20 @@ def _calls(chunks: list[Any]) -> list[tuple[str | None, str | None, str]]:
     return [(c[0], c[1], c[2]) for _, c in sorted(calls.items())]
 
 
+# vertex_ai/: every other recording here, the rest sync (test_callback_anthropic_sync).
+STREAMS = [pytest.param(name, "anthropic", id=name) for name in STREAMED] + [
+    pytest.param(name, "vertex_ai", id=f"vertex-{name}")
+    for i, name in enumerate(STREAMED)
+    if i % 2 == 0 or name == "multiply_basic"
+]
+
+
 @pytest.mark.usefixtures("gate")
-@pytest.mark.parametrize("name", STREAMED)
-def test_acompletion_stream(upstream: FakeUpstream, name: str) -> None:
+@pytest.mark.parametrize(("name", "route"), STREAMS)
+def test_acompletion_stream(upstream: FakeUpstream, name: str, route: str) -> None:
     case = {**CASES[name], **THROUGH_CHAT.get(name, {})}
     upstream.enqueue(Scripted((FIXTURES / case["body"]).read_bytes(), chunk_sizes=[1, 7, 64]))
-    chunks, error = asyncio.run(_completion(upstream, True))
+    chunks, error = asyncio.run(_completion(upstream, True, route))
     if case["expect"] == "release":
         assert error is None, f"{name}: {error!r}"
         want = [(c["call_id"], c["name"], c["arguments"]) for c in case["calls"]]
@@ -135,13 +155,14 @@ def test_acompletion_stream(upstream: FakeUpstream, name: str) -> None:
 
 
 @pytest.mark.usefixtures("gate")
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("name", WHOLE)
-def test_acompletion_whole(upstream: FakeUpstream, name: str) -> None:
+def test_acompletion_whole(upstream: FakeUpstream, name: str, route: str) -> None:
     case = CASES[name]
     upstream.enqueue(
         Scripted((FIXTURES / case["body"]).read_bytes(), content_type="application/json")
     )
-    out, error = asyncio.run(_completion(upstream, False))
+    out, error = asyncio.run(_completion(upstream, False, route))
     if case["expect"] == "release":
         assert error is None, error
         calls = out[0].choices[0].message.tool_calls or []

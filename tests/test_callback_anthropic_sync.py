@@ -9,6 +9,12 @@ the hooks ran. Every Anthropic fixture goes through it here, streamed ones with
 ``stream=True`` and whole ones without: a good answer is handed over exactly as plain
 litellm hands it over (but for litellm's per-call id), a broken one is refused typed with
 nothing of its tool calls released, and the claim's marker never reaches the upstream.
+
+Half the streams on ``vertex_ai/claude-...`` (litellm's Anthropic handler through Vertex's
+rawPredict, tests/vertexauth.py; the other half async in test_callback_anthropic.py); a whole
+answer there is refused before sending (litellm
+sends it on a client it takes after the hooks, keyed by the timeout, under the vertex_ai/
+route: the claim would not see a first call).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import httpx
 import litellm
 import pytest
 from conftest import CANARY
+from vertexauth import CLAUDE_MODEL, vertex_args
 
 from litellm_toolgate import (
     QuarantineReason,
@@ -46,6 +53,10 @@ WHOLE = sorted(n for n, c in CASES.items() if not c["streamed"])
 # overlapping calls' arguments mixed; its own parser, run over the held body, says so.
 THROUGH_CHAT: dict[str, dict[str, str]] = {
     "tool_deltas_overlap": {"expect": "quarantine", "reason": "carrier_mismatch"}
+}
+ROUTES = {
+    "anthropic": ("anthropic/claude-sonnet-4-5", {"api_key": "sk-ant-test"}),
+    "vertex_ai": (CLAUDE_MODEL, vertex_args()),
 }
 # litellm's own per-call values: the only fields of a result that differ between two calls.
 _PER_CALL = {"id", "created"}
@@ -100,7 +111,7 @@ def _scripted(name: str) -> Scripted:
 
 
 def _completion(
-    upstream: FakeUpstream, served: Served, name: str, **extra: Any
+    upstream: FakeUpstream, served: Served, name: str, route: str = "anthropic", **extra: Any
 ) -> tuple[list[Any], BaseException | None]:
     """Sync litellm.completion of the fixture ``name``: what the caller got (the chunks, or
     the one response) and the error it ended in."""
@@ -108,15 +119,16 @@ def _completion(
     served.queue.append(_scripted(name))
     out: list[Any] = []
     error: BaseException | None = None
+    model, needs = ROUTES[route]
     try:
         result = litellm.completion(
-            model="anthropic/claude-sonnet-4-5",
+            model=model,
             messages=[{"role": "user", "content": "go"}],
             tools=MANIFEST["tools"],
             api_base=upstream.root_url,
-            api_key="sk-ant-test",
             num_retries=0,
             stream=stream,
+            **needs,
             **extra,
         )
         if stream:
@@ -129,12 +141,12 @@ def _completion(
     return out, error
 
 
-def _plain(upstream: FakeUpstream, served: Served, name: str) -> list[Any]:
+def _plain(upstream: FakeUpstream, served: Served, name: str, route: str) -> list[Any]:
     """What plain litellm (no gate in the process's callbacks) hands over for ``name``."""
     saved = litellm.callbacks
     litellm.callbacks = []
     try:
-        out, error = _completion(upstream, served, name)
+        out, error = _completion(upstream, served, name, route)
     finally:
         litellm.callbacks = saved
     assert error is None, f"plain litellm failed on {name}: {error!r}"
@@ -181,13 +193,21 @@ def _quarantined(error: BaseException | None, reason: str) -> None:
     _no_leak(error)
 
 
+# vertex_ai/: the recordings test_callback_anthropic.py does not read async there.
+STREAMS = [pytest.param(name, "anthropic", id=name) for name in STREAMED] + [
+    pytest.param(name, "vertex_ai", id=f"vertex-{name}")
+    for i, name in enumerate(STREAMED)
+    if i % 2 == 1 or name == "multiply_basic"
+]
+
+
 @pytest.mark.usefixtures("gate")
-@pytest.mark.parametrize("name", STREAMED)
-def test_completion_stream(upstream: FakeUpstream, served: Served, name: str) -> None:
+@pytest.mark.parametrize(("name", "route"), STREAMS)
+def test_completion_stream(upstream: FakeUpstream, served: Served, name: str, route: str) -> None:
     case = {**CASES[name], **THROUGH_CHAT.get(name, {})}
-    plain = _plain(upstream, served, name) if case["expect"] == "release" else None
+    plain = _plain(upstream, served, name, route) if case["expect"] == "release" else None
     sent = len(upstream.requests)
-    chunks, error = _completion(upstream, served, name)
+    chunks, error = _completion(upstream, served, name, route)
     assert len(upstream.requests) == sent + 1  # gated: sent once, not refused unsent
     assert served.markers[-1] is None  # the claim's marker never reaches the upstream
     if case["expect"] == "release":
@@ -204,7 +224,7 @@ def test_completion_stream(upstream: FakeUpstream, served: Served, name: str) ->
 @pytest.mark.parametrize("name", WHOLE)
 def test_completion_whole(upstream: FakeUpstream, served: Served, name: str) -> None:
     case = CASES[name]
-    plain = _plain(upstream, served, name) if case["expect"] == "release" else None
+    plain = _plain(upstream, served, name, "anthropic") if case["expect"] == "release" else None
     _forget_timeout_handlers()
     sent = len(upstream.requests)
     out, error = _completion(upstream, served, name)
@@ -220,6 +240,21 @@ def test_completion_whole(upstream: FakeUpstream, served: Served, name: str) -> 
     else:
         _quarantined(error, case["reason"])
         assert out == []
+
+
+@pytest.mark.usefixtures("gate")
+@pytest.mark.parametrize("name", ["whole_tool_use", "whole_max_tokens"])
+def test_a_whole_vertex_claude_call_is_refused_unsent(upstream: FakeUpstream, name: str) -> None:
+    """Sync and without ``stream=True`` on vertex_ai/ (calltypes._SYNC_WHOLE_UNCLAIMED): typed,
+    before anything is sent, so no Google token is fetched for it either."""
+    from vertexauth import TOKENS
+
+    sent, tokens = len(upstream.requests), len(TOKENS)
+    out, error = _completion(upstream, Served(), name, "vertex_ai")
+    assert isinstance(error, UngatedCallRefused), repr(error)
+    assert "stream=True" in str(error)
+    assert out == [] and len(upstream.requests) == sent
+    assert len(TOKENS) == tokens
 
 
 @pytest.mark.usefixtures("gate")

@@ -24,6 +24,7 @@ import litellm
 import pytest
 from conftest import CANARY
 from loopback import ask_multiply
+from vertexauth import GEMINI_MODEL, long_decode, vertex_args
 from wirecases import Fixtures
 
 from litellm_toolgate import (
@@ -43,6 +44,12 @@ R = QuarantineReason
 GEMINI = Fixtures("gemini")
 MANIFEST, CASES = GEMINI.manifest, GEMINI.cases
 MODEL = "gemini/gemini-2.5-flash"
+# The route's model and the arguments it needs: gemini/ and vertex_ai/ (Gemini's wire both,
+# Vertex with a Google token from the loopback token endpoint of tests/vertexauth.py).
+ROUTES = {
+    "gemini": (MODEL, {"api_key": "k"}),
+    "vertex_ai": (GEMINI_MODEL, vertex_args()),
+}
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +70,12 @@ def gate() -> Iterator[ToolGateGuardrail]:
         gate.close()
 
 
-def _call(upstream: FakeUpstream, *, asynchronous: bool, stream: bool) -> tuple[list[Any], Any]:
+def _call(
+    upstream: FakeUpstream, *, asynchronous: bool, stream: bool, route: str = "gemini"
+) -> tuple[list[Any], Any]:
     """What ``litellm.completion`` / ``acompletion`` handed out, and the error, if any."""
-    args = ask_multiply(upstream, MODEL, MANIFEST["tools"], stream=stream, api_key="k")
+    model, extra = ROUTES[route]
+    args = ask_multiply(upstream, model, MANIFEST["tools"], stream=stream, **extra)
     out: list[Any] = []
 
     async def go() -> None:
@@ -115,13 +125,26 @@ def _refused(error: BaseException | None, case: dict[str, Any]) -> None:
         seen = seen.__cause__ or seen.__context__
 
 
+STREAMED = [
+    pytest.param("gemini", name, a, id=f"{name}-{'async' if a else 'sync'}")
+    for name in GEMINI.streamed
+    for a in (False, True)
+] + [
+    # vertex_ai/: each recording once, sync and async by turns; the good one both ways.
+    pytest.param("vertex_ai", name, a, id=f"vertex-{name}-{'async' if a else 'sync'}")
+    for i, name in enumerate(GEMINI.streamed)
+    for a in ([False, True] if name == "multiply_basic" else [bool(i % 2)])
+]
+
+
 @pytest.mark.usefixtures("gate")
-@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
-@pytest.mark.parametrize("name", GEMINI.streamed)
-def test_every_streamed_fixture(upstream: FakeUpstream, name: str, asynchronous: bool) -> None:
+@pytest.mark.parametrize(("route", "name", "asynchronous"), STREAMED)
+def test_every_streamed_fixture(
+    upstream: FakeUpstream, route: str, name: str, asynchronous: bool
+) -> None:
     case = CASES[name]
     upstream.enqueue(Scripted(GEMINI.body(name), chunk_sizes=[1, 7, 13, 2, 64]))
-    chunks, error = _call(upstream, asynchronous=asynchronous, stream=True)
+    chunks, error = _call(upstream, asynchronous=asynchronous, stream=True, route=route)
     assert "contents" in upstream.requests[-1]
     calls = _assembled(chunks)
     if case["expect"] == "release":
@@ -144,11 +167,12 @@ def test_every_streamed_fixture(upstream: FakeUpstream, name: str, asynchronous:
 
 
 @pytest.mark.usefixtures("gate")
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("name", GEMINI.whole)
-def test_every_whole_body(upstream: FakeUpstream, name: str) -> None:
+def test_every_whole_body(upstream: FakeUpstream, name: str, route: str) -> None:
     case = CASES[name]
     upstream.enqueue(Scripted(GEMINI.body(name), content_type="application/json"))
-    out, error = _call(upstream, asynchronous=True, stream=False)
+    out, error = _call(upstream, asynchronous=True, stream=False, route=route)
     assert "contents" in upstream.requests[-1]
     if case["expect"] == "release":
         assert error is None, f"{name}: {error!r}"
@@ -160,15 +184,16 @@ def test_every_whole_body(upstream: FakeUpstream, name: str) -> None:
 
 
 @pytest.mark.usefixtures("gate")
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("name", ["whole_multiply", "whole_max_tokens"])
-def test_a_sync_whole_call_is_refused_unsent(name: str) -> None:
+def test_a_sync_whole_call_is_refused_unsent(name: str, route: str) -> None:
     """litellm's sync Gemini call without ``stream=True`` sends headers it makes afresh (the
     claim's marker never reaches the request) and parses the whole body before its post-call
     hook: the gate could neither claim nor stop it (it would hand over a call cut by
     ``MAX_TOKENS``), so the callback refuses it before sending, typed, on both versions."""
     with FakeUpstream() as own:
         own.enqueue(Scripted(GEMINI.body(name), content_type="application/json"))
-        out, error = _call(own, asynchronous=False, stream=False)
+        out, error = _call(own, asynchronous=False, stream=False, route=route)
         assert own.requests == []
     assert isinstance(error, UngatedCallRefused), repr(error)
     assert "stream=True" in str(error)
@@ -288,3 +313,32 @@ def test_legacy_functions_are_refused_as_toolgate_refuses_them(
     assert fault.reason is R.CARRIER_MISMATCH
     assert not any(c.choices and c.choices[0].delta.function_call for c in chunks)
     assert _assembled(chunks) == []
+
+
+@pytest.mark.usefixtures("gate")
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_vertex_long_decode_hops_are_refused(asynchronous: bool) -> None:
+    """An answer in two hops (Vertex's ``CONTINUATION`` and a ``continuationToken``, which
+    plain litellm follows with a second request and splices, handing over the second hop's
+    call: test_gate_gemini): the callback withholds the first hop whole, and its finish is
+    none a call or a finished answer is released under, so it is refused there
+    (``finish_reason_mismatch``) and the second hop is never asked for."""
+    with FakeUpstream() as own:
+        paths = long_decode(own)
+        args = ask_multiply(own, GEMINI_MODEL, MANIFEST["tools"][:1], **vertex_args())
+        args.update(stream=True, max_tokens=1000)
+        chunks: list[Any] = []
+
+        async def go() -> None:
+            async for chunk in await litellm.acompletion(**args):
+                chunks.append(chunk)
+
+        with pytest.raises(Exception) as caught:
+            if asynchronous:
+                asyncio.run(go())
+            else:
+                chunks.extend(litellm.completion(**args))
+    fault = find_quarantine(caught.value)
+    assert isinstance(fault, ToolCallQuarantined), repr(caught.value)
+    assert fault.reason is R.FINISH_REASON_MISMATCH
+    assert len(paths) == 1 and _assembled(chunks) == []

@@ -119,6 +119,14 @@ def test_the_path_picks_the_anthropic_wire() -> None:
     assert wire_of("//v1/messages/") is Wire.ANTHROPIC  # litellm 1.108.7 with api_base ".../"
     assert wire_of("/anthropic/v1/messages") is Wire.ANTHROPIC
     assert wire_of("/v1/messages/count_tokens") is None
+    # Claude on Vertex AI: Anthropic's wire under Vertex's rawPredict, that publisher only.
+    vertex = "/v1/projects/p/locations/l/publishers/{}/models/{}:{}"
+    assert wire_of(vertex.format("anthropic", "claude-x@1", "streamRawPredict")) is Wire.ANTHROPIC
+    assert wire_of(vertex.format("anthropic", "claude-x@1", "rawPredict")) is Wire.ANTHROPIC
+    assert wire_of(vertex.format("mistralai", "mistral-x", "streamRawPredict")) is None
+    assert wire_of(vertex.format("ai21", "jamba-x", "rawPredict")) is None
+    assert wire_of(vertex.format("anthropic", "claude-x@1", "countTokens")) is None
+    assert wire_of("/publishers/anthropic/models:streamRawPredict") is None
     attempt = Attempt(REGISTRY)
     with pytest.raises(ToolCallQuarantined) as info:
         attempt.bind_response(content_type="application/json", streamed=True, path=PATH)

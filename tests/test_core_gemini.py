@@ -136,6 +136,29 @@ def test_calls_are_released_only_under_stop() -> None:
         assert spec.terminal_fault(failed, False, lambda: True) is R.FINISH_REASON_MISMATCH
 
 
+def test_a_continuation_finish_releases_nothing() -> None:
+    """``CONTINUATION``: a finish of Vertex's (in litellm's ``FinishReason`` type and mapped to
+    ``length`` by litellm's ``map_finish_reason`` on 1.110.2 and 1.108.7) that ends one hop of
+    a longer answer, with a ``continuationToken`` litellm may send back for the next hop (its
+    "long decode", when the request sets an output limit). It is no finish the wire releases
+    anything under: not ``STOP`` (no call is finished), and not one of the text finishes
+    either (the answer is not over; the next hop would be a second response, which the gate
+    never splices onto an attempt). Refused with or without a call, in the spec and over a
+    replayed body, with no call handed over."""
+    spec = gemini.WIRE
+    assert "CONTINUATION" not in gemini.CARRIER_FINISH
+    assert spec.terminal_fault("CONTINUATION", True, lambda: True) is R.FINISH_REASON_MISMATCH
+    assert spec.terminal_fault("CONTINUATION", False, lambda: True) is R.FINISH_REASON_MISMATCH
+    call = {"functionCall": {"name": "multiply", "args": {"a": 7, "b": 8}}}
+    for parts in ([call], [{"text": "7 times 8 is"}]):
+        message = _cand(*parts, finishReason="CONTINUATION")
+        message["candidates"][0]["continuationToken"] = "hop-1"  # type: ignore[index]
+        data = b"data: " + json.dumps(message).encode() + b"\r\n\r\n"
+        released, _, fault, _ = replay([data])
+        assert released == []
+        assert fault is not None and fault.reason is R.FINISH_REASON_MISMATCH
+
+
 # ---- the carrier: litellm's chat chunks, matched by position, name and arguments -----------
 def _carrier(*calls: tuple[str, str], finish: str = "tool_calls") -> Carrier:
     return Carrier(

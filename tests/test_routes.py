@@ -34,6 +34,7 @@ from conftest import CASES as CHAT_CASES
 from conftest import MANIFEST as CHAT_MANIFEST
 from conftest import body_of
 from routeserver import RouteServer
+from vertexauth import CLAUDE_MODEL, GEMINI_MODEL, TOKENS, new_credentials, vertex_args
 
 from litellm_toolgate import (
     Party,
@@ -43,6 +44,8 @@ from litellm_toolgate import (
     ToolGate,
     WireNotObservable,
 )
+from litellm_toolgate.core.metrics import AttemptOutcome
+from litellm_toolgate.edge.logs import observers
 from litellm_toolgate.edge.routes import ROUTES, Api, Gated, route_for
 
 litellm.suppress_debug_info = True
@@ -72,7 +75,8 @@ MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "cerebras": ("cerebras/llama3.1-8b", {}),
     "anthropic": ("anthropic/claude-3-5-sonnet-20241022", {}),
     "gemini": ("gemini/gemini-1.5-pro", {}),
-    "vertex_ai": ("vertex_ai/gemini-1.5-pro", {"vertex_project": "p", "vertex_location": "l"}),
+    # vertex_ai/ with a Google token from a loopback token endpoint (tests/vertexauth.py).
+    "vertex_ai": (GEMINI_MODEL, vertex_args()),
     "bedrock": (
         "bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0",
         {
@@ -86,9 +90,12 @@ MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "watsonx": ("watsonx/ibm/granite-13b-chat-v2", {"project_id": "p"}),
     "litellm_proxy": ("litellm_proxy/gpt-4o-mini", {}),
 }
-# Also: an OpenAI model on azure_ai is litellm's azure route.
-ROWS = [*MODELS, "azure_ai:openai-model"]
+# Also: an OpenAI model on azure_ai is litellm's azure route; vertex_ai/ gates Claude (on
+# Anthropic's wire) and refuses its other partner models.
+ROWS = [*MODELS, "azure_ai:openai-model", "vertex_ai:claude", "vertex_ai:mistral"]
 MODELS["azure_ai:openai-model"] = ("azure_ai/gpt-4o", {"api_version": "2024-10-21"})
+MODELS["vertex_ai:claude"] = (CLAUDE_MODEL, vertex_args())
+MODELS["vertex_ai:mistral"] = ("vertex_ai/mistral-large@2407", vertex_args())
 
 ANTHROPIC = RESPONSES.parent / "anthropic"
 OLLAMA = RESPONSES.parent / "ollama"
@@ -101,6 +108,7 @@ GOOD = {
     "/api/chat": (OLLAMA / "multiply_basic.ndjson").read_bytes(),
     ":streamGenerateContent": (GEMINI / "multiply_basic.sse").read_bytes(),
     "/converse-stream": (BEDROCK / "multiply_basic.eventstream").read_bytes(),
+    ":streamRawPredict": (ANTHROPIC / "multiply_basic.sse").read_bytes(),  # Claude on Vertex
 }
 BROKEN = {
     "/chat/completions": body_of(CHAT_CASES["args_invalid_json"]),
@@ -112,6 +120,7 @@ BROKEN = {
     # Gemini's too (an object, not text): a call cut by the token limit.
     ":streamGenerateContent": (GEMINI / "call_then_max_tokens.sse").read_bytes(),
     "/converse-stream": (BEDROCK / "arguments_cut.eventstream").read_bytes(),
+    ":streamRawPredict": (ANTHROPIC / "arguments_truncated.sse").read_bytes(),
 }
 CONTENT_TYPES = {
     "/api/chat": "application/x-ndjson",
@@ -286,6 +295,28 @@ def test_custom_llm_provider_picks_the_route() -> None:
     with pytest.raises(RouteNotGated) as refused:
         route_for({"model": f"invoke/{claude}", "custom_llm_provider": "bedrock"}, Api.CHAT)
     assert refused.value.route == "bedrock"
+    # vertex_ai/: per model, as litellm routes it: Gemini (generateContent) and Claude
+    # (Anthropic's Messages through rawPredict) are gated, every other model refused.
+    for model in ("gemini-2.5-flash", "claude-sonnet-4@20250514", "claude-3-5-haiku@20241022"):
+        decision = route_for({"model": model, "custom_llm_provider": "vertex_ai"}, Api.CHAT)
+        assert isinstance(decision, Gated)
+    for model in (
+        "mistral-large@2407",
+        "codestral-2501",
+        "jamba-1.5-large@001",
+        "meta/llama-3.1-405b-instruct-maas",
+        "deepseek-ai/deepseek-r1-0528-maas",
+        "qwen/qwen3-coder-480b-a35b-instruct-maas",
+        "openai/gpt-oss-120b-maas",
+        "gemma/gemma-3-12b-it",
+        "chat-bison",
+        "1234567890",
+    ):
+        with pytest.raises(RouteNotGated) as refused:
+            route_for({"model": model, "custom_llm_provider": "vertex_ai"}, Api.CHAT)
+        assert refused.value.route == "vertex_ai", model
+    with pytest.raises(RouteNotGated):  # litellm's Responses bridge is not cross-checked
+        route_for({"model": "vertex_ai/gemini-2.5-flash"}, Api.RESPONSES)
 
 
 def test_a_path_the_gate_does_not_read_is_local() -> None:
@@ -319,8 +350,13 @@ def test_toolgate_routes_prints_the_table(capsys: pytest.CaptureFixture[str]) ->
 
 @pytest.mark.parametrize(
     "model",
-    # bedrock/'s invoke/ models are refused by every face (its Converse models are gated).
-    ["bedrock/invoke/anthropic.claude-3-5-sonnet-20240620-v1:0", "x/y"],
+    # bedrock/'s invoke/ models are refused by every face (its Converse models are gated), so
+    # are vertex_ai/'s partner models other than Claude.
+    [
+        "bedrock/invoke/anthropic.claude-3-5-sonnet-20240620-v1:0",
+        "vertex_ai/mistral-large@2407",
+        "x/y",
+    ],
 )
 def test_the_callback_refuses_before_sending(server: RouteServer, model: str) -> None:
     from litellm_toolgate import ToolGateGuardrail
@@ -377,3 +413,63 @@ def test_the_callers_tools_are_not_edited_by_litellm(
     else:
         list(gate.completion(**kwargs))
     assert tools == CHAT_MANIFEST["tools"]
+
+
+class _Decided:
+    """Every attempt the gates decide, as the metrics see them."""
+
+    def __init__(self) -> None:
+        self.outcomes: list[AttemptOutcome] = []
+
+    def attempt_decided(self, outcome: AttemptOutcome) -> None:
+        self.outcomes.append(outcome)
+
+    def stream_started(self, route: str) -> None:
+        pass
+
+    def stream_ended(self, route: str) -> None:
+        pass
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize(
+    ("model", "wire"),
+    [(GEMINI_MODEL, "gemini"), (CLAUDE_MODEL, "anthropic")],
+    ids=["gemini", "claude"],
+)
+def test_the_vertex_token_fetch_is_not_the_gate_s(
+    server: RouteServer, model: str, wire: str, asynchronous: bool
+) -> None:
+    """litellm fetches a Google token before a vertex_ai/ call (new credentials: no token
+    kept yet) over google-auth's own session: the upstream gets one request, the gate decides
+    one attempt, on the model's wire, released; the token request is none of them."""
+    server.answers = dict(GOOD)
+    server.requests.clear()
+    decided = _Decided()
+    tokens = len(TOKENS)
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": "7 x 8?"}],
+        "tools": copy.deepcopy(CHAT_MANIFEST["tools"]),
+        "api_base": server.base_url,
+        "stream": True,
+        "num_retries": 0,
+        **vertex_args(),
+        "vertex_credentials": new_credentials(),
+    }
+    observers.add(decided)
+    try:
+        if asynchronous:
+
+            async def go() -> list[Any]:
+                return [c async for c in await GATE.acompletion(**kwargs)]
+
+            items = asyncio.run(go())
+        else:
+            items = list(GATE.completion(**kwargs))
+    finally:
+        observers.remove(decided)
+    assert len(TOKENS) == tokens + 1
+    assert len(server.requests) == 1 and "token" not in server.requests[0].path
+    assert [(o.wire, o.released, o.calls) for o in decided.outcomes] == [(wire, True, 1)]
+    assert _released(items, Api.CHAT) == _want("vertex_ai", Api.CHAT)

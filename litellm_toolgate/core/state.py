@@ -315,11 +315,25 @@ WIRE_PATHS: tuple[tuple[str, Wire], ...] = (
 )
 """The end of the request path each wire is served on, tried in this order."""
 
+PUBLISHER_PATHS: tuple[tuple[str, str, Wire], ...] = (
+    # Claude on Vertex AI: .../publishers/anthropic/models/<model>:streamRawPredict (and
+    # :rawPredict for a whole result) carries Anthropic's Messages wire. Other publishers'
+    # rawPredict (Mistral, AI21) speak other wires: only this publisher is read.
+    ("anthropic", ":streamRawPredict", Wire.ANTHROPIC),
+    ("anthropic", ":rawPredict", Wire.ANTHROPIC),
+)
+"""(publisher, method, wire) of Vertex AI's publisher-model paths,
+``.../publishers/<publisher>/models/<model><method>``."""
+
 
 def wire_of(path: str) -> Wire | None:
     """The wire a request's URL path speaks, or None for one this gate cannot read."""
     path = path.rstrip("/")
     for suffix, wire in WIRE_PATHS:
         if path.endswith(suffix):
+            return wire
+    head, _, last = path.rpartition("/")
+    for publisher, method, wire in PUBLISHER_PATHS:
+        if head.endswith(f"/publishers/{publisher}/models") and last.endswith(method):
             return wire
     return None

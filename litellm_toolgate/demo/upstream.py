@@ -5,7 +5,8 @@ and ``POST /v1/responses`` (and ``/responses``) the same way, for the native Res
 and ``POST /v1/messages`` for the Anthropic route (point litellm's ``anthropic/`` models at
 ``upstream.root_url``: litellm appends ``/v1/messages`` itself), Ollama's ``/api/chat`` and
 Gemini's ``.../models/<model>:streamGenerateContent`` / ``:generateContent`` (``gemini/``
-models at ``upstream.root_url``; the streamed path is answered as a stream).
+and ``vertex_ai/gemini-...`` models at ``upstream.root_url``; the streamed path is answered as
+a stream) and Vertex AI's ``:streamRawPredict`` / ``:rawPredict`` (``vertex_ai/claude-...``).
 A request that asks for ``"stream": true`` gets its body in HTTP/1.1 chunked transfer
 encoding, one chunk per write, so a client can tell a clean end (the zero-length terminating
 chunk) from a connection that was dropped part way (no terminating chunk: httpx raises
@@ -63,6 +64,10 @@ _CHAT_SUFFIXES = (
     ":generateContent",
     "/converse-stream",  # Bedrock (bedrock/): /model/<model id>/converse-stream
     "/converse",
+    # Claude on Vertex AI (vertex_ai/claude-...): .../publishers/anthropic/models/<model>
+    # :streamRawPredict, Anthropic's Messages wire (the request says "stream": true).
+    ":streamRawPredict",
+    ":rawPredict",
 )
 _STREAM_SUFFIX = ":streamGenerateContent"
 """Gemini asks for a stream by its path (and ``?alt=sse``), not by a ``stream`` field."""

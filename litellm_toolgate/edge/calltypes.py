@@ -117,7 +117,12 @@ def sync_route_refused(route: str, call_type: str) -> bool:
 # marker, put into the headers litellm logs, never reaches the request) and reads and parses
 # the whole body before its post-call hook (so the after-headers check cannot stop it either),
 # on both supported versions. Refused before sending; a stream there is claimed as usual.
-_SYNC_WHOLE_UNCLAIMED = frozenset({"gemini"})
+# vertex_ai/ too: its Gemini models go through the same Gemini handler (a whole answer cut by
+# MAX_TOKENS was handed over with its call although the gate quarantined it), and litellm's
+# Anthropic handler sends a Claude model's whole answer on a client of its cache keyed by the
+# call's timeout, made after the hooks on a first call, so the request goes out unclaimed and
+# is refused only after it was sent. Both are refused unsent (docs/gemini.md).
+_SYNC_WHOLE_UNCLAIMED = frozenset({"gemini", "vertex_ai"})
 
 
 def sync_whole_refused(route: str, call_type: str) -> bool:

@@ -92,9 +92,10 @@ def _chat_config(model: str, provider: str | None) -> tuple[Any, str]:
 def _stream_parser(config: Any, model: str, provider: str | None, functions: bool) -> Any:
     """A fresh stream parser of litellm's for the route: the one its chat config names, or,
     where the config names none because litellm's handler for the route builds its own, that
-    handler's iterator: ``anthropic/`` (litellm's Anthropic handler), ``gemini/`` (the
-    iterator litellm's Gemini stream calls build, which takes a logging object) and
-    ``bedrock/`` on Converse (:func:`_converse_parser`)."""
+    handler's iterator: ``anthropic/`` and Claude on ``vertex_ai/`` (litellm's Anthropic
+    handler), ``gemini/`` and Gemini on ``vertex_ai/`` (the iterator litellm's Gemini stream
+    calls build, which takes a logging object) and ``bedrock/`` on Converse
+    (:func:`_converse_parser`)."""
     converse = _converse_parser(config, model, provider)
     if converse is not None:
         return converse
@@ -102,16 +103,19 @@ def _stream_parser(config: Any, model: str, provider: str | None, functions: boo
         streaming_response=iter(()), sync_stream=True, json_mode=False
     )
     if parser is None:
-        _, route, _, _ = litellm.get_llm_provider(model=model, custom_llm_provider=provider)
-        if route == "anthropic":
+        # By the config litellm's route has (its class), not the route's name: Claude on
+        # vertex_ai/ has an Anthropic config and goes through litellm's Anthropic handler,
+        # Gemini on vertex_ai/ a Gemini config and litellm's Gemini stream.
+        from litellm.llms.anthropic.chat.transformation import AnthropicConfig
+        from litellm.llms.vertex_ai.gemini import vertex_and_google_ai_studio_gemini as g
+
+        if isinstance(config, AnthropicConfig):
             from litellm.llms.anthropic.chat.handler import ModelResponseIterator
 
             parser = ModelResponseIterator(
                 streaming_response=iter(()), sync_stream=True, json_mode=False
             )
-        elif route == "gemini":
-            from litellm.llms.vertex_ai.gemini import vertex_and_google_ai_studio_gemini as g
-
+        elif isinstance(config, g.VertexGeminiConfig):
             unlogged: Any = _Unlogged(functions)
             parser = g.ModelResponseIterator(
                 streaming_response=iter(()), sync_stream=True, logging_obj=unlogged

@@ -59,12 +59,20 @@ class Gated:
     callback: str | None = None
     """Why the callback (``ToolGateGuardrail``) refuses this route, where only ``ToolGate``
     gates it; None: both gate it."""
+    models: tuple[str, str] | None = None
+    """Where a route gates some of its models on ``wire`` and others on another wire (picked
+    by the path litellm calls) or not at all: (which models are on ``wire``, what becomes of
+    the others), for ``toolgate routes``; None: every model, on ``wire``."""
 
     def describe(self) -> str:
         how = "bridged to chat, " if self.bridged else ""
         only = "" if self.callback is None else "; ToolGate only, the callback refuses it"
+        which, others = ("", "")
+        if self.models is not None:
+            which, others = f"{self.models[0]}: ", f"; {self.models[1]}"
         return (
-            f"gated ({how}{self.wire.value} {WIRES[self.wire].framing}, {self.client.value}{only})"
+            f"gated ({which}{how}{self.wire.value} {WIRES[self.wire].framing}, "
+            f"{self.client.value}{only}{others})"
         )
 
 
@@ -132,13 +140,30 @@ _GEMINI_RESPONSES = Refused(
     "litellm makes Responses events from Gemini's generateContent stream through a bridge the "
     "gate has not been checked against yet"
 )
-# litellm's vertex_ai/ route fetches a Google OAuth access token through google-auth before
-# every request (VertexBase.get_access_token -> load_auth), on both supported versions, even
-# with an api_base: the gate cannot be tested there without Google's SDK and credentials, so
-# it is not gated (docs/gemini.md).
-_VERTEX = Refused(
-    "litellm needs Google credentials (google-auth) for every vertex_ai/ request, so the gate "
-    "has not been checked against it; use gemini/ for Gemini's generateContent wire"
+# vertex_ai/: litellm sends each model to one of several of Vertex's APIs (its own answer,
+# get_vertex_ai_model_route, on both supported versions). Gemini models go to generateContent
+# (``.../publishers/google/models/<model>:streamGenerateContent?alt=sse``: Gemini's wire,
+# read by core/wires/gemini.py) and Claude to Anthropic's Messages wire through Vertex's
+# rawPredict (``.../publishers/anthropic/models/<model>:streamRawPredict``: core/wires/
+# anthropic.py); every other model is refused by _vertex_model_fault before sending. The
+# Google OAuth token litellm fetches first (google-auth, over its own ``requests`` session)
+# is not a request of the gate's client: it is neither tapped nor counted.
+_VERTEX_CHAT = Gated(
+    Wire.GEMINI,
+    ClientKind.HTTP_HANDLER,
+    models=(
+        "Gemini models",
+        "Claude models: anthropic SSE (rawPredict); any other model refused",
+    ),
+)
+"""The table's entry for vertex_ai/ chat: the wire named is that of its Gemini models; the
+gate reads the wire by the path litellm calls (core/state.py ``wire_of``), which for a Claude
+model is Anthropic's (``PUBLISHER_PATHS``); :func:`_vertex_model_fault` lets only these two
+through. A deployment whose ``base_model`` sends another model name to Gemini is refused by
+its name (the check reads the model, not the deployment's ``base_model``)."""
+_VERTEX_RESPONSES = Refused(
+    "litellm makes Responses events from Vertex's generateContent stream through a bridge the "
+    "gate has not been checked against yet"
 )
 # litellm (1.110.2) numbers each line's calls from 0, so calls that arrive in two lines reach
 # the caller merged under one tool index: ToolGate cross-checks litellm's chunks; the callback
@@ -186,8 +211,10 @@ ROUTES: Mapping[str, Route] = {
         # Bedrock's Converse stream (core/wires/bedrock.py); its other routes (invoke/,
         # chat_completions/, ...) are refused per model (_bedrock_model_fault).
         Route("bedrock", _BEDROCK_CHAT, _BEDROCK_RESPONSES),
-        # Wires the gate does not read (yet), or routes it cannot be checked on.
-        Route("vertex_ai", _VERTEX, _VERTEX),
+        # Vertex AI: Gemini models on Gemini's wire, Claude models on Anthropic's; every
+        # other model is refused per model (_vertex_model_fault).
+        Route("vertex_ai", _VERTEX_CHAT, _VERTEX_RESPONSES),
+        # Wires the gate does not read (yet).
         Route("cohere", *[_wire("Cohere's chat stream")] * 2),
         Route("watsonx", *[_wire("watsonx.ai's chat stream")] * 2),
     )
@@ -282,7 +309,45 @@ def _bedrock_model_fault(model: str) -> str | None:
     return None
 
 
-_MODEL_FAULTS = {"bedrock": _bedrock_model_fault}
+_VERTEX_OTHER = (
+    "litellm sends this Vertex AI model to another API than Gemini's generateContent or "
+    "Anthropic's Messages (rawPredict), a wire the gate does not read"
+)
+
+
+def _vertex_model_fault(model: str) -> str | None:
+    """Why a ``vertex_ai/`` model cannot be gated, or None when litellm sends it to Gemini's
+    generateContent (a Gemini model) or to Anthropic's Messages through rawPredict (a Claude
+    model). litellm's own answer (``get_vertex_ai_model_route``, and for a partner model the
+    handler it picks by name, as ``VertexAIPartnerModels.completion`` does): Llama, Mistral,
+    Jamba, the OpenAI-compatible partner models, Model Garden, Gemma and the legacy models
+    are other wires. A numbered endpoint (a tuned model) is refused: the gate has not been
+    checked against the URL litellm builds for it."""
+    try:
+        from litellm.llms.vertex_ai.common_utils import (
+            VertexAIModelRoute,
+            get_vertex_ai_model_route,
+        )
+        from litellm.llms.vertex_ai.vertex_ai_partner_models.main import VertexAIPartnerModels
+
+        route = get_vertex_ai_model_route(model=model, litellm_params=None)
+        openai_like = bool(VertexAIPartnerModels.should_use_openai_handler(model))
+    except Exception:
+        return "cannot tell which Vertex AI API litellm sends this model to"
+    if route == VertexAIModelRoute.GEMINI and "gemini" in model and not model.isdigit():
+        return None
+    other_partner = ("mistral", "codestral", "jamba")
+    if (
+        route == VertexAIModelRoute.PARTNER_MODELS
+        and "claude" in model
+        and not openai_like
+        and not any(name in model for name in other_partner)
+    ):
+        return None
+    return _VERTEX_OTHER
+
+
+_MODEL_FAULTS = {"bedrock": _bedrock_model_fault, "vertex_ai": _vertex_model_fault}
 """Providers whose one entry covers several of litellm's APIs, chosen per model: why a model
 cannot be gated, or None."""
 
