@@ -45,6 +45,20 @@ def proxy_missing() -> str | None:
     return None
 
 
+def require_proxy(missing: str | None = None) -> None:
+    """At a proxy test module's top: skip the module when this environment cannot start a
+    proxy (``missing``, or :func:`proxy_missing`'s answer), unless ``TOOLGATE_REQUIRE_PROXY``
+    says the proxy tests must run here (CI's lane 2), where that is an error."""
+    missing = missing or proxy_missing()
+    if missing is None:
+        return
+    if os.environ.get("TOOLGATE_REQUIRE_PROXY"):
+        raise RuntimeError(f"TOOLGATE_REQUIRE_PROXY is set but {missing}")
+    import pytest
+
+    pytest.skip(missing, allow_module_level=True)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -27,18 +27,14 @@ from typing import Any
 import pytest
 from conftest import CANARY, expected
 from conftest import CASES as CHAT_CASES
-from proxyproc import EXAMPLES, IDLE_TIMEOUT, Proxy, proxy_missing, running_proxy
+from proxyproc import EXAMPLES, IDLE_TIMEOUT, Proxy, require_proxy, running_proxy
 
 from litellm_toolgate.demo.serve import demo_answer, json_body_of
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 
 pytestmark = pytest.mark.proxy
 
-_MISSING = proxy_missing()
-if _MISSING is not None:
-    if os.environ.get("TOOLGATE_REQUIRE_PROXY"):
-        raise RuntimeError(f"TOOLGATE_REQUIRE_PROXY is set but {_MISSING}")
-    pytest.skip(_MISSING, allow_module_level=True)
+require_proxy()
 
 import anthropic  # noqa: E402  (after the skip: the proxy environment has it)
 

@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import gc
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,7 +33,7 @@ import openai
 import pytest
 import yaml
 from conftest import CANARY, CASES, body_of, expected
-from proxyproc import EXAMPLES, Proxy, prepare, proxy_missing, running_proxy
+from proxyproc import EXAMPLES, Proxy, prepare, require_proxy, running_proxy
 
 from litellm_toolgate import QuarantineReason
 from litellm_toolgate.demo.serve import as_requested
@@ -42,11 +41,7 @@ from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 
 pytestmark = pytest.mark.proxy
 
-_MISSING = proxy_missing()
-if _MISSING is not None:
-    if os.environ.get("TOOLGATE_REQUIRE_PROXY"):
-        raise RuntimeError(f"TOOLGATE_REQUIRE_PROXY is set but {_MISSING}")
-    pytest.skip(_MISSING, allow_module_level=True)
+require_proxy()
 
 MODEL = "gpt-4o-mini"
 DENIED = "policy-denied-write"

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import secrets
 import shutil
 import threading
@@ -33,23 +32,23 @@ import openai
 import pytest
 import yaml
 from conftest import CASES, body_of, expected
-from proxyproc import EXAMPLES, Proxy, proxy_missing, running_proxy
+from proxyproc import EXAMPLES, Proxy, proxy_missing, require_proxy, running_proxy
 
 from litellm_toolgate.demo.serve import as_requested
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted, answer_stream
 
 pytestmark = pytest.mark.proxy
 
-_MISSING = proxy_missing()
-if _MISSING is None:
+
+def _prometheus_missing() -> str | None:
     try:
         import prometheus_client  # noqa: F401
     except ImportError:
-        _MISSING = "prometheus-client (the metrics extra) is not installed"
-if _MISSING is not None:
-    if os.environ.get("TOOLGATE_REQUIRE_PROXY"):
-        raise RuntimeError(f"TOOLGATE_REQUIRE_PROXY is set but {_MISSING}")
-    pytest.skip(_MISSING, allow_module_level=True)
+        return "prometheus-client (the metrics extra) is not installed"
+    return None
+
+
+require_proxy(proxy_missing() or _prometheus_missing())
 
 ROUTE = "cometapi/gpt-4o-mini"
 GOOD = ["multiply_basic", "two_tools_interleaved", "text_only", "two_calls_interleaved"]
