@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import struct
-import subprocess
-import sys
 import zlib
 from pathlib import Path
 
@@ -35,20 +33,18 @@ from litellm_toolgate.core.wires import bedrock
 R = QuarantineReason
 PATH = "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream"
 MEDIA = "application/vnd.amazon.eventstream"
-BEDROCK = CoreWire("bedrock", wire=Wire.BEDROCK, path=PATH, content_type=MEDIA, attempt_id="att-b")
+WHOLE_PATH = "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse"
+BEDROCK = CoreWire(
+    "bedrock",
+    wire=Wire.BEDROCK,
+    path=PATH,
+    whole_path=WHOLE_PATH,
+    content_type=MEDIA,
+    attempt_id="att-b",
+)
 FIXTURES, CASES, REGISTRY = BEDROCK.folder, BEDROCK.cases, BEDROCK.registry
 STREAMED, WHOLE = BEDROCK.streamed, BEDROCK.whole
 body, replay, check = BEDROCK.body, BEDROCK.replay, BEDROCK.check
-WHOLE_PATH = "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse"
-
-
-def whole_check(name: str) -> None:
-    """A whole case is replayed on the ``/converse`` path."""
-    BEDROCK.path = WHOLE_PATH
-    try:
-        check(name)
-    finally:
-        BEDROCK.path = PATH
 
 
 EVERY_SPLIT = {"multiply_basic", "exception_frame", "invalid_utf8", "cut_mid_frame"}
@@ -88,7 +84,7 @@ def test_every_streamed_fixture_one_byte_at_a_time(name: str) -> None:
 
 @pytest.mark.parametrize("name", WHOLE)
 def test_every_whole_body(name: str) -> None:
-    whole_check(name)
+    check(name)
 
 
 def test_the_manifest_covers_the_wire_rules() -> None:
@@ -117,16 +113,7 @@ def test_the_manifest_covers_the_wire_rules() -> None:
 
 
 def test_the_generator_reproduces_every_file(tmp_path: Path) -> None:
-    subprocess.run(
-        [sys.executable, str(FIXTURES / "generate.py"), "--out", str(tmp_path)],
-        check=True,
-        capture_output=True,
-    )
-    for path in tmp_path.iterdir():
-        assert path.read_bytes() == (FIXTURES / path.name).read_bytes(), path.name
-    assert {p.name for p in tmp_path.iterdir()} == {
-        p.name for p in FIXTURES.iterdir() if p.name != "generate.py"
-    }
+    BEDROCK.check_generator(tmp_path)
 
 
 def test_the_paths_pick_the_bedrock_wire() -> None:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -82,16 +80,7 @@ def test_the_manifest_covers_the_wire_rules() -> None:
 
 
 def test_the_generator_reproduces_every_file(tmp_path: Path) -> None:
-    subprocess.run(
-        [sys.executable, str(FIXTURES / "generate.py"), "--out", str(tmp_path)],
-        check=True,
-        capture_output=True,
-    )
-    for path in tmp_path.iterdir():
-        assert path.read_bytes() == (FIXTURES / path.name).read_bytes(), path.name
-    assert {p.name for p in tmp_path.iterdir()} == {
-        p.name for p in FIXTURES.iterdir() if p.name != "generate.py"
-    }
+    OLLAMA.check_generator(tmp_path)
 
 
 def test_the_path_picks_the_ollama_wire() -> None:

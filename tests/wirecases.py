@@ -11,6 +11,8 @@ manifest must look like. No litellm.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -57,16 +59,38 @@ class Fixtures:
 
 
 class CoreWire(Fixtures):
-    """The fixtures of a wire the core reads at ``path``, streamed as ``content_type``."""
+    """The fixtures of a wire the core reads at ``path`` (a whole body at ``whole_path``, the
+    same unless given), streamed as ``content_type``."""
 
     def __init__(
-        self, folder: str, *, wire: Wire, path: str, content_type: str, attempt_id: str
+        self,
+        folder: str,
+        *,
+        wire: Wire,
+        path: str,
+        content_type: str,
+        attempt_id: str,
+        whole_path: str | None = None,
     ) -> None:
         super().__init__(folder)
         self.wire = wire
         self.path = path
+        self.whole_path = path if whole_path is None else whole_path
         self.content_type = content_type
         self.attempt_id = attempt_id
+
+    def check_generator(self, out: Path) -> None:
+        """The folder's ``generate.py``, run into ``out``, writes exactly the files on disk."""
+        subprocess.run(
+            [sys.executable, str(self.folder / "generate.py"), "--out", str(out)],
+            check=True,
+            capture_output=True,
+        )
+        for path in out.iterdir():
+            assert path.read_bytes() == (self.folder / path.name).read_bytes(), path.name
+        assert {p.name for p in out.iterdir()} == {
+            p.name for p in self.folder.iterdir() if p.name != "generate.py"
+        }
 
     def replay(
         self,
@@ -85,7 +109,7 @@ class CoreWire(Fixtures):
         try:
             if whole is not None:
                 attempt.bind_response(
-                    content_type="application/json", streamed=False, path=self.path
+                    content_type="application/json", streamed=False, path=self.whole_path
                 )
                 attempt.receive_body(whole)
             else:
