@@ -5,15 +5,19 @@
 through the gate (sync or async) and returns the chunks it yielded with the quarantine, if
 any; ``released`` lists the tool calls among the chunks. ``call`` does what ``run`` does for
 any of the gate's entry points (completion, messages, responses), streamed or not;
-``tool_calls`` are the chat chunks' tool calls. The ``upstream`` fixture (a running
-FakeUpstream) is in conftest.py.
+``tool_calls`` are the chat chunks' tool calls. ``plain_outcome`` is what plain litellm, no
+gate, hands its caller for one recording. The ``upstream`` fixture (a running FakeUpstream)
+is in conftest.py.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+import litellm
 
 from litellm_toolgate import ToolCallQuarantined, ToolGate
 from litellm_toolgate.demo.upstream import FakeUpstream
@@ -97,3 +101,33 @@ def released(chunks: list[Any]) -> list[tuple[str, str]]:
 def tool_calls(chunks: list[Any]) -> list[Any]:
     """Every tool call the chat chunks hand over, as litellm gives it."""
     return [tc for c in chunks for ch in c.choices for tc in (ch.delta.tool_calls or [])]
+
+
+PLAIN_OUTCOMES = ("raised", "tool_calls", "other_finish", "no_call")
+
+
+def plain_outcome(args: dict[str, Any]) -> str:
+    """What plain ``litellm.completion(**args, stream=True)``, no gate, hands its caller:
+    ``raised``; ``no_call`` (no call, or one whose arguments are not a JSON object); or calls
+    that all parse as objects, under ``finish_reason`` ``tool_calls`` or ``other_finish``.
+    The last two are a broken recording handed over as finished, parseable calls."""
+    calls: dict[int, str] = {}
+    finish = None
+    try:
+        for chunk in litellm.completion(**{**args, "stream": True}):
+            for choice in chunk.choices:
+                finish = choice.finish_reason or finish
+                for tc in choice.delta.tool_calls or []:
+                    calls[tc.index] = calls.get(tc.index, "") + (tc.function.arguments or "")
+    except Exception:
+        return "raised"
+
+    def an_object(text: str) -> bool:
+        try:
+            return isinstance(json.loads(text), dict)
+        except ValueError:
+            return False
+
+    if not calls or not all(an_object(a) for a in calls.values()):
+        return "no_call"
+    return "tool_calls" if finish == "tool_calls" else "other_finish"

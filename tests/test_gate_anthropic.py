@@ -24,7 +24,7 @@ from typing import Any
 import litellm
 import pytest
 from conftest import no_leak
-from loopback import ask_multiply, call, tool_calls
+from loopback import PLAIN_OUTCOMES, ask_multiply, call, plain_outcome, tool_calls
 from vertexauth import CLAUDE_MODEL, CLAUDE_PATH, TOKENS, vertex_args
 from wirecases import Fixtures
 
@@ -191,32 +191,13 @@ def _plain(upstream: FakeUpstream, name: str, route: str) -> str:
     upstream.enqueue(Scripted((FIXTURES / CASES[name]["body"]).read_bytes()))
     model, extra = ROUTES[route]
     args = ask_multiply(upstream, model, MANIFEST["tools"], **extra)
-    calls: dict[int, str] = {}
-    finish = None
-    try:
-        for chunk in litellm.completion(**args, stream=True):
-            for choice in chunk.choices:
-                finish = choice.finish_reason or finish
-                for tc in choice.delta.tool_calls or []:
-                    calls[tc.index] = calls.get(tc.index, "") + (tc.function.arguments or "")
-    except Exception:
-        return "raised"
-
-    def an_object(text: str) -> bool:
-        try:
-            return isinstance(json.loads(text), dict)
-        except ValueError:
-            return False
-
-    if not calls or not all(an_object(a) for a in calls.values()):
-        return "no_call"
-    return "tool_calls" if finish == "tool_calls" else "other_finish"
+    return plain_outcome(args)
 
 
 @pytest.mark.parametrize("route", ROUTES)
 def test_plain_litellm_hands_over_broken_recordings(upstream: FakeUpstream, route: str) -> None:
     """The gate refuses all of them (test_every_streamed_fixture); plain litellm does not."""
-    tally = dict.fromkeys(("raised", "tool_calls", "other_finish", "no_call"), 0)
+    tally = dict.fromkeys(PLAIN_OUTCOMES, 0)
     for name in BROKEN:
         tally[_plain(upstream, name, route)] += 1
     assert sum(tally.values()) == len(BROKEN) == 42
