@@ -107,6 +107,8 @@ class WireObserver:
     started: float
     status: int | None = None
     content_type: str = ""
+    path: str = ""
+    """The request's URL path (the route's own path on its wire: what a replay asks)."""
     pieces: list[bytes] = field(default_factory=list, repr=False)
     """The body as read (the route's own bytes: never logged, sanitized before it is kept)."""
     _decoder: SSEDecoder = field(

@@ -206,11 +206,7 @@ def probe_route(
 
 
 def _path_of(observer: WireObserver | None) -> str:
-    if observer is None:
-        return ""
-    return {"chat": "/chat/completions", "responses": "/responses", "anthropic": "/v1/messages"}[
-        observer.wire.value
-    ]
+    return "" if observer is None else observer.path
 
 
 def probe_routes(
