@@ -231,6 +231,58 @@ def test_the_anthropic_wire(capsys: pytest.CaptureFixture[str], upstream: FakeUp
     assert row[1:6] == ["released 2", "tool_use", "yes", "block", "-"]
 
 
+# The wires of whole calls and of event-stream frames. Bedrock's credentials come from
+# litellm's own lookup (here: throwaway ones in the environment; litellm signs the request).
+BEDROCK_ROUTE = "bedrock/converse/anthropic.claude-3-5-sonnet-20240620-v1:0"
+AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "AKIDPROBE",
+    "AWS_SECRET_ACCESS_KEY": "not-a-secret",
+    "AWS_REGION_NAME": "us-east-1",
+}
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_the_gemini_ollama_and_bedrock_wires(
+    capsys: pytest.CaptureFixture[str], upstream: FakeUpstream, aws: None, tmp_path: Path
+) -> None:
+    routes = ["gemini/probe-standard", "ollama_chat/probe-standard", BEDROCK_ROUTE]
+    models = [a for route in routes for a in ("--model", route)]
+    out = tmp_path / "probe.json"
+    tables = probe(capsys, upstream, *models, *FEW_ARGS, "--json", str(out), root=True)
+    assert list(tables) == routes
+    # (terminal, end, identity, args of one_call, of parallel_calls, of non_ascii)
+    expected = {
+        # Whole calls without ids, each args object one fragment; the finish message ends it.
+        "gemini/probe-standard": ("STOP", "missing", "16-16", "84-84"),
+        # Whole calls with the server's ids; the done line ends it.
+        "ollama_chat/probe-standard": ("stop", "whole", "16-16", "84-84"),
+        # Tool blocks (id and name on the start), arguments in 12-character deltas.
+        BEDROCK_ROUTE: ("tool_use", "block", "4-12", "12-20"),
+    }
+    for route, (terminal, identity, small, unicode) in expected.items():
+        rows = tables[route]
+        assert list(rows) == FEW
+        for request, row in rows.items():
+            assert row[1:6] == [released(request), terminal, "yes", identity, "-"], (route, row)
+            assert column(row, "usage") == "yes"
+            assert re.fullmatch(r"\d+", column(row, "first-call")), (route, row)
+        whole = route != BEDROCK_ROUTE
+        assert column(rows["one_call"], "args") == f"{1 if whole else 2} x {small} B"
+        assert column(rows["parallel_calls"], "args") == f"{2 if whole else 4} x {small} B"
+        assert column(rows["non_ascii"], "args") == f"{1 if whole else 6} x {unicode} B"
+    written = {r["route"]: r["rows"] for r in json.loads(out.read_text())["routes"]}
+    facts = {route: rows[0]["wire"] for route, rows in written.items()}
+    assert [facts[r]["wire"] for r in routes] == ["gemini", "ollama", "bedrock"]
+    assert [facts[r]["arguments_in"] for r in routes] == ["object", "object", "deltas"]
+    assert all(f["undecodable"] == 0 and f["after_end"] == 0 for f in facts.values())
+    assert facts[BEDROCK_ROUTE]["content_type"] == "application/vnd.amazon.eventstream"
+
+
 # ---- record, then verify ---------------------------------------------------------------------
 def record(
     capsys: pytest.CaptureFixture[str], upstream: FakeUpstream, out: Path, *args: str
