@@ -19,7 +19,13 @@ import pytest
 from conftest import CANARY
 
 from litellm_toolgate.cli import main
-from litellm_toolgate.demo.personalities import chat_body, personality_answer
+from litellm_toolgate.demo.personalities import (
+    bedrock_body,
+    chat_body,
+    gemini_body,
+    ollama_body,
+    personality_answer,
+)
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 from litellm_toolgate.operate.verify import classify
 
@@ -330,6 +336,38 @@ def test_record_then_verify_round_trips(
     assert "ok    one_call: quarantine missing_done" in out
 
 
+def test_record_then_verify_on_the_gemini_ollama_and_bedrock_wires(
+    capsys: pytest.CaptureFixture[str], upstream: FakeUpstream, aws: None, tmp_path: Path
+) -> None:
+    routes = ["gemini/probe-standard", "ollama_chat/probe-standard", BEDROCK_ROUTE]
+    models = [a for route in routes for a in ("--model", route)]
+    base = ["--api-base", upstream.root_url, "--api-key", "sk-probe"]
+    code = main(["record", *base, *models, "--request", "parallel_calls", "--out", str(tmp_path)])
+    assert code == 0
+    capsys.readouterr()
+    # (folder, body file, the released calls' ids in the manifest)
+    expected = {
+        "gemini": ("gemini_probe-standard-chat", "parallel_calls.sse", r"gemini-call-[01]"),
+        "ollama": ("ollama_chat_probe-standard-chat", "parallel_calls.ndjson", r"call_0000000[12]"),
+        "bedrock": (
+            "bedrock_converse_anthropic.claude-3-5-sonnet-20240620-v1_0-chat",
+            "parallel_calls.eventstream",
+            r"tooluse_0{21}[12]",
+        ),
+    }
+    for wire, (folder, body, ids) in expected.items():
+        manifest = json.loads((tmp_path / folder / "manifest.json").read_text())
+        assert (manifest["wire"], manifest["recorded"]["sanitizer"]) == (wire, "3")
+        (case,) = manifest["cases"]
+        assert case["body"] == body and (tmp_path / folder / body).is_file()
+        made = [c["id"] for c in case["calls"]]
+        assert len(set(made)) == 2 and all(re.fullmatch(ids, i) for i in made), made
+        assert case["wire_facts"]["calls"] == 2 and "sanitizing_changed_verdict" not in case
+    code, out = verify(capsys, tmp_path)
+    assert code == 0, out
+    assert "3 fixture(s), 0 with differences" in out
+
+
 def litellm_version() -> str:
     from importlib.metadata import version
 
@@ -360,33 +398,41 @@ def test_an_edited_fixture_fails_verify_readably(
     assert "2 with differences" in out
 
 
+# Each wire's body builder, media type and route for the canary.
+CANARY_WIRES: dict[str, tuple[Any, str, str]] = {
+    "chat": (chat_body, "text/event-stream", "cometapi/gpt-4o-mini"),
+    "gemini": (gemini_body, "text/event-stream", "gemini/gemini-2.5-flash"),
+    "ollama": (ollama_body, "application/x-ndjson", "ollama_chat/qwen3:8b"),
+    "bedrock": (bedrock_body, "application/vnd.amazon.eventstream", BEDROCK_ROUTE),
+}
+
+
+@pytest.mark.parametrize("wire", list(CANARY_WIRES))
 def test_a_recording_holds_no_argument_text(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, aws: None, wire: str
 ) -> None:
-    """The canary: argument values, text and ids the route sent appear nowhere recorded."""
+    """The canary: argument values, text and ids the route sent appear nowhere recorded, on
+    every wire's framing (SSE, NDJSON, event-stream frames); the recording still verifies."""
     secret_args = json.dumps(
         {"path": f"/home/{CANARY}/notes.txt", "content": f"{CANARY} ünïcødé 日本語 🎉 42"},
         ensure_ascii=False,
     )
+    build, media, route = CANARY_WIRES[wire]
+    original: bytes = build(f"Writing {CANARY} now.", [("write_file", secret_args)], seed=CANARY)
 
     def answer(request: dict[str, Any]) -> Scripted:
-        body = chat_body(
-            f"Writing {CANARY} now.",
-            [("write_file", secret_args)],
-            seed=CANARY,
-        )
-        return Scripted(body, chunk_sizes=[7, 64, 3])
+        return Scripted(original, content_type=media, chunk_sizes=[7, 64, 3])
 
     with FakeUpstream(answer) as server:
         code = main(
             [
                 "record",
                 "--api-base",
-                server.base_url,
+                server.base_url if wire == "chat" else server.root_url,
                 "--api-key",
                 "sk-probe",
                 "--model",
-                "cometapi/gpt-4o-mini",
+                route,
                 "--request",
                 "non_ascii",
                 "--out",
@@ -397,10 +443,11 @@ def test_a_recording_holds_no_argument_text(
         )
     assert code == 0
     printed = capsys.readouterr()
-    original = chat_body(f"Writing {CANARY} now.", [("write_file", secret_args)], seed=CANARY)
-    original_ids = set(re.findall(rb'"id":"([^"]+)"', original))
+    assert f"recorded {tmp_path / 'rec'}" in printed.out
+    original_ids = set(re.findall(rb'"(?:id|toolUseId|responseId)":"([^"]+)"', original))
     assert original_ids
     files = [*(tmp_path / "rec").rglob("*"), tmp_path / "probe.json"]
+    assert len([f for f in files if f.is_file()]) == 3  # the body, the manifest, the JSON
     for path in files:
         if path.is_file():
             data = path.read_bytes()
@@ -411,6 +458,7 @@ def test_a_recording_holds_no_argument_text(
     assert CANARY not in printed.out + printed.err
     code, out = verify(capsys, tmp_path / "rec")
     assert code == 0, out
+    assert "ok    non_ascii: release (1 call(s))" in out
 
 
 # ---- across litellm versions --------------------------------------------------------------------
