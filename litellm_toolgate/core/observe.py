@@ -133,8 +133,8 @@ class WireObserver:
     """The request's URL path (the route's own path on its wire: what a replay asks)."""
     pieces: list[bytes] = field(default_factory=list, repr=False)
     """The body as read (the route's own bytes: never logged, sanitized before it is kept)."""
-    _decoder: FramingDecoder | None = field(default=None, repr=False)
-    _resyncs: bool = True
+    _decoder: FramingDecoder | None = field(default=None, init=False, repr=False)
+    _resyncs: bool = field(default=True, init=False, repr=False)
     _utf8_carry: int = 0
     _utf8_split: bool = False
     _events: int = 0
