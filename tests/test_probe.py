@@ -19,7 +19,13 @@ import pytest
 from conftest import CANARY
 
 from litellm_toolgate.cli import main
-from litellm_toolgate.demo.personalities import chat_body, personality_answer
+from litellm_toolgate.demo.personalities import (
+    bedrock_body,
+    chat_body,
+    gemini_body,
+    ollama_body,
+    personality_answer,
+)
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 from litellm_toolgate.operate.verify import classify
 
@@ -231,6 +237,58 @@ def test_the_anthropic_wire(capsys: pytest.CaptureFixture[str], upstream: FakeUp
     assert row[1:6] == ["released 2", "tool_use", "yes", "block", "-"]
 
 
+# The wires of whole calls and of event-stream frames. Bedrock's credentials come from
+# litellm's own lookup (here: throwaway ones in the environment; litellm signs the request).
+BEDROCK_ROUTE = "bedrock/converse/anthropic.claude-3-5-sonnet-20240620-v1:0"
+AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "AKIDPROBE",
+    "AWS_SECRET_ACCESS_KEY": "not-a-secret",
+    "AWS_REGION_NAME": "us-east-1",
+}
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in AWS_ENV.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_the_gemini_ollama_and_bedrock_wires(
+    capsys: pytest.CaptureFixture[str], upstream: FakeUpstream, aws: None, tmp_path: Path
+) -> None:
+    routes = ["gemini/probe-standard", "ollama_chat/probe-standard", BEDROCK_ROUTE]
+    models = [a for route in routes for a in ("--model", route)]
+    out = tmp_path / "probe.json"
+    tables = probe(capsys, upstream, *models, *FEW_ARGS, "--json", str(out), root=True)
+    assert list(tables) == routes
+    # (terminal, end, identity, args of one_call, of parallel_calls, of non_ascii)
+    expected = {
+        # Whole calls without ids, each args object one fragment; the finish message ends it.
+        "gemini/probe-standard": ("STOP", "missing", "16-16", "84-84"),
+        # Whole calls with the server's ids; the done line ends it.
+        "ollama_chat/probe-standard": ("stop", "whole", "16-16", "84-84"),
+        # Tool blocks (id and name on the start), arguments in 12-character deltas.
+        BEDROCK_ROUTE: ("tool_use", "block", "4-12", "12-20"),
+    }
+    for route, (terminal, identity, small, unicode) in expected.items():
+        rows = tables[route]
+        assert list(rows) == FEW
+        for request, row in rows.items():
+            assert row[1:6] == [released(request), terminal, "yes", identity, "-"], (route, row)
+            assert column(row, "usage") == "yes"
+            assert re.fullmatch(r"\d+", column(row, "first-call")), (route, row)
+        whole = route != BEDROCK_ROUTE
+        assert column(rows["one_call"], "args") == f"{1 if whole else 2} x {small} B"
+        assert column(rows["parallel_calls"], "args") == f"{2 if whole else 4} x {small} B"
+        assert column(rows["non_ascii"], "args") == f"{1 if whole else 6} x {unicode} B"
+    written = {r["route"]: r["rows"] for r in json.loads(out.read_text())["routes"]}
+    facts = {route: rows[0]["wire"] for route, rows in written.items()}
+    assert [facts[r]["wire"] for r in routes] == ["gemini", "ollama", "bedrock"]
+    assert [facts[r]["arguments_in"] for r in routes] == ["object", "object", "deltas"]
+    assert all(f["undecodable"] == 0 and f["after_end"] == 0 for f in facts.values())
+    assert facts[BEDROCK_ROUTE]["content_type"] == "application/vnd.amazon.eventstream"
+
+
 # ---- record, then verify ---------------------------------------------------------------------
 def record(
     capsys: pytest.CaptureFixture[str], upstream: FakeUpstream, out: Path, *args: str
@@ -278,6 +336,38 @@ def test_record_then_verify_round_trips(
     assert "ok    one_call: quarantine missing_done" in out
 
 
+def test_record_then_verify_on_the_gemini_ollama_and_bedrock_wires(
+    capsys: pytest.CaptureFixture[str], upstream: FakeUpstream, aws: None, tmp_path: Path
+) -> None:
+    routes = ["gemini/probe-standard", "ollama_chat/probe-standard", BEDROCK_ROUTE]
+    models = [a for route in routes for a in ("--model", route)]
+    base = ["--api-base", upstream.root_url, "--api-key", "sk-probe"]
+    code = main(["record", *base, *models, "--request", "parallel_calls", "--out", str(tmp_path)])
+    assert code == 0
+    capsys.readouterr()
+    # (folder, body file, the released calls' ids in the manifest)
+    expected = {
+        "gemini": ("gemini_probe-standard-chat", "parallel_calls.sse", r"gemini-call-[01]"),
+        "ollama": ("ollama_chat_probe-standard-chat", "parallel_calls.ndjson", r"call_0000000[12]"),
+        "bedrock": (
+            "bedrock_converse_anthropic.claude-3-5-sonnet-20240620-v1_0-chat",
+            "parallel_calls.eventstream",
+            r"tooluse_0{21}[12]",
+        ),
+    }
+    for wire, (folder, body, ids) in expected.items():
+        manifest = json.loads((tmp_path / folder / "manifest.json").read_text())
+        assert (manifest["wire"], manifest["recorded"]["sanitizer"]) == (wire, "3")
+        (case,) = manifest["cases"]
+        assert case["body"] == body and (tmp_path / folder / body).is_file()
+        made = [c["id"] for c in case["calls"]]
+        assert len(set(made)) == 2 and all(re.fullmatch(ids, i) for i in made), made
+        assert case["wire_facts"]["calls"] == 2 and "sanitizing_changed_verdict" not in case
+    code, out = verify(capsys, tmp_path)
+    assert code == 0, out
+    assert "3 fixture(s), 0 with differences" in out
+
+
 def litellm_version() -> str:
     from importlib.metadata import version
 
@@ -308,33 +398,41 @@ def test_an_edited_fixture_fails_verify_readably(
     assert "2 with differences" in out
 
 
+# Each wire's body builder, media type and route for the canary.
+CANARY_WIRES: dict[str, tuple[Any, str, str]] = {
+    "chat": (chat_body, "text/event-stream", "cometapi/gpt-4o-mini"),
+    "gemini": (gemini_body, "text/event-stream", "gemini/gemini-2.5-flash"),
+    "ollama": (ollama_body, "application/x-ndjson", "ollama_chat/qwen3:8b"),
+    "bedrock": (bedrock_body, "application/vnd.amazon.eventstream", BEDROCK_ROUTE),
+}
+
+
+@pytest.mark.parametrize("wire", list(CANARY_WIRES))
 def test_a_recording_holds_no_argument_text(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, aws: None, wire: str
 ) -> None:
-    """The canary: argument values, text and ids the route sent appear nowhere recorded."""
+    """The canary: argument values, text and ids the route sent appear nowhere recorded, on
+    every wire's framing (SSE, NDJSON, event-stream frames); the recording still verifies."""
     secret_args = json.dumps(
         {"path": f"/home/{CANARY}/notes.txt", "content": f"{CANARY} ünïcødé 日本語 🎉 42"},
         ensure_ascii=False,
     )
+    build, media, route = CANARY_WIRES[wire]
+    original: bytes = build(f"Writing {CANARY} now.", [("write_file", secret_args)], seed=CANARY)
 
     def answer(request: dict[str, Any]) -> Scripted:
-        body = chat_body(
-            f"Writing {CANARY} now.",
-            [("write_file", secret_args)],
-            seed=CANARY,
-        )
-        return Scripted(body, chunk_sizes=[7, 64, 3])
+        return Scripted(original, content_type=media, chunk_sizes=[7, 64, 3])
 
     with FakeUpstream(answer) as server:
         code = main(
             [
                 "record",
                 "--api-base",
-                server.base_url,
+                server.base_url if wire == "chat" else server.root_url,
                 "--api-key",
                 "sk-probe",
                 "--model",
-                "cometapi/gpt-4o-mini",
+                route,
                 "--request",
                 "non_ascii",
                 "--out",
@@ -345,10 +443,11 @@ def test_a_recording_holds_no_argument_text(
         )
     assert code == 0
     printed = capsys.readouterr()
-    original = chat_body(f"Writing {CANARY} now.", [("write_file", secret_args)], seed=CANARY)
-    original_ids = set(re.findall(rb'"id":"([^"]+)"', original))
+    assert f"recorded {tmp_path / 'rec'}" in printed.out
+    original_ids = set(re.findall(rb'"(?:id|toolUseId|responseId)":"([^"]+)"', original))
     assert original_ids
     files = [*(tmp_path / "rec").rglob("*"), tmp_path / "probe.json"]
+    assert len([f for f in files if f.is_file()]) == 3  # the body, the manifest, the JSON
     for path in files:
         if path.is_file():
             data = path.read_bytes()
@@ -359,6 +458,7 @@ def test_a_recording_holds_no_argument_text(
     assert CANARY not in printed.out + printed.err
     code, out = verify(capsys, tmp_path / "rec")
     assert code == 0, out
+    assert "ok    non_ascii: release (1 call(s))" in out
 
 
 # ---- across litellm versions --------------------------------------------------------------------

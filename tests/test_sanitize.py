@@ -24,6 +24,7 @@ from litellm_toolgate.core.observe import WireObserver
 from litellm_toolgate.core.registry import ToolRegistry
 from litellm_toolgate.core.sanitize import sanitize_body, schema_words, scrub_arguments
 from litellm_toolgate.core.state import Wire
+from litellm_toolgate.core.wires import WIRES
 from litellm_toolgate.operate.record import core_verdict
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
@@ -182,7 +183,15 @@ def test_a_name_no_tool_has_is_filled() -> None:
 
 
 # ---- the project's fixtures -------------------------------------------------------------------
-PATHS = {"chat": "chat", "responses": "responses", "anthropic": "anthropic", "profiles": "chat"}
+PATHS = {
+    "chat": "chat",
+    "responses": "responses",
+    "anthropic": "anthropic",
+    "profiles": "chat",
+    "gemini": "gemini",
+    "ollama": "ollama",
+    "bedrock": "bedrock",
+}
 # A built-in tool whose argument is a patch in its own line format: filler breaks it.
 # Known losses: the sanitizer replaces free text with filler of the same length, which a
 # patch (apply_patch_call's diff) or a custom tool's grammar then refuses. Recording such a
@@ -223,8 +232,15 @@ def test_every_fixture_keeps_its_verdict_and_loses_its_canary(
     streamed = not case["body"].endswith(".json")
     registry = ToolRegistry.from_tools(tools)
     keep = schema_words(spec.schema for spec in registry)
-    clean = sanitize_body(body, streamed=streamed, keep=keep, names=tool_names(tools))
+    framing = WIRES[Wire(PATHS[folder])].framing
+    clean = sanitize_body(
+        body, streamed=streamed, keep=keep, names=tool_names(tools), framing=framing
+    )
     assert CANARY.encode() not in clean.body
+    if folder in ("gemini", "ollama", "bedrock"):
+        # No escape in these bodies' arguments: every byte offset is kept (frames re-encoded
+        # with their CRCs over the new payload keep their lengths too).
+        assert len(clean.body) == len(body)
     common: dict[str, Any] = {
         "wire": PATHS[folder],
         "tools": tools,
@@ -263,3 +279,37 @@ def test_the_observer_gives_the_same_facts_however_the_body_is_split() -> None:
     assert b.pieces == len(body) and a.pieces == 1
     assert CANARY.encode() in body
     assert CANARY not in repr(a) + repr(b) + repr(whole) + repr(one_by_one)
+
+
+def test_bedrock_frames_are_written_again_with_sound_checksums() -> None:
+    from litellm_toolgate.core.errors import QuarantineReason
+    from litellm_toolgate.core.eventstream import EventStreamDecoder, encode_frame
+
+    body = (ROOT / "bedrock" / "two_calls.eventstream").read_bytes()
+    quoted = encode_frame(
+        [
+            (":message-type", "exception"),
+            (":exception-type", "modelStreamErrorException"),
+            (":error-message", f"could not parse {CANARY}"),
+        ],
+        json.dumps({"message": CANARY, "originalStatusCode": 400}).encode(),
+    )
+    clean = sanitize_body(body + quoted, framing="AWS event-stream")
+    assert len(clean.body) == len(body + quoted) and CANARY.encode() not in clean.body
+    original = EventStreamDecoder(max_event_bytes=1 << 20)
+    sanitized = EventStreamDecoder(max_event_bytes=1 << 20)
+    before, after = original.feed(body + quoted), sanitized.feed(clean.body)
+    # Every frame decodes (both CRCs hold over the new payload), up to the same exception.
+    assert [m.event for m in after] == [m.event for m in before] and len(after) == 18
+    assert original.error is sanitized.error is QuarantineReason.ERROR_EVENT
+    assert all(len(a.data) == len(b.data) for a, b in zip(after, before, strict=True))
+    assert [m.data for m in after] != [m.data for m in before]
+    assert b"modelStreamErrorException" in clean.body and b"could not parse" not in clean.body
+    # What is no frame (the last one, cut short) becomes zeros of its length.
+    starts = [0]
+    while starts[-1] < len(body):
+        starts.append(starts[-1] + int.from_bytes(body[starts[-1] : starts[-1] + 4], "big"))
+    last = starts[-2]
+    cut = sanitize_body(body[:-7], framing="AWS event-stream").body
+    assert len(cut) == len(body) - 7 and cut[last:] == bytes(len(body) - 7 - last)
+    assert cut[:last] == clean.body[:last]

@@ -3,11 +3,19 @@
 The gate decides; this module only watches. :class:`WireObserver` is fed the same raw pieces
 the gate is fed (with the time each arrived, from the edge's clock) and keeps facts about the
 route's way of streaming tool calls: whether it sent its terminal (a chat ``finish_reason``,
-a Responses status, an Anthropic ``stop_reason``) and its end marker (``[DONE]``,
-``response.completed``, ``message_stop``), whether a call's identity (id and name) came on its
+a Responses status, an Anthropic ``stop_reason``, a Gemini ``finishReason``, an Ollama
+``done_reason``, a Bedrock ``stopReason``) and its end marker (``[DONE]``,
+``response.completed``, ``message_stop``, Gemini's finish message, Ollama's ``done: true``
+line, Bedrock's ``metadata`` event), whether a call's identity (id and name) came on its
 first fragment only or on every one, the argument fragments' sizes, a usage report, and the
 times to the first call fragment and to the terminal. :meth:`WireObserver.facts` returns them
 as :class:`WireFacts`: counts, sizes and names of the protocol, never argument text.
+
+The body is cut into messages by the wire's own framing decoder
+(:meth:`~.wires.base.WireSpec.decoder`: SSE, Ollama's lines, Bedrock's binary event-stream
+frames). After a framing fault the observer counts the piece as undecodable and starts a
+fresh decoder where the framing can find its feet again (SSE at a blank line, NDJSON at a
+newline); a binary event stream cannot, so nothing after its fault is read.
 
 The observer keeps the raw pieces (:attr:`WireObserver.pieces`) so that a probe can record
 them; a recording goes through :mod:`.sanitize` before it is written anywhere. Like the rest
@@ -22,8 +30,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .errors import Fault
-from .sse import SSEDecoder
+from .framing import FramingDecoder
 from .state import Wire
+from .wires import WIRES
 
 __all__ = ["WireFacts", "WireObserver"]
 
@@ -61,25 +70,38 @@ class WireFacts:
     calls: int
     fragments: int
     """Argument fragments (chat ``arguments`` pieces, Responses deltas, Anthropic
-    ``input_json_delta``s)."""
+    ``input_json_delta``s, Bedrock ``toolUse.input`` deltas; on Gemini and Ollama, whose
+    calls arrive whole, one per call, sized as the gate serializes its argument object)."""
     fragment_bytes_min: int | None
     fragment_bytes_max: int | None
     identity: str
     """``first`` (id and name on a call's first fragment only), ``repeated`` (on later
-    fragments too), ``whole`` (every call in one fragment), ``item`` (Responses: on the
-    item), ``block`` (Anthropic: on the block), ``missing`` (a call without an id) or ``-``."""
+    fragments too), ``whole`` (every call in one fragment, with its id: chat's whole calls,
+    Ollama's and Gemini's calls that carry an id), ``item`` (Responses: on the item),
+    ``block`` (Anthropic and Bedrock: on the block start), ``missing`` (a call without an
+    id, as Gemini's usually are: the gate names them by position) or ``-`` (no call)."""
     indexed: bool | None
     """Chat: every tool-call fragment carried an ``index`` (None without calls)."""
     arguments_in: str
     """Where argument text arrived: ``deltas``, ``done only`` (Responses: no delta, the
-    ``.done`` event alone), ``start`` (Anthropic: on the block start) or ``-``."""
+    ``.done`` event alone), ``start`` (Anthropic: on the block start), ``object`` (Gemini
+    ``args``, Ollama ``arguments``: a JSON object, whole) or ``-``."""
     terminal: str | None
-    """The wire's terminal: the finish reason, Responses status or Anthropic stop reason."""
+    """The wire's terminal: the chat finish reason, Responses status, Anthropic stop
+    reason, Gemini ``finishReason``, Ollama ``done_reason`` (on the ``done: true`` line) or
+    Bedrock ``messageStop.stopReason``."""
     end_marker: bool
-    """``[DONE]`` (chat), ``response.completed`` (Responses), ``message_stop`` (Anthropic)."""
+    """The wire's end marker was sent: ``[DONE]`` (chat), ``response.completed``
+    (Responses), ``message_stop`` (Anthropic), the message whose candidate carries a
+    ``finishReason`` (Gemini: no ``[DONE]``, the finish message ends the stream), the
+    ``done: true`` line (Ollama) or the ``metadata`` event after ``messageStop``
+    (Bedrock). Where the finish is itself the end (Gemini, Ollama) this says it came."""
     after_end: int
     """Events after the end marker."""
     usage: bool
+    """A usage report: chat ``usage``, Responses ``response.usage``, Anthropic ``usage``,
+    Gemini ``usageMetadata``, Ollama ``prompt_eval_count`` / ``eval_count``, Bedrock
+    ``metadata.usage``."""
     first_call_ms: float | None
     terminal_ms: float | None
     last_byte_ms: float | None
@@ -107,11 +129,12 @@ class WireObserver:
     started: float
     status: int | None = None
     content_type: str = ""
+    path: str = ""
+    """The request's URL path (the route's own path on its wire: what a replay asks)."""
     pieces: list[bytes] = field(default_factory=list, repr=False)
     """The body as read (the route's own bytes: never logged, sanitized before it is kept)."""
-    _decoder: SSEDecoder = field(
-        default_factory=lambda: SSEDecoder(max_event_bytes=_MAX_EVENT), repr=False
-    )
+    _decoder: FramingDecoder | None = field(default=None, init=False, repr=False)
+    _resyncs: bool = field(default=True, init=False, repr=False)
     _utf8_carry: int = 0
     _utf8_split: bool = False
     _events: int = 0
@@ -131,6 +154,15 @@ class WireObserver:
     _ended: str = "open"
     _now: float = 0.0
 
+    def __post_init__(self) -> None:
+        self._decoder = self._new_decoder()
+        # An SSE or NDJSON body finds its next message after a fault; a binary frame stream
+        # has no boundary to find again.
+        self._resyncs = self.wire is not Wire.BEDROCK
+
+    def _new_decoder(self) -> FramingDecoder:
+        return WIRES[self.wire].decoder(_MAX_EVENT)
+
     def feed(self, data: bytes, at: float) -> None:
         """One piece of the body as read, at time ``at``."""
         if not data:
@@ -138,14 +170,19 @@ class WireObserver:
         self.pieces.append(bytes(data))
         self._last_byte = self._now = at
         self._track_utf8(data)
-        try:
-            messages = self._decoder.feed_fields(data)
-        except Fault:
-            self._undecodable += 1
-            self._decoder = SSEDecoder(max_event_bytes=_MAX_EVENT)
+        decoder = self._decoder
+        if decoder is None:  # a frame stream broken earlier: nothing more is read
             return
+        try:
+            messages = decoder.feed_fields(data)
+        except Fault:
+            messages = []
         for event, text, _ in messages:
             self._message(event, text)
+        if decoder.error is not None:
+            # The messages before the fault are read; the rest of this piece is not.
+            self._undecodable += 1
+            self._decoder = self._new_decoder() if self._resyncs else None
 
     def end(self, at: float, *, clean: bool) -> None:
         """The body ended: cleanly, or with a read error."""
@@ -209,7 +246,7 @@ class WireObserver:
             return "-"
         if self.wire is Wire.RESPONSES:
             return "item" if all(c.has_id for c in calls) else "missing"
-        if self.wire is Wire.ANTHROPIC:
+        if self.wire in (Wire.ANTHROPIC, Wire.BEDROCK):
             return "block" if all(c.has_id for c in calls) else "missing"
         if not all(c.has_id for c in calls):
             return "missing"
@@ -222,6 +259,8 @@ class WireObserver:
     def _arguments_in(self) -> str:
         if not self._calls:
             return "-"
+        if self.wire in (Wire.GEMINI, Wire.OLLAMA):
+            return "object"
         if self._sizes:
             return "deltas"
         if self._done_arguments:
@@ -254,18 +293,30 @@ class WireObserver:
             return
         try:
             data = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             self._undecodable += 1
             return
         if not isinstance(data, dict):
             self._undecodable += 1
             return
-        if self.wire is Wire.CHAT:
-            self._chat(data)
-        elif self.wire is Wire.RESPONSES:
-            self._responses(event, data)
-        else:
-            self._anthropic(event, data)
+        read = {
+            Wire.CHAT: self._chat,
+            Wire.GEMINI: self._gemini,
+            Wire.OLLAMA: self._ollama,
+        }.get(self.wire)
+        try:
+            if read is not None:
+                read(data)
+            elif self.wire is Wire.RESPONSES:
+                self._responses(event, data)
+            elif self.wire is Wire.BEDROCK:
+                self._bedrock(event, data)
+            else:
+                self._anthropic(event, data)
+        except (TypeError, ValueError, AttributeError, RecursionError):
+            # A shape no rule expected (an unhashable key, a value too deep to measure):
+            # counted, never raised. The facts read before it stay.
+            self._undecodable += 1
 
     def _chat(self, data: dict[str, Any]) -> None:
         if data.get("usage"):
@@ -354,3 +405,79 @@ class WireObserver:
                 self._usage = True
         elif kind == "message_stop":
             self._end = True
+
+    # ---- the wires of whole calls (Gemini, Ollama) and of event-stream frames (Bedrock) ------
+    def _whole_call(self, call_id: object, name: object, arguments: object) -> None:
+        """One call that arrives whole: one fragment, the size of its argument object as
+        the gate serializes it (absent: ``{}``); an argument that is no object counts 0."""
+        if arguments is None:
+            size = 2
+        elif isinstance(arguments, dict):
+            size = len(json.dumps(arguments, ensure_ascii=False).encode())
+        else:
+            size = 0
+        call = self._call_fragment(("w", len(self._calls)), size)
+        if isinstance(call_id, str) and call_id:
+            call.with_id += 1
+            call.has_id = True
+        if isinstance(name, str) and name:
+            call.with_name += 1
+
+    def _gemini(self, data: dict[str, Any]) -> None:
+        if data.get("usageMetadata"):
+            self._usage = True
+        candidates = data.get("candidates")
+        for candidate in candidates if isinstance(candidates, list) else []:
+            if not isinstance(candidate, dict):
+                continue
+            content = candidate.get("content")
+            parts = content.get("parts") if isinstance(content, dict) else None
+            for part in parts if isinstance(parts, list) else []:
+                call = part.get("functionCall") if isinstance(part, dict) else None
+                if isinstance(call, dict):
+                    self._whole_call(call.get("id"), call.get("name"), call.get("args"))
+            finish = candidate.get("finishReason")
+            if isinstance(finish, str) and finish:
+                self._set_terminal(finish)
+                self._end = True  # the finish message is the end: no [DONE] follows
+
+    def _ollama(self, data: dict[str, Any]) -> None:
+        message = data.get("message")
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        for call in calls if isinstance(calls, list) else []:
+            if not isinstance(call, dict):
+                continue
+            function = call.get("function")
+            function = function if isinstance(function, dict) else {}
+            self._whole_call(call.get("id"), function.get("name"), function.get("arguments"))
+        if "prompt_eval_count" in data or "eval_count" in data:
+            self._usage = True
+        if data.get("done") is True:
+            self._end = True  # the done line is the end: nothing may follow it
+            reason = data.get("done_reason")
+            if isinstance(reason, str) and reason:
+                self._set_terminal(reason)
+
+    def _bedrock(self, event: str, data: dict[str, Any]) -> None:
+        index = data.get("contentBlockIndex")
+        key = ("b", index if isinstance(index, int) else None)
+        if event == "contentBlockStart":
+            start = data.get("start")
+            use = start.get("toolUse") if isinstance(start, dict) else None
+            if isinstance(use, dict):
+                call = self._call_fragment(key, None)
+                call.has_id = bool(use.get("toolUseId")) and bool(use.get("name"))
+        elif event == "contentBlockDelta":
+            delta = data.get("delta")
+            use = delta.get("toolUse") if isinstance(delta, dict) else None
+            if isinstance(use, dict):
+                piece = use.get("input")
+                self._call_fragment(key, len(piece.encode()) if isinstance(piece, str) else 0)
+        elif event == "messageStop":
+            stop = data.get("stopReason")
+            if isinstance(stop, str) and stop:
+                self._set_terminal(stop)
+        elif event == "metadata":
+            self._end = True  # the last event of a ConverseStream response
+            if data.get("usage"):
+                self._usage = True

@@ -1,7 +1,8 @@
 """A recorded body with everything the model or the provider wrote taken out, structure kept.
 
-:func:`sanitize_body` turns a body a route streamed (chat, Responses or Anthropic SSE, or a
-whole JSON body) into one that a fixture may keep:
+:func:`sanitize_body` turns a body a route streamed (chat, Responses, Anthropic or Gemini SSE,
+Ollama's newline-delimited JSON, Bedrock's AWS event-stream frames, or a whole JSON body)
+into one that a fixture may keep:
 
 * **argument values** become values of the same JSON type and byte length: every character
   of a string value becomes filler of the same UTF-8 width (``x``, ``é``, ``€``, ``😀``; an
@@ -13,17 +14,29 @@ whole JSON body) into one that a fixture may keep:
   Responses copy of a call's arguments that differs from its deltas keeps differing (one
   filler character is changed where the originals first differ). Bare words that are not a
   JSON literal become ``x``s; a schema's own ``enum`` / ``const`` words stay.
-* **ids** (``id``, ``call_id``, ``item_id``, ``tool_use_id``, ``system_fingerprint``, ...)
+* **ids** (``id``, ``call_id``, ``item_id``, ``tool_use_id``, ``toolUseId``, ``responseId``,
+  ``system_fingerprint``, ...)
   become stable placeholders that keep the id's leading ``word_`` / ``word-`` and its
   length where it has room: equal ids stay equal, distinct ids stay distinct, so an identity
   conflict survives sanitizing.
 * **text** (any other string value: content, deltas of text, error messages, thinking)
   becomes filler of the same byte length on the wire.
 * the fields the gate reads to decide stay as they are: ``type``, ``object``, ``role``,
-  ``finish_reason``, ``status``, ``stop_reason``, a tool ``name`` the tools define (another
-  name is the model's text: filler), ``model``, numbers outside
-  arguments (indexes, token counts), every key, ``event:`` names, ``[DONE]``, line endings
-  and the blank lines between messages.
+  ``finish_reason``, ``status``, ``stop_reason``, an error's ``code`` (any other ``code``,
+  such as Gemini's ``executableCode``, is text), Gemini's ``finishReason`` and
+  ``blockReason``, Ollama's ``done_reason``, Bedrock's ``stopReason``, a tool ``name`` the
+  tools define (another name is the model's text: filler), ``model``, numbers outside
+  arguments (indexes, token counts), booleans (Ollama's ``done``), every key, ``event:``
+  names, ``[DONE]``, line endings and the blank lines between messages (SSE) or the lines
+  (NDJSON).
+* **frames** (Bedrock): each event-stream frame is cut out by its prelude, its payload
+  sanitized as above and the frame written again with its lengths and both CRC32s computed
+  for the new payload; a checksum that was wrong stays wrong. The headers keep their bytes
+  but for the values of headers other than ``:event-type``, ``:content-type``,
+  ``:message-type``, ``:exception-type`` and ``:error-code`` (strings become ``x``s, byte
+  arrays and UUIDs zeros: an ``:error-message`` may quote). What cannot be read as a frame
+  (a cut frame, a prelude whose checksum is wrong, and everything after it) becomes zero
+  bytes of the same length: still no frame, and nothing the route sent.
 
 Each JSON value is rewritten token by token on its raw text, so the route's own spelling
 (spaces after colons, escapes, key order) is kept; only argument strings are decoded,
@@ -37,6 +50,8 @@ from __future__ import annotations
 
 import json
 import re
+import struct
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +59,7 @@ from typing import Any
 from .scrub import LITERALS, decoded, digit, fill_inner, filler, schema_words, scrub_arguments
 
 __all__ = [
+    "FRAMINGS",
     "SANITIZER_VERSION",
     "Sanitized",
     "sanitize_body",
@@ -51,7 +67,10 @@ __all__ = [
     "scrub_arguments",
 ]
 
-SANITIZER_VERSION = "2"  # 2: a program call's ``caller_id`` is an id
+SANITIZER_VERSION = "3"  # 3: Gemini, Ollama (NDJSON) and Bedrock (event-stream frames)
+
+FRAMINGS = ("SSE", "NDJSON", "AWS event-stream")
+"""The framings a streamed body may have (a wire's ``WireSpec.framing``)."""
 
 _ID_KEYS = frozenset(
     {
@@ -61,7 +80,9 @@ _ID_KEYS = frozenset(
         "item_id",
         "tool_call_id",
         "tool_use_id",
+        "toolUseId",
         "response_id",
+        "responseId",
         "previous_response_id",
         "system_fingerprint",
     }
@@ -83,8 +104,14 @@ _KEPT_KEYS = frozenset(
         "tool_choice",
         "truncation",
         "stop_sequence",
+        "finishReason",
+        "blockReason",
+        "done_reason",
+        "stopReason",
     }
 )
+_OBJECT_ARGUMENT_KEYS = frozenset({"input", "args", "arguments"})
+"""Keys whose value, when it is an object or array, is a call's arguments sent whole."""
 _ARGUMENT_DELTA_TYPES = frozenset({"response.function_call_arguments.delta"})
 _PREFIX = re.compile(r"[A-Za-z]{1,16}[_-]")
 _LINE = re.compile(r"(\r\n|\r|\n)")
@@ -309,10 +336,11 @@ class _Body:
         return _walk(raw, visit)
 
     def _value(self, data: Any, path: tuple[Any, ...], kind: str, token: str) -> str:
-        keys = [p for p in path if isinstance(p, str)]
-        if "input" in keys:
-            at = path[: len(path) - path[::-1].index("input")]
-            if isinstance(_at(data, at), (dict, list)):
+        for at, step in enumerate(path):
+            # Inside an argument object sent whole: every value in place.
+            if step in _OBJECT_ARGUMENT_KEYS and isinstance(
+                _at(data, path[: at + 1]), (dict, list)
+            ):
                 return _scrub_value(kind, token, self.keep)
         if kind != "string":
             return token
@@ -321,6 +349,8 @@ class _Body:
             return json.dumps(self.ids.placeholder(json.loads(token)))
         if key == "name" and self.names is not None and decoded(token[1:-1]) not in self.names:
             return _fill_raw(token)  # a name no tool has is the model's text
+        if key == "code" and not any(isinstance(p, str) and "error" in p for p in path):
+            return _fill_raw(token)  # a code that is no error's: program text (executableCode)
         if key in _KEPT_KEYS:
             return token
         argument_key = self._argument_key(data, path, key)
@@ -335,6 +365,9 @@ class _Body:
         root_type = data.get("type") if isinstance(data, dict) else None
         if key == "partial_json":
             return ("anthropic", data.get("index") if isinstance(data, dict) else None)
+        if key == "input" and path[:2] == ("delta", "toolUse") and isinstance(data, dict):
+            index = data.get("contentBlockIndex")
+            return ("bedrock", index if isinstance(index, int) else None)
         if key == "delta" and root_type in _ARGUMENT_DELTA_TYPES:
             return ("responses", data.get("item_id"), data.get("output_index"))
         if key != "arguments":
@@ -386,6 +419,33 @@ class _Body:
             i = j
         return "".join(out)
 
+    def ndjson(self, text: str) -> str:
+        """Newline-delimited JSON: each line one document; line ends and blank lines kept."""
+        parts = _LINE.split(text)
+        for i in range(0, len(parts), 2):
+            if parts[i].strip():
+                parts[i] = self.json_text(parts[i])
+        return "".join(parts)
+
+    def frames(self, body: bytes) -> bytes:
+        """AWS event-stream frames: each payload sanitized, each frame written again."""
+        out = bytearray()
+        at, end = 0, len(body)
+        while at < end:
+            frame = _frame_at(body, at)
+            if frame is None:
+                break
+            total, headers, payload, crc_held = frame
+            clean = _encoded(self.json_text(_decoded(payload)))
+            section = _clean_headers(headers)
+            prelude = struct.pack(">II", 16 + len(section) + len(clean), len(section))
+            head = prelude + struct.pack(">I", zlib.crc32(prelude)) + section + clean
+            crc = zlib.crc32(head)
+            out += head + struct.pack(">I", crc if crc_held else crc ^ 0xFFFFFFFF)
+            at += total
+        out += bytes(end - at)  # what is no frame: zeros, as long
+        return bytes(out)
+
     def _line(self, line: str) -> str:
         if not line:
             return line
@@ -403,28 +463,100 @@ class _Body:
         return f"{self.opaque(name)}:{space}{self.opaque(value)}"
 
 
+# ---- AWS event-stream frames ------------------------------------------------------------------
+_KEPT_HEADERS = frozenset(
+    {":event-type", ":content-type", ":message-type", ":exception-type", ":error-code"}
+)
+_FIXED = {0: 0, 1: 0, 2: 1, 3: 2, 4: 4, 5: 8, 8: 8, 9: 16}
+"""Header value types of a fixed size (the format's, as :mod:`.eventstream` reads it)."""
+
+
+def _frame_at(body: bytes, at: int) -> tuple[int, bytes, bytes, bool] | None:
+    """The frame at ``at``: (total length, headers, payload, whether its message CRC held);
+    None where no whole frame with a sound prelude starts there."""
+    if len(body) - at < 12:
+        return None
+    total, headers, crc = struct.unpack_from(">III", body, at)
+    if zlib.crc32(body[at : at + 8]) != crc or total < 16 or headers > total - 16:
+        return None
+    if at + total > len(body):
+        return None
+    frame = body[at : at + total]
+    held = zlib.crc32(frame[:-4]) == struct.unpack_from(">I", frame, total - 4)[0]
+    return total, frame[12 : 12 + headers], frame[12 + headers : -4], held
+
+
+def _clean_headers(section: bytes) -> bytes:
+    """The header section, every byte in place, but the values of headers that may carry
+    text (see the module doc); a section that cannot be read becomes zeros."""
+    out = bytearray(section)
+    broken = bytes(len(section))
+    at, end = 0, len(section)
+    while at < end:
+        size = section[at]
+        name = section[at + 1 : at + 1 + size].decode("utf-8", "replace")
+        at += 1 + size
+        if size == 0 or at >= end:
+            return broken
+        kind = section[at]
+        at += 1
+        if kind in _FIXED:
+            length = _FIXED[kind]
+            blank = kind == 9  # a UUID
+        elif kind in (6, 7):
+            if at + 2 > end:
+                return broken
+            length = int.from_bytes(section[at : at + 2], "big")
+            at += 2
+            blank = name not in _KEPT_HEADERS
+        else:
+            return broken
+        if at + length > end:
+            return broken
+        if blank:
+            out[at : at + length] = b"x" * length if kind == 7 else bytes(length)
+        at += length
+    return bytes(out)
+
+
+def _decoded(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _encoded(text: str) -> bytes:
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
 def sanitize_body(
     body: bytes,
     *,
     streamed: bool = True,
     keep: frozenset[str] = frozenset(),
     names: frozenset[str] | None = None,
+    framing: str = "SSE",
 ) -> Sanitized:
-    """``body`` (SSE when ``streamed``, else one JSON document) sanitized; see the module doc.
+    """``body`` (when ``streamed``, framed as ``framing`` says: one of :data:`FRAMINGS`;
+    else one JSON document) sanitized; see the module doc.
 
     ``keep``: argument string values that stay (:func:`schema_words` of the tools).
     ``names``: the tool names that stay; any other ``name`` value (a tool the model made up)
     becomes filler (None: every name stays). An undecodable byte stays undecodable (it
     becomes 0xFF).
     """
-    text = body.decode("utf-8", "surrogateescape")
+    if framing not in FRAMINGS:
+        raise ValueError(f"framing must be one of {FRAMINGS}")
     state = _Body(keep, names)
-    run = state.sse if streamed else state.json_text
+    if streamed and framing == "AWS event-stream":
+        state.frames(body)
+        state.switch()
+        return Sanitized(state.frames(body), dict(state.ids.map))
+    text = _decoded(body)
+    run: Callable[[str], str] = state.json_text
+    if streamed:
+        run = state.ndjson if framing == "NDJSON" else state.sse
     run(text)
     state.switch()
-    clean = run(text)
-    try:
-        out = clean.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:
-        out = clean.encode("utf-8", "surrogatepass")
-    return Sanitized(out, dict(state.ids.map))
+    return Sanitized(_encoded(run(text)), dict(state.ids.map))

@@ -18,10 +18,16 @@ the request's model names (``cometapi/probe-mistral`` reaches the fake as
                           delta (LM Studio)
 ========================  ==================================================================
 
-A chat request gets chat SSE, a ``/responses`` request Responses SSE and a ``/v1/messages``
-request Anthropic SSE (the ``standard`` way of each wire; ``lm-studio`` only changes the
-Responses wire, the chat-only personalities only the chat wire). A prompt that is not one
-of the probe's gets a short text answer.
+A chat request gets chat SSE, a ``/responses`` request Responses SSE, a ``/v1/messages``
+request Anthropic SSE, a Gemini ``...:streamGenerateContent`` request Gemini SSE (whole
+``GenerateContentResponse`` objects, calls without ids, ``finishReason: STOP``), an Ollama
+``/api/chat`` request newline-delimited JSON (whole calls with ids, the ``done: true`` line
+last) and a Bedrock ``/model/<id>/converse-stream`` request AWS event-stream frames
+(``toolUse`` blocks, ``messageStop``, then ``metadata``): the ``standard`` way of each wire.
+``lm-studio`` only changes the Responses wire, the chat-only personalities only the chat
+wire, ``utf8-split`` the read sizes of every wire. On the Gemini and Bedrock paths the model
+is named in the path, not the body. A prompt that is not one of the probe's gets a short
+text answer.
 """
 
 from __future__ import annotations
@@ -29,11 +35,21 @@ from __future__ import annotations
 import hashlib
 import json
 from typing import Any
+from urllib.parse import unquote
 
+from ..core.eventstream import encode_frame
 from ..operate.requests import LARGE_CONTENT, NON_ASCII_CONTENT, by_prompt
 from .upstream import Scripted, request_header, request_path
 
-__all__ = ["PERSONALITIES", "answers_probe", "personality_answer", "personality_of"]
+__all__ = [
+    "PERSONALITIES",
+    "answers_probe",
+    "bedrock_body",
+    "gemini_body",
+    "ollama_body",
+    "personality_answer",
+    "personality_of",
+]
 
 PERSONALITIES = (
     "standard",
@@ -79,10 +95,14 @@ def _pieces(text: str, size: int = _FRAGMENT) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
-def _data(obj: dict[str, Any], event: str | None = None) -> bytes:
-    line = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
-    head = f"event: {event}\n" if event else ""
-    return (head + "data: " + line + "\n\n").encode()
+def _json(obj: dict[str, Any]) -> str:
+    """Compact JSON with non-ASCII written as is, as the routes send it."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def _data(obj: dict[str, Any], event: str | None = None, end: str = "\n") -> bytes:
+    head = f"event: {event}{end}" if event else ""
+    return (head + "data: " + _json(obj) + end + end).encode()
 
 
 # ---- chat ------------------------------------------------------------------------------------
@@ -277,12 +297,151 @@ def anthropic_body(text: str, calls: list[Call], *, seed: str) -> bytes:
     return b"".join(out)
 
 
+# ---- Gemini ----------------------------------------------------------------------------------
+_GEMINI_USAGE = {"promptTokenCount": 64, "candidatesTokenCount": 16, "totalTokenCount": 80}
+
+
+def gemini_body(text: str, calls: list[Call], *, seed: str) -> bytes:
+    """A Gemini ``streamGenerateContent?alt=sse`` body: one whole ``GenerateContentResponse``
+    per message (CRLF line ends, no ``[DONE]``), text in pieces, every call whole in one
+    message (``args`` an object, no id), then the finish message: ``STOP`` and the usage."""
+    response_id = "resp-" + _digest(seed)[:12]
+
+    def message(parts: list[dict[str, Any]], finish: str | None = None) -> bytes:
+        candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}}
+        obj: dict[str, Any] = {"candidates": [candidate]}
+        if finish is not None:
+            candidate["finishReason"] = finish
+            candidate["index"] = 0
+            obj["usageMetadata"] = _GEMINI_USAGE
+        obj["modelVersion"] = "probe-model"
+        obj["responseId"] = response_id
+        return _data(obj, end="\r\n")
+
+    out = [message([{"text": piece}]) for piece in (_pieces(text, 8) if text else [])]
+    if calls:
+        parts = [
+            {"functionCall": {"name": name, "args": json.loads(arguments)}}
+            for name, arguments in calls
+        ]
+        out.append(message(parts))
+    out.append(message([{"text": ""}], "STOP"))
+    return b"".join(out)
+
+
+# ---- Ollama ----------------------------------------------------------------------------------
+def ollama_body(text: str, calls: list[Call], *, seed: str) -> bytes:
+    """An Ollama ``/api/chat`` body (``application/x-ndjson``): one object per line, text in
+    pieces, every call whole in one line (``arguments`` an object, an id of the server's
+    ``call_`` and 8 characters), then the ``done: true`` line: ``done_reason: stop`` and the
+    token counts."""
+    tick = iter(range(1, 10_000))
+
+    def line(message: dict[str, Any], **extra: Any) -> bytes:
+        stamp = f"2026-01-01T00:00:{next(tick) % 60:02d}.000000Z"
+        obj = {"model": "probe-model", "created_at": stamp, "message": message, **extra}
+        return (_json(obj) + "\n").encode()
+
+    out = [
+        line({"role": "assistant", "content": piece}, done=False)
+        for piece in (_pieces(text, 8) if text else [])
+    ]
+    if calls:
+        made = [
+            {
+                "id": "call_" + _digest(seed, index)[:8],
+                "function": {"index": index, "name": name, "arguments": json.loads(arguments)},
+            }
+            for index, (name, arguments) in enumerate(calls)
+        ]
+        out.append(line({"role": "assistant", "content": "", "tool_calls": made}, done=False))
+    out.append(
+        line(
+            {"role": "assistant", "content": ""},
+            done=True,
+            done_reason="stop",
+            total_duration=885095291,
+            prompt_eval_count=64,
+            eval_count=16,
+        )
+    )
+    return b"".join(out)
+
+
+# ---- Bedrock Converse ------------------------------------------------------------------------
+def _frame(event: str, obj: dict[str, Any]) -> bytes:
+    headers = [
+        (":event-type", event),
+        (":content-type", "application/json"),
+        (":message-type", "event"),
+    ]
+    return encode_frame(headers, _json(obj).encode())
+
+
+def bedrock_body(text: str, calls: list[Call], *, seed: str) -> bytes:
+    """A Bedrock ``converse-stream`` body (``application/vnd.amazon.eventstream``): one
+    event frame per event. ``messageStart``; text as a block's deltas; one ``toolUse`` block
+    per call (its start with id and name, the arguments in pieces, its stop); ``messageStop``
+    (``tool_use``, or ``end_turn`` without calls); then ``metadata`` with the usage."""
+    out = [_frame("messageStart", {"role": "assistant"})]
+    index = 0
+    if text:
+        for piece in _pieces(text, 8):
+            delta = {"contentBlockIndex": index, "delta": {"text": piece}}
+            out.append(_frame("contentBlockDelta", delta))
+        out.append(_frame("contentBlockStop", {"contentBlockIndex": index}))
+        index += 1
+    for number, (name, arguments) in enumerate(calls):
+        use = {"toolUseId": "tooluse_" + _digest(seed, number)[:22], "name": name}
+        out.append(
+            _frame("contentBlockStart", {"contentBlockIndex": index, "start": {"toolUse": use}})
+        )
+        for piece in _pieces(arguments):
+            delta = {"contentBlockIndex": index, "delta": {"toolUse": {"input": piece}}}
+            out.append(_frame("contentBlockDelta", delta))
+        out.append(_frame("contentBlockStop", {"contentBlockIndex": index}))
+        index += 1
+    out.append(_frame("messageStop", {"stopReason": "tool_use" if calls else "end_turn"}))
+    usage = {"inputTokens": 64, "outputTokens": 16, "totalTokens": 80}
+    out.append(_frame("metadata", {"usage": usage, "metrics": {"latencyMs": 120}}))
+    return b"".join(out)
+
+
 # ---- the handler -----------------------------------------------------------------------------
+def _model(request: dict[str, Any]) -> str:
+    """The model a request names: its body's ``model``, else the one in its path (Gemini's
+    ``.../models/<model>:streamGenerateContent``, Bedrock's ``/model/<id>/converse-stream``)."""
+    model = request.get("model")
+    if isinstance(model, str) and model:
+        return model
+    path = request_path()
+    if _wire_path(path) == "gemini":
+        return path.rpartition("/")[2].partition(":")[0]
+    if _wire_path(path) == "bedrock":
+        return unquote(path.rstrip("/").rsplit("/", 2)[-2])
+    return ""
+
+
+def _wire_path(path: str) -> str | None:
+    """The non-OpenAI wire a request path asks for (None: chat, Responses, Anthropic)."""
+    if path.endswith((":streamGenerateContent", ":generateContent")):
+        return "gemini"
+    if path.endswith("/api/chat"):
+        return "ollama"
+    if path.endswith(("/converse-stream", "/converse")):
+        return "bedrock"
+    return None
+
+
+_STREAMED_PATHS = (":streamGenerateContent", "/converse-stream")
+"""Paths that ask for a stream by themselves (their body has no ``stream`` field)."""
+
+
 def personality_of(request: dict[str, Any], header: str | None = None) -> str:
     """The personality a request asks for: the header's, else one its model names."""
     if header in PERSONALITIES:
         return header
-    model = str(request.get("model", ""))
+    model = _model(request)
     for name in sorted(PERSONALITIES, key=len, reverse=True):
         if model.endswith(name) or f"probe-{name}" in model:
             return name
@@ -293,12 +452,19 @@ def answers_probe(request: dict[str, Any]) -> bool:
     """Whether a request is the probe's (its prompt, a personality header or model name)."""
     if request_header("X-Fake-Personality") is not None:
         return True
-    return "probe-" in str(request.get("model", "")) or by_prompt(_prompt(request)) is not None
+    return "probe-" in _model(request) or by_prompt(_prompt(request)) is not None
 
 
 def _prompt(request: dict[str, Any]) -> str:
-    """The last user message's text (chat, Anthropic), or the Responses input's."""
+    """The last user message's text (chat, Anthropic, Ollama, Bedrock: a ``text`` part), the
+    Responses input's, or Gemini's last user ``contents`` entry's text parts."""
     messages: Any = request.get("messages")
+    if messages is None and isinstance(request.get("contents"), list):
+        messages = [
+            {"role": entry.get("role"), "content": entry.get("parts")}
+            for entry in request["contents"]
+            if isinstance(entry, dict)
+        ]
     if messages is None:
         source = request.get("input")
         if isinstance(source, str):
@@ -340,10 +506,19 @@ def personality_answer(request: dict[str, Any], header: str | None = None) -> Sc
     text, calls = _answer(prompt)
     seed = f"{personality}\n{prompt}"
     path = request_path()
-    if request.get("stream") is not True:
+    wire = _wire_path(path)
+    streamed = path.endswith(_STREAMED_PATHS) or request.get("stream") is True
+    if not streamed:
         error = {"error": {"message": "the fake upstream streams only", "type": "invalid_request"}}
         return Scripted(json.dumps(error).encode(), status=400, content_type="application/json")
-    if path.endswith("/v1/messages"):
+    media = "text/event-stream"
+    if wire == "gemini":
+        body = gemini_body(text, calls, seed=seed)
+    elif wire == "ollama":
+        body, media = ollama_body(text, calls, seed=seed), "application/x-ndjson"
+    elif wire == "bedrock":
+        body, media = bedrock_body(text, calls, seed=seed), "application/vnd.amazon.eventstream"
+    elif path.endswith("/v1/messages"):
         body = anthropic_body(text, calls, seed=seed)
     elif "input" in request and "messages" not in request:
         body = responses_body(
@@ -362,4 +537,4 @@ def personality_answer(request: dict[str, Any], header: str | None = None) -> Sc
             usage=bool(options.get("include_usage")) if isinstance(options, dict) else False,
         )
     sizes = _utf8_cuts(body) if personality == "utf8-split" else [64]
-    return Scripted(body, chunk_sizes=sizes)
+    return Scripted(body, content_type=media, chunk_sizes=sizes)

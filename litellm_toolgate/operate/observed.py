@@ -56,7 +56,7 @@ class _Observing:
         wire = wire_of(request.url.path)
         if wire is None:
             return None
-        observer = WireObserver(wire, started=self.sink.started)
+        observer = WireObserver(wire, started=self.sink.started, path=request.url.path)
         observer.status = response.status_code
         observer.content_type = response.headers.get("content-type", "")
         self.sink.observers.append(observer)

@@ -3,8 +3,10 @@ route did on the wire and what the gate decided.
 
 Each request of :data:`~.requests.PROBE_REQUESTS` goes through a :class:`ToolGate` (sync; the
 Anthropic Messages API async, since litellm has no sync path for it on ``anthropic/``
-models). The gate's HTTP transport is observed (:mod:`.observed`): the wire's facts cover the
-whole body, even where the gate stopped reading at a fault. What is kept is counts, sizes, times
+models), on whatever wire litellm speaks for the route (chat, Responses, Anthropic, Gemini,
+Ollama or Bedrock Converse; credentials come from litellm's own lookup, as for any call).
+The gate's HTTP transport is observed (:mod:`.observed`): the wire's facts cover the whole
+body, even where the gate stopped reading at a fault. What is kept is counts, sizes, times
 and protocol names; the raw pieces stay in memory only, for ``toolgate record`` to sanitize.
 """
 
@@ -206,11 +208,7 @@ def probe_route(
 
 
 def _path_of(observer: WireObserver | None) -> str:
-    if observer is None:
-        return ""
-    return {"chat": "/chat/completions", "responses": "/responses", "anthropic": "/v1/messages"}[
-        observer.wire.value
-    ]
+    return "" if observer is None else observer.path
 
 
 def probe_routes(
@@ -232,9 +230,20 @@ def probe_routes(
 COLUMNS = (
     ("request", "the probe request"),
     ("gate", "released N calls, or the quarantine reason (party), or refused/error"),
-    ("terminal", "the wire's terminal: finish_reason, Responses status, Anthropic stop_reason"),
-    ("end", "the end marker: [DONE], response.completed, message_stop (no: missing)"),
-    ("identity", "where a call's id and name came: first, repeated, whole, item, block"),
+    (
+        "terminal",
+        "the wire's terminal: finish_reason, Responses status, Anthropic stop_reason, Gemini "
+        "finishReason, Ollama done_reason, Bedrock stopReason",
+    ),
+    (
+        "end",
+        "the end marker: [DONE], response.completed, message_stop, Gemini's finish message, "
+        "Ollama's done line, Bedrock's metadata (no: missing)",
+    ),
+    (
+        "identity",
+        "where a call's id and name came: first, repeated, whole, item, block; missing: no id",
+    ),
     ("index", "chat: every tool-call fragment carried an index"),
     ("args", "argument fragments: count and min-max bytes, or where arguments came"),
     ("usage", "a usage report was sent"),

@@ -1,16 +1,18 @@
 """``toolgate record``: keep what a probe saw as versioned, sanitized fixtures.
 
-One directory per route (``<out>/<route>-<api>/``): each probe request's body, sanitized by
-:func:`~litellm_toolgate.core.sanitize.sanitize_body` (structure kept, every value of the
-model's or the provider's replaced), and a ``manifest.json`` naming the route, the API and
+One directory per route (``<out>/<route>-<api>/``): each probe request's body in its wire's
+framing (``.sse``; Ollama's ``.ndjson``; Bedrock's ``.eventstream``, its frames written again
+with their checksums), sanitized by :func:`~litellm_toolgate.core.sanitize.sanitize_body`
+(structure kept, every value of the model's or the provider's replaced), and a
+``manifest.json`` naming the route, the API and
 wire, the date, the litellm, gate and sanitizer versions, and for each request the expected
 outcome (the gate's live verdict, with the released calls named by their id placeholders),
 the transport's read sizes and the wire's facts. Headers are never kept. ``toolgate verify``
 replays the directory.
 
-Sanitizing keeps the gate's verdict on every body of the project's own fixtures but one kind
-(a built-in ``apply_patch`` call, whose diff has a line format of its own that filler
-breaks). To be sure for a recorded route, the recorder replays every body through the core
+Sanitizing keeps the gate's verdict on every body of the project's own fixtures (every wire)
+but one kind (a built-in ``apply_patch`` call, whose diff has a line format of its own that
+filler breaks). To be sure for a recorded route, the recorder replays every body through the core
 before and after sanitizing and, where the verdict changed, keeps the sanitized body's
 verdict as the expected one and says so (``"sanitizing_changed_verdict"`` in the manifest,
 and a line on stderr).
@@ -30,12 +32,24 @@ from ..core.attempt import Attempt
 from ..core.errors import ToolCallQuarantined
 from ..core.registry import ToolRegistry
 from ..core.sanitize import SANITIZER_VERSION, sanitize_body, schema_words
+from ..core.state import Wire
+from ..core.wires import WIRES
 from .probe import ProbeRow, RouteProbe, responses_tools
 from .requests import PROBE_REQUESTS, PROBE_TOOLS
 
 __all__ = ["core_verdict", "record", "versions"]
 
-_PATHS = {"chat": "/chat/completions", "responses": "/responses", "anthropic": "/v1/messages"}
+_PATHS = {
+    "chat": "/chat/completions",
+    "responses": "/responses",
+    "anthropic": "/v1/messages",
+    "gemini": "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+    "ollama": "/api/chat",
+    "bedrock": "/model/anthropic.claude-3-5-sonnet-20240620-v1:0/converse-stream",
+}
+"""A request path of each wire, where the caller names none (the path picks the wire)."""
+_SUFFIXES = {"ollama": ".ndjson", "bedrock": ".eventstream"}
+"""A streamed body's file suffix, by wire (``.sse`` for the others)."""
 
 
 def versions() -> dict[str, str]:
@@ -59,13 +73,15 @@ def core_verdict(
     request: Mapping[str, object] | None = None,
     route_profiles: Mapping[str, str] | None = None,
     streamed: bool = True,
+    path: str | None = None,
 ) -> tuple[str, str | None]:
-    """The core's verdict on a body alone (no litellm): (``release``/``quarantine``, reason)."""
+    """The core's verdict on a body alone (no litellm): (``release``/``quarantine``, reason).
+    ``path``: the request's path (default: one of the wire's)."""
     attempt = Attempt(ToolRegistry.from_tools(tools), route=route, route_profiles=route_profiles)
-    path = _PATHS[wire]
+    path = path or _PATHS[wire]
     try:
         attempt.bind_request(path, dict(request or {}) if wire == "chat" else {})
-        media = "text/event-stream" if streamed else "application/json"
+        media = WIRES[Wire(wire)].media[streamed]
         attempt.bind_response(content_type=media, streamed=streamed, path=path)
         if streamed:
             attempt.receive_bytes(body)
@@ -117,6 +133,8 @@ def record(
         tools = responses_tools(PROBE_TOOLS) if wire == "responses" else PROBE_TOOLS
         registry = ToolRegistry.from_tools(tools)
         keep = schema_words(spec.schema for spec in registry)
+        framing = WIRES[Wire(wire)].framing
+        suffix = _SUFFIXES.get(wire, ".sse")
         folder = out / _slug(probe.route, probe.api)
         folder.mkdir(parents=True, exist_ok=True)
         cases: list[dict[str, Any]] = []
@@ -128,20 +146,21 @@ def record(
                     "type": "function",
                     "name": request["tool_choice"]["function"]["name"],
                 }
-            clean = sanitize_body(row.body, keep=keep, names=registry.names)
+            clean = sanitize_body(row.body, keep=keep, names=registry.names, framing=framing)
             verdict_args: dict[str, Any] = {
                 "wire": wire,
                 "tools": tools,
                 "route": probe.route,
                 "request": request,
                 "route_profiles": route_profiles,
+                "path": row.path or None,
             }
             before = core_verdict(row.body, **verdict_args)
             after = core_verdict(clean.body, **verdict_args)
             expect, reason = _expected_live(row)
             case: dict[str, Any] = {
                 "name": row.request,
-                "body": f"{row.request}.sse",
+                "body": row.request + suffix,
                 "request": request,
             }
             if before != after:
