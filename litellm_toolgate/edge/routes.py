@@ -114,6 +114,19 @@ def _wire(name: str) -> Refused:
     return Refused(f"the upstream speaks {name}, a wire the gate does not read")
 
 
+def _bridge_unchecked(wire: str, ids: str = "") -> Refused:
+    """A route litellm bridges to chat for the Responses API (no Responses config for it, on
+    both supported versions) over a wire whose carrier check reads litellm's chat chunks
+    only: the gate would quarantine every call of a good stream (``carrier_mismatch``), so
+    the route is refused before sending. ``ids``: what litellm's bridge does to the wire's
+    call ids, which the Responses carrier hands on unchanged."""
+    return Refused(
+        "litellm bridges the Responses API to chat here, and the gate does not cross-check "
+        f"the Responses events it makes against {wire}: that wire's carrier check reads "
+        f"litellm's chat chunks only, so every call would be quarantined{ids}"
+    )
+
+
 # The Anthropic Messages stream is read (chat and the messages entry point); litellm's
 # Responses events made from it are not cross-checked against it.
 _ANTHROPIC = Refused(
@@ -132,13 +145,10 @@ _BEDROCK_CHAT = Gated(
 """Bedrock's Converse stream (``/model/<id>/converse-stream``, AWS event-stream frames;
 ``core/wires/bedrock.py``), for the models litellm sends to Converse: the others are refused
 by :func:`_bedrock_model_fault` before sending."""
-_BEDROCK_RESPONSES = Refused(
-    "litellm makes Responses events from Bedrock's Converse stream through a bridge the gate "
-    "has not been checked against yet"
-)
-_GEMINI_RESPONSES = Refused(
-    "litellm makes Responses events from Gemini's generateContent stream through a bridge the "
-    "gate has not been checked against yet"
+_BEDROCK_RESPONSES = _bridge_unchecked("Bedrock's Converse stream")
+_GEMINI_RESPONSES = _bridge_unchecked(
+    "Gemini's generateContent stream",
+    "; and litellm's bridge hands a call the wire sent without an id out under an id of its own",
 )
 # vertex_ai/: litellm sends each model to one of several of Vertex's APIs (its own answer,
 # get_vertex_ai_model_route, on both supported versions). Gemini models go to generateContent
@@ -161,18 +171,20 @@ gate reads the wire by the path litellm calls (core/state.py ``wire_of``), which
 model is Anthropic's (``PUBLISHER_PATHS``); :func:`_vertex_model_fault` lets only these two
 through. A deployment whose ``base_model`` sends another model name to Gemini is refused by
 its name (the check reads the model, not the deployment's ``base_model``)."""
-_VERTEX_RESPONSES = Refused(
-    "litellm makes Responses events from Vertex's generateContent stream through a bridge the "
-    "gate has not been checked against yet"
+_VERTEX_RESPONSES = _bridge_unchecked(
+    "the wire under it (Gemini's generateContent for Gemini models, Anthropic's Messages "
+    "through rawPredict for Claude)",
+    "; and on Gemini models litellm's bridge hands a call the wire sent without an id out "
+    "under an id of its own",
 )
 # litellm (1.110.2) numbers each line's calls from 0, so calls that arrive in two lines reach
 # the caller merged under one tool index: ToolGate cross-checks litellm's chunks; the callback
 # runs litellm's own parser over the withheld body and cross-checks that (preflight), since the
 # wire's spec says litellm may re-shape its calls (WireSpec.reparsed).
 _OLLAMA_CHAT = Gated(Wire.OLLAMA, ClientKind.HTTP_HANDLER)
-_OLLAMA_RESPONSES = Refused(
-    "litellm makes Responses events from Ollama's /api/chat stream through a bridge the gate "
-    "has not been checked against yet"
+_OLLAMA_RESPONSES = _bridge_unchecked(
+    "Ollama's /api/chat stream",
+    "; and litellm's bridge hands every streamed call out under an id of its own, not the wire's",
 )
 
 ROUTES: Mapping[str, Route] = {
@@ -203,10 +215,10 @@ ROUTES: Mapping[str, Route] = {
         # Chat (and litellm's Anthropic messages entry point) on the Anthropic Messages wire.
         Route("anthropic", Gated(Wire.ANTHROPIC, ClientKind.HTTP_HANDLER), _ANTHROPIC),
         # Ollama's NDJSON /api/chat wire (core/wires/ollama.py); litellm bridges its
-        # Responses API to chat there, which is not cross-checked yet.
+        # Responses API to chat there, which is not cross-checked (_bridge_unchecked).
         Route("ollama_chat", _OLLAMA_CHAT, _OLLAMA_RESPONSES),
         # Gemini's generateContent SSE (core/wires/gemini.py); litellm bridges its
-        # Responses API to chat there, which is not cross-checked yet.
+        # Responses API to chat there, which is not cross-checked (_bridge_unchecked).
         Route("gemini", _GEMINI_CHAT, _GEMINI_RESPONSES),
         # Bedrock's Converse stream (core/wires/bedrock.py); its other routes (invoke/,
         # chat_completions/, ...) are refused per model (_bedrock_model_fault).
