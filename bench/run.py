@@ -139,10 +139,31 @@ def main(argv: list[str] | None = None) -> int:
         "toolloop, e2e, sdk; proxyload, three real proxies under load, only when named); "
         "the other sections' rows are kept from the existing output file",
     )
+    parser.add_argument(
+        "--cell",
+        action="append",
+        metavar="BODY@STREAMS",
+        help="proxyload: only this cell, e.g. '64 KB call@64' or 'text@64' (repeatable)",
+    )
+    parser.add_argument("--rounds", type=int, help="proxyload: rounds (fresh proxies each)")
+    parser.add_argument(
+        "--requests-per-stream", type=int, help="proxyload: requests each stream sends in a cell"
+    )
     args = parser.parse_args(argv)
     out = args.out or HERE / ("results-quick.json" if args.quick else "results.json")
     md = args.md or out.with_suffix(".md")
     chosen = plan(args.quick)
+    concurrencies, per_stream, rounds, fragment = chosen["proxyload"]
+    cells = None
+    if args.cell:
+        cells = [(c.rpartition("@")[0], int(c.rpartition("@")[2])) for c in args.cell]
+    chosen["proxyload"] = (
+        concurrencies,
+        args.requests_per_stream or per_stream,
+        args.rounds or rounds,
+        fragment,
+        cells,
+    )
     # The load bench starts three proxies and runs for minutes: only when named.
     wanted = set(args.only or set(chosen) - {"proxyload"})
     started = time.perf_counter()
