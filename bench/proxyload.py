@@ -1,6 +1,6 @@
 """What the gate costs a real LiteLLM proxy under load (``python -m bench --only proxyload``).
 
-Three proxies run in one bench process's lifetime, each a real ``litellm --config`` process
+Three proxies, each a real ``litellm --config`` process
 from the environment whose ``[proxy]`` extra installs (``.venv-litellm-1.108.7``, or the
 interpreter ``TOOLGATE_BENCH_PROXY_PYTHON`` names), all in front of one loopback fake
 upstream (``bench/serve.py``, a process of its own):
@@ -12,21 +12,26 @@ upstream (``bench/serve.py``, a process of its own):
 * ``gate``: :class:`~litellm_toolgate.ToolGateGuardrail` with the bench's tools, no policy.
 
 Each cell is a body (text, a 2 KB call, a 64 KB call) at a concurrency (1, 16, 64 streams
-at once); the client is ``httpx`` in this process, reading the raw SSE. A round runs every
-cell on all three proxies back to back, the proxies' order rotating from cell to cell, so
-a burst of load from elsewhere on the machine hits the three alike; the ratios against the
-plain proxy are per round, then their median is reported.
+at once); the client is ``httpx`` in this process, reading the raw SSE. Every round starts
+three fresh proxies and warms them alike, then runs every cell on all three back to back,
+the proxies' order rotating from cell to cell, so a burst of load from elsewhere on the
+machine hits the three alike; the ratios against the plain proxy are per round, then their
+median is reported. (``--cell``, ``--rounds`` and ``--requests-per-stream`` of
+``python -m bench`` run chosen cells only.)
 
 Per cell and proxy: the proxy process's CPU per request (user + system, from
 ``/proc/<pid>/stat``, clock ticks), throughput (requests per second of the cell's wall
 time), the time to the first content (text, or a tool-call fragment) and to the last byte,
-p50 and p99 over every request of every round, and peak resident memory: ``VmHWM`` of the
-proxy process, reset to the resident size before the cell (``/proc/<pid>/clear_refs``), less
-that resident size (the cell's rise), and less the process's resident size when idle after
-its warm-up (its peak over idle). The memory target is judged on the 64 KB, 64-stream cell:
-the gated proxy's rise may exceed the plain proxy's by at most 2.5 x the bytes withheld at
-once plus a fixed allowance per stream. On a shared machine every figure moves with the
-other work on it; the ratios of one round are only as steady as the load was.
+p50 and p99 over every request of every round, and peak resident memory. For memory the
+proxy's resident size is first left to settle (the last cell's memory given back), then
+``VmHWM`` is reset to it (``/proc/<pid>/clear_refs``, checked: the bench stops if the peak
+did not reset); the cell's *rise* is ``VmHWM`` after the cell less that resident size.
+The resident size read every 0.2 s during the cell is kept beside it as a cross-check.
+The memory target is judged on the 64 KB, 64-stream cell: the gated proxy's rise may exceed
+the plain proxy's (same round, fresh proxies) by at most 2.5 x the bytes withheld at once
+plus a fixed allowance per stream, on the median over rounds of the per-round differences.
+On a shared machine every figure moves with the other work on it; the ratios of one round
+are only as steady as the load was.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from bench.report import log
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("plain", "noop", "gate")
+BODIES = ("text", "2 KB call", "64 KB call")
 READY_TIMEOUT = 240.0
 TICK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -365,9 +371,9 @@ def shapes(fragment: int) -> list[tuple[str, bytes, bool, int]]:
     small = file_arguments(2_048)
     large = file_arguments(65_536)
     return [
-        ("text", text_body(200), False, 0),
-        ("2 KB call", tool_body(len(small) // fragment + 5, arguments=small)[0], True, len(small)),
-        ("64 KB call", tool_body(len(large) // fragment + 5, arguments=large)[0], True, len(large)),
+        (BODIES[0], text_body(200), False, 0),
+        (BODIES[1], tool_body(len(small) // fragment + 5, arguments=small)[0], True, len(small)),
+        (BODIES[2], tool_body(len(large) // fragment + 5, arguments=large)[0], True, len(large)),
     ]
 
 
@@ -456,6 +462,7 @@ def proxyload_section(  # noqa: PLR0917
             if (label, concurrency, "plain") in cells:
                 rows.append(_row(label, concurrency, withheld, fragment, cells, idle))
                 rows[-1]["proxy_litellm"] = version
+                rows[-1]["measured"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
                 log(rows[-1])
     return rows
 
@@ -533,4 +540,12 @@ def _row(  # noqa: PLR0917
     return row
 
 
-__all__ = ["proxyload_section"]
+def cell_order(row: Row) -> tuple[int, int]:
+    """Where a proxy-load row stands in the table: by body, then concurrency (other rows: 0)."""
+    body = str(row.get("name", "")).rpartition(", ")[0]
+    if row.get("section") != "proxyload" or body not in BODIES:
+        return (0, 0)
+    return (BODIES.index(body), int(row["concurrency"]))
+
+
+__all__ = ["cell_order", "proxyload_section"]

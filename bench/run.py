@@ -66,7 +66,7 @@ from bench.e2e import RETRIED, e2e_section, sdk_section, ttft_section
 from bench.journal import journal_section
 from bench.loop import loop_section
 from bench.metrics import metrics_section
-from bench.proxyload import proxyload_section
+from bench.proxyload import cell_order, proxyload_section
 from bench.report import markdown
 from bench.toolloop import toolloop_section
 
@@ -195,14 +195,23 @@ def main(argv: list[str] | None = None) -> int:
     when = dict.fromkeys(ran, now)
     previous: dict[str, Any] | None = json.loads(out.read_text()) if out.exists() else None
     if args.only and previous is not None and previous.get("quick") == args.quick:
+        fresh = {(r["section"], r["name"]) for r in rows}
         kept = [
-            r for r in previous["rows"] if _SECTION_OF.get(r["section"], r["section"]) not in ran
+            r
+            for r in previous["rows"]
+            if _SECTION_OF.get(r["section"], r["section"]) not in ran
+            # --cell: the proxy-load rows of the cells not run now stay, each with its date
+            or (
+                bool(args.cell)
+                and r["section"] == "proxyload"
+                and (r["section"], r["name"]) not in fresh
+            )
         ]
         rows = kept + rows
         when = {**previous.get("sections_when", {}), **when}
     order = ["core", "decision", "memory", "metrics", "ttft", "loop", "journal", "toolloop", "e2e"]
     order += ["reference", "proxyload"]
-    rows.sort(key=lambda r: order.index(r["section"]))
+    rows.sort(key=lambda r: (order.index(r["section"]), cell_order(r)))
     results = {
         "when": now,
         "sections_when": when,
