@@ -462,6 +462,7 @@ def proxyload_section(  # noqa: PLR0917
             if (label, concurrency, "plain") in cells:
                 rows.append(_row(label, concurrency, withheld, fragment, cells, idle))
                 rows[-1]["proxy_litellm"] = version
+                rows[-1]["requests_per_stream"] = requests_per_stream
                 rows[-1]["measured"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
                 log(rows[-1])
     return rows
