@@ -110,6 +110,8 @@ def _proxyload(row: Row) -> str:
             f", median {row['gate_extra_peak_mib']:+.1f} MiB "
             f"({row['withheld_bytes'] / 2**20:.1f} MiB withheld)"
         )
+    if "proxy_litellm" in row:
+        text += f"; litellm {row['proxy_litellm']} proxies"
     loads = [x for p in row["proxies"].values() for x in p.get("load_average", [])]
     if "measured" in row:
         text += f" ({row['rounds']} rounds, {row['measured']}"

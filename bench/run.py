@@ -186,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             if name in wanted:
                 print(f"== {name}", file=sys.stderr, flush=True)
                 rows.extend(step())
+    cells_now = {str(r["name"]) for r in rows if r["section"] == "proxyload"}
     if args.quick:
         # One or two repeats at toy sizes: a smoke run, not a measurement to judge.
         for row in rows:
@@ -229,7 +230,11 @@ def main(argv: list[str] | None = None) -> int:
     # partial run, a row kept from the previous output keeps the figure it was compared with
     # then, so it is never its own "before"; sections_when says which run each figure is from.
     if previous is not None:
-        results["before"] = _before(previous, {str(r) for r in ran} if args.only else None)
+        results["before"] = _before(
+            previous,
+            {str(r) for r in ran} if args.only else None,
+            cells_now if args.cell else None,
+        )
     out.write_text(json.dumps(results, indent=1) + "\n")
     table = markdown(results, results.get("before"))
     md.write_text(table)
@@ -244,8 +249,11 @@ def _section(row: Row) -> str:
     return str(_SECTION_OF.get(row["section"], row["section"]))
 
 
-def _before(previous: dict[str, Any], ran: set[str] | None) -> dict[str, Any]:
-    """The figures this run is compared with (``ran``: the sections of a partial run)."""
+def _before(
+    previous: dict[str, Any], ran: set[str] | None, cells: set[str] | None = None
+) -> dict[str, Any]:
+    """The figures this run is compared with (``ran``: the sections of a partial run;
+    ``cells``: the names of the proxy-load rows a ``--cell`` run measured, the others kept)."""
     sources = [(previous, ran)]
     earlier = previous.get("before")
     if ran is not None and earlier is not None:
@@ -257,7 +265,10 @@ def _before(previous: dict[str, Any], ran: set[str] | None) -> dict[str, Any]:
         for row in source.get("rows", []):
             section = _section(row)
             # From the previous output: the sections run now; from its own "before": the rest.
-            if "error" in row or (only is not None) != (section in (ran or set())):
+            measured_now = section in (ran or set())
+            if cells is not None and section == "proxyload":
+                measured_now = row["name"] in cells
+            if "error" in row or (only is not None) != measured_now:
                 continue
             rows.append({k: v for k, v in row.items() if k != "before"})
             when[section] = str(source_when.get(section, source.get("when")))
