@@ -1,6 +1,6 @@
 """What the gate costs a real LiteLLM proxy under load (``python -m bench --only proxyload``).
 
-Three proxies run in one bench process's lifetime, each a real ``litellm --config`` process
+Three proxies, each a real ``litellm --config`` process
 from the environment whose ``[proxy]`` extra installs (``.venv-litellm-1.108.7``, or the
 interpreter ``TOOLGATE_BENCH_PROXY_PYTHON`` names), all in front of one loopback fake
 upstream (``bench/serve.py``, a process of its own):
@@ -12,21 +12,26 @@ upstream (``bench/serve.py``, a process of its own):
 * ``gate``: :class:`~litellm_toolgate.ToolGateGuardrail` with the bench's tools, no policy.
 
 Each cell is a body (text, a 2 KB call, a 64 KB call) at a concurrency (1, 16, 64 streams
-at once); the client is ``httpx`` in this process, reading the raw SSE. A round runs every
-cell on all three proxies back to back, the proxies' order rotating from cell to cell, so
-a burst of load from elsewhere on the machine hits the three alike; the ratios against the
-plain proxy are per round, then their median is reported.
+at once); the client is ``httpx`` in this process, reading the raw SSE. Every round starts
+three fresh proxies and warms them alike, then runs every cell on all three back to back,
+the proxies' order rotating from cell to cell, so a burst of load from elsewhere on the
+machine hits the three alike; the ratios against the plain proxy are per round, then their
+median is reported. (``--cell``, ``--rounds`` and ``--requests-per-stream`` of
+``python -m bench`` run chosen cells only.)
 
 Per cell and proxy: the proxy process's CPU per request (user + system, from
 ``/proc/<pid>/stat``, clock ticks), throughput (requests per second of the cell's wall
 time), the time to the first content (text, or a tool-call fragment) and to the last byte,
-p50 and p99 over every request of every round, and peak resident memory: ``VmHWM`` of the
-proxy process, reset to the resident size before the cell (``/proc/<pid>/clear_refs``), less
-that resident size (the cell's rise), and less the process's resident size when idle after
-its warm-up (its peak over idle). The memory target is judged on the 64 KB, 64-stream cell:
-the gated proxy's rise may exceed the plain proxy's by at most 2.5 x the bytes withheld at
-once plus a fixed allowance per stream. On a shared machine every figure moves with the
-other work on it; the ratios of one round are only as steady as the load was.
+p50 and p99 over every request of every round, and peak resident memory. For memory the
+proxy's resident size is first left to settle (the last cell's memory given back), then
+``VmHWM`` is reset to it (``/proc/<pid>/clear_refs``, checked: the bench stops if the peak
+did not reset); the cell's *rise* is ``VmHWM`` after the cell less that resident size.
+The resident size read every 0.2 s during the cell is kept beside it as a cross-check.
+The memory target is judged on the 64 KB, 64-stream cell: the gated proxy's rise may exceed
+the plain proxy's (same round, fresh proxies) by at most 2.5 x the bytes withheld at once
+plus a fixed allowance per stream, on the median over rounds of the per-round differences.
+On a shared machine every figure moves with the other work on it; the ratios of one round
+are only as steady as the load was.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ import re
 import secrets
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -55,6 +61,7 @@ from bench.report import log
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("plain", "noop", "gate")
+BODIES = ("text", "2 KB call", "64 KB call")
 READY_TIMEOUT = 240.0
 TICK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -194,9 +201,32 @@ class ProxyProcess:
                 return int(line.split()[1]) * 1024
         raise RuntimeError(f"no {name} line")
 
-    def reset_peak(self) -> None:
-        """Reset VmHWM to the current resident size (Linux: ``echo 5 > clear_refs``)."""
+    def settle(self, *, within: int = 2**20, timeout: float = 15.0) -> int:
+        """Wait until the resident size stops moving (the last cell's memory given back or
+        kept), at most ``timeout`` seconds; the resident size then."""
+        deadline = time.monotonic() + timeout
+        last = self.status("VmRSS")
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            now = self.status("VmRSS")
+            if abs(now - last) <= within:
+                return now
+            last = now
+        return last
+
+    def reset_peak(self) -> int:
+        """Reset VmHWM to the current resident size (Linux: ``echo 5 > clear_refs``) and
+        check that it did; the resident size it was reset to (the cell's baseline)."""
         Path(f"/proc/{self.pid}/clear_refs").write_text("5")
+        rss, hwm = self.status("VmRSS"), self.status("VmHWM")
+        # An idle proxy's resident size moves by a few pages between two reads; a peak
+        # left from an earlier cell is tens of MiB over it.
+        if hwm - rss > 2**20:
+            raise RuntimeError(
+                f"VmHWM of the {self.kind} proxy did not reset: {hwm >> 20} MiB after "
+                f"clear_refs, resident {rss >> 20} MiB"
+            )
+        return rss
 
 
 @contextlib.contextmanager
@@ -271,6 +301,8 @@ class Cell:
     throughput: list[float] = field(default_factory=list)
     peak_over_idle: list[int] = field(default_factory=list)
     rise: list[int] = field(default_factory=list)
+    sampled_rise: list[int] = field(default_factory=list)
+    load: list[float] = field(default_factory=list)
     first_ms: list[float] = field(default_factory=list)
     last_ms: list[float] = field(default_factory=list)
     errors: int = 0
@@ -281,8 +313,7 @@ async def _cell(
 ) -> None:
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(limits=limits, timeout=1800, trust_env=False) as client:
-        proxy.reset_peak()
-        before = proxy.status("VmRSS")
+        before = proxy.reset_peak()
         queue = list(range(requests))
         outcomes: list[Outcome] = []
 
@@ -291,16 +322,33 @@ async def _cell(
                 queue.pop()
                 outcomes.append(await _one(client, proxy, name, call))
 
+        sampled = before
+        done = asyncio.Event()
+
+        async def sample() -> None:
+            # A cross-check of VmHWM: the resident size read every 0.2 s (it misses the
+            # peaks between reads, so it reads at most what VmHWM does).
+            nonlocal sampled
+            while not done.is_set():
+                sampled = max(sampled, proxy.status("VmRSS"))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(done.wait(), 0.2)
+
+        sampler = asyncio.create_task(sample())
         cpu = proxy.cpu_seconds()
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         wall = time.perf_counter() - started
         cpu = proxy.cpu_seconds() - cpu
+        done.set()
+        await sampler
     out.cpu_per_request_ms.append(cpu / requests * 1000)
     out.throughput.append(requests / wall)
     peak = proxy.status("VmHWM")
     out.peak_over_idle.append(peak - proxy.idle_rss)
     out.rise.append(peak - before)
+    out.sampled_rise.append(sampled - before)
+    out.load.append(os.getloadavg()[0])
     for outcome in outcomes:
         if outcome.error is not None:
             out.errors += 1
@@ -323,20 +371,22 @@ def shapes(fragment: int) -> list[tuple[str, bytes, bool, int]]:
     small = file_arguments(2_048)
     large = file_arguments(65_536)
     return [
-        ("text", text_body(200), False, 0),
-        ("2 KB call", tool_body(len(small) // fragment + 5, arguments=small)[0], True, len(small)),
-        ("64 KB call", tool_body(len(large) // fragment + 5, arguments=large)[0], True, len(large)),
+        (BODIES[0], text_body(200), False, 0),
+        (BODIES[1], tool_body(len(small) // fragment + 5, arguments=small)[0], True, len(small)),
+        (BODIES[2], tool_body(len(large) // fragment + 5, arguments=large)[0], True, len(large)),
     ]
 
 
-def proxyload_section(
+def proxyload_section(  # noqa: PLR0917
     upstream: Upstream,
     concurrencies: list[int],
     requests_per_stream: int,
     rounds: int,
     fragment: int = FRAGMENT,
+    only: list[tuple[str, int]] | None = None,
 ) -> list[Row]:
-    """Rows ``proxy under load``: one per body and concurrency, all three proxies in each."""
+    """Rows ``proxy under load``: one per body and concurrency, all three proxies in each
+    (``only``: just these (body label, concurrency) cells)."""
     if not proxy_python().with_name("litellm").exists():
         return [
             {
@@ -349,49 +399,72 @@ def proxyload_section(
     for label, body, call, withheld in shapes(fragment):
         upstream.body = body
         bodies.append((label, upstream.name, call, withheld))
+    plan = [
+        (label, name, call, concurrency)
+        for label, name, call, _ in bodies
+        for concurrency in concurrencies
+        if only is None or (label, concurrency) in only
+    ]
+    if not plan:
+        raise ValueError(f"no proxy-load cell is named {only}")
     cells: dict[tuple[str, int, str], Cell] = {}
-    with proxies(upstream) as running:
+    idle: dict[str, list[int]] = {kind: [] for kind in KINDS}
+    turn = 0
+    for round_ in range(rounds):
+        # Fresh proxies every round: each round's figures start from a process that has
+        # served only the warm-up, not from the heap an earlier round left behind.
+        with proxies(upstream) as running:
 
-        async def warm() -> None:
-            for proxy in running.values():
-                for _, name, call, _ in bodies:
-                    await _cell(proxy, name, call, concurrency=4, requests=8, out=Cell())
-                await asyncio.sleep(0.5)
-                proxy.idle_rss = proxy.status("VmRSS")
+            async def warm(running: dict[str, ProxyProcess] = running) -> None:
+                for proxy in running.values():
+                    for _, name, call, _ in bodies:
+                        await _cell(proxy, name, call, concurrency=4, requests=8, out=Cell())
 
-        asyncio.run(warm())
-        turn = 0
-        for round_ in range(rounds):
-            for label, name, call, _ in bodies:
-                for concurrency in concurrencies:
-                    requests = max(concurrency, 1) * requests_per_stream
-                    order = KINDS[turn % 3 :] + KINDS[: turn % 3]
-                    turn += 1
-                    for kind in order:
-                        cell = cells.setdefault((label, concurrency, kind), Cell())
-                        started = time.perf_counter()
-                        asyncio.run(
-                            _cell(
-                                running[kind],
-                                name,
-                                call,
-                                concurrency=concurrency,
-                                requests=requests,
-                                out=cell,
-                            )
+            asyncio.run(warm())
+            for kind, proxy in running.items():
+                proxy.idle_rss = proxy.settle()
+                idle[kind].append(proxy.idle_rss)
+            for label, name, call, concurrency in plan:
+                requests = max(concurrency, 1) * requests_per_stream
+                order = KINDS[turn % 3 :] + KINDS[: turn % 3]
+                turn += 1
+                for kind in order:
+                    cell = cells.setdefault((label, concurrency, kind), Cell())
+                    running[kind].settle()
+                    started = time.perf_counter()
+                    asyncio.run(
+                        _cell(
+                            running[kind],
+                            name,
+                            call,
+                            concurrency=concurrency,
+                            requests=requests,
+                            out=cell,
                         )
-                        print(
-                            f"  proxyload round {round_ + 1}: {kind} {label} x{concurrency}: "
-                            f"{time.perf_counter() - started:.1f} s",
-                            file=sys.stderr,
-                            flush=True,
-                        )
-        idle = {kind: running[kind].idle_rss for kind in KINDS}
+                    )
+                    print(
+                        f"  proxyload round {round_ + 1}: {kind} {label} x{concurrency}: "
+                        f"{time.perf_counter() - started:.1f} s, rise "
+                        f"{cell.rise[-1] / 2**20:.1f} MiB (sampled "
+                        f"{cell.sampled_rise[-1] / 2**20:.1f}), load {os.getloadavg()[0]:.1f}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+    version = subprocess.run(
+        [str(proxy_python()), "-c", "import importlib.metadata as m; print(m.version('litellm'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     rows: list[Row] = []
     for label, _, _, withheld in bodies:
         for concurrency in concurrencies:
-            rows.append(_row(label, concurrency, withheld, fragment, cells, idle))
-            log(rows[-1])
+            if (label, concurrency, "plain") in cells:
+                rows.append(_row(label, concurrency, withheld, fragment, cells, idle))
+                rows[-1]["proxy_litellm"] = version
+                rows[-1]["requests_per_stream"] = requests_per_stream
+                rows[-1]["measured"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+                log(rows[-1])
     return rows
 
 
@@ -401,7 +474,7 @@ def _row(  # noqa: PLR0917
     withheld: int,
     fragment: int,
     cells: dict[tuple[str, int, str], Cell],
-    idle: dict[str, int],
+    idle: dict[str, list[int]],
 ) -> Row:
     per: dict[str, Any] = {}
     plain = cells[(label, concurrency, "plain")]
@@ -418,9 +491,14 @@ def _row(  # noqa: PLR0917
                 "p50": _percentile(cell.last_ms, 0.5),
                 "p99": _percentile(cell.last_ms, 0.99),
             },
-            "peak_over_idle_mib": max(cell.peak_over_idle) / 2**20,
-            "rise_mib": max(cell.rise) / 2**20,
-            "idle_rss_mib": idle[kind] / 2**20,
+            # Memory: the median over rounds (each round's figure from fresh proxies), and
+            # every round's figure beside it.
+            "rise_mib": statistics.median(cell.rise) / 2**20,
+            "rise_mib_rounds": [r / 2**20 for r in cell.rise],
+            "sampled_rise_mib_rounds": [r / 2**20 for r in cell.sampled_rise],
+            "peak_over_idle_mib": statistics.median(cell.peak_over_idle) / 2**20,
+            "idle_rss_mib": statistics.median(idle[kind]) / 2**20,
+            "load_average": [round(x, 1) for x in cell.load],
             "errors": cell.errors,
         }
         if kind != "plain":
@@ -446,8 +524,16 @@ def _row(  # noqa: PLR0917
         "fragment_bytes": fragment,
         "proxies": per,
     }
+    if concurrency >= 64:
+        # The gate's rise over the plain proxy's, per round (the two ran in the same round,
+        # from fresh proxies, one right after the other), then the median.
+        extras = [(g - p) / 2**20 for g, p in zip(gate.rise, plain.rise, strict=True)]
+        row["gate_extra_peak_mib_rounds"] = extras
+        row["noop_extra_peak_mib_rounds"] = [
+            (n - p) / 2**20 for n, p in zip(noop.rise, plain.rise, strict=True)
+        ]
     if withheld and concurrency >= 64:
-        extra = (max(gate.rise) - max(plain.rise)) / 2**20
+        extra = statistics.median(row["gate_extra_peak_mib_rounds"])
         budget = MEMORY_FACTOR * withheld * concurrency + PER_STREAM_ALLOWANCE * concurrency
         row["gate_extra_peak_mib"] = extra
         row["memory_budget_mib"] = budget / 2**20
@@ -455,4 +541,12 @@ def _row(  # noqa: PLR0917
     return row
 
 
-__all__ = ["proxyload_section"]
+def cell_order(row: Row) -> tuple[int, int]:
+    """Where a proxy-load row stands in the table: by body, then concurrency (other rows: 0)."""
+    body = str(row.get("name", "")).rpartition(", ")[0]
+    if row.get("section") != "proxyload" or body not in BODIES:
+        return (0, 0)
+    return (BODIES.index(body), int(row["concurrency"]))
+
+
+__all__ = ["cell_order", "proxyload_section"]

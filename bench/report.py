@@ -102,11 +102,20 @@ def _proxyload(row: Row) -> str:
             + (f", {p['errors']} errors" if p["errors"] else "")
         )
     text = "; ".join(parts)
+    if "gate_extra_peak_mib_rounds" in row:
+        rounds = ", ".join(f"{x:+.1f}" for x in row["gate_extra_peak_mib_rounds"])
+        text += f"; gate's rise over plain's, by round: {rounds} MiB"
     if "gate_extra_peak_mib" in row:
         text += (
-            f"; gate's rise over plain's +{row['gate_extra_peak_mib']:.1f} MiB "
+            f", median {row['gate_extra_peak_mib']:+.1f} MiB "
             f"({row['withheld_bytes'] / 2**20:.1f} MiB withheld)"
         )
+    if "proxy_litellm" in row:
+        text += f"; litellm {row['proxy_litellm']} proxies"
+    loads = [x for p in row["proxies"].values() for x in p.get("load_average", [])]
+    if "measured" in row:
+        text += f" ({row['rounds']} rounds, {row['measured']}"
+        text += f", load average {min(loads):.1f}-{max(loads):.1f})" if loads else ")"
     return text
 
 

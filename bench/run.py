@@ -66,7 +66,7 @@ from bench.e2e import RETRIED, e2e_section, sdk_section, ttft_section
 from bench.journal import journal_section
 from bench.loop import loop_section
 from bench.metrics import metrics_section
-from bench.proxyload import proxyload_section
+from bench.proxyload import cell_order, proxyload_section
 from bench.report import markdown
 from bench.toolloop import toolloop_section
 
@@ -139,10 +139,31 @@ def main(argv: list[str] | None = None) -> int:
         "toolloop, e2e, sdk; proxyload, three real proxies under load, only when named); "
         "the other sections' rows are kept from the existing output file",
     )
+    parser.add_argument(
+        "--cell",
+        action="append",
+        metavar="BODY@STREAMS",
+        help="proxyload: only this cell, e.g. '64 KB call@64' or 'text@64' (repeatable)",
+    )
+    parser.add_argument("--rounds", type=int, help="proxyload: rounds (fresh proxies each)")
+    parser.add_argument(
+        "--requests-per-stream", type=int, help="proxyload: requests each stream sends in a cell"
+    )
     args = parser.parse_args(argv)
     out = args.out or HERE / ("results-quick.json" if args.quick else "results.json")
     md = args.md or out.with_suffix(".md")
     chosen = plan(args.quick)
+    concurrencies, per_stream, rounds, fragment = chosen["proxyload"]
+    cells = None
+    if args.cell:
+        cells = [(c.rpartition("@")[0], int(c.rpartition("@")[2])) for c in args.cell]
+    chosen["proxyload"] = (
+        concurrencies,
+        args.requests_per_stream or per_stream,
+        args.rounds or rounds,
+        fragment,
+        cells,
+    )
     # The load bench starts three proxies and runs for minutes: only when named.
     wanted = set(args.only or set(chosen) - {"proxyload"})
     started = time.perf_counter()
@@ -165,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             if name in wanted:
                 print(f"== {name}", file=sys.stderr, flush=True)
                 rows.extend(step())
+    cells_now = {str(r["name"]) for r in rows if r["section"] == "proxyload"}
     if args.quick:
         # One or two repeats at toy sizes: a smoke run, not a measurement to judge.
         for row in rows:
@@ -174,14 +196,23 @@ def main(argv: list[str] | None = None) -> int:
     when = dict.fromkeys(ran, now)
     previous: dict[str, Any] | None = json.loads(out.read_text()) if out.exists() else None
     if args.only and previous is not None and previous.get("quick") == args.quick:
+        fresh = {(r["section"], r["name"]) for r in rows}
         kept = [
-            r for r in previous["rows"] if _SECTION_OF.get(r["section"], r["section"]) not in ran
+            r
+            for r in previous["rows"]
+            if _SECTION_OF.get(r["section"], r["section"]) not in ran
+            # --cell: the proxy-load rows of the cells not run now stay, each with its date
+            or (
+                bool(args.cell)
+                and r["section"] == "proxyload"
+                and (r["section"], r["name"]) not in fresh
+            )
         ]
         rows = kept + rows
         when = {**previous.get("sections_when", {}), **when}
     order = ["core", "decision", "memory", "metrics", "ttft", "loop", "journal", "toolloop", "e2e"]
     order += ["reference", "proxyload"]
-    rows.sort(key=lambda r: order.index(r["section"]))
+    rows.sort(key=lambda r: (order.index(r["section"]), cell_order(r)))
     results = {
         "when": now,
         "sections_when": when,
@@ -199,7 +230,11 @@ def main(argv: list[str] | None = None) -> int:
     # partial run, a row kept from the previous output keeps the figure it was compared with
     # then, so it is never its own "before"; sections_when says which run each figure is from.
     if previous is not None:
-        results["before"] = _before(previous, {str(r) for r in ran} if args.only else None)
+        results["before"] = _before(
+            previous,
+            {str(r) for r in ran} if args.only else None,
+            cells_now if args.cell else None,
+        )
     out.write_text(json.dumps(results, indent=1) + "\n")
     table = markdown(results, results.get("before"))
     md.write_text(table)
@@ -214,8 +249,11 @@ def _section(row: Row) -> str:
     return str(_SECTION_OF.get(row["section"], row["section"]))
 
 
-def _before(previous: dict[str, Any], ran: set[str] | None) -> dict[str, Any]:
-    """The figures this run is compared with (``ran``: the sections of a partial run)."""
+def _before(
+    previous: dict[str, Any], ran: set[str] | None, cells: set[str] | None = None
+) -> dict[str, Any]:
+    """The figures this run is compared with (``ran``: the sections of a partial run;
+    ``cells``: the names of the proxy-load rows a ``--cell`` run measured, the others kept)."""
     sources = [(previous, ran)]
     earlier = previous.get("before")
     if ran is not None and earlier is not None:
@@ -227,7 +265,10 @@ def _before(previous: dict[str, Any], ran: set[str] | None) -> dict[str, Any]:
         for row in source.get("rows", []):
             section = _section(row)
             # From the previous output: the sections run now; from its own "before": the rest.
-            if "error" in row or (only is not None) != (section in (ran or set())):
+            measured_now = section in (ran or set())
+            if cells is not None and section == "proxyload":
+                measured_now = row["name"] in cells
+            if "error" in row or (only is not None) != measured_now:
                 continue
             rows.append({k: v for k, v in row.items() if k != "before"})
             when[section] = str(source_when.get(section, source.get("when")))
