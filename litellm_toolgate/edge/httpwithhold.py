@@ -250,8 +250,12 @@ class Withholding:
 
     def decided(self, attempt: Attempt) -> None:
         emit_records(attempt)
-        if self._on_decided is not None:
-            self._on_decided(attempt)
+        # Told once, then let go: the owner's callback holds litellm's call arguments, which
+        # hold the client whose transport holds this, a cycle that would keep the decided
+        # call's arguments (text, bytes and value) alive until the garbage collector ran.
+        on_decided, self._on_decided = self._on_decided, None
+        if on_decided is not None:
+            on_decided(attempt)
 
 
 class WithholdingTransport(AsyncTapTransport):
