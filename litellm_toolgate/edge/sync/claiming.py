@@ -78,6 +78,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import litellm
@@ -123,6 +124,9 @@ class _Claim:
     restore: Callable[[], None] | None = None
     # The installation this claim keeps in place until it is settled (see _Claims).
     release: Callable[[], None] | None = None
+    # litellm reads and parses this call's whole body inside its request code, before its
+    # post-call hook (its Gemini handler): see reads_whole_first.
+    read_first: bool = field(default=False)
 
     def settled(self) -> None:
         if self.restore is not None:
@@ -145,6 +149,8 @@ class _Refusal:
     delivered: bool = field(default=False)
     # The installation this refusal keeps in place until it is settled (see _Claims).
     release: Callable[[], None] | None = None
+    # As _Claim.read_first.
+    read_first: bool = field(default=False)
 
     def settled(self) -> None:
         if self.release is not None:
@@ -178,6 +184,7 @@ class _Claims(ClaimTable["_Claim | _Refusal"]):
         url_matches: Callable[[httpx.URL], bool] | None = None,
         restore: Callable[[], None] | None = None,
         release: Callable[[], None] | None = None,
+        read_first: bool = False,
     ) -> str:
         """Arm one request of the call on this thread; the one-time marker it must carry.
         ``release`` is called once the claim is settled.
@@ -202,6 +209,7 @@ class _Claims(ClaimTable["_Claim | _Refusal"]):
                 url_matches=url_matches,
                 restore=restore,
                 release=release,
+                read_first=read_first,
             )
         )
         return token
@@ -212,6 +220,7 @@ class _Claims(ClaimTable["_Claim | _Refusal"]):
         message: str,
         *,
         release: Callable[[], None] | None = None,
+        read_first: bool = False,
     ) -> str:
         """Hold a refusal for the call on this thread; the one-time marker for its request
         (a request of this thread that carries none is refused as well). ``release`` is
@@ -224,6 +233,7 @@ class _Claims(ClaimTable["_Claim | _Refusal"]):
                 thread=threading.get_ident(),
                 message=message,
                 release=release,
+                read_first=read_first,
             )
         )
         return token
@@ -248,6 +258,10 @@ class ClaimingTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         token = request.headers.get(MARKER)
+        # A refusal of a request whose whole body litellm parses inside its request code
+        # (see reads_whole_first) is raised while it reads the body: its parse would turn one
+        # raised later into an error of its own.
+        in_read = reads_whole_first(str(request.url))
         if token is None:
             held = CLAIMS.refusal_here()
             if held is None:
@@ -258,13 +272,13 @@ class ClaimingTransport(httpx.BaseTransport):
             held.delivered = True
             CLAIMS.settle(held.call_id)
             held.settled()
-            return RefusedResponse(request, held.message)
+            return RefusedResponse(request, held.message, in_read=in_read)
         del request.headers[MARKER]
         claim = CLAIMS.take(token)
         if isinstance(claim, _Refusal):
             claim.delivered = True
             claim.settled()
-            return RefusedResponse(request, claim.message)
+            return RefusedResponse(request, claim.message, in_read=in_read)
         if claim is None or not _matches(claim, request):
             if claim is not None:
                 claim.settled()  # taken: nothing of it is claimed any more
@@ -272,7 +286,7 @@ class ClaimingTransport(httpx.BaseTransport):
                 "a sync request carried a toolgate claim that does not match the call that "
                 "armed it; it was not sent"
             )
-            return RefusedResponse(request, message)
+            return RefusedResponse(request, message, in_read=in_read)
         claim.claimed = True
         claim.settled()
         tap = claim.tap
@@ -302,7 +316,10 @@ class ClaimingTransport(httpx.BaseTransport):
                 CLAIMS.put_back(claim)
             return response
         assert isinstance(response.stream, httpx.SyncByteStream)
-        if tap.streamed:
+        if tap.streamed or claim.read_first:
+            # A stream; or a whole body litellm parses inside its request code, before its
+            # post-call hook (see reads_whole_first): judged while litellm's request reads
+            # it, a quarantine raised right there, before litellm has any of it.
             body = SyncWithholdingStream(response.stream, tap, claim.gate)
             return _wrap(response, body, request)
         whole = SyncWithholdingStream(response.stream, tap, claim.gate, defer=True)
@@ -447,36 +464,64 @@ def _is_handler(value: Any) -> bool:
     return isinstance(value, HTTPHandler)
 
 
-# Routes whose litellm chat handler sends a sync whole response on the handler its client
-# cache keeps for the call's timeout (not for its ssl_verify), taken after the hooks ran:
-# litellm's Anthropic chat handler (``get_httpx_client(params={"timeout": timeout})``).
-_TIMEOUT_KEYED = frozenset({"anthropic"})
+def reads_whole_first(url: str) -> bool:
+    """Whether litellm reads and parses the whole body of a sync request to ``url`` inside
+    its request code, before its post-call hook: Gemini's ``generateContent`` (not
+    ``streamGenerateContent``), which litellm's Gemini handler (``gemini/``, and Gemini
+    models on ``vertex_ai/``) sends whole, then parses inside a catch-all of its own that
+    turns anything raised by a read of the body into its own error. So such a body is judged
+    while litellm's request reads it (:class:`ClaimingTransport`), a refusal is raised there
+    too (:class:`RefusedResponse`), and an answer that came back through a client the gate
+    never saw ends in the last resort (:func:`check_claimed`)."""
+    return urlsplit(url).path.endswith(_GEMINI_WHOLE)
 
 
-def call_handlers(kwargs: Mapping[str, Any]) -> tuple[Any, Any]:
+_GEMINI_WHOLE = ":generateContent"
+# Claude on Vertex AI, whole: .../publishers/anthropic/models/<model>:rawPredict
+_VERTEX_CLAUDE_WHOLE = ":rawPredict"
+
+
+def call_handlers(kwargs: Mapping[str, Any]) -> tuple[Any, Mapping[str, Any] | None]:
     """What picks the sync handlers litellm's HTTP routes take for a call, from its
-    ``log_pre_api_call`` kwargs: its ``ssl_verify``, and its timeout on a route whose handler
-    is keyed by it (None elsewhere)."""
+    ``log_pre_api_call`` kwargs: its ``ssl_verify``; and, on a route whose chat handler takes
+    its client from litellm's cache by the call's timeout, after the hooks ran, the very
+    ``params`` that handler passes litellm's ``get_httpx_client`` (None elsewhere):
+
+    * litellm's Anthropic chat handler (``anthropic/``, and a whole Claude call on
+      ``vertex_ai/``, sent to ``:rawPredict``): ``{"timeout": timeout}``;
+    * litellm's Gemini handler for a whole call (``gemini/``, and a Gemini model on
+      ``vertex_ai/``, sent to ``:generateContent``): ``{"timeout": httpx.Timeout(timeout)}``
+      for a number, the timeout as it is otherwise, ``{}`` without one.
+
+    The timeout is the call's (its ``litellm_params``), the one litellm hands its handler."""
     params = kwargs.get("litellm_params")
     if not isinstance(params, Mapping):
         return None, None
-    timeout = None
-    if str(kwargs.get("custom_llm_provider") or "") in _TIMEOUT_KEYED:
-        timeout = params.get("timeout")
-    return params.get("ssl_verify"), timeout
+    route = str(kwargs.get("custom_llm_provider") or "")
+    url = sent(kwargs, "api_base")
+    path = urlsplit(url).path if isinstance(url, str) else ""
+    timeout = params.get("timeout")
+    keyed: Mapping[str, Any] | None = None
+    if route == "anthropic" or (route == "vertex_ai" and path.endswith(_VERTEX_CLAUDE_WHOLE)):
+        keyed = {"timeout": timeout}
+    elif route in ("gemini", "vertex_ai") and path.endswith(_GEMINI_WHOLE):
+        if isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
+            timeout = httpx.Timeout(timeout)
+        keyed = {} if timeout is None else {"timeout": timeout}
+    return params.get("ssl_verify"), keyed
 
 
-def claim_http_handlers(ssl_verify: Any, timeout: Any = None) -> None:
+def claim_http_handlers(ssl_verify: Any, keyed: Mapping[str, Any] | None = None) -> None:
     """Wrap the httpx clients under litellm's sync HTTP handlers: the one litellm's routes
-    take for ``ssl_verify`` and, given a ``timeout``, the one its Anthropic chat handler
-    takes for it (each made now, with litellm's own code, if it is not cached yet), every
-    other cached one, and ``litellm.module_level_client``."""
+    take for ``ssl_verify`` and, given ``keyed``, the one a chat handler takes by those
+    ``params`` (see :func:`call_handlers`; each made now, with litellm's own code, under the
+    very key litellm's handler will ask its cache for, if it is not cached yet), every other
+    cached one, and ``litellm.module_level_client``."""
     from litellm.llms.custom_httpx.http_handler import _get_httpx_client
 
     handlers: list[Any] = [_get_httpx_client(params={"ssl_verify": ssl_verify})]
-    if timeout is not None:
-        # The very key litellm's handler asks its cache for (its str of the timeout).
-        handlers.append(_get_httpx_client(params={"timeout": timeout}))
+    if keyed is not None:
+        handlers.append(_get_httpx_client(params=dict(keyed)))
     handlers.extend(value for _key, value in cached_clients(_is_handler))
     handlers.append(getattr(litellm, "module_level_client", None))
     for handler in handlers:
@@ -504,7 +549,14 @@ def arm(kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding) -> None:
             # for a stream: the client the call holds is claimed now.
             claim_held_clients()
         headers[MARKER] = CLAIMS.arm(
-            kwargs, tap, gate, url=url, body=body, stream_flag=tap.streamed, release=lease
+            kwargs,
+            tap,
+            gate,
+            url=url,
+            body=body,
+            stream_flag=tap.streamed,
+            release=lease,
+            read_first=reads_whole_first(url),
         )
     except BaseException:
         lease()
@@ -552,9 +604,12 @@ def check_claimed(kwargs: Mapping[str, Any]) -> None:
         response = answer_held(claim.token)
         if response is not None:
             stop_response(response, message)
-            return
+            if not claim.read_first:
+                return
     except Exception:
         pass  # litellm would drop it and hand the answer over: the last resort below
+    # Not found; or (read_first) litellm parsed the whole body before this hook, so what it
+    # would hand over no longer reads the answer: the last resort.
     raise SyncCallStopped(message)
 
 
@@ -678,6 +733,7 @@ __all__ = [
     "forget_claim",
     "is_vouched",
     "is_vouched_client",
+    "reads_whole_first",
     "vouch_client",
     "vouched",
 ]

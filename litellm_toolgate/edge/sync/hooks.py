@@ -53,7 +53,6 @@ from ..calltypes import (
     in_messages_entry_point,
     sync_route_refused,
     sync_route_sdk,
-    sync_whole_refused,
 )
 from ..httpwithhold import Withholding
 from ..logs import emit_records
@@ -74,6 +73,7 @@ from .claiming import (
     forget_claim,
     is_vouched,
     is_vouched_client,
+    reads_whole_first,
     sent,
 )
 from .custom import CustomProviderRefused
@@ -113,13 +113,6 @@ def sync_refusal(kind: str, route: str, streamed: bool, sdk_streamed: bool) -> s
             f"hand a quarantine to the caller under litellm.callbacks (the OpenAI SDK "
             f"reads the whole body inside litellm's error handling); it was not sent. "
             f"Use stream=True, ToolGate.{kind}(...) or litellm.a{kind}(...)"
-        )
-    if sync_whole_refused(route, kind) and not streamed:
-        return (
-            f"a sync litellm.{kind} without stream=True on the {route}/ route is sent with "
-            f"headers litellm makes afresh and read whole before the gate could stop it under "
-            f"litellm.callbacks; it was not sent. Use stream=True, ToolGate.{kind}(...) or "
-            f"litellm.a{kind}(...)"
         )
     if streamed and in_messages_entry_point():
         # litellm's sync Messages adapter ends the stream quietly on any exception.
@@ -275,7 +268,9 @@ def _hold(kwargs: Mapping[str, Any], message: str) -> None:
         claim_http_handlers(*call_handlers(kwargs))
         claim_sdk_clients()
         claim_held_clients()
-        token = CLAIMS.refuse(kwargs, message, release=lease)
+        url = sent(kwargs, "api_base")
+        read_first = isinstance(url, str) and reads_whole_first(url)
+        token = CLAIMS.refuse(kwargs, message, release=lease, read_first=read_first)
     except Exception:
         if lease is not None:
             lease()
