@@ -282,24 +282,31 @@ class _Hooked:
         litellm.in_memory_llm_clients_cache.flush_cache()
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 @pytest.mark.parametrize("route", ROUTES)
-def test_a_sync_whole_call_refused_in_its_hook_is_refused_typed_and_unsent(route: str) -> None:
-    """A sync whole call refused in log_pre_api_call (here: its gate closed by a callback
-    after litellm's call set-up passed it): the claiming transport answers its request unsent,
-    on the timeout-keyed handler the gate made for it, and the refusal is raised while
-    litellm's request reads that answer: typed, not an error litellm's Gemini parse makes of
-    it."""
+def test_a_sync_call_refused_in_its_hook_is_refused_typed_and_unsent(
+    route: str, stream: bool
+) -> None:
+    """A sync call refused in log_pre_api_call (here: its gate closed by a callback after
+    litellm's call set-up passed it): the claiming transport answers its request unsent (a
+    whole one on the timeout-keyed handler the gate made for it), and the caller gets the
+    typed refusal: a whole one raised while litellm's request reads the answer, not an error
+    litellm's Gemini parse makes of it; a stream's (asked for by the path
+    ``:streamGenerateContent``, not the body) where litellm first reads it."""
     made = ToolGateGuardrail(MANIFEST["tools"])
     _forget_timeout_handlers()
     with FakeUpstream() as own, _Hooked(made.close) as closing:
         own.enqueue(Scripted(GEMINI.body("whole_multiply"), content_type="application/json"))
         model, extra = ROUTES[route]
-        args = ask_multiply(own, model, MANIFEST["tools"], timeout=39.5, **extra)
+        args = ask_multiply(own, model, MANIFEST["tools"], timeout=39.5, stream=stream, **extra)
         saved = litellm.callbacks
         litellm.callbacks = [closing, made]
         try:
             with pytest.raises(UngatedCallRefused, match="closed"):
-                litellm.completion(**args)
+                answer = litellm.completion(**args)
+                if stream:
+                    for _chunk in answer:
+                        raise AssertionError("a chunk of a refused call reached the caller")
         finally:
             litellm.callbacks = saved
         assert own.requests == []

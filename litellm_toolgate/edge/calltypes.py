@@ -96,20 +96,10 @@ def handling(call_type: str) -> Handling | None:
     return None
 
 
-# Sync routes whose chat calls go out through a client of litellm's that the gate cannot
-# claim. bedrock/: litellm's sync Converse handler takes its HTTPHandler from the client
-# cache under a key of the call's timeout (``httpx_clienttimeout_Timeout(...)``), made after
-# log_pre_api_call on a first call; it logs the request body as a JSON string and the signed
-# headers as botocore's HeadersDict (no dict the claim's marker can be put in). The async
-# Converse handler takes the gate's client (docs/bedrock.md).
-_SYNC_UNCLAIMED = frozenset({"bedrock"})
-
-
 def sync_route_refused(route: str, call_type: str) -> bool:
-    """Whether a sync ``call_type`` on ``route`` goes out through a client the gate cannot see."""
-    return call_type == "completion" and (
-        route in _SDK_CLIENT_ROUTES - _SDK_CLAIMED or route in _SYNC_UNCLAIMED
-    )
+    """Whether a sync ``call_type`` on ``route`` goes out through a client the gate cannot see
+    (an OpenAI SDK client on a route the gate does not claim it on)."""
+    return call_type == "completion" and route in _SDK_CLIENT_ROUTES - _SDK_CLAIMED
 
 
 def sync_route_sdk(route: str, call_type: str) -> bool:

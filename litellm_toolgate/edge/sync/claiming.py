@@ -74,7 +74,7 @@ import json
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -99,6 +99,19 @@ def sent(kwargs: Mapping[str, Any], name: str) -> Any:
     (``additional_args``: ``api_base``, ``headers``, ``complete_input_dict``), or None."""
     extra = kwargs.get("additional_args")
     return extra.get(name) if isinstance(extra, Mapping) else None
+
+
+def logged_body(kwargs: Mapping[str, Any]) -> Any:
+    """The body litellm's ``log_pre_api_call`` says it is about to send, as JSON values: the
+    dict it logged, or the JSON text it logged parsed (litellm's Converse handler logs the
+    string it sends); None when there is none, or the text is not JSON."""
+    body = sent(kwargs, "complete_input_dict")
+    if isinstance(body, (str, bytes)):
+        try:
+            return json.loads(body)
+        except ValueError:
+            return None
+    return body
 
 
 def body_digest(body: Any) -> str:
@@ -465,18 +478,27 @@ def _is_handler(value: Any) -> bool:
 
 
 def reads_whole_first(url: str) -> bool:
-    """Whether litellm reads and parses the whole body of a sync request to ``url`` inside
-    its request code, before its post-call hook: Gemini's ``generateContent`` (not
-    ``streamGenerateContent``), which litellm's Gemini handler (``gemini/``, and Gemini
-    models on ``vertex_ai/``) sends whole, then parses inside a catch-all of its own that
-    turns anything raised by a read of the body into its own error. So such a body is judged
-    while litellm's request reads it (:class:`ClaimingTransport`), a refusal is raised there
-    too (:class:`RefusedResponse`), and an answer that came back through a client the gate
-    never saw ends in the last resort (:func:`check_claimed`)."""
-    return urlsplit(url).path.endswith(_GEMINI_WHOLE)
+    """Whether the whole body of a sync request to ``url`` is judged while litellm's request
+    reads it, because litellm would make an error of its own of anything raised at a later
+    read of it, and a refusal is raised there too:
+
+    * Gemini's ``generateContent`` (not ``streamGenerateContent``), which litellm's Gemini
+      handler (``gemini/``, and Gemini models on ``vertex_ai/``) parses inside a catch-all of
+      its own, before its post-call hook;
+    * Bedrock's whole ``/converse``, which litellm's Converse handler parses inside a
+      catch-all of its own right after its post-call hook.
+
+    litellm lets an exception raised in its request there through as it is. An answer that
+    came back through a client the gate never saw cannot be turned into a refusal litellm
+    hands over as it is either: it ends in the last resort (:func:`check_claimed`)."""
+    path = urlsplit(url).path
+    return path.endswith(_GEMINI_WHOLE) or path.endswith(_CONVERSE_WHOLE)
 
 
 _GEMINI_WHOLE = ":generateContent"
+# Bedrock's Converse: .../model/<model>/converse (whole), .../converse-stream (streamed).
+_CONVERSE = ("/converse", "/converse-stream")
+_CONVERSE_WHOLE = "/converse"
 # Claude on Vertex AI, whole: .../publishers/anthropic/models/<model>:rawPredict
 _VERTEX_CLAUDE_WHOLE = ":rawPredict"
 
@@ -490,8 +512,10 @@ def call_handlers(kwargs: Mapping[str, Any]) -> tuple[Any, Mapping[str, Any] | N
     * litellm's Anthropic chat handler (``anthropic/``, and a whole Claude call on
       ``vertex_ai/``, sent to ``:rawPredict``): ``{"timeout": timeout}``;
     * litellm's Gemini handler for a whole call (``gemini/``, and a Gemini model on
-      ``vertex_ai/``, sent to ``:generateContent``): ``{"timeout": httpx.Timeout(timeout)}``
-      for a number, the timeout as it is otherwise, ``{}`` without one.
+      ``vertex_ai/``, sent to ``:generateContent``), and its Converse handler for any sync
+      call (``bedrock/``, sent to ``/converse`` or ``/converse-stream``):
+      ``{"timeout": httpx.Timeout(timeout)}`` for a number, the timeout as it is otherwise,
+      ``{}`` without one.
 
     The timeout is the call's (its ``litellm_params``), the one litellm hands its handler."""
     params = kwargs.get("litellm_params")
@@ -504,7 +528,9 @@ def call_handlers(kwargs: Mapping[str, Any]) -> tuple[Any, Mapping[str, Any] | N
     keyed: Mapping[str, Any] | None = None
     if route == "anthropic" or (route == "vertex_ai" and path.endswith(_VERTEX_CLAUDE_WHOLE)):
         keyed = {"timeout": timeout}
-    elif route in ("gemini", "vertex_ai") and path.endswith(_GEMINI_WHOLE):
+    elif (route in ("gemini", "vertex_ai") and path.endswith(_GEMINI_WHOLE)) or (
+        route == "bedrock" and path.endswith(_CONVERSE)
+    ):
         if isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
             timeout = httpx.Timeout(timeout)
         keyed = {} if timeout is None else {"timeout": timeout}
@@ -531,10 +557,11 @@ def claim_http_handlers(ssl_verify: Any, keyed: Mapping[str, Any] | None = None)
 
 def arm(kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding) -> None:
     """Arm one sync request of a call (see the module docstring); refuse what cannot be."""
+    # The very headers litellm will send: a dict, or botocore's HeadersDict on Converse.
     headers = sent(kwargs, "headers")
     url = sent(kwargs, "api_base")
-    body = sent(kwargs, "complete_input_dict")
-    if not isinstance(headers, dict) or not isinstance(url, str) or body is None:
+    body = logged_body(kwargs)
+    if not isinstance(headers, MutableMapping) or not isinstance(url, str) or body is None:
         raise UngatedCallRefused(
             "this sync call's request is not visible to the gate; it was not sent"
         )
@@ -582,7 +609,7 @@ def check_claimed(kwargs: Mapping[str, Any]) -> None:
     if claim is None:
         return
     headers = sent(kwargs, "headers")
-    if isinstance(headers, dict):
+    if isinstance(headers, MutableMapping):
         headers.pop(MARKER, None)
     claim.settled()
     if isinstance(claim, _Refusal):
@@ -733,6 +760,7 @@ __all__ = [
     "forget_claim",
     "is_vouched",
     "is_vouched_client",
+    "logged_body",
     "reads_whole_first",
     "vouch_client",
     "vouched",

@@ -34,7 +34,7 @@ litellm gives a callback three moments on a sync ``litellm.completion`` /
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from types import FrameType
 from typing import Any
 
@@ -73,6 +73,7 @@ from .claiming import (
     forget_claim,
     is_vouched,
     is_vouched_client,
+    logged_body,
     reads_whole_first,
     sent,
 )
@@ -282,7 +283,7 @@ def _hold(kwargs: Mapping[str, Any], message: str) -> None:
         # its client): the last resort.
         raise SyncCallStopped(message)
     headers = sent(kwargs, "headers")
-    if isinstance(headers, dict):
+    if isinstance(headers, MutableMapping):
         headers[MARKER] = token
     # Otherwise (and on the SDK routes, whose logged headers are not what is sent) the
     # request carries no marker: the transport refuses it as this thread's held refusal.
@@ -305,7 +306,7 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
     model = str(kwargs.get("model") or "")
     if route and not model.startswith(f"{route}/"):
         model = f"{route}/{model}"
-    body = sent(kwargs, "complete_input_dict")
+    body = logged_body(kwargs)
     streamed = bool(kwargs.get("stream")) or bool(isinstance(body, Mapping) and body.get("stream"))
     # litellm's standard logging of a sync call reads the metadata of its litellm_params.
     params = kwargs.get("litellm_params")

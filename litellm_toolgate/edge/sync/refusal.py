@@ -159,7 +159,14 @@ def stop_response(response: httpx.Response, message: str) -> None:
     response.refusal = message
 
 
+# Paths that ask for a stream whatever the body says: Gemini's streamGenerateContent,
+# Bedrock's converse-stream, and Claude's streamRawPredict on Vertex AI.
+_STREAM_PATHS = (":streamGenerateContent", "/converse-stream", ":streamRawPredict")
+
+
 def _asks_for_stream(request: httpx.Request) -> bool:
+    if request.url.path.endswith(_STREAM_PATHS):
+        return True
     try:
         body = json.loads(request.content)
     except ValueError:
