@@ -10,9 +10,11 @@ the transport under the HTTP client litellm is about to send on. So:
    :class:`ClaimingTransport` around the transport (and each proxy mount) of the httpx
    clients litellm will send it on: the handler litellm's HTTP routes take from its client
    cache for the call's ``ssl_verify`` (made now, with litellm's own code, when it is not
-   there yet), on ``anthropic/`` the one litellm's Anthropic chat handler takes by the
-   call's timeout for a whole response (made the same way: it takes it after the hooks),
-   every handler already in that cache, ``litellm.module_level_client``, and for
+   there yet), the one a chat handler takes by the call's timeout, after the hooks
+   (litellm's Anthropic handler on ``anthropic/`` and for Claude on ``vertex_ai/``, its
+   Gemini handler for a whole call, its Converse handler: :func:`call_handlers`; made the
+   same way, under the very key litellm's handler will ask for), every handler already in
+   that cache, ``litellm.module_level_client``, and for
    the OpenAI SDK routes every cached sync SDK client and ``litellm.client_session``
    (:mod:`.sdkclaim`); and every httpx client litellm's call already holds, found among the
    locals of the call's frames (:func:`claim_held_clients`: litellm's Responses handler and
@@ -24,8 +26,9 @@ the transport under the HTTP client litellm is about to send on. So:
    ``client_session`` of the user's). Nothing changes until the first call that needs it;
    when the last gate is closed every wrapped client gets its own transports back.
 2. **Arm** (``log_pre_api_call``). The call gets its attempt and a claim: the thread, the
-   URL, a digest of the body, and a one-time token put into the outgoing headers under
-   :data:`MARKER`.
+   URL, a digest of the body (a JSON text litellm logged is read as JSON), and a one-time
+   token put into the outgoing headers (the very mapping litellm logged and sends: a dict,
+   or botocore's signed headers on Converse) under :data:`MARKER`.
 3. **Claim** (the transport). A request carrying the marker is matched to its claim: same
    token, same thread, same URL, same body (the one litellm logged; on a streamed call,
    that body with ``"stream": true`` added matches too, since litellm's Anthropic chat
@@ -34,7 +37,9 @@ the transport under the HTTP client litellm is about to send on. So:
    then goes through the same withholding as the async path
    (:class:`~..httpwithhold.SyncWithholdingStream`): text passes live, tool calls wait for
    the wire's end, parse, schema and the policy; a whole body is judged on the wire before
-   litellm reads any of it. A marker without a matching claim is refused before the request
+   litellm reads any of it (where litellm would make an error of its own of anything raised
+   at its first look, :func:`reads_whole_first`, while litellm's request reads it, the
+   quarantine raised right there). A marker without a matching claim is refused before the request
    is sent. An answer that is not a success (a 429, a 503) is handed back unread and the
    claim stays takeable, so the OpenAI SDK's own retry of the same request is claimed and
    gated like the first try.
