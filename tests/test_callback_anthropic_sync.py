@@ -337,3 +337,37 @@ def test_a_streamed_claim_takes_the_logged_body_with_the_stream_flag_and_nothing
     assert outcome(True, {**flagged, "max_tokens": 9}) == "refused"
     assert outcome(True, {**flagged, "extra": 1}) == "refused"
     assert len(synccall.CLAIMS) == 0
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_whole_call_whose_handler_is_evicted_after_the_hooks_is_refused_typed(
+    upstream: FakeUpstream, served: Served, route: str
+) -> None:
+    """litellm's cache drops the timeout-keyed handler the gate claimed between the gate's
+    hook and the send (here: a callback after the gate empties the cache): the call goes out
+    on a handler the gate never saw, marker and all. litellm's Anthropic handler runs its
+    post-call hook before it reads the body, so the answer is turned into the typed refusal
+    there: nothing of it is handed over."""
+    from litellm.integrations.custom_logger import CustomLogger
+
+    class Evict(CustomLogger):  # type: ignore[misc]
+        def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
+            litellm.in_memory_llm_clients_cache.flush_cache()
+
+    made, evicting = ToolGateGuardrail(MANIFEST["tools"]), Evict()
+    saved = litellm.callbacks
+    litellm.callbacks = [made, evicting]
+    sent = len(upstream.requests)
+    try:
+        out, error = _completion(upstream, served, "whole_tool_use", route)
+    finally:
+        litellm.callbacks = saved
+        for name in dir(litellm):
+            listed = getattr(litellm, name, None)
+            if isinstance(listed, list):
+                listed[:] = [item for item in listed if item is not evicting]
+        made.close()
+    assert isinstance(error, UngatedCallRefused) and "cannot see" in str(error), repr(error)
+    assert out == [] and len(upstream.requests) == sent + 1
+    assert served.markers[-1] is not None  # it went out unclaimed, on the evicted handler
+    assert len(synccall.CLAIMS) == 0
