@@ -380,3 +380,30 @@ def test_litellm_parse_fails_closed() -> None:
     assert litellm_parse(MODEL)(broken, True) is UNPARSED
     assert litellm_parse(MODEL)([["not", "an", "object"]], False) is UNPARSED
     assert WIRES[Wire.BEDROCK].reparsed
+
+
+@pytest.mark.parametrize("name", ["multiply_basic", "whole_two_calls", "whole_duplicate_key"])
+def test_a_sync_call_takes_the_request_s_own_tools(name: str) -> None:
+    """With ``tools="request"`` the registry is the call's own tools, as the caller passed
+    them (litellm's logging keeps them): the Converse body litellm logs carries them under
+    ``toolConfig``, in Bedrock's shape, so reading the body's ``tools`` would find none and
+    refuse every call as unknown."""
+    made = ToolGateGuardrail("request")
+    saved = litellm.callbacks
+    litellm.callbacks = [made]
+    try:
+        with FakeUpstream() as own:
+            own.enqueue(_scripted(name))
+            out, error = _sync(own, name)
+    finally:
+        litellm.callbacks = saved
+        made.close()
+    case = expected(name)
+    if case["expect"] == "release":
+        assert error is None, repr(error)
+        calls = out[0].choices[0].message.tool_calls if name in BEDROCK.whole else tool_calls(out)
+        assert [c.function.name for c in calls if c.function.name] == [
+            c["name"] for c in case["calls"]
+        ]
+    else:
+        _refused(error, case)

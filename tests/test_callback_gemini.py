@@ -483,3 +483,31 @@ def test_vertex_long_decode_hops_are_refused(asynchronous: bool) -> None:
     assert isinstance(fault, ToolCallQuarantined), repr(caught.value)
     assert fault.reason is R.FINISH_REASON_MISMATCH
     assert len(paths) == 1 and _assembled(chunks) == []
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_sync_call_takes_the_request_s_own_tools(upstream: FakeUpstream, stream: bool) -> None:
+    """With ``tools="request"`` the registry is the call's own tools, as the caller passed
+    them (litellm's logging keeps them), not the Gemini-shaped declarations of the body
+    litellm logs: a good call is released."""
+    made = ToolGateGuardrail("request")
+    saved = litellm.callbacks
+    litellm.callbacks = [made]
+    try:
+        if stream:
+            upstream.enqueue(Scripted(GEMINI.body("multiply_basic")))
+        else:
+            upstream.enqueue(
+                Scripted(GEMINI.body("whole_multiply"), content_type="application/json")
+            )
+        out, error = _call(upstream, asynchronous=False, stream=stream)
+    finally:
+        litellm.callbacks = saved
+        made.close()
+    assert error is None, repr(error)
+    calls = (
+        _assembled(out)
+        if stream
+        else [(c.function.name, c.function.arguments) for c in out[0].choices[0].message.tool_calls]
+    )
+    assert [(n, json.loads(a)) for n, a in calls] == [("multiply", {"a": 7, "b": 8})]

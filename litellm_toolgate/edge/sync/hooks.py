@@ -322,7 +322,12 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
     refusal = sync_refusal(kind, route, streamed, sdk_streamed(kwargs))
     if refusal is not None:
         raise UngatedCallRefused(refusal)
-    tools = body.get("tools") if isinstance(body, Mapping) else None
+    # The call's own tools as the caller passed them (litellm's logging kwargs keep them), as
+    # the async hook reads them; the body's only failing that: on Converse, Gemini and
+    # Anthropic the body carries them in the provider's shape (Converse: under toolConfig).
+    tools = kwargs.get("tools")
+    if tools is None and isinstance(body, Mapping):
+        tools = body.get("tools")
     tap = new_tap(
         gate.gate,
         kind,
