@@ -11,10 +11,9 @@ litellm hands it over (but for litellm's per-call id), a broken one is refused t
 nothing of its tool calls released, and the claim's marker never reaches the upstream.
 
 Half the streams on ``vertex_ai/claude-...`` (litellm's Anthropic handler through Vertex's
-rawPredict, tests/vertexauth.py; the other half async in test_callback_anthropic.py); a whole
-answer there is refused before sending (litellm
-sends it on a client it takes after the hooks, keyed by the timeout, under the vertex_ai/
-route: the claim would not see a first call).
+rawPredict, tests/vertexauth.py; the other half async in test_callback_anthropic.py), and
+every whole answer there too: litellm's Anthropic handler sends it on the same timeout-keyed
+handler, taken after the hooks, which the gate makes and claims as on anthropic/.
 """
 
 from __future__ import annotations
@@ -221,13 +220,14 @@ def test_completion_stream(upstream: FakeUpstream, served: Served, name: str, ro
 
 
 @pytest.mark.usefixtures("gate")
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("name", WHOLE)
-def test_completion_whole(upstream: FakeUpstream, served: Served, name: str) -> None:
+def test_completion_whole(upstream: FakeUpstream, served: Served, name: str, route: str) -> None:
     case = CASES[name]
-    plain = _plain(upstream, served, name, "anthropic") if case["expect"] == "release" else None
+    plain = _plain(upstream, served, name, route) if case["expect"] == "release" else None
     _forget_timeout_handlers()
     sent = len(upstream.requests)
-    out, error = _completion(upstream, served, name)
+    out, error = _completion(upstream, served, name, route)
     assert len(upstream.requests) == sent + 1
     assert served.markers[-1] is None
     if case["expect"] == "release":
@@ -243,34 +243,24 @@ def test_completion_whole(upstream: FakeUpstream, served: Served, name: str) -> 
 
 
 @pytest.mark.usefixtures("gate")
-@pytest.mark.parametrize("name", ["whole_tool_use", "whole_max_tokens"])
-def test_a_whole_vertex_claude_call_is_refused_unsent(upstream: FakeUpstream, name: str) -> None:
-    """Sync and without ``stream=True`` on vertex_ai/ (calltypes._SYNC_WHOLE_UNCLAIMED): typed,
-    before anything is sent, so no Google token is fetched for it either."""
-    from vertexauth import TOKENS
-
-    sent, tokens = len(upstream.requests), len(TOKENS)
-    out, error = _completion(upstream, Served(), name, "vertex_ai")
-    assert isinstance(error, UngatedCallRefused), repr(error)
-    assert "stream=True" in str(error)
-    assert out == [] and len(upstream.requests) == sent
-    assert len(TOKENS) == tokens
-
-
-@pytest.mark.usefixtures("gate")
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("name", ["whole_tool_use", "whole_schema_invalid"])
 def test_a_whole_response_on_a_handler_made_after_the_hooks_is_gated(
-    upstream: FakeUpstream, served: Served, name: str
+    upstream: FakeUpstream, served: Served, name: str, route: str
 ) -> None:
     """litellm's Anthropic chat handler takes its whole-response client from its cache by
-    the call's timeout, after the hooks ran: on a timeout no call used before, that handler
-    does not exist yet when the call is armed. The gate makes it (with litellm's own code)
-    and claims it, so the call is gated, not stopped after it was sent."""
+    the call's timeout, after the hooks ran (on anthropic/, and for Claude on vertex_ai/): on
+    a timeout no call used before, that handler does not exist yet when the call is armed.
+    The gate makes it (with litellm's own code) and claims it, so the call is gated, not
+    stopped after it was sent: it reaches the upstream once, through the claiming transport
+    (which takes the marker out)."""
     timeout = 41.25
     key = f"httpx_clienttimeout_{timeout}"
     cache = litellm.in_memory_llm_clients_cache
     _forget_timeout_handlers()
-    out, error = _completion(upstream, served, name, timeout=timeout)
+    sent = len(upstream.requests)
+    out, error = _completion(upstream, served, name, route, timeout=timeout)
+    assert len(upstream.requests) == sent + 1 and served.markers[-1] is None
     handler = cache.cache_dict.get(key)
     assert handler is not None and isinstance(handler.client._transport, synccall.ClaimingTransport)
     if CASES[name]["expect"] == "release":
@@ -346,4 +336,38 @@ def test_a_streamed_claim_takes_the_logged_body_with_the_stream_flag_and_nothing
     assert outcome(True, {**body, "stream": False}) == "refused"
     assert outcome(True, {**flagged, "max_tokens": 9}) == "refused"
     assert outcome(True, {**flagged, "extra": 1}) == "refused"
+    assert len(synccall.CLAIMS) == 0
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_whole_call_whose_handler_is_evicted_after_the_hooks_is_refused_typed(
+    upstream: FakeUpstream, served: Served, route: str
+) -> None:
+    """litellm's cache drops the timeout-keyed handler the gate claimed between the gate's
+    hook and the send (here: a callback after the gate empties the cache): the call goes out
+    on a handler the gate never saw, marker and all. litellm's Anthropic handler runs its
+    post-call hook before it reads the body, so the answer is turned into the typed refusal
+    there: nothing of it is handed over."""
+    from litellm.integrations.custom_logger import CustomLogger
+
+    class Evict(CustomLogger):  # type: ignore[misc]
+        def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
+            litellm.in_memory_llm_clients_cache.flush_cache()
+
+    made, evicting = ToolGateGuardrail(MANIFEST["tools"]), Evict()
+    saved = litellm.callbacks
+    litellm.callbacks = [made, evicting]
+    sent = len(upstream.requests)
+    try:
+        out, error = _completion(upstream, served, "whole_tool_use", route)
+    finally:
+        litellm.callbacks = saved
+        for name in dir(litellm):
+            listed = getattr(litellm, name, None)
+            if isinstance(listed, list):
+                listed[:] = [item for item in listed if item is not evicting]
+        made.close()
+    assert isinstance(error, UngatedCallRefused) and "cannot see" in str(error), repr(error)
+    assert out == [] and len(upstream.requests) == sent + 1
+    assert served.markers[-1] is not None  # it went out unclaimed, on the evicted handler
     assert len(synccall.CLAIMS) == 0

@@ -1,10 +1,12 @@
 """``ToolGateGuardrail`` in ``litellm.callbacks`` on Bedrock's Converse wire, real litellm on
 loopback.
 
-``litellm.acompletion`` with ``model="bedrock/converse/..."`` (fake AWS credentials: litellm
-signs with botocore; ``api_base`` on loopback), streamed and whole, for every recording of
-``fixtures/bedrock``; a sync ``litellm.completion`` is refused before sending (litellm's sync
-Converse handler sends on a client the gate cannot claim, docs/bedrock.md). The callback
+``litellm.completion`` / ``litellm.acompletion`` with ``model="bedrock/converse/..."`` (fake
+AWS credentials: litellm signs with botocore; ``api_base`` on loopback), streamed and whole,
+sync and async, for every recording of ``fixtures/bedrock``. A sync call is claimed on the
+handler litellm's sync Converse handler takes from its cache by the call's timeout, after the
+hooks (the gate makes it first, with litellm's own code), by a marker put into the botocore
+headers litellm logs and sends and the JSON text it logs and sends (docs/bedrock.md). The callback
 withholds the AWS event-stream frames themselves and hands litellm (its
 ``AWSEventStreamDecoder``, which reads them with botocore) the frames it releases, each
 written again with both checksums. Since litellm re-shapes the calls (it numbers them 0, 1,
@@ -23,6 +25,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import litellm
 import pytest
 from conftest import CANARY, no_leak
@@ -40,8 +43,9 @@ from litellm_toolgate import (
 from litellm_toolgate.core.eventstream import EventStreamDecoder
 from litellm_toolgate.core.state import Wire
 from litellm_toolgate.core.wires import WIRES
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.demo.upstream import FakeUpstream, Scripted, request_header
 from litellm_toolgate.edge.preflight import UNPARSED, litellm_parse
+from litellm_toolgate.edge.sync import claiming
 
 litellm.suppress_debug_info = True
 R = QuarantineReason
@@ -119,13 +123,19 @@ def _refused(error: BaseException | None, case: dict[str, Any]) -> None:
         seen = seen.__cause__ or seen.__context__
 
 
+SYNC_ASYNC = pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+
+
 @pytest.mark.usefixtures("gate")
+@SYNC_ASYNC
 @pytest.mark.parametrize("name", BEDROCK.streamed)
-def test_every_streamed_fixture(upstream: FakeUpstream, name: str) -> None:
+def test_every_streamed_fixture(upstream: FakeUpstream, name: str, asynchronous: bool) -> None:
     case = expected(name)
     upstream.enqueue(Scripted(BEDROCK.body(name), content_type=MEDIA, chunk_sizes=[1, 7, 13, 64]))
-    chunks, error = _call(upstream, asynchronous=True, stream=True)
-    assert upstream.requests[-1]["toolConfig"]  # sent: the callback refused nothing unsent
+    sent = len(upstream.requests)
+    chunks, error = _call(upstream, asynchronous=asynchronous, stream=True)
+    assert len(upstream.requests) == sent + 1  # sent once: the callback refused nothing unsent
+    assert upstream.requests[-1]["toolConfig"]
     released = tool_calls(chunks)
     if case["expect"] == "release":
         assert error is None, f"{name}: {error!r}"
@@ -154,12 +164,14 @@ def test_every_streamed_fixture(upstream: FakeUpstream, name: str) -> None:
 
 
 @pytest.mark.usefixtures("gate")
+@SYNC_ASYNC
 @pytest.mark.parametrize("name", BEDROCK.whole)
-def test_every_whole_body(upstream: FakeUpstream, name: str) -> None:
+def test_every_whole_body(upstream: FakeUpstream, name: str, asynchronous: bool) -> None:
     case = expected(name)
     upstream.enqueue(Scripted(BEDROCK.body(name), content_type="application/json"))
-    out, error = _call(upstream, asynchronous=True, stream=False)
-    assert "toolConfig" in upstream.requests[-1]
+    sent = len(upstream.requests)
+    out, error = _call(upstream, asynchronous=asynchronous, stream=False)
+    assert len(upstream.requests) == sent + 1 and "toolConfig" in upstream.requests[-1]
     if case["expect"] == "release":
         assert error is None, f"{name}: {error!r}"
         calls = out[0].choices[0].message.tool_calls or []
@@ -167,19 +179,158 @@ def test_every_whole_body(upstream: FakeUpstream, name: str) -> None:
         assert got == [(c["call_id"], c["name"], json.loads(c["arguments"])) for c in case["calls"]]
     else:
         _refused(error, case)
+        if not asynchronous:
+            # Raised while litellm's request read the body: the quarantine itself, not an
+            # error litellm's Converse parse made of it.
+            assert isinstance(error, ToolCallQuarantined), repr(error)
         assert out == []
 
 
+class _Served:
+    """The upstream's answers, and the claim marker each request arrived with."""
+
+    def __init__(self, *bodies: Scripted) -> None:
+        self.bodies = list(bodies)
+        self.markers: list[str | None] = []
+
+    def __call__(self, payload: dict[str, Any]) -> Scripted:
+        self.markers.append(request_header(claiming.MARKER))
+        return self.bodies.pop(0)
+
+
+def _scripted(name: str) -> Scripted:
+    if name in BEDROCK.whole:
+        return Scripted(BEDROCK.body(name), content_type="application/json")
+    return Scripted(BEDROCK.body(name), content_type=MEDIA, chunk_sizes=[1, 7, 64])
+
+
+class _Hooked:
+    """A callback whose log_pre_api_call runs ``act``, taken out of every list of litellm's
+    afterwards."""
+
+    def __init__(self, act: Any) -> None:
+        from litellm.integrations.custom_logger import CustomLogger
+
+        class Hook(CustomLogger):  # type: ignore[misc]
+            def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
+                act()
+
+        self.callback = Hook()
+
+    def __enter__(self) -> Any:
+        return self.callback
+
+    def __exit__(self, *exc: object) -> None:
+        for name in dir(litellm):
+            listed = getattr(litellm, name, None)
+            if isinstance(listed, list):
+                listed[:] = [item for item in listed if item is not self.callback]
+        litellm.in_memory_llm_clients_cache.flush_cache()
+
+
+def _sync(own: FakeUpstream, name: str, **extra: Any) -> tuple[list[Any], Any]:
+    """A sync litellm.completion of ``name`` at ``own``: what it handed out (the chunks, or
+    the one response), and the error it ended in (any BaseException)."""
+    stream = name not in BEDROCK.whole
+    args = ask_multiply(own, MODEL, MANIFEST["tools"], stream=stream, **AWS, **extra)
+    out: list[Any] = []
+    try:
+        result = litellm.completion(**args)
+        out.extend(result if stream else [result])
+    except BaseException as exc:
+        return out, exc
+    return out, None
+
+
 @pytest.mark.usefixtures("gate")
-@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
-def test_a_sync_call_is_refused_unsent(upstream: FakeUpstream, stream: bool) -> None:
-    """litellm's sync Converse handler sends on a client the gate cannot claim
-    (calltypes._SYNC_UNCLAIMED): under the callback a sync call is refused before sending."""
-    before = len(upstream.requests)
-    out, error = _call(upstream, asynchronous=False, stream=stream)
-    assert isinstance(error, UngatedCallRefused), repr(error)
-    assert "it was not sent" in str(error) and "litellm.acompletion" in str(error)
-    assert out == [] and len(upstream.requests) == before
+@pytest.mark.parametrize(
+    "name", ["multiply_basic", "schema_invalid", "whole_two_calls", "whole_duplicate_key"]
+)
+def test_a_sync_call_is_claimed_on_the_handler_litellm_takes_after_the_hooks(name: str) -> None:
+    """litellm's sync Converse handler (streamed and whole) sends on the handler its cache
+    keeps for the call's timeout (as an ``httpx.Timeout``), taken after the hooks ran: on a
+    timeout no call used before, it does not exist yet when the call is armed. The gate makes
+    it with litellm's own code under that very key and claims it: the request reaches the
+    upstream once, through the claiming transport (the marker, put into the botocore headers
+    litellm logged, taken out), and a broken answer is the typed quarantine."""
+    timeout = 33.5
+    key = f"httpx_clienttimeout_{httpx.Timeout(timeout)}"
+    table = litellm.in_memory_llm_clients_cache.cache_dict
+    for old in [k for k in list(table) if str(k).startswith("httpx_clienttimeout_")]:
+        table.pop(old, None)
+    served = _Served(_scripted(name))
+    with FakeUpstream(served) as own:
+        out, error = _sync(own, name, timeout=timeout)
+        assert len(own.requests) == 1 and served.markers == [None]
+    handler = table.get(key)
+    assert handler is not None and isinstance(handler.client._transport, claiming.ClaimingTransport)
+    case = expected(name)
+    if case["expect"] == "release":
+        assert error is None, repr(error)
+        if name in BEDROCK.whole:
+            calls = out[0].choices[0].message.tool_calls
+            assert [c.function.name for c in calls] == [c["name"] for c in case["calls"]]
+        else:
+            assert [c.function.name for c in tool_calls(out) if c.function.name] == [
+                c["name"] for c in case["calls"]
+            ]
+    else:
+        assert isinstance(error, ToolCallQuarantined), repr(error)
+        _refused(error, case)
+        assert tool_calls(out) == [] if out else True
+
+
+@pytest.mark.parametrize("name", ["multiply_basic", "whole_two_calls"])
+def test_a_sync_call_refused_in_its_hook_is_refused_typed_and_unsent(name: str) -> None:
+    """A sync call refused in log_pre_api_call (here: its gate closed by a callback after
+    litellm's call set-up passed it): the claiming transport, around the timeout-keyed
+    handler the gate made for it, answers its request unsent, and the caller gets the typed
+    refusal (a whole one raised while litellm's request reads the answer)."""
+    made = ToolGateGuardrail(MANIFEST["tools"])
+    litellm.in_memory_llm_clients_cache.flush_cache()
+    with FakeUpstream() as own, _Hooked(made.close) as closing:
+        own.enqueue(_scripted(name))
+        saved = litellm.callbacks
+        litellm.callbacks = [closing, made]
+        try:
+            out, error = _sync(own, name, timeout=35.5)
+        finally:
+            litellm.callbacks = saved
+        assert own.requests == []
+    assert isinstance(error, UngatedCallRefused) and "closed" in str(error), repr(error)
+    assert tool_calls(out) == [] if out and name not in BEDROCK.whole else out == []
+    assert claiming.INSTALLATION.gates == 0 and claiming.INSTALLATION.wrapped == 0
+
+
+@pytest.mark.parametrize("name", ["multiply_basic", "whole_two_calls"])
+def test_a_handler_evicted_after_the_hooks_is_stopped_before_anything_is_handed_over(
+    name: str,
+) -> None:
+    """litellm's cache drops the handler the gate claimed between the gate's hook and the
+    send (here: a callback after the gate empties it): the call goes out on a handler the
+    gate never saw. A stream's answer is turned into the typed refusal after the headers,
+    before litellm reads it; a whole one litellm would parse inside a catch-all of its own
+    right after that check, so it ends in the last resort, SyncCallStopped (carrying the
+    typed refusal). Nothing of either is handed over."""
+    made = ToolGateGuardrail(MANIFEST["tools"])
+    cache = litellm.in_memory_llm_clients_cache
+    with FakeUpstream() as own, _Hooked(cache.flush_cache) as evicting:
+        own.enqueue(_scripted(name))
+        saved = litellm.callbacks
+        litellm.callbacks = [made, evicting]
+        try:
+            out, error = _sync(own, name)
+        finally:
+            litellm.callbacks = saved
+            made.close()
+        assert len(own.requests) == 1  # it went out, on the handler the gate never saw
+    if name in BEDROCK.whole:
+        assert isinstance(error, claiming.SyncCallStopped), repr(error)
+        assert isinstance(error.refusal, UngatedCallRefused) and out == []
+    else:
+        assert isinstance(error, UngatedCallRefused) and "cannot see" in str(error), repr(error)
+        assert tool_calls(out) == []
+    assert len(claiming.CLAIMS) == 0
 
 
 @pytest.mark.usefixtures("gate")
@@ -229,3 +380,30 @@ def test_litellm_parse_fails_closed() -> None:
     assert litellm_parse(MODEL)(broken, True) is UNPARSED
     assert litellm_parse(MODEL)([["not", "an", "object"]], False) is UNPARSED
     assert WIRES[Wire.BEDROCK].reparsed
+
+
+@pytest.mark.parametrize("name", ["multiply_basic", "whole_two_calls", "whole_duplicate_key"])
+def test_a_sync_call_takes_the_request_s_own_tools(name: str) -> None:
+    """With ``tools="request"`` the registry is the call's own tools, as the caller passed
+    them (litellm's logging keeps them): the Converse body litellm logs carries them under
+    ``toolConfig``, in Bedrock's shape, so reading the body's ``tools`` would find none and
+    refuse every call as unknown."""
+    made = ToolGateGuardrail("request")
+    saved = litellm.callbacks
+    litellm.callbacks = [made]
+    try:
+        with FakeUpstream() as own:
+            own.enqueue(_scripted(name))
+            out, error = _sync(own, name)
+    finally:
+        litellm.callbacks = saved
+        made.close()
+    case = expected(name)
+    if case["expect"] == "release":
+        assert error is None, repr(error)
+        calls = out[0].choices[0].message.tool_calls if name in BEDROCK.whole else tool_calls(out)
+        assert [c.function.name for c in calls if c.function.name] == [
+            c["name"] for c in case["calls"]
+        ]
+    else:
+        _refused(error, case)

@@ -1,9 +1,12 @@
 """``ToolGateGuardrail`` in ``litellm.callbacks`` on Gemini's ``generateContent`` wire, real
 litellm on loopback.
 
-``litellm.completion`` / ``litellm.acompletion`` with ``model="gemini/..."``, for every
-recording of ``fixtures/gemini``: streamed sync and async, whole async (a sync call without
-``stream=True`` on this route is refused before sending, see below). The callback withholds
+``litellm.completion`` / ``litellm.acompletion`` with ``model="gemini/..."`` (and Gemini
+models on ``vertex_ai/``), for every recording of ``fixtures/gemini``: streamed and whole,
+sync and async. A sync whole call is claimed on the handler litellm's Gemini handler takes
+from its cache by the call's timeout, after the hooks, and its body is judged while
+litellm's request reads it, since litellm parses it before its post-call hook (see below).
+The callback withholds
 the wire itself and lets litellm parse what it releases; since litellm re-shapes Gemini's
 calls (it makes its own ids, and numbers calls over the messages itself), litellm's own Gemini
 parser is run over the held body and its calls are cross-checked with the wire, by position,
@@ -20,6 +23,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import litellm
 import pytest
 from conftest import CANARY
@@ -35,8 +39,9 @@ from litellm_toolgate import (
 )
 from litellm_toolgate.core.state import Wire
 from litellm_toolgate.core.wires import WIRES
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.demo.upstream import FakeUpstream, Scripted, request_header
 from litellm_toolgate.edge.preflight import UNPARSED, litellm_parse
+from litellm_toolgate.edge.sync import claiming
 from litellm_toolgate.edge.sync.refusal import UngatedCallRefused
 
 litellm.suppress_debug_info = True
@@ -167,37 +172,173 @@ def test_every_streamed_fixture(
 
 
 @pytest.mark.usefixtures("gate")
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
 @pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("name", GEMINI.whole)
-def test_every_whole_body(upstream: FakeUpstream, name: str, route: str) -> None:
+def test_every_whole_body(
+    upstream: FakeUpstream, name: str, route: str, asynchronous: bool
+) -> None:
     case = CASES[name]
     upstream.enqueue(Scripted(GEMINI.body(name), content_type="application/json"))
-    out, error = _call(upstream, asynchronous=True, stream=False, route=route)
-    assert "contents" in upstream.requests[-1]
+    sent = len(upstream.requests)
+    out, error = _call(upstream, asynchronous=asynchronous, stream=False, route=route)
+    assert len(upstream.requests) == sent + 1 and "contents" in upstream.requests[-1]
     if case["expect"] == "release":
         assert error is None, f"{name}: {error!r}"
         calls = out[0].choices[0].message.tool_calls or []
         assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == _wanted(case)
     else:
         _refused(error, case)
+        if not asynchronous:
+            # Raised while litellm's request read the body: the quarantine itself, not an
+            # error litellm's Gemini parse made of it.
+            assert isinstance(error, ToolCallQuarantined), repr(error)
         assert out == []
+
+
+class _Served:
+    """The upstream's answers, and the claim marker each request arrived with."""
+
+    def __init__(self, *bodies: Scripted) -> None:
+        self.bodies = list(bodies)
+        self.markers: list[str | None] = []
+
+    def __call__(self, payload: dict[str, Any]) -> Scripted:
+        self.markers.append(request_header(claiming.MARKER))
+        return self.bodies.pop(0)
+
+
+def _forget_timeout_handlers() -> None:
+    """Drop the handlers litellm's cache keeps by timeout, so that the next call's is made
+    after its hooks ran (as on a process's first call with that timeout)."""
+    table = litellm.in_memory_llm_clients_cache.cache_dict
+    for key in [k for k in list(table) if str(k).startswith("httpx_clienttimeout_")]:
+        table.pop(key, None)
 
 
 @pytest.mark.usefixtures("gate")
 @pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("name", ["whole_multiply", "whole_max_tokens"])
-def test_a_sync_whole_call_is_refused_unsent(name: str, route: str) -> None:
-    """litellm's sync Gemini call without ``stream=True`` sends headers it makes afresh (the
-    claim's marker never reaches the request) and parses the whole body before its post-call
-    hook: the gate could neither claim nor stop it (it would hand over a call cut by
-    ``MAX_TOKENS``), so the callback refuses it before sending, typed, on both versions."""
-    with FakeUpstream() as own:
-        own.enqueue(Scripted(GEMINI.body(name), content_type="application/json"))
-        out, error = _call(own, asynchronous=False, stream=False, route=route)
+def test_a_sync_whole_call_is_claimed_on_the_handler_litellm_takes_after_the_hooks(
+    name: str, route: str
+) -> None:
+    """litellm's Gemini handler sends a sync whole call on the handler its cache keeps for
+    the call's timeout (as an ``httpx.Timeout``), taken after the hooks ran: on a timeout no
+    call used before, it does not exist yet when the call is armed. The gate makes it with
+    litellm's own code under that very key and claims it: the request reaches the upstream
+    once, through the claiming transport (the marker taken out), and a broken answer is the
+    typed quarantine, raised before litellm parsed any of it (it would hand over a call cut
+    by ``MAX_TOKENS``)."""
+    timeout = 37.5
+    key = f"httpx_clienttimeout_{httpx.Timeout(timeout)}"
+    _forget_timeout_handlers()
+    served = _Served(Scripted(GEMINI.body(name), content_type="application/json"))
+    with FakeUpstream(served) as own:
+        model, extra = ROUTES[route]
+        args = ask_multiply(own, model, MANIFEST["tools"], timeout=timeout, **extra)
+        out: list[Any] = []
+        try:
+            out.append(litellm.completion(**args))
+            error: Exception | None = None
+        except Exception as exc:
+            error = exc
+        assert len(own.requests) == 1 and served.markers == [None]
+    handler = litellm.in_memory_llm_clients_cache.cache_dict.get(key)
+    assert handler is not None and isinstance(handler.client._transport, claiming.ClaimingTransport)
+    case = CASES[name]
+    if case["expect"] == "release":
+        assert error is None, repr(error)
+        calls = out[0].choices[0].message.tool_calls
+        assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == (
+            _wanted(case)
+        )
+    else:
+        assert isinstance(error, ToolCallQuarantined), repr(error)
+        _refused(error, case)
+        assert out == []
+
+
+class _Hooked:
+    """A callback whose log_pre_api_call runs ``act``, taken out of every list of litellm's
+    afterwards."""
+
+    def __init__(self, act: Any) -> None:
+        from litellm.integrations.custom_logger import CustomLogger
+
+        class Hook(CustomLogger):  # type: ignore[misc]
+            def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
+                act()
+
+        self.callback = Hook()
+
+    def __enter__(self) -> Any:
+        return self.callback
+
+    def __exit__(self, *exc: object) -> None:
+        for name in dir(litellm):
+            listed = getattr(litellm, name, None)
+            if isinstance(listed, list):
+                listed[:] = [item for item in listed if item is not self.callback]
+        litellm.in_memory_llm_clients_cache.flush_cache()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_sync_call_refused_in_its_hook_is_refused_typed_and_unsent(
+    route: str, stream: bool
+) -> None:
+    """A sync call refused in log_pre_api_call (here: its gate closed by a callback after
+    litellm's call set-up passed it): the claiming transport answers its request unsent (a
+    whole one on the timeout-keyed handler the gate made for it), and the caller gets the
+    typed refusal: a whole one raised while litellm's request reads the answer, not an error
+    litellm's Gemini parse makes of it; a stream's (asked for by the path
+    ``:streamGenerateContent``, not the body) where litellm first reads it."""
+    made = ToolGateGuardrail(MANIFEST["tools"])
+    _forget_timeout_handlers()
+    with FakeUpstream() as own, _Hooked(made.close) as closing:
+        own.enqueue(Scripted(GEMINI.body("whole_multiply"), content_type="application/json"))
+        model, extra = ROUTES[route]
+        args = ask_multiply(own, model, MANIFEST["tools"], timeout=39.5, stream=stream, **extra)
+        saved = litellm.callbacks
+        litellm.callbacks = [closing, made]
+        try:
+            with pytest.raises(UngatedCallRefused, match="closed"):
+                answer = litellm.completion(**args)
+                if stream:
+                    for _chunk in answer:
+                        raise AssertionError("a chunk of a refused call reached the caller")
+        finally:
+            litellm.callbacks = saved
         assert own.requests == []
-    assert isinstance(error, UngatedCallRefused), repr(error)
-    assert "stream=True" in str(error)
-    assert out == []
+    assert claiming.INSTALLATION.gates == 0 and claiming.INSTALLATION.wrapped == 0
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_handler_evicted_after_the_hooks_ends_in_the_last_resort(route: str) -> None:
+    """litellm's cache drops the handler the gate claimed between the gate's hook and the
+    send (here: a callback after the gate empties it), so the call goes out on a handler the
+    gate never saw, and litellm parses the whole body before its post-call hook: no answer
+    is left there that a refusal could be put into. The check after the headers ends the
+    call in the last resort, SyncCallStopped (carrying the typed refusal): nothing of the
+    answer is handed over."""
+    made = ToolGateGuardrail(MANIFEST["tools"])
+    cache = litellm.in_memory_llm_clients_cache
+    with FakeUpstream() as own, _Hooked(cache.flush_cache) as evicting:
+        own.enqueue(Scripted(GEMINI.body("whole_multiply"), content_type="application/json"))
+        model, extra = ROUTES[route]
+        args = ask_multiply(own, model, MANIFEST["tools"], **extra)
+        saved = litellm.callbacks
+        litellm.callbacks = [made, evicting]
+        out: list[Any] = []
+        try:
+            with pytest.raises(claiming.SyncCallStopped, match="cannot see") as stopped:
+                out.append(litellm.completion(**args))
+        finally:
+            litellm.callbacks = saved
+            made.close()
+        assert len(own.requests) == 1  # it went out, on the handler the gate never saw
+    assert isinstance(stopped.value.refusal, UngatedCallRefused)
+    assert out == [] and len(claiming.CLAIMS) == 0
 
 
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
@@ -342,3 +483,31 @@ def test_vertex_long_decode_hops_are_refused(asynchronous: bool) -> None:
     assert isinstance(fault, ToolCallQuarantined), repr(caught.value)
     assert fault.reason is R.FINISH_REASON_MISMATCH
     assert len(paths) == 1 and _assembled(chunks) == []
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+def test_a_sync_call_takes_the_request_s_own_tools(upstream: FakeUpstream, stream: bool) -> None:
+    """With ``tools="request"`` the registry is the call's own tools, as the caller passed
+    them (litellm's logging keeps them), not the Gemini-shaped declarations of the body
+    litellm logs: a good call is released."""
+    made = ToolGateGuardrail("request")
+    saved = litellm.callbacks
+    litellm.callbacks = [made]
+    try:
+        if stream:
+            upstream.enqueue(Scripted(GEMINI.body("multiply_basic")))
+        else:
+            upstream.enqueue(
+                Scripted(GEMINI.body("whole_multiply"), content_type="application/json")
+            )
+        out, error = _call(upstream, asynchronous=False, stream=stream)
+    finally:
+        litellm.callbacks = saved
+        made.close()
+    assert error is None, repr(error)
+    calls = (
+        _assembled(out)
+        if stream
+        else [(c.function.name, c.function.arguments) for c in out[0].choices[0].message.tool_calls]
+    )
+    assert [(n, json.loads(a)) for n, a in calls] == [("multiply", {"a": 7, "b": 8})]

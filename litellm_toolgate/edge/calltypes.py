@@ -96,38 +96,10 @@ def handling(call_type: str) -> Handling | None:
     return None
 
 
-# Sync routes whose chat calls go out through a client of litellm's that the gate cannot
-# claim. bedrock/: litellm's sync Converse handler takes its HTTPHandler from the client
-# cache under a key of the call's timeout (``httpx_clienttimeout_Timeout(...)``), made after
-# log_pre_api_call on a first call; it logs the request body as a JSON string and the signed
-# headers as botocore's HeadersDict (no dict the claim's marker can be put in). The async
-# Converse handler takes the gate's client (docs/bedrock.md).
-_SYNC_UNCLAIMED = frozenset({"bedrock"})
-
-
 def sync_route_refused(route: str, call_type: str) -> bool:
-    """Whether a sync ``call_type`` on ``route`` goes out through a client the gate cannot see."""
-    return call_type == "completion" and (
-        route in _SDK_CLIENT_ROUTES - _SDK_CLAIMED or route in _SYNC_UNCLAIMED
-    )
-
-
-# Sync routes whose whole (non-streamed) chat call the gate cannot claim under
-# litellm.callbacks: litellm's Gemini route sends it with headers it makes afresh (the claim's
-# marker, put into the headers litellm logs, never reaches the request) and reads and parses
-# the whole body before its post-call hook (so the after-headers check cannot stop it either),
-# on both supported versions. Refused before sending; a stream there is claimed as usual.
-# vertex_ai/ too: its Gemini models go through the same Gemini handler (a whole answer cut by
-# MAX_TOKENS was handed over with its call although the gate quarantined it), and litellm's
-# Anthropic handler sends a Claude model's whole answer on a client of its cache keyed by the
-# call's timeout, made after the hooks on a first call, so the request goes out unclaimed and
-# is refused only after it was sent. Both are refused unsent (docs/gemini.md).
-_SYNC_WHOLE_UNCLAIMED = frozenset({"gemini", "vertex_ai"})
-
-
-def sync_whole_refused(route: str, call_type: str) -> bool:
-    """Whether a sync ``call_type`` on ``route`` without ``stream=True`` is refused unsent."""
-    return call_type == "completion" and route in _SYNC_WHOLE_UNCLAIMED
+    """Whether a sync ``call_type`` on ``route`` goes out through a client the gate cannot see
+    (an OpenAI SDK client on a route the gate does not claim it on)."""
+    return call_type == "completion" and route in _SDK_CLIENT_ROUTES - _SDK_CLAIMED
 
 
 def sync_route_sdk(route: str, call_type: str) -> bool:
@@ -274,5 +246,4 @@ __all__ = [
     "in_messages_entry_point",
     "sync_route_refused",
     "sync_route_sdk",
-    "sync_whole_refused",
 ]

@@ -85,7 +85,10 @@ class _Faces(Generic[_Inner]):
         if fault is not None and not self._defer:
             # Raised outside every except block: litellm chains its own error to this one,
             # never the other way round.
-            raise_clean(self._gate.typed(fault, before_first_chunk=not self._holder.passed_live))
+            # A whole body (read here only where litellm parses it inside its request code,
+            # see sync.claiming) is never a stream litellm may retry.
+            first = self._tap.streamed and not self._holder.passed_live
+            raise_clean(self._gate.typed(fault, before_first_chunk=first))
 
 
 class _WithholdingStream(_Faces[httpx.AsyncByteStream], httpx.AsyncByteStream):

@@ -10,9 +10,11 @@ the transport under the HTTP client litellm is about to send on. So:
    :class:`ClaimingTransport` around the transport (and each proxy mount) of the httpx
    clients litellm will send it on: the handler litellm's HTTP routes take from its client
    cache for the call's ``ssl_verify`` (made now, with litellm's own code, when it is not
-   there yet), on ``anthropic/`` the one litellm's Anthropic chat handler takes by the
-   call's timeout for a whole response (made the same way: it takes it after the hooks),
-   every handler already in that cache, ``litellm.module_level_client``, and for
+   there yet), the one a chat handler takes by the call's timeout, after the hooks
+   (litellm's Anthropic handler on ``anthropic/`` and for Claude on ``vertex_ai/``, its
+   Gemini handler for a whole call, its Converse handler: :func:`call_handlers`; made the
+   same way, under the very key litellm's handler will ask for), every handler already in
+   that cache, ``litellm.module_level_client``, and for
    the OpenAI SDK routes every cached sync SDK client and ``litellm.client_session``
    (:mod:`.sdkclaim`); and every httpx client litellm's call already holds, found among the
    locals of the call's frames (:func:`claim_held_clients`: litellm's Responses handler and
@@ -24,8 +26,9 @@ the transport under the HTTP client litellm is about to send on. So:
    ``client_session`` of the user's). Nothing changes until the first call that needs it;
    when the last gate is closed every wrapped client gets its own transports back.
 2. **Arm** (``log_pre_api_call``). The call gets its attempt and a claim: the thread, the
-   URL, a digest of the body, and a one-time token put into the outgoing headers under
-   :data:`MARKER`.
+   URL, a digest of the body (a JSON text litellm logged is read as JSON), and a one-time
+   token put into the outgoing headers (the very mapping litellm logged and sends: a dict,
+   or botocore's signed headers on Converse) under :data:`MARKER`.
 3. **Claim** (the transport). A request carrying the marker is matched to its claim: same
    token, same thread, same URL, same body (the one litellm logged; on a streamed call,
    that body with ``"stream": true`` added matches too, since litellm's Anthropic chat
@@ -34,7 +37,9 @@ the transport under the HTTP client litellm is about to send on. So:
    then goes through the same withholding as the async path
    (:class:`~..httpwithhold.SyncWithholdingStream`): text passes live, tool calls wait for
    the wire's end, parse, schema and the policy; a whole body is judged on the wire before
-   litellm reads any of it. A marker without a matching claim is refused before the request
+   litellm reads any of it (where litellm would make an error of its own of anything raised
+   at its first look, :func:`reads_whole_first`, while litellm's request reads it, the
+   quarantine raised right there). A marker without a matching claim is refused before the request
    is sent. An answer that is not a success (a 429, a 503) is handed back unread and the
    claim stays takeable, so the OpenAI SDK's own retry of the same request is claimed and
    gated like the first try.
@@ -74,10 +79,11 @@ import json
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import litellm
@@ -98,6 +104,19 @@ def sent(kwargs: Mapping[str, Any], name: str) -> Any:
     (``additional_args``: ``api_base``, ``headers``, ``complete_input_dict``), or None."""
     extra = kwargs.get("additional_args")
     return extra.get(name) if isinstance(extra, Mapping) else None
+
+
+def logged_body(kwargs: Mapping[str, Any]) -> Any:
+    """The body litellm's ``log_pre_api_call`` says it is about to send, as JSON values: the
+    dict it logged, or the JSON text it logged parsed (litellm's Converse handler logs the
+    string it sends); None when there is none, or the text is not JSON."""
+    body = sent(kwargs, "complete_input_dict")
+    if isinstance(body, (str, bytes)):
+        try:
+            return json.loads(body)
+        except ValueError:
+            return None
+    return body
 
 
 def body_digest(body: Any) -> str:
@@ -123,6 +142,9 @@ class _Claim:
     restore: Callable[[], None] | None = None
     # The installation this claim keeps in place until it is settled (see _Claims).
     release: Callable[[], None] | None = None
+    # litellm reads and parses this call's whole body inside its request code, before its
+    # post-call hook (its Gemini handler): see reads_whole_first.
+    read_first: bool = field(default=False)
 
     def settled(self) -> None:
         if self.restore is not None:
@@ -145,6 +167,8 @@ class _Refusal:
     delivered: bool = field(default=False)
     # The installation this refusal keeps in place until it is settled (see _Claims).
     release: Callable[[], None] | None = None
+    # As _Claim.read_first.
+    read_first: bool = field(default=False)
 
     def settled(self) -> None:
         if self.release is not None:
@@ -178,6 +202,7 @@ class _Claims(ClaimTable["_Claim | _Refusal"]):
         url_matches: Callable[[httpx.URL], bool] | None = None,
         restore: Callable[[], None] | None = None,
         release: Callable[[], None] | None = None,
+        read_first: bool = False,
     ) -> str:
         """Arm one request of the call on this thread; the one-time marker it must carry.
         ``release`` is called once the claim is settled.
@@ -202,6 +227,7 @@ class _Claims(ClaimTable["_Claim | _Refusal"]):
                 url_matches=url_matches,
                 restore=restore,
                 release=release,
+                read_first=read_first,
             )
         )
         return token
@@ -212,6 +238,7 @@ class _Claims(ClaimTable["_Claim | _Refusal"]):
         message: str,
         *,
         release: Callable[[], None] | None = None,
+        read_first: bool = False,
     ) -> str:
         """Hold a refusal for the call on this thread; the one-time marker for its request
         (a request of this thread that carries none is refused as well). ``release`` is
@@ -224,6 +251,7 @@ class _Claims(ClaimTable["_Claim | _Refusal"]):
                 thread=threading.get_ident(),
                 message=message,
                 release=release,
+                read_first=read_first,
             )
         )
         return token
@@ -248,6 +276,10 @@ class ClaimingTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         token = request.headers.get(MARKER)
+        # A refusal of a request whose whole body litellm parses inside its request code
+        # (see reads_whole_first) is raised while it reads the body: its parse would turn one
+        # raised later into an error of its own.
+        in_read = reads_whole_first(str(request.url))
         if token is None:
             held = CLAIMS.refusal_here()
             if held is None:
@@ -258,13 +290,13 @@ class ClaimingTransport(httpx.BaseTransport):
             held.delivered = True
             CLAIMS.settle(held.call_id)
             held.settled()
-            return RefusedResponse(request, held.message)
+            return RefusedResponse(request, held.message, in_read=in_read)
         del request.headers[MARKER]
         claim = CLAIMS.take(token)
         if isinstance(claim, _Refusal):
             claim.delivered = True
             claim.settled()
-            return RefusedResponse(request, claim.message)
+            return RefusedResponse(request, claim.message, in_read=in_read)
         if claim is None or not _matches(claim, request):
             if claim is not None:
                 claim.settled()  # taken: nothing of it is claimed any more
@@ -272,7 +304,7 @@ class ClaimingTransport(httpx.BaseTransport):
                 "a sync request carried a toolgate claim that does not match the call that "
                 "armed it; it was not sent"
             )
-            return RefusedResponse(request, message)
+            return RefusedResponse(request, message, in_read=in_read)
         claim.claimed = True
         claim.settled()
         tap = claim.tap
@@ -302,7 +334,10 @@ class ClaimingTransport(httpx.BaseTransport):
                 CLAIMS.put_back(claim)
             return response
         assert isinstance(response.stream, httpx.SyncByteStream)
-        if tap.streamed:
+        if tap.streamed or claim.read_first:
+            # A stream; or a whole body litellm parses inside its request code, before its
+            # post-call hook (see reads_whole_first): judged while litellm's request reads
+            # it, a quarantine raised right there, before litellm has any of it.
             body = SyncWithholdingStream(response.stream, tap, claim.gate)
             return _wrap(response, body, request)
         whole = SyncWithholdingStream(response.stream, tap, claim.gate, defer=True)
@@ -447,36 +482,77 @@ def _is_handler(value: Any) -> bool:
     return isinstance(value, HTTPHandler)
 
 
-# Routes whose litellm chat handler sends a sync whole response on the handler its client
-# cache keeps for the call's timeout (not for its ssl_verify), taken after the hooks ran:
-# litellm's Anthropic chat handler (``get_httpx_client(params={"timeout": timeout})``).
-_TIMEOUT_KEYED = frozenset({"anthropic"})
+def reads_whole_first(url: str) -> bool:
+    """Whether the whole body of a sync request to ``url`` is judged while litellm's request
+    reads it, because litellm would make an error of its own of anything raised at a later
+    read of it, and a refusal is raised there too:
+
+    * Gemini's ``generateContent`` (not ``streamGenerateContent``), which litellm's Gemini
+      handler (``gemini/``, and Gemini models on ``vertex_ai/``) parses inside a catch-all of
+      its own, before its post-call hook;
+    * Bedrock's whole ``/converse``, which litellm's Converse handler parses inside a
+      catch-all of its own right after its post-call hook.
+
+    litellm lets an exception raised in its request there through as it is. An answer that
+    came back through a client the gate never saw cannot be turned into a refusal litellm
+    hands over as it is either: it ends in the last resort (:func:`check_claimed`)."""
+    path = urlsplit(url).path
+    return path.endswith(_GEMINI_WHOLE) or path.endswith(_CONVERSE_WHOLE)
 
 
-def call_handlers(kwargs: Mapping[str, Any]) -> tuple[Any, Any]:
+_GEMINI_WHOLE = ":generateContent"
+# Bedrock's Converse: .../model/<model>/converse (whole), .../converse-stream (streamed).
+_CONVERSE = ("/converse", "/converse-stream")
+_CONVERSE_WHOLE = "/converse"
+# Claude on Vertex AI, whole: .../publishers/anthropic/models/<model>:rawPredict
+_VERTEX_CLAUDE_WHOLE = ":rawPredict"
+
+
+def call_handlers(kwargs: Mapping[str, Any]) -> tuple[Any, Mapping[str, Any] | None]:
     """What picks the sync handlers litellm's HTTP routes take for a call, from its
-    ``log_pre_api_call`` kwargs: its ``ssl_verify``, and its timeout on a route whose handler
-    is keyed by it (None elsewhere)."""
+    ``log_pre_api_call`` kwargs: its ``ssl_verify``; and, on a route whose chat handler takes
+    its client from litellm's cache by the call's timeout, after the hooks ran, the very
+    ``params`` that handler passes litellm's ``get_httpx_client`` (None elsewhere):
+
+    * litellm's Anthropic chat handler (``anthropic/``, and a whole Claude call on
+      ``vertex_ai/``, sent to ``:rawPredict``): ``{"timeout": timeout}``;
+    * litellm's Gemini handler for a whole call (``gemini/``, and a Gemini model on
+      ``vertex_ai/``, sent to ``:generateContent``), and its Converse handler for any sync
+      call (``bedrock/``, sent to ``/converse`` or ``/converse-stream``):
+      ``{"timeout": httpx.Timeout(timeout)}`` for a number, the timeout as it is otherwise,
+      ``{}`` without one.
+
+    The timeout is the call's (its ``litellm_params``), the one litellm hands its handler."""
     params = kwargs.get("litellm_params")
     if not isinstance(params, Mapping):
         return None, None
-    timeout = None
-    if str(kwargs.get("custom_llm_provider") or "") in _TIMEOUT_KEYED:
-        timeout = params.get("timeout")
-    return params.get("ssl_verify"), timeout
+    route = str(kwargs.get("custom_llm_provider") or "")
+    url = sent(kwargs, "api_base")
+    path = urlsplit(url).path if isinstance(url, str) else ""
+    timeout = params.get("timeout")
+    keyed: Mapping[str, Any] | None = None
+    if route == "anthropic" or (route == "vertex_ai" and path.endswith(_VERTEX_CLAUDE_WHOLE)):
+        keyed = {"timeout": timeout}
+    elif (route in ("gemini", "vertex_ai") and path.endswith(_GEMINI_WHOLE)) or (
+        route == "bedrock" and path.endswith(_CONVERSE)
+    ):
+        if isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
+            timeout = httpx.Timeout(timeout)
+        keyed = {} if timeout is None else {"timeout": timeout}
+    return params.get("ssl_verify"), keyed
 
 
-def claim_http_handlers(ssl_verify: Any, timeout: Any = None) -> None:
+def claim_http_handlers(ssl_verify: Any, keyed: Mapping[str, Any] | None = None) -> None:
     """Wrap the httpx clients under litellm's sync HTTP handlers: the one litellm's routes
-    take for ``ssl_verify`` and, given a ``timeout``, the one its Anthropic chat handler
-    takes for it (each made now, with litellm's own code, if it is not cached yet), every
-    other cached one, and ``litellm.module_level_client``."""
+    take for ``ssl_verify`` and, given ``keyed``, the one a chat handler takes by those
+    ``params`` (see :func:`call_handlers`; each made now, with litellm's own code, under the
+    very key litellm's handler will ask its cache for, if it is not cached yet), every other
+    cached one, and ``litellm.module_level_client``."""
     from litellm.llms.custom_httpx.http_handler import _get_httpx_client
 
     handlers: list[Any] = [_get_httpx_client(params={"ssl_verify": ssl_verify})]
-    if timeout is not None:
-        # The very key litellm's handler asks its cache for (its str of the timeout).
-        handlers.append(_get_httpx_client(params={"timeout": timeout}))
+    if keyed is not None:
+        handlers.append(_get_httpx_client(params=dict(keyed)))
     handlers.extend(value for _key, value in cached_clients(_is_handler))
     handlers.append(getattr(litellm, "module_level_client", None))
     for handler in handlers:
@@ -486,10 +562,11 @@ def claim_http_handlers(ssl_verify: Any, timeout: Any = None) -> None:
 
 def arm(kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding) -> None:
     """Arm one sync request of a call (see the module docstring); refuse what cannot be."""
+    # The very headers litellm will send: a dict, or botocore's HeadersDict on Converse.
     headers = sent(kwargs, "headers")
     url = sent(kwargs, "api_base")
-    body = sent(kwargs, "complete_input_dict")
-    if not isinstance(headers, dict) or not isinstance(url, str) or body is None:
+    body = logged_body(kwargs)
+    if not isinstance(headers, MutableMapping) or not isinstance(url, str) or body is None:
         raise UngatedCallRefused(
             "this sync call's request is not visible to the gate; it was not sent"
         )
@@ -504,7 +581,14 @@ def arm(kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding) -> None:
             # for a stream: the client the call holds is claimed now.
             claim_held_clients()
         headers[MARKER] = CLAIMS.arm(
-            kwargs, tap, gate, url=url, body=body, stream_flag=tap.streamed, release=lease
+            kwargs,
+            tap,
+            gate,
+            url=url,
+            body=body,
+            stream_flag=tap.streamed,
+            release=lease,
+            read_first=reads_whole_first(url),
         )
     except BaseException:
         lease()
@@ -530,7 +614,7 @@ def check_claimed(kwargs: Mapping[str, Any]) -> None:
     if claim is None:
         return
     headers = sent(kwargs, "headers")
-    if isinstance(headers, dict):
+    if isinstance(headers, MutableMapping):
         headers.pop(MARKER, None)
     claim.settled()
     if isinstance(claim, _Refusal):
@@ -552,9 +636,12 @@ def check_claimed(kwargs: Mapping[str, Any]) -> None:
         response = answer_held(claim.token)
         if response is not None:
             stop_response(response, message)
-            return
+            if not claim.read_first:
+                return
     except Exception:
         pass  # litellm would drop it and hand the answer over: the last resort below
+    # Not found; or (read_first) litellm parsed the whole body before this hook, so what it
+    # would hand over no longer reads the answer: the last resort.
     raise SyncCallStopped(message)
 
 
@@ -678,6 +765,8 @@ __all__ = [
     "forget_claim",
     "is_vouched",
     "is_vouched_client",
+    "logged_body",
+    "reads_whole_first",
     "vouch_client",
     "vouched",
 ]

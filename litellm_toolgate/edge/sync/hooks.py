@@ -34,7 +34,7 @@ litellm gives a callback three moments on a sync ``litellm.completion`` /
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from types import FrameType
 from typing import Any
 
@@ -53,7 +53,6 @@ from ..calltypes import (
     in_messages_entry_point,
     sync_route_refused,
     sync_route_sdk,
-    sync_whole_refused,
 )
 from ..httpwithhold import Withholding
 from ..logs import emit_records
@@ -74,6 +73,8 @@ from .claiming import (
     forget_claim,
     is_vouched,
     is_vouched_client,
+    logged_body,
+    reads_whole_first,
     sent,
 )
 from .custom import CustomProviderRefused
@@ -113,13 +114,6 @@ def sync_refusal(kind: str, route: str, streamed: bool, sdk_streamed: bool) -> s
             f"hand a quarantine to the caller under litellm.callbacks (the OpenAI SDK "
             f"reads the whole body inside litellm's error handling); it was not sent. "
             f"Use stream=True, ToolGate.{kind}(...) or litellm.a{kind}(...)"
-        )
-    if sync_whole_refused(route, kind) and not streamed:
-        return (
-            f"a sync litellm.{kind} without stream=True on the {route}/ route is sent with "
-            f"headers litellm makes afresh and read whole before the gate could stop it under "
-            f"litellm.callbacks; it was not sent. Use stream=True, ToolGate.{kind}(...) or "
-            f"litellm.a{kind}(...)"
         )
     if streamed and in_messages_entry_point():
         # litellm's sync Messages adapter ends the stream quietly on any exception.
@@ -275,7 +269,9 @@ def _hold(kwargs: Mapping[str, Any], message: str) -> None:
         claim_http_handlers(*call_handlers(kwargs))
         claim_sdk_clients()
         claim_held_clients()
-        token = CLAIMS.refuse(kwargs, message, release=lease)
+        url = sent(kwargs, "api_base")
+        read_first = isinstance(url, str) and reads_whole_first(url)
+        token = CLAIMS.refuse(kwargs, message, release=lease, read_first=read_first)
     except Exception:
         if lease is not None:
             lease()
@@ -287,7 +283,7 @@ def _hold(kwargs: Mapping[str, Any], message: str) -> None:
         # its client): the last resort.
         raise SyncCallStopped(message)
     headers = sent(kwargs, "headers")
-    if isinstance(headers, dict):
+    if isinstance(headers, MutableMapping):
         headers[MARKER] = token
     # Otherwise (and on the SDK routes, whose logged headers are not what is sent) the
     # request carries no marker: the transport refuses it as this thread's held refusal.
@@ -310,7 +306,7 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
     model = str(kwargs.get("model") or "")
     if route and not model.startswith(f"{route}/"):
         model = f"{route}/{model}"
-    body = sent(kwargs, "complete_input_dict")
+    body = logged_body(kwargs)
     streamed = bool(kwargs.get("stream")) or bool(isinstance(body, Mapping) and body.get("stream"))
     # litellm's standard logging of a sync call reads the metadata of its litellm_params.
     params = kwargs.get("litellm_params")
@@ -326,7 +322,12 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
     refusal = sync_refusal(kind, route, streamed, sdk_streamed(kwargs))
     if refusal is not None:
         raise UngatedCallRefused(refusal)
-    tools = body.get("tools") if isinstance(body, Mapping) else None
+    # The call's own tools as the caller passed them (litellm's logging kwargs keep them), as
+    # the async hook reads them; the body's only failing that: on Converse, Gemini and
+    # Anthropic the body carries them in the provider's shape (Converse: under toolConfig).
+    tools = kwargs.get("tools")
+    if tools is None and isinstance(body, Mapping):
+        tools = body.get("tools")
     tap = new_tap(
         gate.gate,
         kind,

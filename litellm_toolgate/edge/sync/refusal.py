@@ -85,15 +85,19 @@ class RefusedResponse(httpx.Response):
     is raised there: a stream raises :class:`UngatedCallRefused` where litellm first reads
     it, and a whole body reads as empty and raises it the first time litellm looks at its
     content (building its result); both places hand a guardrail intervention to the caller
-    as it is.
+    as it is. A whole body litellm parses inside its request code (``in_read``) raises it
+    as litellm's request reads it, which litellm's Gemini handler lets through as it is.
     """
 
-    def __init__(self, request: httpx.Request, message: str) -> None:
+    def __init__(self, request: httpx.Request, message: str, *, in_read: bool = False) -> None:
         streamed = _asks_for_stream(request)
         super().__init__(
             200,
             headers={"content-type": "text/event-stream" if streamed else "application/json"},
-            stream=_Refused(message) if streamed else httpx.ByteStream(b""),
+            # in_read: a whole body litellm parses inside its request code, where an error
+            # raised at its content would become litellm's: raised as litellm's request
+            # reads it instead (see claiming.reads_whole_first).
+            stream=_Refused(message) if streamed or in_read else httpx.ByteStream(b""),
             request=request,
         )
         self.refusal = message
@@ -155,7 +159,14 @@ def stop_response(response: httpx.Response, message: str) -> None:
     response.refusal = message
 
 
+# Paths that ask for a stream whatever the body says: Gemini's streamGenerateContent,
+# Bedrock's converse-stream, and Claude's streamRawPredict on Vertex AI.
+_STREAM_PATHS = (":streamGenerateContent", "/converse-stream", ":streamRawPredict")
+
+
 def _asks_for_stream(request: httpx.Request) -> bool:
+    if request.url.path.endswith(_STREAM_PATHS):
+        return True
     try:
         body = json.loads(request.content)
     except ValueError:
