@@ -127,11 +127,14 @@ def _bridge_unchecked(wire: str, ids: str = "") -> Refused:
     )
 
 
-# The Anthropic Messages stream is read (chat and the messages entry point); litellm's
-# Responses events made from it are not cross-checked against it.
+# The Anthropic Messages stream is read (chat and the messages entry point). litellm bridges
+# the Responses API to chat on this route too; the Anthropic wire's rule for those events
+# (core/wires/base.py, bridged_responses_fault) has been checked through litellm for Claude
+# on vertex_ai/ only, not here.
 _ANTHROPIC = Refused(
-    "litellm makes Responses events from the Anthropic Messages stream through a bridge the "
-    "gate does not cross-check"
+    "litellm bridges the Responses API to chat over the Anthropic Messages stream here, and "
+    "the gate has not been checked against that bridge on this route (it is for Claude on "
+    "vertex_ai/)"
 )
 # ToolGate cross-checks litellm's chunks against the wire by position, name and arguments
 # (core/wires/gemini.py); the callback runs litellm's own Gemini parser over the withheld body
