@@ -206,7 +206,6 @@ def test_chat_carrier_renumbers_the_tool_blocks() -> None:
         chat_carrier({**good, 1: (good[1][0], good[1][1], good[1][2][:-1])}, "tool_calls"),
         chat_carrier({**good, 0: ("toolu_other", good[0][1], good[0][2])}, "tool_calls"),
         Carrier({i: CarrierCall(*c) for i, c in good.items()}, "tool_calls", foreign=True),
-        Carrier({i: CarrierCall(*c) for i, c in good.items()}, "completed", kind="responses"),
     ]
     for carrier in bad_variants:
         _, _, fault, _ = replay([body("interleaved_blocks")], carrier=carrier)
@@ -250,6 +249,69 @@ def test_anthropic_carrier_keeps_block_indices_and_the_stop_reason() -> None:
     ):
         fault = replay([body("multiply_basic")], carrier=bad)[2]
         assert fault is not None and fault.reason is R.CARRIER_MISMATCH
+
+
+def responses_carrier(calls: list[tuple[str, str, str]], status: str | None) -> Carrier:
+    """Function-call items keyed by output index, after a text item at 0."""
+    return Carrier(
+        {i + 1: CarrierCall(*c, item_id=f"fc_{i}") for i, c in enumerate(calls)},
+        status,
+        kind="responses",
+    )
+
+
+def test_responses_carrier_keeps_the_block_ids_in_order() -> None:
+    good = [(c["call_id"], c["name"], c["arguments"]) for c in CASES["interleaved_blocks"]["calls"]]
+    bodies = [body("interleaved_blocks")]
+    assert replay(bodies, carrier=responses_carrier(good, "completed"))[2] is None
+    json_alike = (*good[1][:2], json.dumps(json.loads(good[1][2]), separators=(",", ":")))
+    assert json_alike != good[1]
+    for bad in (
+        responses_carrier(good[::-1], "completed"),
+        responses_carrier(good[:1], "completed"),
+        responses_carrier([good[0], ("toolu_other", *good[1][1:])], "completed"),
+        responses_carrier([good[0], (good[1][0], "other", good[1][2])], "completed"),
+        responses_carrier([good[0], json_alike], "completed"),  # streamed: the exact text
+        responses_carrier(good, "incomplete"),
+        responses_carrier(good, None),
+        Carrier(responses_carrier(good, "completed").calls, "completed", True, "responses"),
+    ):
+        fault = replay(bodies, carrier=bad)[2]
+        assert fault is not None and fault.reason is R.CARRIER_MISMATCH
+
+
+def test_responses_carrier_of_a_whole_body_or_a_start_input_holds_the_json_value() -> None:
+    for name in ("whole_tool_use", "empty_input_tool"):
+        case = CASES[name]
+        calls = [
+            (c["call_id"], c["name"], json.dumps(json.loads(c["arguments"]))) for c in case["calls"]
+        ]
+        kwargs: dict[str, Any] = (
+            {"whole": body(name)} if not case["streamed"] else {"pieces": [body(name)]}
+        )
+        released, _, fault, _ = replay(carrier=responses_carrier(calls, "completed"), **kwargs)
+        assert fault is None and released == case["calls"], name
+        shown = [(calls[0][0], calls[0][1], '{"x": 1}')]
+        fault = replay(carrier=responses_carrier(shown, "completed"), **kwargs)[2]
+        assert fault is not None and fault.reason is R.CARRIER_MISMATCH, name
+        # litellm's chat chunks may show no text for a start input; its items may not.
+        if case["streamed"]:
+            shown = [(calls[0][0], calls[0][1], "")]
+            fault = replay(carrier=responses_carrier(shown, "completed"), **kwargs)[2]
+            assert fault is not None and fault.reason is R.CARRIER_MISMATCH
+
+
+def test_responses_carrier_of_text_cut_short_is_an_incomplete_response() -> None:
+    text = b'{"id":"msg_1","type":"message","content":[{"type":"text","text":"Hi"}],'
+    complete = replay(
+        whole=text + b'"stop_reason":"end_turn"}', carrier=responses_carrier([], "completed")
+    )
+    assert complete[2] is None
+    for stop in ("max_tokens", "refusal", "pause_turn"):
+        whole = text + b'"stop_reason":"' + stop.encode() + b'"}'
+        for status in ("completed", "incomplete"):
+            fault = replay(whole=whole, carrier=responses_carrier([], status))[2]
+            assert fault is not None and fault.reason is R.RESPONSE_INCOMPLETE, stop
 
 
 def test_whole_body_refuses_a_duplicate_key_the_json_parser_would_merge() -> None:

@@ -396,6 +396,55 @@ def test_a_whole_body_carrier_matches_by_json_value() -> None:
     assert fault is not None and fault.reason is R.CARRIER_MISMATCH
 
 
+# ---- the carrier: litellm's Responses events, bridged from chat ------------------------------
+def _items(*calls: tuple[str, str, str], status: str | None = "completed") -> Carrier:
+    """Function-call items keyed by output index, after a text item at 0 (as the bridge
+    numbers them)."""
+    return Carrier(
+        {i + 1: CarrierCall(*c, item_id=f"fc_{i}") for i, c in enumerate(calls)},
+        status,
+        kind="responses",
+    )
+
+
+def test_a_responses_carrier_matches_the_wire_in_order() -> None:
+    calls = [(c["call_id"], c["name"], c["arguments"]) for c in CASES["two_calls"]["calls"]]
+    assert _concluded("two_calls", _items(*calls)) is None
+    assert _concluded("text_only", _items()) is None
+    json_alike = (*calls[1][:2], json.dumps(json.loads(calls[1][2])))  # ASCII escapes
+    for bad in (
+        _items(("other", *calls[0][1:]), calls[1]),  # another call id
+        _items((calls[0][0], "other", calls[0][2]), calls[1]),  # another name
+        _items(calls[1], calls[0]),  # out of order
+        _items(calls[0]),  # a call missing
+        _items(*calls, calls[0]),  # a call too many
+        _items(calls[0], json_alike),  # a streamed text other than the wire's
+        _items(*calls, status="incomplete"),  # a finish the wire does not have
+        _items(*calls, status=None),  # no final event
+        Carrier(_items(*calls).calls, "completed", foreign=True, kind="responses"),
+    ):
+        assert _concluded("two_calls", bad) is R.CARRIER_MISMATCH
+    assert _concluded("text_only", _items(status="incomplete")) is R.CARRIER_MISMATCH
+
+
+def test_a_responses_carrier_over_text_cut_short_is_an_incomplete_response() -> None:
+    assert CASES["text_cut_by_max_tokens"]["expect"] == "release"  # chat lets it through
+    for status in ("completed", "incomplete", None):
+        fault = _concluded("text_cut_by_max_tokens", _items(status=status))
+        assert fault is R.RESPONSE_INCOMPLETE
+
+
+def test_a_whole_body_responses_carrier_matches_by_json_value() -> None:
+    calls = [(c["call_id"], c["name"], c["arguments"]) for c in CASES["whole_two_calls"]["calls"]]
+    escaped = [(i, n, json.dumps(json.loads(a))) for i, n, a in calls]
+    assert escaped != calls  # litellm's bytes differ from the wire's, not the value
+    released, _, fault, _ = replay(whole=body("whole_two_calls"), carrier=_items(*escaped))
+    assert fault is None and [c["call_id"] for c in released] == [c[0] for c in calls]
+    other = _items(escaped[0], (*escaped[1][:2], '{"path": "x", "content": "y"}'))
+    _, _, fault, _ = replay(whole=body("whole_two_calls"), carrier=other)
+    assert fault is not None and fault.reason is R.CARRIER_MISMATCH
+
+
 def test_a_call_without_fragments_has_the_empty_object_and_litellm_shows_it() -> None:
     frames = [
         ("messageStart", {"role": "assistant"}),

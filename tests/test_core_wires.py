@@ -80,7 +80,9 @@ def test_a_spec_that_answers_nothing_refuses() -> None:
 def test_the_ledger_asks_its_wire_for_the_carrier_check() -> None:
     ledger = Ledger(Limits(), lambda: 0.0)
     carrier = Carrier({0: CarrierCall("c", "f", "{}")}, "tool_calls", kind="responses")
-    # The same carrier, asked of two wires, gets each wire's own answer.
+    # The same carrier, asked of two wires, gets each wire's own answer: end_turn ends a whole
+    # response on Anthropic's wire (a finish the carrier does not say), on no chat wire.
+    ledger.finish_reason = "end_turn"
     ledger.wire = Wire.ANTHROPIC
     assert ledger.carrier_fault(carrier) is QuarantineReason.CARRIER_MISMATCH
     ledger.wire = Wire.CHAT

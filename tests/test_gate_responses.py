@@ -21,7 +21,7 @@ from conftest import CASES as CHAT_CASES
 from conftest import MANIFEST as CHAT_MANIFEST
 from conftest import body_of, expected, no_leak
 from loopback import call
-from vertexauth import CLAUDE_MODEL, GEMINI_MODEL, vertex_args
+from vertexauth import GEMINI_MODEL, vertex_args
 from wirecases import Fixtures
 
 from litellm_toolgate import QuarantineReason, RouteNotGated, ToolCallQuarantined, ToolGate
@@ -177,18 +177,13 @@ def test_bridged_route(upstream: FakeUpstream, name: str, asynchronous: bool) ->
 # both supported versions), but each wire's carrier check reads litellm's chat chunks only, so
 # the route table refuses them (edge/routes.py, _bridge_unchecked). Were the table to gate one,
 # the gate would still fail closed: a good stream's call is quarantined, none handed out. A
-# carrier rule for Responses events on these wires is what would let the table gate them.
-AWS = {"aws_access_key_id": "AKIDEXAMPLE", "aws_secret_access_key": "x", "aws_region_name": "r"}
+# carrier rule for Responses events on these wires is what would let the table gate them, and
+# litellm's bridge replaces their call ids. (Bedrock's Converse and Claude on Vertex have that
+# rule and are gated: test_gate_responses_wires.py.)
 OTHER_WIRES = {
     "gemini": ("gemini", "gemini/gemini-2.5-flash", "text/event-stream"),
     "ollama_chat": ("ollama", "ollama_chat/qwen3:8b", "application/x-ndjson"),
-    "bedrock": (
-        "bedrock",
-        "bedrock/converse/" + Fixtures("bedrock").manifest["model"],
-        "application/vnd.amazon.eventstream",
-    ),
     "vertex_ai-gemini": ("gemini", GEMINI_MODEL, "text/event-stream"),
-    "vertex_ai-claude": ("anthropic", CLAUDE_MODEL, "text/event-stream"),
 }
 
 
@@ -205,8 +200,6 @@ def test_the_bridge_over_other_wires_is_refused_and_would_fail_closed(
     fixtures = Fixtures(folder)
     provider = row.partition("-")[0]
     extra = vertex_args() if provider == "vertex_ai" else {"api_key": "k"}
-    if provider == "bedrock":
-        extra = AWS
     kwargs = {
         "model": model,
         "input": "What is 7 times 8? Use multiply.",
@@ -227,6 +220,7 @@ def test_the_bridge_over_other_wires_is_refused_and_would_fail_closed(
     table = dict(routes.ROUTES)
     table[provider] = routes.Route(provider, table[provider].chat, bridged)
     monkeypatch.setattr(routes, "ROUTES", table)
+    monkeypatch.setattr(routes, "_RESPONSES_MODEL_FAULTS", {})  # vertex_ai/: Gemini too
     body = fixtures.body("multiply_basic")
     upstream.enqueue(Scripted(body, content_type=media))
     events, error = call(gate.responses, gate.aresponses, kwargs, asynchronous=asynchronous)

@@ -152,7 +152,11 @@ def _call(row: str, api: Api, base: str, asynchronous: bool) -> list[Any]:
         )
         call, acall = GATE.completion, GATE.acompletion
     else:
-        kwargs.update(input="7 x 8?", tools=copy.deepcopy(RESP_MANIFEST["tools"]))
+        tools = copy.deepcopy(RESP_MANIFEST["tools"])
+        if row == "vertex_ai:claude":
+            # litellm's Anthropic translation refuses the other tool types before sending.
+            tools = [t for t in tools if t["type"] == "function"]
+        kwargs.update(input="7 x 8?", tools=tools)
         call, acall = GATE.responses, GATE.aresponses
     if not asynchronous:
         return list(call(**kwargs))
@@ -315,8 +319,23 @@ def test_custom_llm_provider_picks_the_route() -> None:
         with pytest.raises(RouteNotGated) as refused:
             route_for({"model": model, "custom_llm_provider": "vertex_ai"}, Api.CHAT)
         assert refused.value.route == "vertex_ai", model
-    with pytest.raises(RouteNotGated):  # litellm's Responses bridge is not cross-checked
-        route_for({"model": "vertex_ai/gemini-2.5-flash"}, Api.RESPONSES)
+    # The Responses API (litellm's bridge to chat): Claude on vertex_ai/ and bedrock/'s
+    # Converse models are gated by ToolGate and refused by the callback; vertex_ai/'s Gemini
+    # models are refused (the bridge replaces their call ids), and so are its other models.
+    for model in ("vertex_ai/claude-sonnet-4@20250514", f"bedrock/{claude}"):
+        decision = route_for({"model": model}, Api.RESPONSES)
+        assert isinstance(decision, Gated) and decision.bridged, model
+        with pytest.raises(RouteNotGated) as refused:
+            route_for({"model": model}, Api.RESPONSES, callback=True)
+        assert "use ToolGate" in refused.value.reason
+    for model, gemini in (("gemini-2.5-flash", True), ("mistral-large@2407", False)):
+        with pytest.raises(RouteNotGated) as refused:
+            route_for({"model": f"vertex_ai/{model}"}, Api.RESPONSES)
+        assert refused.value.route == "vertex_ai", model
+        assert ("an id of its own" in refused.value.reason) is gemini, model
+    with pytest.raises(RouteNotGated) as refused:
+        route_for({"model": f"bedrock/invoke/{claude}"}, Api.RESPONSES)
+    assert refused.value.route == "bedrock"
 
 
 def test_a_path_the_gate_does_not_read_is_local() -> None:

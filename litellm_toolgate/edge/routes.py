@@ -127,11 +127,14 @@ def _bridge_unchecked(wire: str, ids: str = "") -> Refused:
     )
 
 
-# The Anthropic Messages stream is read (chat and the messages entry point); litellm's
-# Responses events made from it are not cross-checked against it.
+# The Anthropic Messages stream is read (chat and the messages entry point). litellm bridges
+# the Responses API to chat on this route too; the Anthropic wire's rule for those events
+# (core/wires/base.py, bridged_responses_fault) has been checked through litellm for Claude
+# on vertex_ai/ only, not here.
 _ANTHROPIC = Refused(
-    "litellm makes Responses events from the Anthropic Messages stream through a bridge the "
-    "gate does not cross-check"
+    "litellm bridges the Responses API to chat over the Anthropic Messages stream here, and "
+    "the gate has not been checked against that bridge on this route (it is for Claude on "
+    "vertex_ai/)"
 )
 # ToolGate cross-checks litellm's chunks against the wire by position, name and arguments
 # (core/wires/gemini.py); the callback runs litellm's own Gemini parser over the withheld body
@@ -145,7 +148,17 @@ _BEDROCK_CHAT = Gated(
 """Bedrock's Converse stream (``/model/<id>/converse-stream``, AWS event-stream frames;
 ``core/wires/bedrock.py``), for the models litellm sends to Converse: the others are refused
 by :func:`_bedrock_model_fault` before sending."""
-_BEDROCK_RESPONSES = _bridge_unchecked("Bedrock's Converse stream")
+_BRIDGED_CALLBACK = (
+    "the callback has not been checked against litellm's Responses bridge over this wire: "
+    "use ToolGate"
+)
+_BEDROCK_RESPONSES = Gated(
+    Wire.BEDROCK, ClientKind.HTTP_HANDLER, bridged=True, callback=_BRIDGED_CALLBACK
+)
+"""litellm bridges the Responses API to chat over Converse and keeps each ``toolUseId`` as
+its function-call item's ``call_id``: the Bedrock wire's carrier rule matches those items
+(``core/wires/base.py`` ``bridged_responses_fault``). The same models as chat
+(:func:`_bedrock_model_fault`)."""
 _GEMINI_RESPONSES = _bridge_unchecked(
     "Gemini's generateContent stream",
     "; and litellm's bridge hands a call the wire sent without an id out under an id of its own",
@@ -171,12 +184,21 @@ gate reads the wire by the path litellm calls (core/state.py ``wire_of``), which
 model is Anthropic's (``PUBLISHER_PATHS``); :func:`_vertex_model_fault` lets only these two
 through. A deployment whose ``base_model`` sends another model name to Gemini is refused by
 its name (the check reads the model, not the deployment's ``base_model``)."""
-_VERTEX_RESPONSES = _bridge_unchecked(
-    "the wire under it (Gemini's generateContent for Gemini models, Anthropic's Messages "
-    "through rawPredict for Claude)",
-    "; and on Gemini models litellm's bridge hands a call the wire sent without an id out "
-    "under an id of its own",
+_VERTEX_GEMINI_RESPONSES = _bridge_unchecked(
+    "Gemini's generateContent stream",
+    "; and litellm's bridge hands a call the wire sent without an id out under an id of its own",
 )
+_VERTEX_RESPONSES = Gated(
+    Wire.ANTHROPIC,
+    ClientKind.HTTP_HANDLER,
+    bridged=True,
+    callback=_BRIDGED_CALLBACK,
+    models=("Claude models", "Gemini models refused: " + _VERTEX_GEMINI_RESPONSES.reason),
+)
+"""The table's entry for vertex_ai/ Responses: litellm bridges it to chat, and for a Claude
+model over Anthropic's Messages wire (rawPredict), whose block ids it keeps as the items'
+``call_id``: the Anthropic wire's carrier rule matches them. A Gemini model is refused before
+sending (:func:`_vertex_responses_fault`)."""
 # litellm (1.110.2) numbers each line's calls from 0, so calls that arrive in two lines reach
 # the caller merged under one tool index: ToolGate cross-checks litellm's chunks; the callback
 # runs litellm's own parser over the withheld body and cross-checks that (preflight), since the
@@ -221,10 +243,12 @@ ROUTES: Mapping[str, Route] = {
         # Responses API to chat there, which is not cross-checked (_bridge_unchecked).
         Route("gemini", _GEMINI_CHAT, _GEMINI_RESPONSES),
         # Bedrock's Converse stream (core/wires/bedrock.py); its other routes (invoke/,
-        # chat_completions/, ...) are refused per model (_bedrock_model_fault).
+        # chat_completions/, ...) are refused per model (_bedrock_model_fault). litellm
+        # bridges its Responses API to chat over Converse, cross-checked (ToolGate only).
         Route("bedrock", _BEDROCK_CHAT, _BEDROCK_RESPONSES),
         # Vertex AI: Gemini models on Gemini's wire, Claude models on Anthropic's; every
-        # other model is refused per model (_vertex_model_fault).
+        # other model is refused per model (_vertex_model_fault). The Responses API, bridged
+        # to chat, is gated for Claude models only (ToolGate only).
         Route("vertex_ai", _VERTEX_CHAT, _VERTEX_RESPONSES),
         # Wires the gate does not read (yet).
         Route("cohere", *[_wire("Cohere's chat stream")] * 2),
@@ -287,6 +311,11 @@ def route_for(request: Mapping[str, Any], api: Api, *, callback: bool = False) -
     reason = None if model_fault is None else model_fault(decisions[0][0])
     if reason is not None:
         raise RouteNotGated(decisions[0][1], api.value, reason)
+    if api is Api.RESPONSES and reason is None:
+        responses_fault = _RESPONSES_MODEL_FAULTS.get(decisions[0][1])
+        reason = None if responses_fault is None else responses_fault(decisions[0][0])
+        if reason is not None:
+            raise RouteNotGated(decisions[0][1], api.value, reason)
     if callback and gated.callback is not None:
         raise RouteNotGated(decisions[0][1], api.value, gated.callback)
     return gated
@@ -362,6 +391,26 @@ def _vertex_model_fault(model: str) -> str | None:
 _MODEL_FAULTS = {"bedrock": _bedrock_model_fault, "vertex_ai": _vertex_model_fault}
 """Providers whose one entry covers several of litellm's APIs, chosen per model: why a model
 cannot be gated, or None."""
+
+
+def _vertex_responses_fault(model: str) -> str | None:
+    """Why a ``vertex_ai/`` model that :func:`_vertex_model_fault` lets through cannot be gated
+    on the Responses API: a Gemini model (litellm's bridge replaces the ids of its calls)."""
+    try:
+        from litellm.llms.vertex_ai.common_utils import (
+            VertexAIModelRoute,
+            get_vertex_ai_model_route,
+        )
+
+        route = get_vertex_ai_model_route(model=model, litellm_params=None)
+    except Exception:
+        return "cannot tell which Vertex AI API litellm sends this model to"
+    return None if route == VertexAIModelRoute.PARTNER_MODELS else _VERTEX_GEMINI_RESPONSES.reason
+
+
+_RESPONSES_MODEL_FAULTS = {"vertex_ai": _vertex_responses_fault}
+"""Providers whose Responses entry gates fewer models than their chat entry: why a model
+(one :data:`_MODEL_FAULTS` lets through) cannot be gated on the Responses API, or None."""
 
 
 def decision_for(provider: str, api: Api) -> Decision:

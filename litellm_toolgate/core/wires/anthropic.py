@@ -84,7 +84,15 @@ from ..events import (
 from ..profiles import Profile
 from ..sse import SSEMessage
 from ..state import Wire
-from .base import LedgerView, LiveRule, WireSpec, holds, same_json, verdict
+from .base import (
+    LedgerView,
+    LiveRule,
+    WireSpec,
+    bridged_responses_fault,
+    holds,
+    same_json,
+    verdict,
+)
 from .loads import WireFault, load_object, load_strict
 
 R = QuarantineReason
@@ -103,6 +111,10 @@ DELTA_OWNERS = {
     "input_json_delta": TOOL_USE,
 }
 """The block type each delta type belongs to."""
+
+COMPLETE_STOPS = frozenset({TOOL_USE, "end_turn", "stop_sequence"})
+"""Stop reasons that end a whole response: under any other (``max_tokens``, ``refusal``,
+``pause_turn``, ...) litellm's Responses bridge makes an incomplete response."""
 
 BLOCK_EVENTS = frozenset({"content_block_start", "content_block_delta", "content_block_stop"})
 CONTENT_EVENTS = BLOCK_EVENTS | {"message_delta"}
@@ -388,6 +400,10 @@ class AnthropicWire(WireSpec):
         return stop_reason_fault(finish_reason, calls)
 
     def carrier_fault(self, ledger: LedgerView, carrier: Carrier) -> QuarantineReason | None:
+        if carrier.kind == "responses":
+            # The Responses API, bridged by litellm to chat over this wire (Claude on
+            # vertex_ai/): it keeps each block's id as its function-call item's call_id.
+            return bridged_responses_fault(ledger, carrier, COMPLETE_STOPS)
         return verdict(_carrier_matches(ledger, carrier))
 
     def live_rule(self) -> LiveRule:
@@ -413,7 +429,7 @@ def _carrier_matches(ledger: LedgerView, carrier: Carrier) -> bool:
             return False
         theirs = [carrier.calls[i] for i in sorted(carrier.calls)]
     else:
-        return False  # a Responses carrier over this wire is not a route the gate knows
+        return False  # Responses events are another rule's (AnthropicWire.carrier_fault)
     if carrier.foreign or len(theirs) != len(calls):
         return False
     for ours, their in zip(calls, theirs, strict=True):

@@ -248,6 +248,38 @@ def bridged_anthropic_matches(ledger: LedgerView, carrier: Carrier) -> bool:
     )
 
 
+def bridged_responses_fault(
+    ledger: LedgerView, carrier: Carrier, complete: frozenset[str]
+) -> QuarantineReason | None:
+    """litellm's Responses events, made by its chat bridge, against a wire whose calls it
+    hands on under the wire's own ids (Bedrock's Converse, Anthropic's Messages).
+
+    ``complete``: the wire's finishes that end a whole response. Any other finish (text cut
+    by the token limit, a refusal, a pause) is an incomplete response whatever the carrier
+    says (``response_incomplete``), as on a chat wire. A complete wire needs a carrier that
+    says ``completed`` and contradicts nothing; its function-call items, in output order,
+    must be the wire's calls in order, by call id, name and argument text. Where the wire
+    gave a call its arguments whole (``ledger.from_start``: a whole body's object, or a tool
+    block with no fragment), litellm serializes them again, so there the same JSON value is
+    enough; a streamed call's text must be held byte for byte."""
+    if ledger.finish_reason not in complete:
+        return R.RESPONSE_INCOMPLETE
+    if carrier.foreign or carrier.finish_reason != "completed":
+        return R.CARRIER_MISMATCH
+    calls = ledger.ordered()
+    theirs = [carrier.calls[i] for i in sorted(carrier.calls)]
+    if len(theirs) != len(calls):
+        return R.CARRIER_MISMATCH
+    for ours, their in zip(calls, theirs, strict=True):
+        if (their.call_id, their.name) != (ours.call_id, ours.name):
+            return R.CARRIER_MISMATCH
+        if holds(ours, their.arguments):
+            continue
+        if ours.index not in ledger.from_start or not same_json(their.arguments, ours.join()):
+            return R.CARRIER_MISMATCH
+    return None
+
+
 __all__ = [
     "Known",
     "LiveRule",
@@ -255,6 +287,7 @@ __all__ = [
     "Read",
     "WireSpec",
     "bridged_anthropic_matches",
+    "bridged_responses_fault",
     "chat_carrier_matches",
     "holds",
     "same_json",

@@ -63,7 +63,10 @@ whose payload is the event's JSON object (:mod:`..eventstream` reports it as a m
 
 Identity: the ``toolUseId``; litellm hands it over as the call's id, numbering calls 0, 1,
 ... in start order, so its chunks are matched to the wire by order, id, name and argument
-text (:meth:`BedrockWire.carrier_fault`).
+text (:meth:`BedrockWire.carrier_fault`). On the Responses API litellm bridges to chat over
+this wire and keeps the ``toolUseId`` as each function-call item's ``call_id``: the items are
+matched the same way (:func:`~.base.bridged_responses_fault`), and a stop other than
+:data:`COMPLETE_STOPS` is an incomplete response (``response_incomplete``).
 
 Faults are raised as :class:`WireFault`: a reason, never body text.
 """
@@ -91,7 +94,7 @@ from ..eventstream import EventStreamDecoder, encode_frame
 from ..profiles import Profile
 from ..sse import SSEMessage
 from ..state import Wire
-from .base import LedgerView, WireSpec, holds, same_json, verdict
+from .base import LedgerView, WireSpec, bridged_responses_fault, holds, same_json, verdict
 from .loads import WireFault, load_strict
 
 R = QuarantineReason
@@ -100,6 +103,9 @@ TOOL_USE = "tool_use"
 """The stop reason that releases calls."""
 REFUSING_STOPS = frozenset({"guardrail_intervened", "content_filtered"})
 """Stop reasons that say the response was blocked: calls under them are a refusal."""
+COMPLETE_STOPS = frozenset({TOOL_USE, "end_turn", "stop_sequence"})
+"""Stop reasons that end a whole response: under any other (``max_tokens``, a blocked
+response, ...) litellm's Responses bridge makes an incomplete response."""
 MEDIA = "application/vnd.amazon.eventstream"
 
 _TEXT, _REASONING, _TOOL, _OTHER = "text", "reasoning", "tool", "other"
@@ -347,6 +353,9 @@ class BedrockWire(WireSpec):
         return stop_reason_fault(finish_reason, calls)
 
     def carrier_fault(self, ledger: LedgerView, carrier: Carrier) -> QuarantineReason | None:
+        if carrier.kind == "responses":
+            # The Responses API, bridged by litellm to chat over this wire.
+            return bridged_responses_fault(ledger, carrier, COMPLETE_STOPS)
         return verdict(_carrier_matches(ledger, carrier))
 
 
