@@ -229,3 +229,48 @@ def test_a_policy_denial_is_local() -> None:
         "local",
         False,
     )
+
+
+def test_the_outcome_reads_the_timings_the_attempt_kept() -> None:
+    """Two calls, a clock that steps back between their openings, a repeated decision: the
+    first opening, the deciding time and the delay are what the calls' own records say."""
+    clock = Clock()
+    attempt = Attempt(ToolRegistry.from_tools([MULTIPLY]), route="cometapi/x", clock=clock)
+    attempt.bind_response(content_type="text/event-stream", streamed=True)
+    for index, at in ((0, 100.0), (1, 99.0), (2, 99.5)):  # the second opens "earlier"
+        clock.now = at
+        opened = {
+            "index": index,
+            "id": f"call-{index}",
+            "type": "function",
+            "function": {"name": "multiply", "arguments": '{"a": 2, "b": 3}'},
+        }
+        attempt.receive_bytes(_chunk({"tool_calls": [opened]}))
+    attempt.receive_bytes(_chunk({}, "tool_calls") + b"data: [DONE]\n\n")
+    attempt.receive_eof()
+    for call in attempt.conclude():
+        attempt.decide(call.index, PolicyDecision.approve(), elapsed=0.25 * (call.index + 1))
+    with pytest.raises(Exception, match="policy_approved"):
+        attempt.decide(0, PolicyDecision.approve(), elapsed=0.5)  # the call is decided
+    clock.now = 101.0
+    attempt.release()
+    records = attempt.records()
+    spent = sum(r.validation_ms + r.policy_ms for r in records) / 1000
+    assert attempt.timings() == (99.0, pytest.approx(spent, abs=1e-5))
+    assert attempt.timings()[1] == pytest.approx(0.5 + 0.5 + 0.75, abs=1e-5)  # as recorded
+    outcome = outcome_of(attempt)
+    assert (outcome.calls, outcome.release_delay_seconds) == (3, 2.0)
+    assert outcome.decision_seconds == attempt.timings()[1]
+
+
+def test_an_attempt_without_calls_has_no_delay() -> None:
+    clock = Clock()
+    attempt = Attempt(ToolRegistry.from_tools([MULTIPLY]), route="cometapi/x", clock=clock)
+    attempt.bind_response(content_type="text/event-stream", streamed=True)
+    attempt.receive_bytes(_chunk({"content": "hi"}, "stop") + b"data: [DONE]\n\n")
+    attempt.receive_eof()
+    assert attempt.conclude() == []
+    attempt.release()
+    assert attempt.timings() == (None, 0.0)
+    outcome = outcome_of(attempt)
+    assert (outcome.calls, outcome.release_delay_seconds, outcome.released) == (0, None, True)

@@ -445,3 +445,32 @@ def test_metrics_on_a_port_of_their_own() -> None:
                 enable_metrics(MetricsSettings(port=taken))
     finally:
         observers.remove(made)
+
+
+def test_a_batch_of_several_wires_routes_and_reasons_is_binned_per_series(
+    exporter: PrometheusExporter,
+) -> None:
+    """One fold over a mixed batch (the common batch is one cell): each wire's histograms
+    take only its own attempts with calls, the delay only released ones."""
+    chat = _outcome("cometapi/gpt-4o-mini")
+    outcomes = [
+        chat,
+        chat._replace(route="openai/gpt-4o"),
+        _outcome("cometapi/gpt-4o-mini", "missing_done", "remote"),
+        chat._replace(wire="responses", withheld_bytes=5000, release_delay_seconds=3.0),
+        chat._replace(wire="responses", calls=0, withheld_bytes=0, release_delay_seconds=None),
+        chat._replace(released=True, release_delay_seconds=None),  # made by hand: no delay
+    ]
+    for outcome in outcomes:
+        exporter.attempt_decided(outcome)
+    assert value(exporter, "toolgate_attempts_total") == 6
+    assert value(exporter, "toolgate_releases_total", wire="chat") == 3
+    assert value(exporter, "toolgate_releases_total", route="openai/gpt-4o") == 1
+    assert value(exporter, "toolgate_quarantines_total", reason="missing_done") == 1
+    assert value(exporter, "toolgate_releases_total", wire="responses") == 2
+    assert value(exporter, "toolgate_withheld_bytes_count", wire="chat") == 4
+    assert value(exporter, "toolgate_withheld_bytes_count", wire="responses") == 1
+    assert value(exporter, "toolgate_withheld_bytes_sum", wire="responses") == 5000
+    assert value(exporter, "toolgate_release_delay_seconds_count", wire="chat") == 2
+    assert value(exporter, "toolgate_release_delay_seconds_sum", wire="responses") == 3.0
+    assert value(exporter, "toolgate_decision_seconds_count") == 5

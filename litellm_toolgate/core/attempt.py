@@ -120,6 +120,9 @@ class Attempt:
         self._response_id: str | None = None  # kept when the normalizer is dropped
         self._terminal = False
         self._counted = False
+        self._deciding_ms = 0.0
+        """Every call's validation plus policy time, summed as they are timed (what the
+        metrics read of a decided attempt, not recomputed from its calls)."""
         self.events = 0
 
     # ---- introspection -------------------------------------------------------------------
@@ -176,38 +179,30 @@ class Attempt:
 
     def timings(self) -> tuple[float | None, float]:
         """When the wire opened the first call (on the clock; None: no call), and the seconds
-        the gate spent deciding: parse, schema and policy of every call."""
-        first: float | None = None
-        deciding = 0.0
-        for call in self._calls.values():
-            if first is None or call.opened_at < first:
-                first = call.opened_at
-            deciding += call.validation_ms + call.policy_ms
-        return first, deciding / 1000
+        the gate spent deciding: parse, schema and policy of every call. Both are kept as
+        the attempt goes (the calls' opening by the ledger, each call's validation and
+        policy time as it is timed), so reading them scans nothing."""
+        return self._ledger.first_opened, self._deciding_ms / 1000
 
     def metric_fields(
         self,
-    ) -> tuple[str, Wire, ToolCallQuarantined | None, int, int, float | None, float, float]:
+    ) -> tuple[str, Wire, QuarantineReason | None, int, int, float | None, float, float]:
         """What a decided attempt counts for, read in one call (``core.metrics.outcome_of``,
-        on the decision's path): the route, the wire, the quarantine (None: released), the
-        calls, the argument bytes, when the first call opened (None: no call), the seconds
-        spent deciding (as :meth:`timings`) and the clock now."""
-        calls = self._calls
-        first: float | None = None
-        deciding = 0.0
-        for call in calls.values():
-            if first is None or call.opened_at < first:
-                first = call.opened_at
-            deciding += call.validation_ms + call.policy_ms
+        on the decision's path): the route, the wire, the quarantine's reason (None:
+        released), the calls, the argument bytes, when the first call opened (None: no call),
+        the seconds spent deciding (as :meth:`timings`) and the clock now. Every value is
+        kept ready as the attempt goes: this reads the attempt and its ledger, none of its
+        calls."""
         ledger = self._ledger
+        first = ledger.first_opened
         return (
             self.route,
             ledger.wire,
-            self._fault,
-            len(calls),
+            self._reason,
+            len(self._calls),
             ledger.argument_bytes,
             first,
-            deciding / 1000,
+            self._deciding_ms / 1000,
             self._clock() if first is not None else 0.0,
         )
 
@@ -428,10 +423,14 @@ class Attempt:
             self._clock,
         )
         first: CallAccumulator | None = None
+        deciding = self._deciding_ms
         for call in calls:
+            timed = call.validation_ms
             call.validate(registry, depth, key, clock)
+            deciding += call.validation_ms - timed
             if call.error is not None and first is None:
                 first = call
+        self._deciding_ms = deciding
         if first is not None and first.error is not None:
             # Quarantine drops every call's buffers, these locals' included.
             raise_clean(self._quarantine(first.error, first.index))
@@ -479,7 +478,9 @@ class Attempt:
         call = self._calls.get(index)
         if call is None:
             raise TransitionError(f"no call at tool index {index} to decide")
-        call.policy_ms = elapsed * 1000
+        policy_ms = elapsed * 1000
+        self._deciding_ms += policy_ms - call.policy_ms
+        call.policy_ms = policy_ms
         reason = None if decision is None else decision.reason
         call.policy_reason = None if reason is None else reason[:200]
         if decision is None:

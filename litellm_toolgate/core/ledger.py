@@ -74,6 +74,9 @@ class Ledger:
         self.text_bytes = 0
         self.argument_bytes = 0
         self.identity_bytes = 0
+        self.first_opened: float | None = None
+        """When the earliest call opened, on the clock (None: no call yet). Kept as calls
+        open, so that a decided attempt's metrics read it instead of scanning its calls."""
         self.from_start: set[int] = set()
         """Anthropic tool blocks whose arguments are their start block's ``input``."""
         self._clock = clock
@@ -99,11 +102,15 @@ class Ledger:
             self.identity_bytes += _size(event.call_id) + _size(event.name)
             self.identity_bytes += _size(event.item_id or "")
             self._check_total(event.index)
+            opened = self._clock()
+            first = self.first_opened
+            if first is None or opened < first:
+                self.first_opened = opened
             self.calls[event.index] = CallAccumulator(
                 event.index,
                 event.call_id,
                 event.name,
-                self._clock(),
+                opened,
                 wire=self.wire,
                 item_id=event.item_id,
                 kind=event.kind,

@@ -69,7 +69,7 @@ def outcome_of(attempt: Attempt) -> AttemptOutcome:
     if fault is None:
         reason = family = party = None
     else:
-        reason, family, party = _REASON_LABELS[fault.reason]
+        reason, family, party = _REASON_LABELS[fault]  # the quarantine's reason
     delay = None
     if first is not None:
         delay = now - first

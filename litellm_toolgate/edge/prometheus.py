@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_right
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterator
 from itertools import compress
 from operator import itemgetter
@@ -70,10 +70,8 @@ METRIC_LABELS: dict[str, tuple[str, ...]] = {
 """Every series the gate exports and its labels (histograms add ``_bucket``, ``_sum``,
 ``_count`` and the ``le`` label). The dashboard test checks its queries against this."""
 
-# Fields of an AttemptOutcome read when a batch is binned (see PrometheusExporter._fold).
+# The fields of an AttemptOutcome that name its cell (see PrometheusExporter._fold).
 _CELL_KEY = itemgetter(0, 1, 3)  # route, wire, reason
-_WIRE, _RELEASED, _CALLS = itemgetter(1), itemgetter(2), itemgetter(6)
-_WITHHELD, _DECIDING, _DELAY = itemgetter(7), itemgetter(8), itemgetter(9)
 
 _HISTOGRAMS = {
     "toolgate_decision_seconds": (
@@ -166,7 +164,7 @@ class PrometheusExporter:
         # (route, wire, reason) -> [count, histograms..., (route label, wire, reason,
         # family, party)]; reason None: released. Routes past the cap share a label.
         self._cells: dict[tuple[str, str, str | None], list[Any]] = {}
-        self._queue: deque[AttemptOutcome] = deque()
+        self._queue: list[AttemptOutcome] = []
         self._histograms: dict[tuple[str, str], _Histogram] = {}
         self._in_flight = 0
         self._escalated: dict[str, int] = {}
@@ -186,35 +184,54 @@ class PrometheusExporter:
     def _fold(self) -> None:
         """Bin every queued outcome into its series (at most FOLD_EVERY wait between scrapes).
 
-        ``popleft`` what is queued, never a swap of the queue: an outcome appended meanwhile
-        by another thread is binned now or by the next fold, never lost. A batch is binned
-        in bulk: the counts by one ``Counter`` over the cells' keys, each histogram's values
-        sorted once and cut at its bounds (a bisection per bound, not per value), its sum
-        added in the order the outcomes came (the same float sum as adding them one by one).
+        The first ``taken`` outcomes are copied out, then deleted, each an atomic list
+        operation: an outcome appended meanwhile by another thread lands past them and is
+        binned by the next fold, never lost (only this method takes, under the lock). A batch
+        is binned in bulk, by columns (one ``zip`` over the outcomes): the counts in one step
+        when the batch is one cell (one route, wire and reason: the usual batch), else by one
+        ``Counter`` over the cells' keys; each histogram's values sorted once and cut at its
+        bounds (a bisection per bound, not per value), its sum added in the order the
+        outcomes came (the same float sum as adding them one by one).
         """
-        queue, cells, pop = self._queue, self._cells, self._queue.popleft
+        queue, cells, histograms = self._queue, self._cells, self._histograms
         with self._lock:
-            # Only this method pops, under the lock: at least len(queue) outcomes are there.
-            batch = [pop() for _ in range(len(queue))]
-            if not batch:
+            taken = len(queue)
+            if not taken:
                 return
-            for key, count in Counter(map(_CELL_KEY, batch)).items():
+            batch = queue[:taken]
+            del queue[:taken]
+            routes, wires, released, reasons, _, _, calls, withheld, deciding, delays = zip(
+                *batch, strict=True
+            )
+            first_wire = wires[0]
+            one_wire = wires.count(first_wire) == taken
+            if one_wire and routes.count(routes[0]) == taken and reasons.count(reasons[0]) == taken:
+                counted: dict[tuple[Any, ...], int] = {(routes[0], first_wire, reasons[0]): taken}
+            else:
+                counted = Counter(zip(routes, wires, reasons, strict=True))
+            for key, count in counted.items():
                 cell = cells.get(key)
                 if cell is None:
                     cell = cells[key] = self._make(next(o for o in batch if _CELL_KEY(o) == key))
                 cell[0] += count
-            wires = set(map(_WIRE, batch))
-            for wire in wires:
-                of_wire = batch if len(wires) == 1 else [o for o in batch if o[1] == wire]
+            columns: tuple[tuple[Any, ...], ...] = (calls, withheld, deciding, released, delays)
+            for wire in (first_wire,) if one_wire else set(wires):
+                of_wire = columns
+                if not one_wire:
+                    mask = [w == wire for w in wires]
+                    of_wire = tuple(tuple(compress(column, mask)) for column in columns)
                 # Only an attempt with calls is observed (its first call opened: a delay).
-                called = list(compress(of_wire, map(_CALLS, of_wire)))
-                if not called:
-                    continue
-                decision, delays, withheld = cells[_CELL_KEY(called[0])][1:4]
-                decision.add(list(map(_DECIDING, called)))
-                withheld.add(list(map(_WITHHELD, called)))
-                released = map(_DELAY, compress(called, map(_RELEASED, called)))
-                delays.add([delay for delay in released if delay is not None])
+                if 0 in of_wire[0]:
+                    of_wire = tuple(tuple(compress(column, of_wire[0])) for column in of_wire)
+                    if not of_wire[0]:
+                        continue
+                _, of_withheld, of_deciding, of_released, of_delays = of_wire
+                histograms["toolgate_decision_seconds", wire].add(list(of_deciding))
+                histograms["toolgate_withheld_bytes", wire].add(list(of_withheld))
+                delayed = compress(of_delays, of_released)
+                histograms["toolgate_release_delay_seconds", wire].add(
+                    [delay for delay in delayed if delay is not None]
+                )
 
     def _make(self, outcome: AttemptOutcome) -> list[Any]:
         """A new cell: [count, decision, delay and withheld histograms, the series labels]."""
