@@ -20,6 +20,7 @@ RESPONSES = ROOT / "fixtures" / "responses"
 ANTHROPIC = ROOT / "fixtures" / "anthropic"
 GEMINI = ROOT / "fixtures" / "gemini"
 BEDROCK = ROOT / "fixtures" / "bedrock"
+OLLAMA = ROOT / "fixtures" / "ollama"
 sys.path[:0] = [str(TESTS), str(ROOT)]
 
 
@@ -72,6 +73,11 @@ def gemini_bodies() -> list[bytes]:
 def eventstream_bodies() -> list[bytes]:
     """Every recorded Bedrock Converse stream (AWS event-stream frames)."""
     return [path.read_bytes() for path in sorted(BEDROCK.glob("*.eventstream"))]
+
+
+def ollama_bodies() -> list[bytes]:
+    """Every recorded Ollama ``/api/chat`` stream (newline-delimited JSON)."""
+    return [path.read_bytes() for path in sorted(OLLAMA.glob("*.ndjson"))]
 
 
 def arguments() -> list[bytes]:

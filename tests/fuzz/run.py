@@ -29,6 +29,8 @@ HARNESSES = {
     "fuzz_wire_json.py": _common.data_lines(),
     # The first byte is the size of the pieces less one (see fuzz_eventstream.py).
     "fuzz_eventstream.py": [b"\x06" + body for body in _common.eventstream_bodies()],
+    # The first byte is the size of the pieces less one (see fuzz_ndjson.py).
+    "fuzz_ndjson.py": [b"\x06" + body for body in _common.ollama_bodies()],
     # The first byte modulo 4 picks the wire: 0 chat, 1 Responses, 2 Anthropic, 3 Gemini
     # (fuzz_core.py).
     "fuzz_core.py": [b"\x00" + body for body in _common.bodies()]
