@@ -28,6 +28,13 @@ from litellm_toolgate.core.state import StreamState
 REGISTRY = ToolRegistry.from_tools(TOOLS)
 CHAT_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
+OLLAMA_PATH = "/api/chat"
+BEDROCK_PATH = "/model/m/converse-stream"
+MEDIA = {
+    OLLAMA_PATH: "application/x-ndjson",
+    BEDROCK_PATH: "application/vnd.amazon.eventstream",
+}
+"""The streamed media type of the wires that do not speak SSE, by path."""
 
 
 @dataclass(frozen=True)
@@ -41,13 +48,15 @@ def replay(pieces: list[bytes], path: str = CHAT_PATH) -> Result:
     """Drive an attempt to its end. Only ToolCallQuarantined is caught: anything else fails.
 
     ``path`` is the request path the attempt is bound to: it picks the wire (chat
-    completions by default, :data:`RESPONSES_PATH` for the Responses wire).
+    completions by default, :data:`RESPONSES_PATH` for the Responses wire), and with it the
+    media type the body is declared as (:data:`MEDIA`, SSE otherwise).
     """
     attempt = Attempt(REGISTRY)
     concluded = released_ok = False
     released: list[Any] = []
     try:
-        attempt.bind_response(content_type="text/event-stream", streamed=True, path=path)
+        media = MEDIA.get(path, "text/event-stream")
+        attempt.bind_response(content_type=media, streamed=True, path=path)
         for piece in pieces:
             attempt.receive_bytes(piece)
         attempt.receive_eof()
