@@ -16,6 +16,9 @@ calls must be released. For every body, bound to an Ollama attempt (request path
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import tally
 from anthgen import cuts_of
 from chatgen import SCHEMAS, policy, scaled
@@ -24,6 +27,7 @@ from hypothesis import HealthCheck, event, given, note, settings
 from ollgen import DAMAGE_LISTS, PATH, SEEDS, damage, stream
 from oracle_ollama import judge, lines
 
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "ollama"
 FAST = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
 
 
@@ -96,3 +100,21 @@ def test_the_generator_and_oracle_are_not_trivial() -> None:
     assert lines(b"x" * 8 + b"\r\n\n", limit=8) == ["x" * 8]
     # The same bytes on the chat wire are not a chat stream.
     assert replay([body]).reason is not None
+
+
+def test_the_oracle_agrees_with_every_recording() -> None:
+    """Each streamed recording of fixtures/ollama: the oracle releases the calls its manifest
+    lists (which the core releases too), and refuses what it says is refused."""
+    manifest = json.loads((FIXTURES / "manifest.json").read_text())
+    streamed = [case for case in manifest["cases"] if case["streamed"]]
+    assert len(streamed) >= 20
+    for case in streamed:
+        body = (FIXTURES / case["body"]).read_bytes()
+        expected = judge(body, SCHEMAS, policy)
+        if case["expect"] == "quarantine":
+            assert expected is None, case["name"]
+        else:
+            assert expected is not None, case["name"]
+            calls = [(c["call_id"], c["name"], c["arguments"]) for c in case["calls"]]
+            assert [e[1:4] for e in expected] == calls, case["name"]
+            assert replay([body], PATH).released == tuple(e[:4] for e in expected)
