@@ -14,6 +14,11 @@ its stop, text blocks opened by their first delta; ``messageStop`` with every bl
 then ``metadata``, then nothing; calls only under ``tool_use`` and ``tool_use`` only with
 calls; every id unique; each call's arguments (its fragments joined, ``{}`` when there are
 none) one JSON object with no duplicate key that its tool's checker accepts.
+
+``judge_body(body, schemas, policy)`` is the two together over a whole body, each tool
+checked by its JSON schema and the policy, for the core fuzzer (``tests/fuzz/fuzz_core.py``);
+``modelled(events)`` says whether the judge models every event of a body (it refuses the
+reasoning and citation deltas the gate reads, which the generator never writes).
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import json
 import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from jsonschema import Draft202012Validator
 
 Checker = Callable[[Any], bool]
 Frames = list[tuple[str, str]]
@@ -221,3 +228,64 @@ def judge(events: Frames, tools: Mapping[str, Checker]) -> list[tuple[str, str, 
             return None
         released.append((tool_id, tool, text))
     return released
+
+
+EVENTS = frozenset(
+    {
+        "messageStart",
+        "contentBlockStart",
+        "contentBlockDelta",
+        "contentBlockStop",
+        "messageStop",
+        "metadata",
+    }
+)
+"""The events :func:`judge` models (the generator of ``test_core_bedrock_properties.py``
+writes no other)."""
+
+
+def modelled(events: Frames) -> bool:
+    """Whether :func:`judge` models every event of these: known event names, and deltas of
+    text or tool input only (the gate also reads reasoning and citation deltas, which the
+    judge refuses). Payloads that are not JSON objects are modelled: both refuse them."""
+    for name, data in events:
+        if name not in EVENTS:
+            return False
+        if name != "contentBlockDelta":
+            continue
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            continue
+        delta = obj.get("delta") if isinstance(obj, dict) else None
+        if isinstance(delta, dict) and len(delta) == 1 and not {"text", "toolUse"} & set(delta):
+            return False
+    return True
+
+
+def judge_body(
+    body: bytes,
+    schemas: Mapping[str, Mapping[str, Any]],
+    policy: Callable[[str, dict[str, Any]], bool] = lambda name, value: True,
+) -> list[tuple[str, str, str]] | None:
+    """:func:`judge` of a whole body, each tool checked by its JSON schema and the policy: the
+    calls released (``[(toolUseId, name, arguments)]``), or None for a refused body. Every
+    payload must be a JSON object. Only meaningful where :func:`modelled` says so."""
+    events = frames(body)
+    if isinstance(events, str):
+        return None
+    for _name, data in events:
+        try:
+            if not isinstance(json.loads(data), dict):
+                return None
+        except (ValueError, RecursionError):
+            return None
+    tools: dict[str, Checker] = {
+        name: (
+            lambda value, schema=schema, name=name: (
+                Draft202012Validator(schema).is_valid(value) and policy(name, value)
+            )
+        )
+        for name, schema in schemas.items()
+    }
+    return judge(events, tools)

@@ -31,12 +31,14 @@ HARNESSES = {
     "fuzz_eventstream.py": [b"\x06" + body for body in _common.eventstream_bodies()],
     # The first byte is the size of the pieces less one (see fuzz_ndjson.py).
     "fuzz_ndjson.py": [b"\x06" + body for body in _common.ollama_bodies()],
-    # The first byte modulo 4 picks the wire: 0 chat, 1 Responses, 2 Anthropic, 3 Gemini
-    # (fuzz_core.py).
+    # The first byte modulo 6 picks the wire: 0 chat, 1 Responses, 2 Anthropic, 3 Gemini,
+    # 4 Ollama, 5 Bedrock (fuzz_core.py).
     "fuzz_core.py": [b"\x00" + body for body in _common.bodies()]
     + [b"\x01" + body for body in _common.responses_bodies()]
     + [b"\x02" + body for body in _common.anthropic_bodies()]
-    + [b"\x03" + body for body in _common.gemini_bodies()],
+    + [b"\x03" + body for body in _common.gemini_bodies()]
+    + [b"\x04" + body for body in _common.ollama_bodies()]
+    + [b"\x05" + body for body in _common.eventstream_bodies()],
 }
 
 
