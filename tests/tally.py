@@ -30,6 +30,9 @@ LABELS = {
     "responses_bad_streams": "  of which the Responses oracle says quarantine",
     "responses_released_bad": "  of which the gate released",
     "responses_bytewise": "  of which fed one byte at a time",
+    "anthropic_streams": "generated Anthropic streams fed to the core",
+    "gemini_streams": "generated Gemini streams fed to the core",
+    "ollama_streams": "generated Ollama streams fed to the core",
     "faults": "faults injected through litellm over loopback",
     "fault_releases": "  tool calls released in them",
 }
