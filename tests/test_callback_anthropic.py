@@ -77,6 +77,7 @@ def gate() -> Iterator[ToolGateGuardrail]:
         yield gate
     finally:
         litellm.callbacks = saved
+        gate.close()
 
 
 def _no_leak(error: BaseException) -> None:

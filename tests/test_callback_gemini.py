@@ -19,6 +19,7 @@ call and no argument text.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -293,6 +294,10 @@ def test_a_sync_call_refused_in_its_hook_is_refused_typed_and_unsent(
     typed refusal: a whole one raised while litellm's request reads the answer, not an error
     litellm's Gemini parse makes of it; a stream's (asked for by the path
     ``:streamGenerateContent``, not the body) where litellm first reads it."""
+    # Gates an earlier test dropped without closing are put back when collected: collect
+    # them now, so that what this test's gate changed is all there is to put back.
+    gc.collect()
+    assert claiming.INSTALLATION.gates == 0
     made = ToolGateGuardrail(MANIFEST["tools"])
     _forget_timeout_handlers()
     with FakeUpstream() as own, _Hooked(made.close) as closing:
