@@ -10,6 +10,7 @@ QUARANTINED, refuses to release and raises the same fault again).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,3 +106,25 @@ def agree(whole: Result, expected: list[tuple[Any, ...]] | None, label: str = ""
 def pieces_of(body: bytes, cuts: list[int]) -> list[bytes]:
     bounds = [0, *cuts, len(body)]
     return [body[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def judged(
+    path: str, judge: Callable[..., list[tuple[Any, ...]] | None], wire: str
+) -> Callable[[bytes, list[int], str], Result]:
+    """The property tests' check for one wire: a body replayed whole and in the pieces
+    ``cuts`` make must reach the same outcome, the outcome ``judge`` (the wire's oracle)
+    gives; counted under ``<wire>_streams`` and labelled for hypothesis' statistics."""
+    from chatgen import SCHEMAS
+    from hypothesis import event
+
+    def check(body: bytes, cuts: list[int], label: str) -> Result:
+        whole = replay([body], path)
+        split = replay(pieces_of(body, cuts), path)
+        assert split == whole, "the outcome must not depend on how the bytes were split"
+        expected = judge(body, SCHEMAS, policy)
+        tally.count(f"{wire}_streams")
+        agree(whole, expected, f"{wire}_")
+        event(f"{label}: {'released' if whole.reason is None else whole.reason.value}")
+        return whole
+
+    return check

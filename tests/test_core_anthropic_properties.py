@@ -14,25 +14,21 @@ attempt (request path ``/v1/messages``):
 
 from __future__ import annotations
 
-import tally
 from anthgen import DAMAGE_LISTS, SEEDS, cuts_of, damage, stream
 from chatgen import SCHEMAS, policy, scaled
-from drive import agree, pieces_of, replay
-from hypothesis import HealthCheck, event, given, note, settings
+from drive import judged, replay
+from hypothesis import HealthCheck, given, note, settings
 from oracle_anthropic import judge
 
 FAST = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
 PATH = "/v1/messages"
 
 
+_CHECK = judged(PATH, judge, "anthropic")
+
+
 def check(body: bytes, seed: int, label: str) -> None:
-    whole = replay([body], PATH)
-    split = replay(pieces_of(body, cuts_of(body, seed)), PATH)
-    assert split == whole, "the outcome must not depend on how the bytes were split"
-    expected = judge(body, SCHEMAS, policy)
-    tally.count("anthropic_streams")
-    agree(whole, expected, "anthropic_")
-    event(f"{label}: {'released' if whole.reason is None else whole.reason.value}")
+    _CHECK(body, cuts_of(body, seed), label)
 
 
 @settings(FAST, max_examples=scaled(300))

@@ -14,25 +14,21 @@ code with the gate, which calls must be released. For every body, bound to a Gem
 
 from __future__ import annotations
 
-import tally
 from anthgen import cuts_of
 from chatgen import SCHEMAS, policy, scaled
-from drive import agree, pieces_of, replay
+from drive import judged, replay
 from gemgen import DAMAGE_LISTS, PATH, SEEDS, damage, stream
-from hypothesis import HealthCheck, event, given, note, settings
+from hypothesis import HealthCheck, given, note, settings
 from oracle_gemini import judge
 
 FAST = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
 
 
+_CHECK = judged(PATH, judge, "gemini")
+
+
 def check(body: bytes, seed: int, label: str) -> None:
-    whole = replay([body], PATH)
-    split = replay(pieces_of(body, cuts_of(body, seed)), PATH)
-    assert split == whole, "the outcome must not depend on how the bytes were split"
-    expected = judge(body, SCHEMAS, policy)
-    tally.count("gemini_streams")
-    agree(whole, expected, "gemini_")
-    event(f"{label}: {'released' if whole.reason is None else whole.reason.value}")
+    _CHECK(body, cuts_of(body, seed), label)
 
 
 @settings(FAST, max_examples=scaled(300))

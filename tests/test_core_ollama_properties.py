@@ -19,11 +19,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import tally
 from anthgen import cuts_of
 from chatgen import SCHEMAS, policy, scaled
-from drive import agree, pieces_of, replay
-from hypothesis import HealthCheck, event, given, note, settings
+from drive import judged, replay
+from hypothesis import HealthCheck, given, note, settings
 from ollgen import DAMAGE_LISTS, PATH, SEEDS, damage, stream
 from oracle_ollama import judge, lines
 
@@ -31,14 +30,11 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "ollama"
 FAST = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
 
 
+_CHECK = judged(PATH, judge, "ollama")
+
+
 def check(body: bytes, seed: int, label: str) -> None:
-    whole = replay([body], PATH)
-    split = replay(pieces_of(body, cuts_of(body, seed)), PATH)
-    assert split == whole, "the outcome must not depend on how the bytes were split"
-    expected = judge(body, SCHEMAS, policy)
-    tally.count("ollama_streams")
-    agree(whole, expected, "ollama_")
-    event(f"{label}: {'released' if whole.reason is None else whole.reason.value}")
+    _CHECK(body, cuts_of(body, seed), label)
 
 
 @settings(FAST, max_examples=scaled(300))
