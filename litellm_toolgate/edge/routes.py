@@ -184,10 +184,7 @@ gate reads the wire by the path litellm calls (core/state.py ``wire_of``), which
 model is Anthropic's (``PUBLISHER_PATHS``); :func:`_vertex_model_fault` lets only these two
 through. A deployment whose ``base_model`` sends another model name to Gemini is refused by
 its name (the check reads the model, not the deployment's ``base_model``)."""
-_VERTEX_GEMINI_RESPONSES = _bridge_unchecked(
-    "Gemini's generateContent stream",
-    "; and litellm's bridge hands a call the wire sent without an id out under an id of its own",
-)
+_VERTEX_GEMINI_RESPONSES = _GEMINI_RESPONSES  # the same wire, the same bridge
 _VERTEX_RESPONSES = Gated(
     Wire.ANTHROPIC,
     ClientKind.HTTP_HANDLER,
@@ -311,7 +308,7 @@ def route_for(request: Mapping[str, Any], api: Api, *, callback: bool = False) -
     reason = None if model_fault is None else model_fault(decisions[0][0])
     if reason is not None:
         raise RouteNotGated(decisions[0][1], api.value, reason)
-    if api is Api.RESPONSES and reason is None:
+    if api is Api.RESPONSES:
         responses_fault = _RESPONSES_MODEL_FAULTS.get(decisions[0][1])
         reason = None if responses_fault is None else responses_fault(decisions[0][0])
         if reason is not None:
@@ -356,6 +353,20 @@ _VERTEX_OTHER = (
 )
 
 
+_VERTEX_UNKNOWN = "cannot tell which Vertex AI API litellm sends this model to"
+
+
+def _vertex_route(model: str) -> Any:
+    """The Vertex AI API litellm sends ``model`` to (its ``get_vertex_ai_model_route``), or
+    None when litellm cannot tell."""
+    try:
+        from litellm.llms.vertex_ai.common_utils import get_vertex_ai_model_route
+
+        return get_vertex_ai_model_route(model=model, litellm_params=None)
+    except Exception:
+        return None
+
+
 def _vertex_model_fault(model: str) -> str | None:
     """Why a ``vertex_ai/`` model cannot be gated, or None when litellm sends it to Gemini's
     generateContent (a Gemini model) or to Anthropic's Messages through rawPredict (a Claude
@@ -364,17 +375,17 @@ def _vertex_model_fault(model: str) -> str | None:
     Jamba, the OpenAI-compatible partner models, Model Garden, Gemma and the legacy models
     are other wires. A numbered endpoint (a tuned model) is refused: the gate has not been
     checked against the URL litellm builds for it."""
+    route = _vertex_route(model)
     try:
-        from litellm.llms.vertex_ai.common_utils import (
-            VertexAIModelRoute,
-            get_vertex_ai_model_route,
-        )
         from litellm.llms.vertex_ai.vertex_ai_partner_models.main import VertexAIPartnerModels
 
-        route = get_vertex_ai_model_route(model=model, litellm_params=None)
         openai_like = bool(VertexAIPartnerModels.should_use_openai_handler(model))
     except Exception:
-        return "cannot tell which Vertex AI API litellm sends this model to"
+        return _VERTEX_UNKNOWN
+    if route is None:
+        return _VERTEX_UNKNOWN
+    from litellm.llms.vertex_ai.common_utils import VertexAIModelRoute
+
     if route == VertexAIModelRoute.GEMINI and "gemini" in model and not model.isdigit():
         return None
     other_partner = ("mistral", "codestral", "jamba")
@@ -396,15 +407,11 @@ cannot be gated, or None."""
 def _vertex_responses_fault(model: str) -> str | None:
     """Why a ``vertex_ai/`` model that :func:`_vertex_model_fault` lets through cannot be gated
     on the Responses API: a Gemini model (litellm's bridge replaces the ids of its calls)."""
-    try:
-        from litellm.llms.vertex_ai.common_utils import (
-            VertexAIModelRoute,
-            get_vertex_ai_model_route,
-        )
+    route = _vertex_route(model)
+    if route is None:
+        return _VERTEX_UNKNOWN
+    from litellm.llms.vertex_ai.common_utils import VertexAIModelRoute
 
-        route = get_vertex_ai_model_route(model=model, litellm_params=None)
-    except Exception:
-        return "cannot tell which Vertex AI API litellm sends this model to"
     return None if route == VertexAIModelRoute.PARTNER_MODELS else _VERTEX_GEMINI_RESPONSES.reason
 
 
