@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from litellm_toolgate.core import Attempt, PolicyDecision, ToolRegistry
-from litellm_toolgate.core.errors import ToolCallQuarantined
+from litellm_toolgate.core.errors import Party, QuarantineReason, ToolCallQuarantined
 from litellm_toolgate.core.escalation import BucketWindow, Escalation, Rule, Transition
-from litellm_toolgate.core.metrics import OVERFLOW, Observers, RouteLabels, outcome_of
+from litellm_toolgate.core.metrics import OVERFLOW, AttemptOutcome, Observers, RouteLabels
+from litellm_toolgate.core.state import Wire
 
 T, R = Transition.TRIPPED, Transition.RECOVERED
 RULE = Rule(window=10.0, buckets=5, min_attempts=4, trip_rate=0.5, recover_rate=0.25)
@@ -174,6 +175,14 @@ def _attempt(clock: Clock, *, done: bool) -> Attempt:
     return attempt
 
 
+def _counted(attempt: Attempt) -> AttemptOutcome:
+    """The attempt's outcome, counted once: a second ask answers None."""
+    outcome = attempt.count_once()
+    assert outcome is not None
+    assert attempt.count_once() is None
+    return outcome
+
+
 def test_the_outcome_of_a_release() -> None:
     clock = Clock()
     attempt = _attempt(clock, done=True)
@@ -181,9 +190,9 @@ def test_the_outcome_of_a_release() -> None:
         attempt.decide(call.index, PolicyDecision.approve())
     clock.now += 0.5
     attempt.release()
-    outcome = outcome_of(attempt)
+    outcome = _counted(attempt)
     assert outcome.released and outcome.reason is None and outcome.party is None
-    assert (outcome.route, outcome.wire, outcome.calls) == ("cometapi/x", "chat", 1)
+    assert (outcome.route, outcome.wire, outcome.calls) == ("cometapi/x", Wire.CHAT, 1)
     assert outcome.withheld_bytes == len('{"a": 2, "b": 3}')
     assert outcome.release_delay_seconds == pytest.approx(2.5)
     assert outcome.decision_seconds >= 0
@@ -192,9 +201,11 @@ def test_the_outcome_of_a_release() -> None:
 def test_the_outcome_of_a_remote_fault_and_counting_once() -> None:
     clock = Clock()
     attempt = _attempt(clock, done=False)  # no [DONE]: the upstream broke its contract
-    outcome = outcome_of(attempt)
-    assert not outcome.released and outcome.reason == "missing_done"
-    assert (outcome.family, outcome.party, outcome.remote_fault) == ("StreamFault", "remote", True)
+    outcome = attempt.count_once()  # asked directly: counted, so the observers hear nothing
+    assert outcome is not None and not outcome.released
+    assert (outcome.reason, outcome.party) == (QuarantineReason.MISSING_DONE, Party.REMOTE)
+    assert outcome.remote_fault
+    attempt = _attempt(clock, done=False)
     seen: list[Any] = []
 
     class Counting:
@@ -214,7 +225,7 @@ def test_the_outcome_of_a_remote_fault_and_counting_once() -> None:
     observers.add(Counting())
     observers.attempt_decided(attempt)
     observers.attempt_decided(attempt)  # a second report of the same attempt
-    assert [o.reason for o in seen] == ["missing_done"]
+    assert [o.reason for o in seen] == [QuarantineReason.MISSING_DONE]
 
 
 def test_a_policy_denial_is_local() -> None:
@@ -223,10 +234,10 @@ def test_a_policy_denial_is_local() -> None:
     for call in attempt.conclude():
         with pytest.raises(ToolCallQuarantined):
             attempt.decide(call.index, PolicyDecision.deny("no"))
-    outcome = outcome_of(attempt)
+    outcome = _counted(attempt)
     assert (outcome.reason, outcome.party, outcome.remote_fault) == (
-        "policy_denied",
-        "local",
+        QuarantineReason.POLICY_DENIED,
+        Party.LOCAL,
         False,
     )
 
@@ -258,7 +269,7 @@ def test_the_outcome_reads_the_timings_the_attempt_kept() -> None:
     spent = sum(r.validation_ms + r.policy_ms for r in records) / 1000
     assert attempt.timings() == (99.0, pytest.approx(spent, abs=1e-5))
     assert attempt.timings()[1] == pytest.approx(0.5 + 0.5 + 0.75, abs=1e-5)  # as recorded
-    outcome = outcome_of(attempt)
+    outcome = _counted(attempt)
     assert (outcome.calls, outcome.release_delay_seconds) == (3, 2.0)
     assert outcome.decision_seconds == attempt.timings()[1]
 
@@ -270,7 +281,8 @@ def test_an_attempt_without_calls_has_no_delay() -> None:
     attempt.receive_bytes(_chunk({"content": "hi"}, "stop") + b"data: [DONE]\n\n")
     attempt.receive_eof()
     assert attempt.conclude() == []
+    assert attempt.count_once() is None  # not decided yet: counted when it is
     attempt.release()
     assert attempt.timings() == (None, 0.0)
-    outcome = outcome_of(attempt)
+    outcome = _counted(attempt)
     assert (outcome.calls, outcome.release_delay_seconds, outcome.released) == (0, None, True)

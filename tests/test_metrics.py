@@ -25,8 +25,9 @@ from conftest import CASES, body_of
 from loopback import run
 
 from litellm_toolgate import ToolGate
-from litellm_toolgate.core.errors import GateConfigError
+from litellm_toolgate.core.errors import GateConfigError, QuarantineReason
 from litellm_toolgate.core.metrics import OVERFLOW, AttemptOutcome
+from litellm_toolgate.core.state import Wire
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 from litellm_toolgate.edge.callback import GuardrailConfigError, ToolGateGuardrail
 from litellm_toolgate.edge.config import GateSettings
@@ -86,9 +87,10 @@ def test_gated_attempts_are_counted_once_by_reason(
 
 
 def _outcome(route: str, reason: str | None = None, party: str | None = None) -> AttemptOutcome:
-    family = None if reason is None else "StreamFault"
-    delay = 0.01 if reason is None else None
-    return AttemptOutcome(route, "chat", reason is None, reason, family, party, 1, 10, 0.001, delay)
+    """A chat attempt with one call that opened 10 ms before the decision."""
+    fault = None if reason is None else QuarantineReason(reason)
+    assert party == (None if fault is None else fault.party.value)  # as the caller means
+    return AttemptOutcome(route, Wire.CHAT, fault, 1, 10, 0.001, 5.0, 5.01)
 
 
 def test_label_cardinality_stays_bounded_under_many_model_names(
@@ -453,13 +455,14 @@ def test_a_batch_of_several_wires_routes_and_reasons_is_binned_per_series(
     """One fold over a mixed batch (the common batch is one cell): each wire's histograms
     take only its own attempts with calls, the delay only released ones."""
     chat = _outcome("cometapi/gpt-4o-mini")
+    responses = Wire.RESPONSES
     outcomes = [
         chat,
         chat._replace(route="openai/gpt-4o"),
         _outcome("cometapi/gpt-4o-mini", "missing_done", "remote"),
-        chat._replace(wire="responses", withheld_bytes=5000, release_delay_seconds=3.0),
-        chat._replace(wire="responses", calls=0, withheld_bytes=0, release_delay_seconds=None),
-        chat._replace(released=True, release_delay_seconds=None),  # made by hand: no delay
+        chat._replace(wire=responses, withheld_bytes=5000, decided_at=8.0),
+        chat._replace(wire=responses, calls=0, withheld_bytes=0, first_opened=None),
+        chat._replace(first_opened=None),  # made by hand: a call, but no delay
     ]
     for outcome in outcomes:
         exporter.attempt_decided(outcome)
@@ -474,3 +477,11 @@ def test_a_batch_of_several_wires_routes_and_reasons_is_binned_per_series(
     assert value(exporter, "toolgate_release_delay_seconds_count", wire="chat") == 2
     assert value(exporter, "toolgate_release_delay_seconds_sum", wire="responses") == 3.0
     assert value(exporter, "toolgate_decision_seconds_count") == 5
+
+
+def test_a_clock_that_stepped_back_counts_a_delay_of_zero(exporter: PrometheusExporter) -> None:
+    stepped = _outcome("cometapi/gpt-4o-mini")._replace(decided_at=4.0)  # before first_opened
+    for outcome in (stepped, _outcome("cometapi/gpt-4o-mini")):
+        exporter.attempt_decided(outcome)
+    assert value(exporter, "toolgate_release_delay_seconds_bucket", le="0.005") == 1
+    assert value(exporter, "toolgate_release_delay_seconds_sum") == pytest.approx(0.01)

@@ -490,5 +490,5 @@ def test_the_vertex_token_fetch_is_not_the_gate_s(
         observers.remove(decided)
     assert len(TOKENS) == tokens + 1
     assert len(server.requests) == 1 and "token" not in server.requests[0].path
-    assert [(o.wire, o.released, o.calls) for o in decided.outcomes] == [(wire, True, 1)]
+    assert [(o.wire.value, o.released, o.calls) for o in decided.outcomes] == [(wire, True, 1)]
     assert _released(items, Api.CHAT) == _want("vertex_ai", Api.CHAT)

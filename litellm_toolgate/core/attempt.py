@@ -47,6 +47,7 @@ from .events import ArgumentDelta, TextDelta, WireEvent
 from .framing import FramingDecoder
 from .ledger import Ledger
 from .limits import Limits
+from .metrics import AttemptOutcome
 from .policy import PolicyDecision, ReleasedCall, ToolCall
 from .profiles import profile_for, stop_with_calls_accepted
 from .records import DecisionRecord, ExecutionState
@@ -79,6 +80,8 @@ R = QuarantineReason
 _CONCLUDE, _RELEASE = StreamInput.CONCLUDE, StreamInput.RELEASE
 _TEXT, _ARGUMENTS = StreamInput.TEXT, StreamInput.ARGUMENTS
 _APPROVED, _RELEASE_CALL, _CLIENT = CallInput.APPROVED, CallInput.RELEASE, Executor.CLIENT
+_RELEASED = StreamState.RELEASED
+_outcome: Callable[[type[AttemptOutcome], tuple[Any, ...]], AttemptOutcome] = tuple.__new__
 
 
 class Attempt:
@@ -184,40 +187,36 @@ class Attempt:
         policy time as it is timed), so reading them scans nothing."""
         return self._ledger.first_opened, self._deciding_ms / 1000
 
-    def metric_fields(
-        self,
-    ) -> tuple[str, Wire, QuarantineReason | None, int, int, float | None, float, float]:
-        """What a decided attempt counts for, read in one call (``core.metrics.outcome_of``,
-        on the decision's path): the route, the wire, the quarantine's reason (None:
-        released), the calls, the argument bytes, when the first call opened (None: no call),
-        the seconds spent deciding (as :meth:`timings`) and the clock now. Every value is
-        kept ready as the attempt goes: this reads the attempt and its ledger, none of its
-        calls."""
-        ledger = self._ledger
-        first = ledger.first_opened
-        return (
-            self.route,
-            ledger.wire,
-            self._reason,
-            len(self._calls),
-            ledger.argument_bytes,
-            first,
-            self._deciding_ms / 1000,
-            self._clock() if first is not None else 0.0,
-        )
-
     @property
     def decided(self) -> bool:
         """Released or quarantined: the attempt's fate is settled."""
         return self._fault is not None or self._state is StreamState.RELEASED
 
-    def count_once(self) -> bool:
-        """True the first time a decided attempt is asked: it is counted once, whatever
-        reports it. False before its fate is settled (it is counted later) and after."""
-        if self._counted or (self._fault is None and self._state is not StreamState.RELEASED):
-            return False
+    def count_once(self) -> AttemptOutcome | None:
+        """What a decided attempt counts for, the first time it is asked: it is counted
+        once, whatever reports it. None before its fate is settled (it is counted later)
+        and after. Every value is kept ready as the attempt goes: this reads the attempt and
+        its ledger, none of its calls, and the clock only when a call opened."""
+        if self._counted or (self._fault is None and self._state is not _RELEASED):
+            return None
         self._counted = True
-        return True
+        ledger = self._ledger
+        first = ledger.first_opened
+        # tuple.__new__ straight: a named tuple's own __new__ is Python code, and this runs
+        # on every decided attempt while metrics are on.
+        return _outcome(
+            AttemptOutcome,
+            (
+                self.route,
+                ledger.wire,
+                self._reason,
+                len(self._calls),
+                ledger.argument_bytes,
+                self._deciding_ms / 1000,
+                first,
+                self._clock() if first is not None else 0.0,
+            ),
+        )
 
     # ---- wire input ----------------------------------------------------------------------
     def bind_request(self, path: str, fields: Mapping[str, object]) -> None:

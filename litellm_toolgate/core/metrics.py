@@ -1,12 +1,17 @@
 """What one decided attempt counts for, as data, and who is told: the metrics' sans-I/O half.
 
-The edge decides every attempt in one place (``edge/logs.py::emit_records``); there it hands
-the attempt to :func:`outcome_of`, which reads what a metric needs and nothing the model
-wrote: the route, the wire, released or the quarantine's reason, family and party, the time
-the gate spent deciding, the time from the first call fragment on the wire to the release,
-and the argument bytes it withheld. :class:`Observers` passes the outcome (and the start and
-end of every gated stream) to whatever is registered: the Prometheus exporter and the route
-escalation live at the edge; the core imports neither.
+The edge decides every attempt in one place (``edge/logs.py::emit_records``); there it asks
+the attempt for its :class:`AttemptOutcome` (:meth:`~.attempt.Attempt.count_once`), which
+holds what a metric needs and nothing the model wrote: the route, the wire, the quarantine's
+reason (None: released), the calls, the argument bytes withheld, the time the gate spent
+deciding, and when the first call opened and the attempt was decided (their difference is
+the release delay). :class:`Observers` passes the outcome (and the start and end of every
+gated stream) to whatever is registered: the Prometheus exporter and the route escalation
+live at the edge; the core imports neither.
+
+The outcome keeps the enums as they are, and its labels (reason, family, party, the wire's
+name) are properties: made once per attempt on the decision's path, it costs a tuple, and an
+observer that bins many outcomes maps each distinct cell to its labels once.
 
 Label values must stay bounded whatever the callers send: :class:`RouteLabels` keeps the
 routes an operator named plus the first ``cap`` others seen, and answers :data:`OVERFLOW`
@@ -16,12 +21,14 @@ for every route past that. Reasons, families, parties and wires are closed enums
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple, Protocol
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from .attempt import Attempt
-from .errors import QuarantineReason
+from .errors import Party, QuarantineReason
 from .state import Wire
+
+if TYPE_CHECKING:
+    from .attempt import Attempt
 
 OVERFLOW = "other"
 """The route label of every route past the cap."""
@@ -34,62 +41,38 @@ class AttemptOutcome(NamedTuple):
     cheapest record Python makes."""
 
     route: str
-    wire: str
-    released: bool
-    reason: str | None
-    """The :class:`~.errors.QuarantineReason` value, None when released."""
-    family: str | None
-    """The quarantine's exception class name (``StreamFault``, ``PolicyDenied``...)."""
-    party: str | None
-    """``remote`` (the upstream broke its contract) or ``local``."""
+    wire: Wire
+    reason: QuarantineReason | None
+    """Why the attempt was quarantined; None when it was released."""
     calls: int
     withheld_bytes: int
     decision_seconds: float
     """Parse, schema and policy time of the attempt's calls."""
-    release_delay_seconds: float | None
-    """From the first call fragment on the wire to the decision; None without a call."""
+    first_opened: float | None
+    """When the wire opened the first call, on the attempt's clock; None without a call."""
+    decided_at: float
+    """When the attempt was decided, on the same clock (read only when a call opened)."""
+
+    @property
+    def released(self) -> bool:
+        return self.reason is None
+
+    @property
+    def party(self) -> Party | None:
+        """Who is at fault; None when released."""
+        return None if self.reason is None else self.reason.party
 
     @property
     def remote_fault(self) -> bool:
-        return self.party == "remote"
+        return self.reason is not None and self.reason.party is Party.REMOTE
 
-
-# Per reason, its labels: read once here, not through the enum's properties per attempt.
-_REASON_LABELS = {
-    reason: (reason.value, reason.family.__name__, reason.party.value)
-    for reason in QuarantineReason
-}
-_WIRE_LABELS = {wire: wire.value for wire in Wire}
-_new: Callable[[type[AttemptOutcome], tuple[Any, ...]], AttemptOutcome] = tuple.__new__
-
-
-def outcome_of(attempt: Attempt) -> AttemptOutcome:
-    """The outcome of a decided attempt (released, or quarantined)."""
-    route, wire, fault, calls, argument_bytes, first, deciding, now = attempt.metric_fields()
-    if fault is None:
-        reason = family = party = None
-    else:
-        reason, family, party = _REASON_LABELS[fault]  # the quarantine's reason
-    delay = None
-    if first is not None:
-        delay = now - first
-        if delay < 0.0:  # a clock that stepped back  # noqa: PLR1730 (no builtin call here)
-            delay = 0.0
-    # tuple.__new__ straight: a named tuple's own __new__ is Python code, and this runs on
-    # every decided attempt.
-    fields = (
-        route,
-        _WIRE_LABELS[wire],
-        fault is None,
-        reason,
-        family,
-        party,
-        calls,
-        argument_bytes,
-        deciding,
-        delay,
-    )
-    return _new(AttemptOutcome, fields)
+    @property
+    def release_delay_seconds(self) -> float | None:
+        """From the first call fragment on the wire to the decision; None without a call.
+        A clock that stepped back gives 0."""
+        if self.first_opened is None:
+            return None
+        return max(0.0, self.decided_at - self.first_opened)
 
 
 class Observer(Protocol):
@@ -126,9 +109,11 @@ class Observers:
     def attempt_decided(self, attempt: Attempt) -> None:
         """Count a decided attempt once, however many paths report it."""
         observers = self.listening
-        if not observers or not attempt.count_once():
+        if not observers:
             return
-        outcome = outcome_of(attempt)
+        outcome = attempt.count_once()
+        if outcome is None:
+            return
         for observer in observers:
             try:
                 observer.attempt_decided(outcome)
@@ -183,4 +168,4 @@ class RouteLabels:
         return len(self._known)
 
 
-__all__ = ["OVERFLOW", "AttemptOutcome", "Observer", "Observers", "RouteLabels", "outcome_of"]
+__all__ = ["OVERFLOW", "AttemptOutcome", "Observer", "Observers", "RouteLabels"]

@@ -37,13 +37,14 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterator
 from itertools import compress
-from operator import itemgetter
+from operator import sub
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..core.errors import GateConfigError
+from ..core.errors import GateConfigError, QuarantineReason
 from ..core.metrics import AttemptOutcome, RouteLabels
+from ..core.state import Wire
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -69,9 +70,6 @@ METRIC_LABELS: dict[str, tuple[str, ...]] = {
 }
 """Every series the gate exports and its labels (histograms add ``_bucket``, ``_sum``,
 ``_count`` and the ``le`` label). The dashboard test checks its queries against this."""
-
-# The fields of an AttemptOutcome that name its cell (see PrometheusExporter._fold).
-_CELL_KEY = itemgetter(0, 1, 3)  # route, wire, reason
 
 _HISTOGRAMS = {
     "toolgate_decision_seconds": (
@@ -145,6 +143,24 @@ class _Histogram:
         return out
 
 
+def _delays(
+    reasons: tuple[Any, ...], firsts: tuple[float | None, ...], decided: tuple[float, ...]
+) -> list[float]:
+    """The release delay of each released attempt whose first call opened (columns of a
+    batch); a clock that stepped back gives 0. By columns: the usual batch, every attempt
+    released with a call, is one subtraction per value."""
+    if reasons.count(None) != len(reasons) or None in firsts:
+        keep = [
+            reason is None and first is not None
+            for reason, first in zip(reasons, firsts, strict=True)
+        ]
+        firsts, decided = tuple(compress(firsts, keep)), tuple(compress(decided, keep))
+    delays: list[float] = list(map(sub, decided, firsts))
+    if delays and min(delays) < 0.0:
+        delays = [delay if delay > 0.0 else 0.0 for delay in delays]
+    return delays
+
+
 class PrometheusExporter:
     """The observer that keeps the gate's series, and their collector (see the module)."""
 
@@ -163,7 +179,7 @@ class PrometheusExporter:
         self._lock = threading.Lock()
         # (route, wire, reason) -> [count, histograms..., (route label, wire, reason,
         # family, party)]; reason None: released. Routes past the cap share a label.
-        self._cells: dict[tuple[str, str, str | None], list[Any]] = {}
+        self._cells: dict[tuple[str, Wire, QuarantineReason | None], list[Any]] = {}
         self._queue: list[AttemptOutcome] = []
         self._histograms: dict[tuple[str, str], _Histogram] = {}
         self._in_flight = 0
@@ -189,9 +205,10 @@ class PrometheusExporter:
         binned by the next fold, never lost (only this method takes, under the lock). A batch
         is binned in bulk, by columns (one ``zip`` over the outcomes): the counts in one step
         when the batch is one cell (one route, wire and reason: the usual batch), else by one
-        ``Counter`` over the cells' keys; each histogram's values sorted once and cut at its
-        bounds (a bisection per bound, not per value), its sum added in the order the
-        outcomes came (the same float sum as adding them one by one).
+        ``Counter`` over the cells' keys; a cell's labels are made when it is first seen;
+        each histogram's values sorted once and cut at its bounds (a bisection per bound, not
+        per value), its sum added in the order the outcomes came (the same float sum as
+        adding them one by one).
         """
         queue, cells, histograms = self._queue, self._cells, self._histograms
         with self._lock:
@@ -200,7 +217,7 @@ class PrometheusExporter:
                 return
             batch = queue[:taken]
             del queue[:taken]
-            routes, wires, released, reasons, _, _, calls, withheld, deciding, delays = zip(
+            routes, wires, reasons, calls, withheld, deciding, firsts, decided = zip(
                 *batch, strict=True
             )
             first_wire = wires[0]
@@ -212,37 +229,47 @@ class PrometheusExporter:
             for key, count in counted.items():
                 cell = cells.get(key)
                 if cell is None:
-                    cell = cells[key] = self._make(next(o for o in batch if _CELL_KEY(o) == key))
+                    cell = cells[key] = self._make(*key)
                 cell[0] += count
-            columns: tuple[tuple[Any, ...], ...] = (calls, withheld, deciding, released, delays)
+            columns: tuple[tuple[Any, ...], ...] = (
+                calls,
+                withheld,
+                deciding,
+                reasons,
+                firsts,
+                decided,
+            )
             for wire in (first_wire,) if one_wire else set(wires):
                 of_wire = columns
                 if not one_wire:
-                    mask = [w == wire for w in wires]
+                    mask = [w is wire for w in wires]
                     of_wire = tuple(tuple(compress(column, mask)) for column in columns)
                 # Only an attempt with calls is observed (its first call opened: a delay).
                 if 0 in of_wire[0]:
                     of_wire = tuple(tuple(compress(column, of_wire[0])) for column in of_wire)
                     if not of_wire[0]:
                         continue
-                _, of_withheld, of_deciding, of_released, of_delays = of_wire
-                histograms["toolgate_decision_seconds", wire].add(list(of_deciding))
-                histograms["toolgate_withheld_bytes", wire].add(list(of_withheld))
-                delayed = compress(of_delays, of_released)
-                histograms["toolgate_release_delay_seconds", wire].add(
-                    [delay for delay in delayed if delay is not None]
+                _, of_withheld, of_deciding, of_reasons, of_firsts, of_decided = of_wire
+                label = wire.value
+                histograms["toolgate_decision_seconds", label].add(list(of_deciding))
+                histograms["toolgate_withheld_bytes", label].add(list(of_withheld))
+                histograms["toolgate_release_delay_seconds", label].add(
+                    _delays(of_reasons, of_firsts, of_decided)
                 )
 
-    def _make(self, outcome: AttemptOutcome) -> list[Any]:
+    def _make(self, route: str, wire: Wire, reason: QuarantineReason | None) -> list[Any]:
         """A new cell: [count, decision, delay and withheld histograms, the series labels]."""
-        route, wire = self.route_label(outcome.route or "unknown"), outcome.wire
+        label = wire.value
         histograms = []
         for name in _HISTOGRAMS:
-            made = self._histograms.get((name, wire))
+            made = self._histograms.get((name, label))
             if made is None:
-                made = self._histograms[name, wire] = _Histogram(_HISTOGRAMS[name][1])
+                made = self._histograms[name, label] = _Histogram(_HISTOGRAMS[name][1])
             histograms.append(made)
-        series = (route, wire, outcome.reason, outcome.family, outcome.party)
+        labels: tuple[str | None, ...] = (None, None, None)
+        if reason is not None:
+            labels = (reason.value, reason.family.__name__, reason.party.value)
+        series = (self.route_label(route or "unknown"), label, *labels)
         return [0, *histograms, series]
 
     def stream_started(self, route: str) -> None:
