@@ -453,8 +453,8 @@ def test_a_gate_made_after_litellm_cached_a_client_gates_the_first_sync_call(
 
 
 @pytest.mark.parametrize("mode", ["async", "sync"])
-@pytest.mark.parametrize("route", ["bedrock", "vertex_ai"])
-def test_the_bridge_over_converse_and_claude_on_vertex_is_refused_unsent(
+@pytest.mark.parametrize("route", ["bedrock", "vertex_ai", "anthropic"])
+def test_the_bridge_over_converse_and_claude_is_refused_unsent(
     upstream: FakeUpstream, route: str, mode: str
 ) -> None:
     """``ToolGate`` gates these Responses routes (tests/test_gate_responses_wires.py); the
@@ -469,6 +469,8 @@ def test_the_bridge_over_converse_and_claude_on_vertex_is_refused_unsent(
             "aws_secret_access_key": "x",
             "aws_region_name": "us-east-1",
         }
+    elif route == "anthropic":
+        model, extra = "anthropic/claude-sonnet-4-5", {"api_key": "sk-ant-test"}
     else:
         model, extra = CLAUDE_MODEL, vertex_args()
     before = len(upstream.requests)

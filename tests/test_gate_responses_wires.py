@@ -1,14 +1,15 @@
-"""``gate.responses()`` / ``gate.aresponses()`` on ``bedrock/converse/...`` and on
-``vertex_ai/claude-...`` through the real litellm over loopback HTTP.
+"""``gate.responses()`` / ``gate.aresponses()`` on ``bedrock/converse/...``, on
+``vertex_ai/claude-...`` and on ``anthropic/...`` through the real litellm over loopback HTTP.
 
 litellm has no Responses config for these routes: it makes a chat call on the provider's own
-wire (Bedrock's Converse, ``fixtures/bedrock``; Anthropic's Messages through Vertex's
-rawPredict, ``fixtures/anthropic``) and turns its chat chunks into Responses events. The wire
-is the truth; those events are the carrier, matched to the wire by order, call id, name and
-arguments (``core/wires/base.py``, ``bridged_responses_fault``). Every fixture, streamed
-(sync whole, async in odd pieces, by turns) and every whole body (``stream=False``): a good
-one releases exactly the wire's calls as function-call items under the wire's ids; a broken
-one is quarantined with the manifest's reason and no function-call item is handed out.
+wire (Bedrock's Converse, ``fixtures/bedrock``; Anthropic's Messages, through Vertex's
+rawPredict or at ``/v1/messages``, ``fixtures/anthropic``) and turns its chat chunks into
+Responses events. The wire is the truth; those events are the carrier, matched to the wire by
+order, call id, name and arguments (``core/wires/base.py``, ``bridged_responses_fault``).
+Every fixture, streamed (sync whole, async in odd pieces, by turns) and every whole body
+(``stream=False``): a good one releases exactly the wire's calls as function-call items under
+the wire's ids; a broken one is quarantined with the manifest's reason and no function-call
+item is handed out.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ BEDROCK_PATH = "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stre
 PATHS = {  # where litellm sends a streamed call; a whole one drops the stream from the name
     "bedrock": (BEDROCK_PATH, BEDROCK_PATH.removesuffix("-stream")),
     "vertex_ai": (CLAUDE_PATH, CLAUDE_PATH.replace(":streamRawPredict", ":rawPredict")),
+    "anthropic": ("/v1/messages", "/v1/messages"),
 }
 WIRES = {
     "bedrock": (
@@ -43,6 +45,12 @@ WIRES = {
         "application/vnd.amazon.eventstream",
     ),
     "vertex_ai": (ANTHROPIC, CLAUDE_MODEL, "text/event-stream"),
+    "anthropic": (ANTHROPIC, "anthropic/claude-sonnet-4-5", "text/event-stream"),
+}
+CREDENTIALS = {
+    "bedrock": lambda: AWS,
+    "vertex_ai": vertex_args,
+    "anthropic": lambda: {"api_key": "sk-ant-test"},
 }
 SPLIT = [1, 7, 13, 2, 64]
 # Where the outcome through litellm's Responses bridge differs from the wire's manifest.
@@ -56,6 +64,7 @@ THROUGH_BRIDGE: dict[str, dict[str, dict[str, str]]] = {
     # so its items mix the two calls' arguments (as its chat chunks do: test_gate_anthropic.py).
     "vertex_ai": {"tool_deltas_overlap": {"expect": "quarantine", "reason": "carrier_mismatch"}},
 }
+THROUGH_BRIDGE["anthropic"] = THROUGH_BRIDGE["vertex_ai"]  # the same wire, the same bridge
 
 
 def expected(route: str, name: str) -> dict[str, Any]:
@@ -113,7 +122,7 @@ def test_every_fixture(upstream: FakeUpstream, route: str, name: str, asynchrono
         "api_base": upstream.root_url,
         "stream": streamed,
         "num_retries": 0,
-        **(AWS if route == "bedrock" else vertex_args()),
+        **CREDENTIALS[route](),
     }
     gate = ToolGate(fixtures.manifest["tools"])
     try:

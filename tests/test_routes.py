@@ -153,7 +153,7 @@ def _call(row: str, api: Api, base: str, asynchronous: bool) -> list[Any]:
         call, acall = GATE.completion, GATE.acompletion
     else:
         tools = copy.deepcopy(RESP_MANIFEST["tools"])
-        if row == "vertex_ai:claude":
+        if row in ("anthropic", "vertex_ai:claude"):
             # litellm's Anthropic translation refuses the other tool types before sending.
             tools = [t for t in tools if t["type"] == "function"]
         kwargs.update(input="7 x 8?", tools=tools)

@@ -131,11 +131,6 @@ def _bridge_unchecked(wire: str, ids: str = "") -> Refused:
 # the Responses API to chat on this route too; the Anthropic wire's rule for those events
 # (core/wires/base.py, bridged_responses_fault) has been checked through litellm for Claude
 # on vertex_ai/ only, not here.
-_ANTHROPIC = Refused(
-    "litellm bridges the Responses API to chat over the Anthropic Messages stream here, and "
-    "the gate has not been checked against that bridge on this route (it is for Claude on "
-    "vertex_ai/)"
-)
 # ToolGate cross-checks litellm's chunks against the wire by position, name and arguments
 # (core/wires/gemini.py); the callback runs litellm's own Gemini parser over the withheld body
 # and cross-checks that the same way (preflight), since the wire's spec says litellm may
@@ -152,6 +147,13 @@ _BRIDGED_CALLBACK = (
     "the callback has not been checked against litellm's Responses bridge over this wire: "
     "use ToolGate"
 )
+_ANTHROPIC_RESPONSES = Gated(
+    Wire.ANTHROPIC, ClientKind.HTTP_HANDLER, bridged=True, callback=_BRIDGED_CALLBACK
+)
+"""litellm bridges the Responses API to chat over the Anthropic Messages stream and keeps
+each ``tool_use`` block's id as its function-call item's ``call_id``: the Anthropic wire's
+carrier rule matches those items (``core/wires/base.py`` ``bridged_responses_fault``), as for
+Claude on vertex_ai/."""
 _BEDROCK_RESPONSES = Gated(
     Wire.BEDROCK, ClientKind.HTTP_HANDLER, bridged=True, callback=_BRIDGED_CALLBACK
 )
@@ -231,8 +233,9 @@ ROUTES: Mapping[str, Route] = {
         Route("fireworks_ai", _HTTP_CHAT, _FAKE_STREAM),
         Route("hosted_vllm", _HTTP_CHAT, _FAKE_STREAM),
         Route("databricks", _HTTP_CHAT, _FAKE_STREAM),
-        # Chat (and litellm's Anthropic messages entry point) on the Anthropic Messages wire.
-        Route("anthropic", Gated(Wire.ANTHROPIC, ClientKind.HTTP_HANDLER), _ANTHROPIC),
+        # Chat (and litellm's Anthropic messages entry point) on the Anthropic Messages wire;
+        # litellm bridges its Responses API to chat there, cross-checked (ToolGate only).
+        Route("anthropic", Gated(Wire.ANTHROPIC, ClientKind.HTTP_HANDLER), _ANTHROPIC_RESPONSES),
         # Ollama's NDJSON /api/chat wire (core/wires/ollama.py); litellm bridges its
         # Responses API to chat there, which is not cross-checked (_bridge_unchecked).
         Route("ollama_chat", _OLLAMA_CHAT, _OLLAMA_RESPONSES),
