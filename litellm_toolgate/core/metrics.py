@@ -9,9 +9,10 @@ the release delay). :class:`Observers` passes the outcome (and the start and end
 gated stream) to whatever is registered: the Prometheus exporter and the route escalation
 live at the edge; the core imports neither.
 
-The outcome keeps the enums as they are, and its labels (reason, family, party, the wire's
-name) are properties: made once per attempt on the decision's path, it costs a tuple, and an
-observer that bins many outcomes maps each distinct cell to its labels once.
+The outcome keeps the enums as they are (the labels are theirs: ``wire.value``,
+``reason.value``, ``reason.family``, ``reason.party``) and the release delay as its two
+clock readings: made once per attempt on the decision's path, it costs one tuple, and an
+observer that bins many outcomes makes each series' labels once, not once per attempt.
 
 Label values must stay bounded whatever the callers send: :class:`RouteLabels` keeps the
 routes an operator named plus the first ``cap`` others seen, and answers :data:`OVERFLOW`
