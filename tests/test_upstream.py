@@ -279,6 +279,26 @@ def test_stream_false_is_not_streamed() -> None:
     assert r.json() == {}
 
 
+@pytest.mark.parametrize(
+    ("path", "streamed"),
+    [
+        ("/model/m/converse-stream", True),
+        ("/model/m/converse", False),
+        ("/v1beta/models/g:streamGenerateContent", True),
+        ("/v1beta/models/g:generateContent", False),
+    ],
+)
+def test_a_stream_asked_for_by_its_path_is_chunked(path: str, streamed: bool) -> None:
+    """Bedrock's Converse and Gemini ask for a stream by the path, not a ``stream`` field."""
+    with FakeUpstream() as up:
+        up.enqueue(Scripted(body=b"{}", content_type="application/json"))
+        r = httpx.post(f"{up.root_url}{path}", json={}, timeout=5)
+    assert (r.headers.get("transfer-encoding"), r.headers.get("content-length")) == (
+        ("chunked", None) if streamed else (None, "2")
+    )
+    assert r.json() == {}
+
+
 def test_request_log_and_both_paths() -> None:
     with FakeUpstream() as up:
         up.enqueue(Scripted(body=b"{}", content_type="application/json"))

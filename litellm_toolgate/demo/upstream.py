@@ -7,8 +7,9 @@ and ``POST /v1/messages`` for the Anthropic route (point litellm's ``anthropic/`
 Gemini's ``.../models/<model>:streamGenerateContent`` / ``:generateContent`` (``gemini/``
 and ``vertex_ai/gemini-...`` models at ``upstream.root_url``; the streamed path is answered as
 a stream) and Vertex AI's ``:streamRawPredict`` / ``:rawPredict`` (``vertex_ai/claude-...``).
-A request that asks for ``"stream": true`` gets its body in HTTP/1.1 chunked transfer
-encoding, one chunk per write, so a client can tell a clean end (the zero-length terminating
+A request that asks for ``"stream": true`` (or a streamed path: Gemini's
+``:streamGenerateContent``, Bedrock's ``/converse-stream``) gets its body in HTTP/1.1 chunked
+transfer encoding, one chunk per write, so a client can tell a clean end (the zero-length terminating
 chunk) from a connection that was dropped part way (no terminating chunk: httpx raises
 ``RemoteProtocolError``). Other requests get a ``Content-Length`` body.
 
@@ -69,8 +70,9 @@ _CHAT_SUFFIXES = (
     ":streamRawPredict",
     ":rawPredict",
 )
-_STREAM_SUFFIX = ":streamGenerateContent"
-"""Gemini asks for a stream by its path (and ``?alt=sse``), not by a ``stream`` field."""
+_STREAM_SUFFIX = (":streamGenerateContent", "/converse-stream")
+"""Gemini and Bedrock's Converse ask for a stream by the path (Gemini with ``?alt=sse`` too),
+not by a ``stream`` field: answered in chunked transfer encoding, as the services do."""
 _JOIN_TIMEOUT = 2.0
 _REQUEST_WAIT = 120.0
 """How long a connection may stay silent (before its request, or within one) before the
