@@ -289,6 +289,36 @@ def test_the_gemini_ollama_and_bedrock_wires(
     assert facts[BEDROCK_ROUTE]["content_type"] == "application/vnd.amazon.eventstream"
 
 
+def test_vertex_gemini_is_probed_on_the_gemini_wire(
+    capsys: pytest.CaptureFixture[str],
+    upstream: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """A Gemini model of ``vertex_ai/``: litellm finds the project, the location and a
+    throwaway service account in the environment (its own lookup, as for any call), fetches
+    its token on loopback, and calls Vertex's ``streamGenerateContent``; the probe reads the
+    Gemini wire there, as on ``gemini/``."""
+    from vertexauth import LOCATION, PROJECT, TOKENS, new_credentials
+
+    monkeypatch.setenv("VERTEXAI_PROJECT", PROJECT)
+    monkeypatch.setenv("VERTEXAI_LOCATION", LOCATION)
+    monkeypatch.setenv("VERTEXAI_CREDENTIALS", new_credentials())  # no token kept for it yet
+    route = "vertex_ai/gemini-probe-standard"
+    tokens = len(TOKENS)
+    out = tmp_path / "probe.json"
+    tables = probe(capsys, upstream, "--model", route, *FEW_ARGS, "--json", str(out), root=True)
+    assert len(TOKENS) == tokens + 1  # litellm's Vertex sign-in ran, once
+    rows = tables[route]
+    assert list(rows) == FEW
+    (written,) = json.loads(out.read_text())["routes"]
+    assert written["route"] == route and written["rows"][0]["wire"]["wire"] == "gemini"
+    for request, row in rows.items():
+        assert row[1:6] == [released(request), "STOP", "yes", "missing", "-"], row
+    assert column(rows["one_call"], "args") == "1 x 16-16 B"
+    assert column(rows["non_ascii"], "args") == "1 x 84-84 B"
+
+
 # ---- record, then verify ---------------------------------------------------------------------
 def record(
     capsys: pytest.CaptureFixture[str], upstream: FakeUpstream, out: Path, *args: str
