@@ -9,9 +9,9 @@ and ``vertex_ai/gemini-...`` models at ``upstream.root_url``; the streamed path 
 a stream) and Vertex AI's ``:streamRawPredict`` / ``:rawPredict`` (``vertex_ai/claude-...``).
 A request that asks for ``"stream": true`` (or a streamed path: Gemini's
 ``:streamGenerateContent``, Bedrock's ``/converse-stream``) gets its body in HTTP/1.1 chunked
-transfer encoding, one chunk per write, so a client can tell a clean end (the zero-length terminating
-chunk) from a connection that was dropped part way (no terminating chunk: httpx raises
-``RemoteProtocolError``). Other requests get a ``Content-Length`` body.
+transfer encoding, one chunk per write, so a client can tell a clean end (the zero-length
+terminating chunk) from a connection that was dropped part way (no terminating chunk: httpx
+raises ``RemoteProtocolError``). Other requests get a ``Content-Length`` body.
 
 Only the standard library is used, and the server binds to 127.0.0.1 on an ephemeral port.
 
