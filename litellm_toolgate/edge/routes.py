@@ -127,10 +127,6 @@ def _bridge_unchecked(wire: str, ids: str = "") -> Refused:
     )
 
 
-# The Anthropic Messages stream is read (chat and the messages entry point). litellm bridges
-# the Responses API to chat on this route too; the Anthropic wire's rule for those events
-# (core/wires/base.py, bridged_responses_fault) has been checked through litellm for Claude
-# on vertex_ai/ only, not here.
 # ToolGate cross-checks litellm's chunks against the wire by position, name and arguments
 # (core/wires/gemini.py); the callback runs litellm's own Gemini parser over the withheld body
 # and cross-checks that the same way (preflight), since the wire's spec says litellm may
