@@ -37,6 +37,7 @@ pytestmark = pytest.mark.proxy
 require_proxy()
 
 import anthropic  # noqa: E402  (after the skip: the proxy environment has it)
+import openai  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "anthropic"
@@ -114,24 +115,33 @@ def _scripted(request: dict[str, Any]) -> Scripted:
 
 
 @pytest.fixture(scope="module")
-def proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
+def scripted_upstream() -> Iterator[FakeUpstream]:
+    """The module's FakeUpstream (``_scripted``), its ``requests`` read by the tests."""
+    with FakeUpstream(_scripted) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def proxy(
+    tmp_path_factory: pytest.TempPathFactory, scripted_upstream: FakeUpstream
+) -> Iterator[Proxy]:
+    upstream = scripted_upstream
     folder = tmp_path_factory.mktemp("proxy_anthropic")
     config = folder / "proxy_anthropic.yaml"
     shutil.copy(EXAMPLES / config.name, config)
     text = config.read_text()
     assert "idle_timeout: 30" in text
     config.write_text(text.replace("idle_timeout: 30", f"idle_timeout: {IDLE_TIMEOUT}"))
-    with FakeUpstream(_scripted) as upstream:
-        saved = os.environ.get("TOOLGATE_ANTHROPIC_UPSTREAM")
-        os.environ["TOOLGATE_ANTHROPIC_UPSTREAM"] = upstream.root_url
-        try:
-            with running_proxy(config, upstream.base_url) as running:
-                yield running
-        finally:
-            if saved is None:
-                os.environ.pop("TOOLGATE_ANTHROPIC_UPSTREAM", None)
-            else:
-                os.environ["TOOLGATE_ANTHROPIC_UPSTREAM"] = saved
+    saved = os.environ.get("TOOLGATE_ANTHROPIC_UPSTREAM")
+    os.environ["TOOLGATE_ANTHROPIC_UPSTREAM"] = upstream.root_url
+    try:
+        with running_proxy(config, upstream.base_url) as running:
+            yield running
+    finally:
+        if saved is None:
+            os.environ.pop("TOOLGATE_ANTHROPIC_UPSTREAM", None)
+        else:
+            os.environ["TOOLGATE_ANTHROPIC_UPSTREAM"] = saved
 
 
 def _client(proxy: Proxy) -> anthropic.Anthropic:
@@ -499,3 +509,33 @@ def test_canary_no_argument_text_in_errors_or_the_proxy_log(proxy: Proxy) -> Non
     log = proxy.log.read_text(errors="replace")
     for text in texts:
         assert text not in log, "argument text reached the proxy log"
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_responses_on_the_anthropic_deployment_refused_unsent(
+    proxy: Proxy, scripted_upstream: FakeUpstream, stream: bool
+) -> None:
+    """``/v1/responses`` on the ``anthropic/`` deployment: litellm would bridge it to chat over
+    the Messages stream, a bridge the callback has not been checked against (the route
+    table; ``ToolGate`` gates it). The proxy refuses it before anything goes upstream, with
+    the gate's typed status and reason, never a function call; chat on the same deployment
+    still goes through (``test_anthropic_deployment_stream``)."""
+    client = openai.OpenAI(base_url=proxy.base_url, api_key=proxy.key, max_retries=0)
+    tools = [
+        {"type": "function", "name": t["name"], "parameters": t["input_schema"]} for t in TOOLS
+    ]
+    sent = len(scripted_upstream.requests)
+    events: list[Any] = []
+    with pytest.raises(openai.APIStatusError) as info:
+        made = client.responses.create(
+            model="claude-sonnet-4-5",
+            input="anthropic:multiply_basic",  # released on the Messages route
+            tools=tools,  # type: ignore[arg-type]
+            stream=stream,
+        )
+        if stream:
+            events.extend(made)  # type: ignore[arg-type]
+    assert info.value.status_code == 501, info.value
+    assert "use ToolGate" in str(info.value), info.value
+    assert not [e for e in events if "function_call" in getattr(e, "type", "")]
+    assert len(scripted_upstream.requests) == sent, "the refused request reached the upstream"
