@@ -32,10 +32,11 @@ def brief(row: Row) -> str:
             f"{row['baseline_us_per_event']['median']:.0f} µs/event"
         )
     if section == "metrics":
+        added = row["added_us_per_attempt"]
         return (
-            f"gate CPU ×{fmt_range(row['ratio_cpu'], 4)}: "
-            f"+{fmt_range(row['added_us_per_attempt'], 2)} µs on "
-            f"{row['gate_us_per_attempt']:.0f} µs an attempt"
+            f"gate CPU ×{fmt_range(row['ratio_cpu'], 4)}: +{added['median']:.2f} "
+            f"({added['q1']:.2f}–{added['q3']:.2f}) µs on {row['gate_us_per_attempt']:.0f} µs "
+            f"an attempt (median and quartiles of {added['n']} turns' differences)"
         )
     if section in ("core", "reference", "toolloop"):
         return (

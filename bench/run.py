@@ -91,7 +91,7 @@ def plan(quick: bool) -> dict[str, Any]:
             "memory": (16_384, [16]),
             "loop": 16_384,
             "journal": (10, 1),
-            "metrics": [("tool-call 20 events", tool_body(20)[0], 50, 2)],
+            "metrics": [("tool-call 20 events", tool_body(20)[0], 50, 4)],
             "toolloop": 1,
             "proxyload": ([1, 16, 64], 1, 1, 256),
         }
@@ -118,9 +118,9 @@ def plan(quick: bool) -> dict[str, Any]:
         "loop": 1_048_576,
         "journal": (200, 7),
         "metrics": [
-            ("tool-call 20 events", tool_body(20)[0], 500, 15),
-            ("tool-call 200 events", tool_body(200)[0], 200, 15),
-            ("4 interleaved calls of 16 KB", interleaved_body(4, 16_384)[0], 100, 15),
+            ("tool-call 20 events", tool_body(20)[0], 200, 400),
+            ("tool-call 200 events", tool_body(200)[0], 50, 150),
+            ("4 interleaved calls of 16 KB", interleaved_body(4, 16_384)[0], 10, 120),
         ],
         "toolloop": 9,
         "proxyload": ([1, 16, 64], 2, 2, 32),
