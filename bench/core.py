@@ -25,6 +25,7 @@ from bench.common import Row, Timer, pair_rows, summary
 from bench.report import log
 from litellm_toolgate import PolicyDecision
 from litellm_toolgate.core.attempt import Attempt
+from litellm_toolgate.core.metrics import Observers
 from litellm_toolgate.core.registry import ToolRegistry
 
 PIECE = 65_536
@@ -48,8 +49,10 @@ def floor_decode(pieces: list[bytes]) -> int:
     return n
 
 
-def core_stream(registry: ToolRegistry, pieces: list[bytes]) -> Attempt:
-    attempt = Attempt(registry)
+def core_stream(
+    registry: ToolRegistry, pieces: list[bytes], observers: Observers | None = None
+) -> Attempt:
+    attempt = Attempt(registry, observers=observers)
     attempt.bind_response(content_type="text/event-stream", streamed=True)
     for piece in pieces:
         attempt.receive_bytes(piece)

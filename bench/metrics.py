@@ -2,10 +2,12 @@
 
 Each turn takes two batches of attempts through the gate's own work, without litellm or a
 socket, in the order the gate does it: for each attempt in turn, the core fed the raw body,
-the decision, the release, then ``emit_records`` (the one place a decided attempt goes out
-and the observers are told). One batch runs with no observer ("off"), the other with the
-Prometheus exporter on a private registry ("on", the same series as on a proxy); which goes
-first alternates from turn to turn. Each batch is timed whole (the thread's CPU time), so
+the decision and the release (where the attempt queues its outcome while somebody listens),
+then ``emit_records`` (the one place a decided attempt goes out and the observers are
+told). The attempts are made with the edge's observers, as the gate makes them. One batch
+runs with no observer ("off"), the other with the Prometheus exporter on a private
+registry ("on", the same series as on a proxy); which goes first alternates from turn to
+turn. Each batch is timed whole (the thread's CPU time), so
 the figure includes what the metrics cost the gate's own work around them (the caches they
 take from it), and the many turns' median per-attempt difference is the metrics' cost.
 
@@ -40,7 +42,7 @@ def _batch(registry: ToolRegistry, pieces: list[bytes], count: int) -> float:
     """The thread's CPU seconds for ``count`` attempts, each decided, released and emitted."""
     started = time.thread_time()
     for _ in range(count):
-        attempt = core_stream(registry, pieces)
+        attempt = core_stream(registry, pieces, observers)
         for call in attempt.conclude():
             attempt.decide(call.index, PolicyDecision.approve())
         attempt.release()

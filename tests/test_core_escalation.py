@@ -160,8 +160,37 @@ class Clock:
         return self.now
 
 
+class Recording:
+    """An observer that keeps every outcome it is handed."""
+
+    batch = 1
+
+    def __init__(self) -> None:
+        self.outcomes: list[AttemptOutcome] = []
+
+    def attempts_decided(self, outcomes: list[AttemptOutcome]) -> None:
+        self.outcomes.extend(outcomes)
+
+    def stream_started(self, route: str) -> None: ...
+
+    def stream_ended(self, route: str) -> None: ...
+
+
+OBSERVERS = Observers()
+SEEN = Recording()
+OBSERVERS.add(SEEN)
+
+
+@pytest.fixture(autouse=True)
+def _nothing_queued() -> None:
+    OBSERVERS.drain()
+    SEEN.outcomes.clear()
+
+
 def _attempt(clock: Clock, *, done: bool) -> Attempt:
-    attempt = Attempt(ToolRegistry.from_tools([MULTIPLY]), route="cometapi/x", clock=clock)
+    attempt = Attempt(
+        ToolRegistry.from_tools([MULTIPLY]), route="cometapi/x", clock=clock, observers=OBSERVERS
+    )
     attempt.bind_response(content_type="text/event-stream", streamed=True)
     opened = {"index": 0, "id": "call-1", "type": "function", "function": {"name": "multiply"}}
     attempt.receive_bytes(_chunk({"tool_calls": [opened]}))
@@ -176,11 +205,13 @@ def _attempt(clock: Clock, *, done: bool) -> Attempt:
 
 
 def _counted(attempt: Attempt) -> AttemptOutcome:
-    """The attempt's outcome, counted once: a second ask answers None."""
-    outcome = attempt.count_once()
-    assert outcome is not None
-    assert attempt.count_once() is None
-    return outcome
+    """The one outcome the attempt queued as it was decided: deciding it again (a late
+    cancellation) and draining again add nothing."""
+    attempt.interrupt(QuarantineReason.CANCELLED)
+    OBSERVERS.drain()
+    OBSERVERS.drain()
+    assert len(SEEN.outcomes) == 1
+    return SEEN.outcomes[0]
 
 
 def test_the_outcome_of_a_release() -> None:
@@ -201,31 +232,61 @@ def test_the_outcome_of_a_release() -> None:
 def test_the_outcome_of_a_remote_fault_and_counting_once() -> None:
     clock = Clock()
     attempt = _attempt(clock, done=False)  # no [DONE]: the upstream broke its contract
-    outcome = attempt.count_once()  # asked directly: counted, so the observers hear nothing
-    assert outcome is not None and not outcome.released
+    outcome = _counted(attempt)
+    assert not outcome.released
     assert (outcome.reason, outcome.party) == (QuarantineReason.MISSING_DONE, Party.REMOTE)
     assert outcome.remote_fault
-    attempt = _attempt(clock, done=False)
     seen: list[Any] = []
 
     class Counting:
-        def attempt_decided(self, outcome: Any) -> None:
-            seen.append(outcome)
+        batch = 256
+
+        def attempts_decided(self, outcomes: list[Any]) -> None:
+            seen.extend(outcomes)
 
         def stream_started(self, route: str) -> None: ...
 
         def stream_ended(self, route: str) -> None: ...
 
     class Broken(Counting):
-        def attempt_decided(self, outcome: Any) -> None:
+        batch = 2
+
+        def attempts_decided(self, outcomes: list[Any]) -> None:
             raise RuntimeError("an observer's own failure")
 
     observers = Observers()
     observers.add(Broken())
     observers.add(Counting())
-    observers.attempt_decided(attempt)
-    observers.attempt_decided(attempt)  # a second report of the same attempt
-    assert [o.reason for o in seen] == [QuarantineReason.MISSING_DONE]
+    assert observers.every == 2  # the most impatient listener's batch
+    attempt = Attempt(
+        ToolRegistry.from_tools([MULTIPLY]), route="cometapi/x", clock=clock, observers=observers
+    )
+    attempt.bind_response(content_type="text/event-stream", streamed=True)
+    with pytest.raises(ToolCallQuarantined):
+        attempt.receive_eof()  # an empty body: no terminal
+    assert not observers.due()
+    attempt.interrupt(QuarantineReason.CANCELLED)  # a second report
+    observers.drain()
+    fault = attempt.quarantined
+    assert fault is not None and [o.reason for o in seen] == [fault.reason]
+    observers.drain()
+    assert len(seen) == 1
+
+
+def test_nobody_listening_queues_nothing() -> None:
+    """An attempt decided while nobody listens is never counted, later listeners included."""
+    observers = Observers()
+    attempt = Attempt(ToolRegistry.from_tools([MULTIPLY]), route="cometapi/x", observers=observers)
+    attempt.bind_response(content_type="text/event-stream", streamed=True)
+    with pytest.raises(ToolCallQuarantined):
+        attempt.receive_eof()
+    assert observers.decided == [] and not observers
+    late = Recording()
+    observers.add(late)
+    observers.drain()
+    assert late.outcomes == []
+    observers.remove(late)
+    assert not observers and observers.every == 1
 
 
 def test_a_policy_denial_is_local() -> None:
@@ -246,7 +307,9 @@ def test_the_outcome_reads_the_timings_the_attempt_kept() -> None:
     """Two calls, a clock that steps back between their openings, a repeated decision: the
     first opening, the deciding time and the delay are what the calls' own records say."""
     clock = Clock()
-    attempt = Attempt(ToolRegistry.from_tools([MULTIPLY]), route="cometapi/x", clock=clock)
+    attempt = Attempt(
+        ToolRegistry.from_tools([MULTIPLY]), route="cometapi/x", clock=clock, observers=OBSERVERS
+    )
     attempt.bind_response(content_type="text/event-stream", streamed=True)
     for index, at in ((0, 100.0), (1, 99.0), (2, 99.5)):  # the second opens "earlier"
         clock.now = at
@@ -276,12 +339,15 @@ def test_the_outcome_reads_the_timings_the_attempt_kept() -> None:
 
 def test_an_attempt_without_calls_has_no_delay() -> None:
     clock = Clock()
-    attempt = Attempt(ToolRegistry.from_tools([MULTIPLY]), route="cometapi/x", clock=clock)
+    attempt = Attempt(
+        ToolRegistry.from_tools([MULTIPLY]), route="cometapi/x", clock=clock, observers=OBSERVERS
+    )
     attempt.bind_response(content_type="text/event-stream", streamed=True)
     attempt.receive_bytes(_chunk({"content": "hi"}, "stop") + b"data: [DONE]\n\n")
     attempt.receive_eof()
     assert attempt.conclude() == []
-    assert attempt.count_once() is None  # not decided yet: counted when it is
+    OBSERVERS.drain()
+    assert SEEN.outcomes == []  # not decided yet: counted when it is
     attempt.release()
     assert attempt.timings() == (None, 0.0)
     outcome = _counted(attempt)

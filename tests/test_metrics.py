@@ -97,8 +97,8 @@ def test_label_cardinality_stays_bounded_under_many_model_names(
     exporter: PrometheusExporter,
 ) -> None:
     for i in range(2000):
-        exporter.attempt_decided(_outcome(f"openai/model-{i}"))
-        exporter.attempt_decided(_outcome(f"openai/model-{i}", "missing_done", "remote"))
+        exporter.attempts_decided([_outcome(f"openai/model-{i}")])
+        exporter.attempts_decided([_outcome(f"openai/model-{i}", "missing_done", "remote")])
     routes = set()
     series = 0
     for family in exporter.registry.collect():
@@ -126,7 +126,11 @@ def test_queued_outcomes_are_all_counted_across_threads_and_scrapes(
 
     def decide() -> None:
         for _ in range(per_thread):
-            exporter.attempt_decided(_outcome("cometapi/gpt-4o-mini"))
+            # What a decided attempt does (core/attempt.py), then where it goes out
+            # (edge/logs.py::emit_records).
+            observers.decided.append(_outcome("cometapi/gpt-4o-mini"))
+            if observers.due():
+                observers.drain()
 
     def scrape() -> None:
         while not stop.is_set():
@@ -148,8 +152,8 @@ def test_queued_outcomes_are_all_counted_across_threads_and_scrapes(
 
 
 def test_the_exported_series_are_the_documented_ones(exporter: PrometheusExporter) -> None:
-    exporter.attempt_decided(_outcome("cometapi/gpt-4o-mini"))
-    exporter.attempt_decided(_outcome("cometapi/gpt-4o-mini", "missing_done", "remote"))
+    exporter.attempts_decided([_outcome("cometapi/gpt-4o-mini")])
+    exporter.attempts_decided([_outcome("cometapi/gpt-4o-mini", "missing_done", "remote")])
     exporter.stream_started("r")
     exporter.route_transition("cometapi/gpt-4o-mini", "tripped")
     families = {(f.name, f.type) for f in exporter.registry.collect()}
@@ -238,10 +242,10 @@ def test_one_process_alone_trips_logs_once_and_recovers(caplog: pytest.LogCaptur
     assert not escalation.shared
     caplog.set_level(logging.INFO, logger="litellm_toolgate")
     for _ in range(3):
-        escalation.attempt_decided(_outcome(BAD, "missing_done", "remote"))
+        escalation.attempts_decided([_outcome(BAD, "missing_done", "remote")])
     assert escalation.filter(DEPLOYMENTS) == DEPLOYMENTS  # under min_attempts
     for _ in range(5):
-        escalation.attempt_decided(_outcome(BAD, "missing_done", "remote"))
+        escalation.attempts_decided([_outcome(BAD, "missing_done", "remote")])
     assert escalation.filter(DEPLOYMENTS) == DEPLOYMENTS[:1]
     alerts = [r.toolgate_alert for r in caplog.records if hasattr(r, "toolgate_alert")]
     assert [a["transition"] for a in alerts] == ["tripped"]  # one alert, not one per fault
@@ -258,7 +262,7 @@ def test_one_process_alone_trips_logs_once_and_recovers(caplog: pytest.LogCaptur
 def test_policy_denials_and_cancellations_never_trip() -> None:
     escalation = _escalation(Clock(), None, "unused")
     for reason in ["policy_denied", "cancelled", "too_many_calls"] * 20:
-        escalation.attempt_decided(_outcome(BAD, reason, "local"))
+        escalation.attempts_decided([_outcome(BAD, reason, "local")])
     assert escalation.tripped == frozenset()
     assert escalation.filter(DEPLOYMENTS) == DEPLOYMENTS
 
@@ -286,13 +290,13 @@ def test_two_processes_share_the_window_through_redis(redis_client: tuple[Any, s
         assert a.shared and b.shared
         # Denials through A: traffic, never faults.
         for _ in range(10):
-            a.attempt_decided(_outcome(BAD, "policy_denied", "local"))
+            a.attempts_decided([_outcome(BAD, "policy_denied", "local")])
         a.sync()
         b.sync()
         assert a.tripped == b.tripped == frozenset()
         # Faults through A only, fewer than min_attempts on their own in either process...
         for _ in range(12):
-            a.attempt_decided(_outcome(BAD, "missing_done", "remote"))
+            a.attempts_decided([_outcome(BAD, "missing_done", "remote")])
         assert a.tripped == frozenset()  # judged on the fleet's totals, at the next sync
         a.sync()
         b.sync()
@@ -320,9 +324,9 @@ def test_a_redis_that_fails_falls_back_to_this_process(redis_client: tuple[Any, 
     escalation = _escalation(clock, dead, "dead", sync_seconds=60)
     try:
         for _ in range(6):
-            escalation.attempt_decided(_outcome(BAD, "missing_done", "remote"))
+            escalation.attempts_decided([_outcome(BAD, "missing_done", "remote")])
         escalation.sync()  # fails: from now on judged here
-        escalation.attempt_decided(_outcome(BAD, "missing_done", "remote"))
+        escalation.attempts_decided([_outcome(BAD, "missing_done", "remote")])
         assert escalation.tripped == {BAD}
     finally:
         escalation.close()
@@ -391,7 +395,7 @@ def test_histogram_buckets_follow_the_le_rule(exporter: PrometheusExporter) -> N
     # A value equal to a bound falls in that bound's bucket (Prometheus: le, "less or equal").
     for seconds in (0.0001, 0.00010001, 1.0):
         outcome = _outcome("cometapi/gpt-4o-mini")._replace(decision_seconds=seconds)
-        exporter.attempt_decided(outcome)
+        exporter.attempts_decided([outcome])
     bucket = "toolgate_decision_seconds_bucket"
     assert value(exporter, bucket, le="0.0001") == 1
     assert value(exporter, bucket, le="0.00025") == 2
@@ -435,7 +439,7 @@ def test_metrics_on_a_port_of_their_own() -> None:
     made = enable_metrics(MetricsSettings(port=port, routes=["cometapi/gpt-4o-mini"]))
     try:
         assert enable_metrics(MetricsSettings()) is made  # one exporter per process
-        made.attempt_decided(_outcome("cometapi/gpt-4o-mini", "missing_done", "remote"))
+        made.attempts_decided([_outcome("cometapi/gpt-4o-mini", "missing_done", "remote")])
         text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
         assert 'toolgate_quarantines_total{family="StreamFault",party="remote"' in text
         # A port that cannot be served stops start-up, named.
@@ -465,7 +469,7 @@ def test_a_batch_of_several_wires_routes_and_reasons_is_binned_per_series(
         chat._replace(first_opened=None),  # made by hand: a call, but no delay
     ]
     for outcome in outcomes:
-        exporter.attempt_decided(outcome)
+        exporter.attempts_decided([outcome])
     assert value(exporter, "toolgate_attempts_total") == 6
     assert value(exporter, "toolgate_releases_total", wire="chat") == 3
     assert value(exporter, "toolgate_releases_total", route="openai/gpt-4o") == 1
@@ -482,6 +486,6 @@ def test_a_batch_of_several_wires_routes_and_reasons_is_binned_per_series(
 def test_a_clock_that_stepped_back_counts_a_delay_of_zero(exporter: PrometheusExporter) -> None:
     stepped = _outcome("cometapi/gpt-4o-mini")._replace(decided_at=4.0)  # before first_opened
     for outcome in (stepped, _outcome("cometapi/gpt-4o-mini")):
-        exporter.attempt_decided(outcome)
+        exporter.attempts_decided([outcome])
     assert value(exporter, "toolgate_release_delay_seconds_bucket", le="0.005") == 1
     assert value(exporter, "toolgate_release_delay_seconds_sum") == pytest.approx(0.01)

@@ -437,11 +437,13 @@ def test_the_callers_tools_are_not_edited_by_litellm(
 class _Decided:
     """Every attempt the gates decide, as the metrics see them."""
 
+    batch = 1
+
     def __init__(self) -> None:
         self.outcomes: list[AttemptOutcome] = []
 
-    def attempt_decided(self, outcome: AttemptOutcome) -> None:
-        self.outcomes.append(outcome)
+    def attempts_decided(self, outcomes: list[AttemptOutcome]) -> None:
+        self.outcomes.extend(outcomes)
 
     def stream_started(self, route: str) -> None:
         pass

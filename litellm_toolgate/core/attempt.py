@@ -29,6 +29,10 @@ attempt, never more bytes appended to this one. Every raise goes through
 was handed, so an error tracker that reads the frames of the traceback finds no argument
 text there.
 
+An attempt made with ``observers`` (``metrics.py``) queues what it counts for there, once,
+at the moment it is released or quarantined, while somebody listens; telling the observers
+is the edge's.
+
 The machine does no I/O and imports no litellm; time comes from an injected clock.
 """
 
@@ -47,7 +51,7 @@ from .events import ArgumentDelta, TextDelta, WireEvent
 from .framing import FramingDecoder
 from .ledger import Ledger
 from .limits import Limits
-from .metrics import AttemptOutcome
+from .metrics import AttemptOutcome, Observers
 from .policy import PolicyDecision, ReleasedCall, ToolCall
 from .profiles import profile_for, stop_with_calls_accepted
 from .records import DecisionRecord, ExecutionState
@@ -80,7 +84,6 @@ R = QuarantineReason
 _CONCLUDE, _RELEASE = StreamInput.CONCLUDE, StreamInput.RELEASE
 _TEXT, _ARGUMENTS = StreamInput.TEXT, StreamInput.ARGUMENTS
 _APPROVED, _RELEASE_CALL, _CLIENT = CallInput.APPROVED, CallInput.RELEASE, Executor.CLIENT
-_RELEASED = StreamState.RELEASED
 _outcome: Callable[[type[AttemptOutcome], tuple[Any, ...]], AttemptOutcome] = tuple.__new__
 
 
@@ -100,6 +103,7 @@ class Attempt:
         tool_categories: Mapping[str, str] | None = None,
         hmac_key: bytes | None = None,
         clock: Callable[[], float] = time.monotonic,
+        observers: Observers | None = None,
     ) -> None:
         self.registry = registry
         self.limits = limits or Limits()
@@ -122,6 +126,8 @@ class Attempt:
         self._reason: QuarantineReason | None = None
         self._response_id: str | None = None  # kept when the normalizer is dropped
         self._terminal = False
+        self._observers = observers
+        """Where the attempt's outcome goes when it is decided (``core/metrics.py``)."""
         self._counted = False
         self._deciding_ms = 0.0
         """Every call's validation plus policy time, summed as they are timed (what the
@@ -191,32 +197,6 @@ class Attempt:
     def decided(self) -> bool:
         """Released or quarantined: the attempt's fate is settled."""
         return self._fault is not None or self._state is StreamState.RELEASED
-
-    def count_once(self) -> AttemptOutcome | None:
-        """What a decided attempt counts for, the first time it is asked: it is counted
-        once, whatever reports it. None before its fate is settled (it is counted later)
-        and after. Every value is kept ready as the attempt goes: this reads the attempt and
-        its ledger, none of its calls, and the clock only when a call opened."""
-        if self._counted or (self._fault is None and self._state is not _RELEASED):
-            return None
-        self._counted = True
-        ledger = self._ledger
-        first = ledger.first_opened
-        # tuple.__new__ straight: a named tuple's own __new__ is Python code, and this runs
-        # on every decided attempt while metrics are on.
-        return _outcome(
-            AttemptOutcome,
-            (
-                self.route,
-                ledger.wire,
-                self._reason,
-                len(self._calls),
-                ledger.argument_bytes,
-                self._deciding_ms / 1000,
-                first,
-                self._clock() if first is not None else 0.0,
-            ),
-        )
 
     # ---- wire input ----------------------------------------------------------------------
     def bind_request(self, path: str, fields: Mapping[str, object]) -> None:
@@ -512,6 +492,9 @@ class Attempt:
             released.append(ReleasedCall(call.index, call.call_id, call.name, text, call.value))
         assert isinstance(stream, StreamState)
         self._state = stream
+        observers = self._observers
+        if observers is not None and observers.listening:
+            self._count(observers, None)
         return released
 
     def records(self) -> list[DecisionRecord]:
@@ -628,4 +611,40 @@ class Attempt:
         self._state = StreamState.QUARANTINED
         self._reason = reason
         self._fault = quarantine(reason, self.attempt_id, self.records(), call_index=index)
+        observers = self._observers
+        if observers is not None and observers.listening:
+            self._count(observers, reason, now)
         return self._fault
+
+    def _count(
+        self, observers: Observers, reason: QuarantineReason | None, now: float | None = None
+    ) -> None:
+        """Queue what the attempt counts for, once, as it is decided (``core/metrics.py``):
+        its values are read while they are still in the cache. The clock is read only when
+        a call opened (``now``: the quarantine's reading)."""
+        if self._counted:
+            return
+        self._counted = True
+        ledger = self._ledger
+        first = ledger.first_opened
+        if first is None:
+            now = 0.0
+        elif now is None:
+            now = self._clock()
+        # tuple.__new__ straight: a named tuple's own __new__ is Python code, and this runs
+        # on every decided attempt while metrics are on.
+        observers.decided.append(
+            _outcome(
+                AttemptOutcome,
+                (
+                    self.route,
+                    ledger.wire,
+                    reason,
+                    len(self._calls),
+                    ledger.argument_bytes,
+                    self._deciding_ms / 1000,
+                    first,
+                    now,
+                ),
+            )
+        )

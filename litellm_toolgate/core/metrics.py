@@ -1,13 +1,20 @@
 """What one decided attempt counts for, as data, and who is told: the metrics' sans-I/O half.
 
-The edge decides every attempt in one place (``edge/logs.py::emit_records``); there it asks
-the attempt for its :class:`AttemptOutcome` (:meth:`~.attempt.Attempt.count_once`), which
-holds what a metric needs and nothing the model wrote: the route, the wire, the quarantine's
-reason (None: released), the calls, the argument bytes withheld, the time the gate spent
-deciding, and when the first call opened and the attempt was decided (their difference is
-the release delay). :class:`Observers` passes the outcome (and the start and end of every
-gated stream) to whatever is registered: the Prometheus exporter and the route escalation
-live at the edge; the core imports neither.
+An attempt made with an :class:`Observers` (the edge passes its own) puts its
+:class:`AttemptOutcome` in :attr:`Observers.decided` at the moment it is decided, released
+or quarantined, while somebody listens: the outcome holds what a metric needs and nothing the
+model wrote: the route, the wire, the quarantine's reason (None: released), the calls, the
+argument bytes withheld, the time the gate spent deciding, and when the first call opened
+and the attempt was decided (their difference is the release delay). It is made there
+because that is where the attempt's values are still in the cache: read later, as the
+attempt went out, handing them over cost about twice as much (docs/performance.md).
+
+:meth:`Observers.drain` hands the queued outcomes to every observer, in batches: the edge
+drains where a decided attempt goes out (``edge/logs.py::emit_records``) once as many are
+queued as the most impatient observer lets wait (:attr:`Observer.batch`: the Prometheus
+exporter bins 256 at a time, the route escalation hears of each at once), and a scrape
+drains first. The start and end of every gated stream are passed on as they happen. The
+Prometheus exporter and the route escalation live at the edge; the core imports neither.
 
 The outcome keeps the enums as they are (the labels are theirs: ``wire.value``,
 ``reason.value``, ``reason.family``, ``reason.party``) and the release delay as its two
@@ -23,13 +30,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 from .errors import Party, QuarantineReason
 from .state import Wire
-
-if TYPE_CHECKING:
-    from .attempt import Attempt
 
 OVERFLOW = "other"
 """The route label of every route past the cap."""
@@ -77,9 +81,13 @@ class AttemptOutcome(NamedTuple):
 
 
 class Observer(Protocol):
-    """Told of every decided attempt and of every gated stream's start and end."""
+    """Told of decided attempts, in batches, and of every gated stream's start and end."""
 
-    def attempt_decided(self, outcome: AttemptOutcome) -> None: ...
+    batch: int
+    """How many decided attempts may be queued before this observer hears of them (1: each
+    as soon as it goes out). A scrape of its own drains the queue first."""
+
+    def attempts_decided(self, outcomes: list[AttemptOutcome]) -> None: ...
 
     def stream_started(self, route: str) -> None: ...
 
@@ -87,13 +95,21 @@ class Observer(Protocol):
 
 
 class Observers:
-    """The registered observers; an observer that raises never changes a decision."""
+    """The registered observers and the outcomes queued for them; an observer that raises
+    never changes a decision."""
 
     def __init__(self) -> None:
         self.listening: tuple[Observer, ...] = ()
-        """The observers registered now (empty: nobody listens). Read per decided attempt
-        as a plain attribute (``emit_records``), not through a Python-level ``__bool__``."""
-        self._lock = threading.Lock()
+        """The observers registered now (empty: nobody listens, and attempts queue nothing).
+        Read per decided attempt as a plain attribute, not through a Python-level
+        ``__bool__``."""
+        self.decided: list[AttemptOutcome] = []
+        """Outcomes of decided attempts not yet handed to the observers. Attempts append to
+        it (an atomic list operation); only :meth:`drain` takes from it."""
+        self.every = 1
+        """Drain once this many outcomes are queued: the smallest batch of the listeners."""
+        # Reentrant: an observer told under it (the escalation's hook, say) may add or remove.
+        self._lock = threading.RLock()
 
     def __bool__(self) -> bool:
         return bool(self.listening)
@@ -102,24 +118,39 @@ class Observers:
         with self._lock:
             if observer not in self.listening:
                 self.listening = (*self.listening, observer)
+                self.every = min(o.batch for o in self.listening)
 
     def remove(self, observer: Observer) -> None:
+        """Stop telling ``observer``, after handing it every outcome queued while it listened."""
+        self.drain()
         with self._lock:
             self.listening = tuple(o for o in self.listening if o is not observer)
+            self.every = min((o.batch for o in self.listening), default=1)
 
-    def attempt_decided(self, attempt: Attempt) -> None:
-        """Count a decided attempt once, however many paths report it."""
-        observers = self.listening
-        if not observers:
-            return
-        outcome = attempt.count_once()
-        if outcome is None:
-            return
-        for observer in observers:
-            try:
-                observer.attempt_decided(outcome)
-            except Exception:  # observing must never decide
-                continue
+    def due(self) -> bool:
+        """Whether enough outcomes are queued to drain now."""
+        return len(self.decided) >= self.every
+
+    def drain(self) -> None:
+        """Hand every queued outcome to every observer, in arrival order.
+
+        The first ``taken`` outcomes are copied out, then deleted, each an atomic list
+        operation: one appended meanwhile by another thread lands past them and goes with the
+        next drain, never lost. The observers are told under the lock, so a drain that
+        returns (a scrape's, say) has seen every outcome queued before it began handed over.
+        """
+        decided = self.decided
+        with self._lock:
+            taken = len(decided)
+            if not taken:
+                return
+            batch = decided[:taken]
+            del decided[:taken]
+            for observer in self.listening:
+                try:
+                    observer.attempts_decided(batch)
+                except Exception:  # observing must never decide
+                    continue
 
     def stream_started(self, route: str) -> None:
         for observer in self.listening:

@@ -50,7 +50,7 @@ from .clients import (
     is_async_client,
 )
 from .config import REQUEST_TOOLS
-from .logs import emit_records
+from .logs import emit_records, observers
 from .policyrun import aapprove_whole, approve_whole
 from .routes import Api, ClientKind, route_for
 from .stream import AsyncGatedStream, GatedStream
@@ -211,6 +211,7 @@ class ToolGate:
             route_profiles=self.route_profiles,
             tool_categories=self.tool_categories,
             hmac_key=self.hmac_key,
+            observers=observers,
         )
 
     def http_client(

@@ -4,8 +4,10 @@ Each record goes out as one log record: a short message with ids and outcome onl
 whole sanitized record in ``extra["toolgate"]`` (a JSON-ready dict) for handlers that ship
 structured logs. Released calls log at INFO, quarantined ones at WARNING.
 
-It is also where decided attempts are counted: :data:`observers` (the metrics exporter,
-the route escalation) hear of each attempt once, whatever the logging level.
+It is also where the observers (the metrics exporter, the route escalation) are told of
+decided attempts, whatever the logging level: each attempt queued its outcome in
+:data:`observers` as it was decided, and the queue is drained here once as many are
+queued as the most impatient observer lets wait (``core/metrics.py``).
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ observers = Observers()
 
 
 def emit_records(attempt: Attempt) -> None:
-    if observers.listening:
-        observers.attempt_decided(attempt)
+    if len(observers.decided) >= observers.every:
+        observers.drain()
     fault = attempt.quarantined
     level = logging.INFO if fault is None else logging.WARNING
     if not logger.isEnabledFor(level):

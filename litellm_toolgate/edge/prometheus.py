@@ -1,7 +1,7 @@
 """The gate's Prometheus metrics: an observer of decided attempts and gated streams.
 
-Needs the ``metrics`` extra (``prometheus-client``). The core hands every decided attempt's
-:class:`~..core.metrics.AttemptOutcome` to the observers registered in :mod:`logs`; this
+Needs the ``metrics`` extra (``prometheus-client``). Every decided attempt's
+:class:`~..core.metrics.AttemptOutcome` reaches the observers registered in :mod:`logs`; this
 exporter keeps the series below and hands them to ``prometheus_client`` as a collector, in
 its process-global registry by default: a LiteLLM proxy whose ``callbacks`` include
 ``prometheus`` serves that registry on its own ``/metrics``, so the gate's series appear
@@ -13,8 +13,8 @@ Why a collector and not ``Counter``/``Histogram`` objects: an attempt is counted
 decision's path, and five of those objects cost about 5 µs an attempt (each takes a lock);
 plain integers under one lock cost a fraction of that, and the families are built only
 when scraped (:meth:`PrometheusExporter.collect`). The decision's path only queues the
-attempt's outcome; outcomes are binned in batches and at every scrape, so a scrape always
-sees every attempt decided before it.
+attempt's outcome (``core/metrics.py``); outcomes are binned in batches and at every scrape
+(which drains the queue first), so a scrape always sees every attempt decided before it.
 
 Series (``route`` is bounded, see :class:`~..core.metrics.RouteLabels`):
 
@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..core.errors import GateConfigError, QuarantineReason
 from ..core.metrics import AttemptOutcome, RouteLabels
 from ..core.state import Wire
+from .logs import observers
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 # the stream's length from the first call fragment (milliseconds to minutes).
 DECISION_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5)
 DELAY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
-# Decided attempts queued before they are binned (see PrometheusExporter.attempt_decided).
+# Decided attempts queued before they are binned (see PrometheusExporter.attempts_decided).
 FOLD_EVERY = 256
 BYTES_BUCKETS = (0, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216)
 
@@ -188,12 +189,16 @@ class PrometheusExporter:
         self.registry.register(self)
 
     # ---- observer ------------------------------------------------------------------------------
-    def attempt_decided(self, outcome: AttemptOutcome) -> None:
-        # On the decision's path: only queued here (an atomic append, no lock), binned in
-        # batches of FOLD_EVERY and at every scrape (:meth:`_fold`), so an attempt costs an
-        # append and a share of one tight loop instead of a locked update each.
+    batch = FOLD_EVERY
+
+    def attempts_decided(self, outcomes: list[AttemptOutcome]) -> None:
+        # Off the decision's path: the attempts queued their outcomes as they were decided
+        # (``core/metrics.py``) and come here in batches; kept until FOLD_EVERY wait (a batch
+        # of one when the route escalation listens too), binned then and at every scrape
+        # (:meth:`_fold`), so an attempt costs an append and a share of one tight loop
+        # instead of a locked update each.
         queue = self._queue
-        queue.append(outcome)
+        queue.extend(outcomes)
         if len(queue) >= FOLD_EVERY:
             self._fold()
 
@@ -293,6 +298,7 @@ class PrometheusExporter:
 
     def collect(self) -> Iterator[Any]:
         core = self._families
+        observers.drain()  # every attempt decided before the scrape reaches the queue
         self._fold()
         with self._lock:
             outcomes: dict[tuple[Any, ...], int] = {}
@@ -361,8 +367,6 @@ _served: set[tuple[str, int]] = set()
 def enable_metrics(settings: MetricsSettings) -> PrometheusExporter:
     """The process's exporter (made once, in the global registry) registered as an observer,
     and the settings' port served. Several gates in one process share it."""
-    from .logs import observers
-
     prom = _require()
     with _lock:
         made = _exporters.get("global")

@@ -191,7 +191,14 @@ class RouteEscalation:
                 self._judge(route, *self._local.totals(route, now))
 
     # ---- observer ----------------------------------------------------------------------------
-    def attempt_decided(self, outcome: AttemptOutcome) -> None:
+    batch = 1
+    """Told of each decided attempt as it goes out: the window is judged as attempts come."""
+
+    def attempts_decided(self, outcomes: list[AttemptOutcome]) -> None:
+        for outcome in outcomes:
+            self._decided(outcome)
+
+    def _decided(self, outcome: AttemptOutcome) -> None:
         route = self._routes(outcome.route)
         if not route or route == OVERFLOW:
             return
