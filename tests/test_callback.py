@@ -16,6 +16,7 @@ import asyncio
 import gc
 import json
 import os
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -375,6 +376,36 @@ def test_proxy_hook_leaves_nothing_behind(
     else:
         assert isinstance(error, ToolCallQuarantined) and error.reason is reason
         assert _calls(chunks) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "take"),
+    [("two_tools_interleaved", None), ("text_only", None), ("two_tools_interleaved", 2)],
+    ids=["released", "text", "client-went-away"],
+)
+def test_proxy_hook_lets_a_decided_attempt_go_at_one_collection(
+    upstream: FakeUpstream, name: str, take: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proxy stream's attempt (and the argument bytes it holds) is gone after one
+    collection once its stream is done. The tap and its body held each other, and the body's
+    slicing generator, left suspended, was finalized through the event loop: the attempt
+    outlived a full collection (on both litellm versions). A quarantined attempt is still
+    held until a later collection, through its exception's traceback."""
+    gate = ToolGateGuardrail(MANIFEST["tools"])
+    made: list[weakref.ref[Any]] = []
+    new_attempt = gate.gate.new_attempt
+
+    def tracked(**kwargs: Any) -> Any:
+        attempt = new_attempt(**kwargs)
+        made.append(weakref.ref(attempt))
+        return attempt
+
+    monkeypatch.setattr(gate.gate, "new_attempt", tracked)
+    chunks, error = asyncio.run(_proxy_stream(gate, upstream, name, take=take))
+    assert error is None and chunks
+    del chunks
+    gc.collect()
+    assert len(made) == 1 and made[0]() is None, "the decided attempt outlived a collection"
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])

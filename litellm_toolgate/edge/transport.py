@@ -23,6 +23,7 @@ and the end of reading mean.
 from __future__ import annotations
 
 import asyncio
+import types
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import httpx
@@ -212,6 +213,8 @@ class _TapStream(_TapBody, httpx.SyncByteStream):
             self._tap.fail(exc)
         finally:
             self._inner.close()
+            # Closed: the tap and this body stop holding each other.
+            self._tap.close_sync = None
 
 
 class _AsyncTapStream(_TapBody, httpx.AsyncByteStream):
@@ -263,7 +266,18 @@ class _AsyncTapStream(_TapBody, httpx.AsyncByteStream):
         except httpx.TransportError as exc:
             self._tap.fail(exc)
         finally:
-            await self._inner.aclose()
+            try:
+                it = self._it
+                if isinstance(it, types.AsyncGeneratorType) and not it.ag_running:
+                    # Finished now, on this loop: a suspended generator left to the garbage
+                    # collector is finalized through the loop, holding this body (and the
+                    # tap, the attempt and its buffers) through one more collection. (One a
+                    # reader is inside now is that reader's to finish.)
+                    await it.aclose()
+            finally:
+                await self._inner.aclose()
+                # Closed: the tap and this body stop holding each other.
+                self._tap.close_async = None
 
 
 class TapTransport(httpx.BaseTransport):
