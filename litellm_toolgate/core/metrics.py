@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, TypeVar
 
 from .errors import Party, QuarantineReason
 from .state import Wire
+
+_T = TypeVar("_T")
 
 OVERFLOW = "other"
 """The route label of every route past the cap."""
@@ -78,6 +80,17 @@ class AttemptOutcome(NamedTuple):
         if self.first_opened is None:
             return None
         return max(0.0, self.decided_at - self.first_opened)
+
+
+def take_queued(queue: list[_T]) -> list[_T]:
+    """Every item in ``queue`` now, taken out of it: the first ``len`` items copied, then
+    deleted, each an atomic list operation, so an item another thread appends meanwhile lands
+    past them and stays for the next take, never lost. Call it under the lock of the one
+    taker; appenders need none."""
+    taken = len(queue)
+    batch = queue[:taken]
+    del queue[:taken]
+    return batch
 
 
 class Observer(Protocol):
@@ -132,20 +145,14 @@ class Observers:
         return len(self.decided) >= self.every
 
     def drain(self) -> None:
-        """Hand every queued outcome to every observer, in arrival order.
-
-        The first ``taken`` outcomes are copied out, then deleted, each an atomic list
-        operation: one appended meanwhile by another thread lands past them and goes with the
-        next drain, never lost. The observers are told under the lock, so a drain that
-        returns (a scrape's, say) has seen every outcome queued before it began handed over.
+        """Hand every queued outcome (:func:`take_queued`) to every observer, in arrival
+        order. The observers are told under the lock, so a drain that returns (a scrape's,
+        say) has seen every outcome queued before it began handed over.
         """
-        decided = self.decided
         with self._lock:
-            taken = len(decided)
-            if not taken:
+            batch = take_queued(self.decided)
+            if not batch:
                 return
-            batch = decided[:taken]
-            del decided[:taken]
             for observer in self.listening:
                 try:
                     observer.attempts_decided(batch)
@@ -200,4 +207,4 @@ class RouteLabels:
         return len(self._known)
 
 
-__all__ = ["OVERFLOW", "AttemptOutcome", "Observer", "Observers", "RouteLabels"]
+__all__ = ["OVERFLOW", "AttemptOutcome", "Observer", "Observers", "RouteLabels", "take_queued"]

@@ -24,7 +24,7 @@ observers = Observers()
 
 
 def emit_records(attempt: Attempt) -> None:
-    if len(observers.decided) >= observers.every:
+    if observers.due():
         observers.drain()
     fault = attempt.quarantined
     level = logging.INFO if fault is None else logging.WARNING

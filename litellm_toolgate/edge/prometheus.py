@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..core.errors import GateConfigError, QuarantineReason
-from ..core.metrics import AttemptOutcome, RouteLabels
+from ..core.metrics import AttemptOutcome, RouteLabels, take_queued
 from ..core.state import Wire
 from .logs import observers
 
@@ -205,10 +205,9 @@ class PrometheusExporter:
     def _fold(self) -> None:
         """Bin every queued outcome into its series (at most FOLD_EVERY wait between scrapes).
 
-        The first ``taken`` outcomes are copied out, then deleted, each an atomic list
-        operation: an outcome appended meanwhile by another thread lands past them and is
-        binned by the next fold, never lost (only this method takes, under the lock). A batch
-        is binned in bulk, by columns (one ``zip`` over the outcomes): the counts in one step
+        The queue is taken whole (:func:`~..core.metrics.take_queued`; only this method
+        takes, under the lock): an outcome appended meanwhile is binned by the next fold. A
+        batch is binned in bulk, by columns (one ``zip`` over the outcomes): the counts in one step
         when the batch is one cell (one route, wire and reason: the usual batch), else by one
         ``Counter`` over the cells' keys; a cell's labels are made when it is first seen;
         each histogram's values sorted once and cut at its bounds (a bisection per bound, not
@@ -217,11 +216,10 @@ class PrometheusExporter:
         """
         queue, cells, histograms = self._queue, self._cells, self._histograms
         with self._lock:
-            taken = len(queue)
+            batch = take_queued(queue)
+            taken = len(batch)
             if not taken:
                 return
-            batch = queue[:taken]
-            del queue[:taken]
             routes, wires, reasons, calls, withheld, deciding, firsts, decided = zip(
                 *batch, strict=True
             )
