@@ -167,3 +167,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             if isinstance(value, Proxy):
                 report.sections.append(("proxy process", value.describe()))
     return report
+
+
+class RecordingObserver:
+    """A metrics observer that keeps every decided attempt's outcome it is handed, each as
+    soon as it goes out (``core/metrics.py``)."""
+
+    batch = 1
+
+    def __init__(self) -> None:
+        self.outcomes: list[Any] = []
+
+    def attempts_decided(self, outcomes: list[Any]) -> None:
+        self.outcomes.extend(outcomes)
+
+    def stream_started(self, route: str) -> None: ...
+
+    def stream_ended(self, route: str) -> None: ...

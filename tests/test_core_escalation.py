@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 import pytest
+from conftest import RecordingObserver
 
 from litellm_toolgate.core import Attempt, PolicyDecision, ToolRegistry
 from litellm_toolgate.core.errors import Party, QuarantineReason, ToolCallQuarantined
@@ -160,24 +161,8 @@ class Clock:
         return self.now
 
 
-class Recording:
-    """An observer that keeps every outcome it is handed."""
-
-    batch = 1
-
-    def __init__(self) -> None:
-        self.outcomes: list[AttemptOutcome] = []
-
-    def attempts_decided(self, outcomes: list[AttemptOutcome]) -> None:
-        self.outcomes.extend(outcomes)
-
-    def stream_started(self, route: str) -> None: ...
-
-    def stream_ended(self, route: str) -> None: ...
-
-
 OBSERVERS = Observers()
-SEEN = Recording()
+SEEN = RecordingObserver()
 OBSERVERS.add(SEEN)
 
 
@@ -281,7 +266,7 @@ def test_nobody_listening_queues_nothing() -> None:
     with pytest.raises(ToolCallQuarantined):
         attempt.receive_eof()
     assert observers.decided == [] and not observers
-    late = Recording()
+    late = RecordingObserver()
     observers.add(late)
     observers.drain()
     assert late.outcomes == []

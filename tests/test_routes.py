@@ -32,7 +32,7 @@ import litellm
 import pytest
 from conftest import CASES as CHAT_CASES
 from conftest import MANIFEST as CHAT_MANIFEST
-from conftest import body_of
+from conftest import RecordingObserver, body_of
 from routeserver import RouteServer
 from vertexauth import CLAUDE_MODEL, GEMINI_MODEL, TOKENS, new_credentials, vertex_args
 
@@ -44,7 +44,6 @@ from litellm_toolgate import (
     ToolGate,
     WireNotObservable,
 )
-from litellm_toolgate.core.metrics import AttemptOutcome
 from litellm_toolgate.edge.logs import observers
 from litellm_toolgate.edge.routes import ROUTES, Api, Gated, route_for
 
@@ -434,24 +433,6 @@ def test_the_callers_tools_are_not_edited_by_litellm(
     assert tools == CHAT_MANIFEST["tools"]
 
 
-class _Decided:
-    """Every attempt the gates decide, as the metrics see them."""
-
-    batch = 1
-
-    def __init__(self) -> None:
-        self.outcomes: list[AttemptOutcome] = []
-
-    def attempts_decided(self, outcomes: list[AttemptOutcome]) -> None:
-        self.outcomes.extend(outcomes)
-
-    def stream_started(self, route: str) -> None:
-        pass
-
-    def stream_ended(self, route: str) -> None:
-        pass
-
-
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
 @pytest.mark.parametrize(
     ("model", "wire"),
@@ -466,7 +447,7 @@ def test_the_vertex_token_fetch_is_not_the_gate_s(
     one attempt, on the model's wire, released; the token request is none of them."""
     server.answers = dict(GOOD)
     server.requests.clear()
-    decided = _Decided()
+    decided = RecordingObserver()
     tokens = len(TOKENS)
     kwargs: dict[str, Any] = {
         "model": model,
