@@ -16,7 +16,14 @@ from conftest import RecordingObserver
 from litellm_toolgate.core import Attempt, PolicyDecision, ToolRegistry
 from litellm_toolgate.core.errors import Party, QuarantineReason, ToolCallQuarantined
 from litellm_toolgate.core.escalation import BucketWindow, Escalation, Rule, Transition
-from litellm_toolgate.core.metrics import OVERFLOW, AttemptOutcome, Observers, RouteLabels
+from litellm_toolgate.core.metrics import (
+    OVERFLOW,
+    WIDTH,
+    AttemptOutcome,
+    DecidedBatch,
+    Observers,
+    RouteLabels,
+)
 from litellm_toolgate.core.state import Wire
 
 T, R = Transition.TRIPPED, Transition.RECOVERED
@@ -214,6 +221,16 @@ def test_the_outcome_of_a_release() -> None:
     assert outcome.decision_seconds >= 0
 
 
+def test_a_clock_that_stepped_back_gives_a_delay_of_zero() -> None:
+    clock = Clock()
+    attempt = _attempt(clock, done=True)
+    for call in attempt.conclude():
+        attempt.decide(call.index, PolicyDecision.approve())
+    clock.now = 50.0  # before the call opened, at 100
+    attempt.release()
+    assert _counted(attempt).release_delay_seconds == 0.0
+
+
 def test_the_outcome_of_a_remote_fault_and_counting_once() -> None:
     clock = Clock()
     attempt = _attempt(clock, done=False)  # no [DONE]: the upstream broke its contract
@@ -242,7 +259,7 @@ def test_the_outcome_of_a_remote_fault_and_counting_once() -> None:
     observers = Observers()
     observers.add(Broken())
     observers.add(Counting())
-    assert observers.every == 2  # the most impatient listener's batch
+    assert observers.every == 2 * WIDTH  # the most impatient listener's batch, in values
     attempt = Attempt(
         ToolRegistry.from_tools([MULTIPLY]), route="cometapi/x", clock=clock, observers=observers
     )
@@ -258,6 +275,19 @@ def test_the_outcome_of_a_remote_fault_and_counting_once() -> None:
     assert len(seen) == 1
 
 
+def test_a_decided_batch_reads_as_outcomes_and_as_columns() -> None:
+    released = AttemptOutcome("r", Wire.CHAT, None, 1, 10, 0.001, 0.01)
+    faulted = released._replace(
+        route="s", reason=QuarantineReason.MISSING_DONE, release_delay_seconds=None
+    )
+    batch = DecidedBatch.of([released, faulted])
+    assert len(batch) == 2 and list(batch) == [released, faulted]
+    assert [type(o) for o in batch] == [AttemptOutcome, AttemptOutcome]
+    assert batch.column("route") == ["r", "s"] and batch.column("reason")[1].party is Party.REMOTE
+    with pytest.raises(ValueError, match="values per outcome"):
+        DecidedBatch(["r", Wire.CHAT, None])
+
+
 def test_nobody_listening_queues_nothing() -> None:
     """An attempt decided while nobody listens is never counted, later listeners included."""
     observers = Observers()
@@ -271,7 +301,7 @@ def test_nobody_listening_queues_nothing() -> None:
     observers.drain()
     assert late.outcomes == []
     observers.remove(late)
-    assert not observers and observers.every == 1
+    assert not observers and observers.every == WIDTH
 
 
 def test_a_policy_denial_is_local() -> None:

@@ -26,7 +26,7 @@ from loopback import run
 
 from litellm_toolgate import ToolGate
 from litellm_toolgate.core.errors import GateConfigError, QuarantineReason
-from litellm_toolgate.core.metrics import OVERFLOW, AttemptOutcome
+from litellm_toolgate.core.metrics import OVERFLOW, AttemptOutcome, DecidedBatch, Observer
 from litellm_toolgate.core.state import Wire
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 from litellm_toolgate.edge.callback import GuardrailConfigError, ToolGateGuardrail
@@ -90,15 +90,20 @@ def _outcome(route: str, reason: str | None = None, party: str | None = None) ->
     """A chat attempt with one call that opened 10 ms before the decision."""
     fault = None if reason is None else QuarantineReason(reason)
     assert party == (None if fault is None else fault.party.value)  # as the caller means
-    return AttemptOutcome(route, Wire.CHAT, fault, 1, 10, 0.001, 5.0, 5.01)
+    return AttemptOutcome(route, Wire.CHAT, fault, 1, 10, 0.001, 0.01)
+
+
+def _tell(observer: Observer, *outcomes: AttemptOutcome) -> None:
+    """Hand ``observer`` a batch, as a drain does."""
+    observer.attempts_decided(DecidedBatch.of(outcomes))
 
 
 def test_label_cardinality_stays_bounded_under_many_model_names(
     exporter: PrometheusExporter,
 ) -> None:
     for i in range(2000):
-        exporter.attempts_decided([_outcome(f"openai/model-{i}")])
-        exporter.attempts_decided([_outcome(f"openai/model-{i}", "missing_done", "remote")])
+        _tell(exporter, _outcome(f"openai/model-{i}"))
+        _tell(exporter, _outcome(f"openai/model-{i}", "missing_done", "remote"))
     routes = set()
     series = 0
     for family in exporter.registry.collect():
@@ -128,7 +133,7 @@ def test_queued_outcomes_are_all_counted_across_threads_and_scrapes(
         for _ in range(per_thread):
             # What a decided attempt does (core/attempt.py), then where it goes out
             # (edge/logs.py::emit_records).
-            observers.decided.append(_outcome("cometapi/gpt-4o-mini"))
+            observers.decided.extend(_outcome("cometapi/gpt-4o-mini"))
             if observers.due():
                 observers.drain()
 
@@ -152,8 +157,8 @@ def test_queued_outcomes_are_all_counted_across_threads_and_scrapes(
 
 
 def test_the_exported_series_are_the_documented_ones(exporter: PrometheusExporter) -> None:
-    exporter.attempts_decided([_outcome("cometapi/gpt-4o-mini")])
-    exporter.attempts_decided([_outcome("cometapi/gpt-4o-mini", "missing_done", "remote")])
+    _tell(exporter, _outcome("cometapi/gpt-4o-mini"))
+    _tell(exporter, _outcome("cometapi/gpt-4o-mini", "missing_done", "remote"))
     exporter.stream_started("r")
     exporter.route_transition("cometapi/gpt-4o-mini", "tripped")
     families = {(f.name, f.type) for f in exporter.registry.collect()}
@@ -242,10 +247,10 @@ def test_one_process_alone_trips_logs_once_and_recovers(caplog: pytest.LogCaptur
     assert not escalation.shared
     caplog.set_level(logging.INFO, logger="litellm_toolgate")
     for _ in range(3):
-        escalation.attempts_decided([_outcome(BAD, "missing_done", "remote")])
+        _tell(escalation, _outcome(BAD, "missing_done", "remote"))
     assert escalation.filter(DEPLOYMENTS) == DEPLOYMENTS  # under min_attempts
     for _ in range(5):
-        escalation.attempts_decided([_outcome(BAD, "missing_done", "remote")])
+        _tell(escalation, _outcome(BAD, "missing_done", "remote"))
     assert escalation.filter(DEPLOYMENTS) == DEPLOYMENTS[:1]
     alerts = [r.toolgate_alert for r in caplog.records if hasattr(r, "toolgate_alert")]
     assert [a["transition"] for a in alerts] == ["tripped"]  # one alert, not one per fault
@@ -262,7 +267,7 @@ def test_one_process_alone_trips_logs_once_and_recovers(caplog: pytest.LogCaptur
 def test_policy_denials_and_cancellations_never_trip() -> None:
     escalation = _escalation(Clock(), None, "unused")
     for reason in ["policy_denied", "cancelled", "too_many_calls"] * 20:
-        escalation.attempts_decided([_outcome(BAD, reason, "local")])
+        _tell(escalation, _outcome(BAD, reason, "local"))
     assert escalation.tripped == frozenset()
     assert escalation.filter(DEPLOYMENTS) == DEPLOYMENTS
 
@@ -290,13 +295,13 @@ def test_two_processes_share_the_window_through_redis(redis_client: tuple[Any, s
         assert a.shared and b.shared
         # Denials through A: traffic, never faults.
         for _ in range(10):
-            a.attempts_decided([_outcome(BAD, "policy_denied", "local")])
+            _tell(a, _outcome(BAD, "policy_denied", "local"))
         a.sync()
         b.sync()
         assert a.tripped == b.tripped == frozenset()
         # Faults through A only, fewer than min_attempts on their own in either process...
         for _ in range(12):
-            a.attempts_decided([_outcome(BAD, "missing_done", "remote")])
+            _tell(a, _outcome(BAD, "missing_done", "remote"))
         assert a.tripped == frozenset()  # judged on the fleet's totals, at the next sync
         a.sync()
         b.sync()
@@ -324,9 +329,9 @@ def test_a_redis_that_fails_falls_back_to_this_process(redis_client: tuple[Any, 
     escalation = _escalation(clock, dead, "dead", sync_seconds=60)
     try:
         for _ in range(6):
-            escalation.attempts_decided([_outcome(BAD, "missing_done", "remote")])
+            _tell(escalation, _outcome(BAD, "missing_done", "remote"))
         escalation.sync()  # fails: from now on judged here
-        escalation.attempts_decided([_outcome(BAD, "missing_done", "remote")])
+        _tell(escalation, _outcome(BAD, "missing_done", "remote"))
         assert escalation.tripped == {BAD}
     finally:
         escalation.close()
@@ -395,7 +400,7 @@ def test_histogram_buckets_follow_the_le_rule(exporter: PrometheusExporter) -> N
     # A value equal to a bound falls in that bound's bucket (Prometheus: le, "less or equal").
     for seconds in (0.0001, 0.00010001, 1.0):
         outcome = _outcome("cometapi/gpt-4o-mini")._replace(decision_seconds=seconds)
-        exporter.attempts_decided([outcome])
+        _tell(exporter, outcome)
     bucket = "toolgate_decision_seconds_bucket"
     assert value(exporter, bucket, le="0.0001") == 1
     assert value(exporter, bucket, le="0.00025") == 2
@@ -439,7 +444,7 @@ def test_metrics_on_a_port_of_their_own() -> None:
     made = enable_metrics(MetricsSettings(port=port, routes=["cometapi/gpt-4o-mini"]))
     try:
         assert enable_metrics(MetricsSettings()) is made  # one exporter per process
-        made.attempts_decided([_outcome("cometapi/gpt-4o-mini", "missing_done", "remote")])
+        _tell(made, _outcome("cometapi/gpt-4o-mini", "missing_done", "remote"))
         text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
         assert 'toolgate_quarantines_total{family="StreamFault",party="remote"' in text
         # A port that cannot be served stops start-up, named.
@@ -464,12 +469,12 @@ def test_a_batch_of_several_wires_routes_and_reasons_is_binned_per_series(
         chat,
         chat._replace(route="openai/gpt-4o"),
         _outcome("cometapi/gpt-4o-mini", "missing_done", "remote"),
-        chat._replace(wire=responses, withheld_bytes=5000, decided_at=8.0),
-        chat._replace(wire=responses, calls=0, withheld_bytes=0, first_opened=None),
-        chat._replace(first_opened=None),  # made by hand: a call, but no delay
+        chat._replace(wire=responses, withheld_bytes=5000, release_delay_seconds=3.0),
+        chat._replace(wire=responses, calls=0, withheld_bytes=0, release_delay_seconds=None),
+        chat._replace(release_delay_seconds=None),  # made by hand: a call, but no delay
     ]
     for outcome in outcomes:
-        exporter.attempts_decided([outcome])
+        _tell(exporter, outcome)
     assert value(exporter, "toolgate_attempts_total") == 6
     assert value(exporter, "toolgate_releases_total", wire="chat") == 3
     assert value(exporter, "toolgate_releases_total", route="openai/gpt-4o") == 1
@@ -481,11 +486,3 @@ def test_a_batch_of_several_wires_routes_and_reasons_is_binned_per_series(
     assert value(exporter, "toolgate_release_delay_seconds_count", wire="chat") == 2
     assert value(exporter, "toolgate_release_delay_seconds_sum", wire="responses") == 3.0
     assert value(exporter, "toolgate_decision_seconds_count") == 5
-
-
-def test_a_clock_that_stepped_back_counts_a_delay_of_zero(exporter: PrometheusExporter) -> None:
-    stepped = _outcome("cometapi/gpt-4o-mini")._replace(decided_at=4.0)  # before first_opened
-    for outcome in (stepped, _outcome("cometapi/gpt-4o-mini")):
-        exporter.attempts_decided([outcome])
-    assert value(exporter, "toolgate_release_delay_seconds_bucket", le="0.005") == 1
-    assert value(exporter, "toolgate_release_delay_seconds_sum") == pytest.approx(0.01)

@@ -51,7 +51,7 @@ from .events import ArgumentDelta, TextDelta, WireEvent
 from .framing import FramingDecoder
 from .ledger import Ledger
 from .limits import Limits
-from .metrics import AttemptOutcome, Observers
+from .metrics import Observers
 from .policy import PolicyDecision, ReleasedCall, ToolCall
 from .profiles import profile_for, stop_with_calls_accepted
 from .records import DecisionRecord, ExecutionState
@@ -84,7 +84,6 @@ R = QuarantineReason
 _CONCLUDE, _RELEASE = StreamInput.CONCLUDE, StreamInput.RELEASE
 _TEXT, _ARGUMENTS = StreamInput.TEXT, StreamInput.ARGUMENTS
 _APPROVED, _RELEASE_CALL, _CLIENT = CallInput.APPROVED, CallInput.RELEASE, Executor.CLIENT
-_outcome: Callable[[type[AttemptOutcome], tuple[Any, ...]], AttemptOutcome] = tuple.__new__
 
 
 class Attempt:
@@ -627,24 +626,21 @@ class Attempt:
         self._counted = True
         ledger = self._ledger
         first = ledger.first_opened
-        if first is None:
-            now = 0.0
-        elif now is None:
-            now = self._clock()
-        # tuple.__new__ straight: a named tuple's own __new__ is Python code, and this runs
-        # on every decided attempt while metrics are on.
-        observers.decided.append(
-            _outcome(
-                AttemptOutcome,
-                (
-                    self.route,
-                    ledger.wire,
-                    reason,
-                    len(self._calls),
-                    ledger.argument_bytes,
-                    self._deciding_ms / 1000,
-                    first,
-                    now,
-                ),
+        delay: float | None = None
+        if first is not None:
+            delay = (self._clock() if now is None else now) - first
+            if delay < 0.0:  # noqa: PLR1730 (a clock that stepped back; max() is a call)
+                delay = 0.0
+        # One extend of a tuple that is freed at once: the outcome's values, in the order of
+        # AttemptOutcome's fields, with no object of its own (metrics.DecidedBatch).
+        observers.decided.extend(
+            (
+                self.route,
+                ledger.wire,
+                reason,
+                len(self._calls),
+                ledger.argument_bytes,
+                self._deciding_ms / 1000,
+                delay,
             )
         )

@@ -1,13 +1,16 @@
 """What one decided attempt counts for, as data, and who is told: the metrics' sans-I/O half.
 
-An attempt made with an :class:`Observers` (the edge passes its own) puts its
+An attempt made with an :class:`Observers` (the edge passes its own) queues its
 :class:`AttemptOutcome` in :attr:`Observers.decided` at the moment it is decided, released
 or quarantined, while somebody listens: the outcome holds what a metric needs and nothing the
 model wrote: the route, the wire, the quarantine's reason (None: released), the calls, the
-argument bytes withheld, the time the gate spent deciding, and when the first call opened
-and the attempt was decided (their difference is the release delay). It is made there
-because that is where the attempt's values are still in the cache: read later, as the
-attempt went out, handing them over cost about twice as much (docs/performance.md).
+argument bytes withheld, the time the gate spent deciding, and the time from the first call
+fragment to the decision (the release delay). It is queued there because that is where the
+attempt's values are still in the cache: read later, as the attempt went out, handing them
+over cost about twice as much (docs/performance.md). The queue is flat, the outcome's
+values one after another (:class:`DecidedBatch`): an attempt adds them with one ``extend``
+and leaves no object of its own behind, and an observer that bins takes each field of a
+whole batch as one slice.
 
 :meth:`Observers.drain` hands the queued outcomes to every observer, in batches: the edge
 drains where a decided attempt goes out (``edge/logs.py::emit_records``) once as many are
@@ -17,9 +20,8 @@ drains first. The start and end of every gated stream are passed on as they happ
 Prometheus exporter and the route escalation live at the edge; the core imports neither.
 
 The outcome keeps the enums as they are (the labels are theirs: ``wire.value``,
-``reason.value``, ``reason.family``, ``reason.party``) and the release delay as its two
-clock readings: made once per attempt on the decision's path, it costs one tuple, and an
-observer that bins many outcomes makes each series' labels once, not once per attempt.
+``reason.value``, ``reason.family``, ``reason.party``): an observer that bins many outcomes
+makes each series' labels once, not once per attempt.
 
 Label values must stay bounded whatever the callers send: :class:`RouteLabels` keeps the
 routes an operator named plus the first ``cap`` others seen, and answers :data:`OVERFLOW`
@@ -29,8 +31,8 @@ for every route past that. Reasons, families, parties and wires are closed enums
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
-from typing import NamedTuple, Protocol, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from .errors import Party, QuarantineReason
 from .state import Wire
@@ -42,10 +44,7 @@ OVERFLOW = "other"
 
 
 class AttemptOutcome(NamedTuple):
-    """What one decided attempt counts for. Holds ids, enums and numbers only.
-
-    A named tuple: it is made once per attempt, on the decision's path, and a tuple is the
-    cheapest record Python makes."""
+    """What one decided attempt counts for. Holds ids, enums and numbers only."""
 
     route: str
     wire: Wire
@@ -55,10 +54,9 @@ class AttemptOutcome(NamedTuple):
     withheld_bytes: int
     decision_seconds: float
     """Parse, schema and policy time of the attempt's calls."""
-    first_opened: float | None
-    """When the wire opened the first call, on the attempt's clock; None without a call."""
-    decided_at: float
-    """When the attempt was decided, on the same clock (read only when a call opened)."""
+    release_delay_seconds: float | None
+    """From the first call fragment on the wire to the decision (the release, or the
+    quarantine); None without a call. A clock that stepped back gives 0."""
 
     @property
     def released(self) -> bool:
@@ -73,20 +71,55 @@ class AttemptOutcome(NamedTuple):
     def remote_fault(self) -> bool:
         return self.reason is not None and self.reason.party is Party.REMOTE
 
-    @property
-    def release_delay_seconds(self) -> float | None:
-        """From the first call fragment on the wire to the decision; None without a call.
-        A clock that stepped back gives 0."""
-        if self.first_opened is None:
-            return None
-        return max(0.0, self.decided_at - self.first_opened)
+
+# A named tuple's own constructors are Python code; its values are checked already.
+_outcome: Callable[[type[AttemptOutcome], Iterable[Any]], AttemptOutcome] = tuple.__new__
+
+WIDTH = len(AttemptOutcome._fields)
+"""Values per outcome in a flat queue (:attr:`Observers.decided`)."""
+
+
+class DecidedBatch:
+    """Outcomes of decided attempts as one flat list, :data:`WIDTH` values each in the
+    order of :class:`AttemptOutcome`'s fields: what :meth:`Observers.drain` hands every
+    observer, shared, so read-only. Iterating makes each :class:`AttemptOutcome`; an
+    observer that bins many reads :meth:`column` instead (one slice, no per-outcome
+    object)."""
+
+    __slots__ = ("flat",)
+
+    def __init__(self, flat: list[Any]) -> None:
+        if len(flat) % WIDTH:
+            raise ValueError(f"a flat batch holds {WIDTH} values per outcome")
+        self.flat = flat
+
+    @classmethod
+    def of(cls, outcomes: Iterable[AttemptOutcome]) -> DecidedBatch:
+        """A batch of outcomes made one by one (a test's, an observer's own producer)."""
+        flat: list[Any] = []
+        for outcome in outcomes:
+            flat.extend(outcome)
+        return cls(flat)
+
+    def __len__(self) -> int:
+        return len(self.flat) // WIDTH
+
+    def __iter__(self) -> Iterator[AttemptOutcome]:
+        flat = self.flat
+        for start in range(0, len(flat), WIDTH):
+            yield _outcome(AttemptOutcome, flat[start : start + WIDTH])
+
+    def column(self, field: str) -> list[Any]:
+        """One field of every outcome, in order."""
+        return self.flat[AttemptOutcome._fields.index(field) :: WIDTH]
 
 
 def take_queued(queue: list[_T]) -> list[_T]:
     """Every item in ``queue`` now, taken out of it: the first ``len`` items copied, then
     deleted, each an atomic list operation, so an item another thread appends meanwhile lands
     past them and stays for the next take, never lost. Call it under the lock of the one
-    taker; appenders need none."""
+    taker; appenders need none. An appender's one ``extend`` with a tuple is atomic too: the
+    take holds all of its values or none."""
     taken = len(queue)
     batch = queue[:taken]
     del queue[:taken]
@@ -100,7 +133,7 @@ class Observer(Protocol):
     """How many decided attempts may be queued before this observer hears of them (1: each
     as soon as it goes out). A scrape of its own drains the queue first."""
 
-    def attempts_decided(self, outcomes: list[AttemptOutcome]) -> None: ...
+    def attempts_decided(self, outcomes: DecidedBatch) -> None: ...
 
     def stream_started(self, route: str) -> None: ...
 
@@ -116,11 +149,13 @@ class Observers:
         """The observers registered now (empty: nobody listens, and attempts queue nothing).
         Read per decided attempt as a plain attribute, not through a Python-level
         ``__bool__``."""
-        self.decided: list[AttemptOutcome] = []
-        """Outcomes of decided attempts not yet handed to the observers. Attempts append to
-        it (an atomic list operation); only :meth:`drain` takes from it."""
-        self.every = 1
-        """Drain once this many outcomes are queued: the smallest batch of the listeners."""
+        self.decided: list[Any] = []
+        """Outcomes of decided attempts not yet handed to the observers, flat (:data:`WIDTH`
+        values each, see :class:`DecidedBatch`). An attempt extends it with one tuple (an
+        atomic list operation that leaves no object behind); only :meth:`drain` takes."""
+        self.every = WIDTH
+        """Drain once this many values are queued: the smallest batch of the listeners,
+        in outcomes, times :data:`WIDTH`."""
         # Reentrant: an observer told under it (the escalation's hook, say) may add or remove.
         self._lock = threading.RLock()
 
@@ -131,14 +166,14 @@ class Observers:
         with self._lock:
             if observer not in self.listening:
                 self.listening = (*self.listening, observer)
-                self.every = min(o.batch for o in self.listening)
+                self.every = min(o.batch for o in self.listening) * WIDTH
 
     def remove(self, observer: Observer) -> None:
         """Stop telling ``observer``, after handing it every outcome queued while it listened."""
         self.drain()
         with self._lock:
             self.listening = tuple(o for o in self.listening if o is not observer)
-            self.every = min((o.batch for o in self.listening), default=1)
+            self.every = min((o.batch for o in self.listening), default=1) * WIDTH
 
     def due(self) -> bool:
         """Whether enough outcomes are queued to drain now."""
@@ -150,9 +185,10 @@ class Observers:
         say) has seen every outcome queued before it began handed over.
         """
         with self._lock:
-            batch = take_queued(self.decided)
-            if not batch:
+            flat = take_queued(self.decided)
+            if not flat:
                 return
+            batch = DecidedBatch(flat)
             for observer in self.listening:
                 try:
                     observer.attempts_decided(batch)
@@ -207,4 +243,13 @@ class RouteLabels:
         return len(self._known)
 
 
-__all__ = ["OVERFLOW", "AttemptOutcome", "Observer", "Observers", "RouteLabels", "take_queued"]
+__all__ = [
+    "OVERFLOW",
+    "WIDTH",
+    "AttemptOutcome",
+    "DecidedBatch",
+    "Observer",
+    "Observers",
+    "RouteLabels",
+    "take_queued",
+]

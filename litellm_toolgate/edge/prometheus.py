@@ -33,17 +33,16 @@ Series (``route`` is bounded, see :class:`~..core.metrics.RouteLabels`):
 from __future__ import annotations
 
 import threading
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterator
 from itertools import compress
-from operator import sub
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..core.errors import GateConfigError, QuarantineReason
-from ..core.metrics import AttemptOutcome, RouteLabels, take_queued
+from ..core.metrics import WIDTH, DecidedBatch, RouteLabels, take_queued
 from ..core.state import Wire
 from .logs import observers
 
@@ -122,13 +121,19 @@ class _Histogram:
         self.sum = 0.0
 
     def add(self, values: list[Any]) -> None:
-        """Observe ``values``: the sum in their order, the counts from one sort."""
+        """Observe ``values`` (a list this sorts): the sum in their order, then the counts
+        from the sort, in one step when all fall in one bucket (the usual batch)."""
         if not values:
             return
         self.sum = sum(values, self.sum)
         values.sort()
-        counts, below = self.counts, 0
-        for i, bound in enumerate(self.bounds):
+        bounds, counts = self.bounds, self.counts
+        low = bisect_left(bounds, values[0])
+        if low == len(bounds) or values[-1] <= bounds[low]:
+            counts[low] += len(values)
+            return
+        below = 0
+        for i, bound in enumerate(bounds):
             # bisect_left(bounds, v) == i  <=>  bounds[i-1] < v <= bounds[i]
             upto = bisect_right(values, bound, below)
             counts[i] += upto - below
@@ -142,24 +147,6 @@ class _Histogram:
             running += count
             out.append(("+Inf" if bound == float("inf") else repr(float(bound)), running))
         return out
-
-
-def _delays(
-    reasons: tuple[Any, ...], firsts: tuple[float | None, ...], decided: tuple[float, ...]
-) -> list[float]:
-    """The release delay of each released attempt whose first call opened (columns of a
-    batch); a clock that stepped back gives 0. By columns: the usual batch, every attempt
-    released with a call, is one subtraction per value."""
-    if reasons.count(None) != len(reasons) or None in firsts:
-        keep = [
-            reason is None and first is not None
-            for reason, first in zip(reasons, firsts, strict=True)
-        ]
-        firsts, decided = tuple(compress(firsts, keep)), tuple(compress(decided, keep))
-    delays: list[float] = list(map(sub, decided, firsts))
-    if delays and min(delays) < 0.0:
-        delays = [delay if delay > 0.0 else 0.0 for delay in delays]
-    return delays
 
 
 class PrometheusExporter:
@@ -181,7 +168,7 @@ class PrometheusExporter:
         # (route, wire, reason) -> [count, histograms..., (route label, wire, reason,
         # family, party)]; reason None: released. Routes past the cap share a label.
         self._cells: dict[tuple[str, Wire, QuarantineReason | None], list[Any]] = {}
-        self._queue: list[AttemptOutcome] = []
+        self._queue: list[Any] = []  # flat, as core.metrics.DecidedBatch
         self._histograms: dict[tuple[str, str], _Histogram] = {}
         self._in_flight = 0
         self._escalated: dict[str, int] = {}
@@ -191,37 +178,36 @@ class PrometheusExporter:
     # ---- observer ------------------------------------------------------------------------------
     batch = FOLD_EVERY
 
-    def attempts_decided(self, outcomes: list[AttemptOutcome]) -> None:
+    def attempts_decided(self, outcomes: DecidedBatch) -> None:
         # Off the decision's path: the attempts queued their outcomes as they were decided
         # (``core/metrics.py``) and come here in batches; kept until FOLD_EVERY wait (a batch
         # of one when the route escalation listens too), binned then and at every scrape
-        # (:meth:`_fold`), so an attempt costs an append and a share of one tight loop
+        # (:meth:`_fold`), so an attempt costs an extend and a share of a few slices
         # instead of a locked update each.
         queue = self._queue
-        queue.extend(outcomes)
-        if len(queue) >= FOLD_EVERY:
+        queue.extend(outcomes.flat)
+        if len(queue) >= FOLD_EVERY * WIDTH:
             self._fold()
 
     def _fold(self) -> None:
         """Bin every queued outcome into its series (at most FOLD_EVERY wait between scrapes).
 
         The queue is taken whole (:func:`~..core.metrics.take_queued`; only this method
-        takes, under the lock): an outcome appended meanwhile is binned by the next fold. A
-        batch is binned in bulk, by columns (one ``zip`` over the outcomes): the counts in one step
-        when the batch is one cell (one route, wire and reason: the usual batch), else by one
-        ``Counter`` over the cells' keys; a cell's labels are made when it is first seen;
-        each histogram's values sorted once and cut at its bounds (a bisection per bound, not
-        per value), its sum added in the order the outcomes came (the same float sum as
-        adding them one by one).
+        takes, under the lock): an outcome queued meanwhile is binned by the next fold. A
+        batch is binned in bulk, by columns (each field of every outcome one slice of the
+        flat queue): the counts in one step when the batch is one cell (one route, wire and
+        reason: the usual batch), else by one ``Counter`` over the cells' keys; a cell's
+        labels are made when it is first seen; each histogram takes a column at once
+        (:meth:`_Histogram.add`).
         """
-        queue, cells, histograms = self._queue, self._cells, self._histograms
+        cells, histograms = self._cells, self._histograms
         with self._lock:
-            batch = take_queued(queue)
-            taken = len(batch)
-            if not taken:
+            flat = take_queued(self._queue)
+            if not flat:
                 return
-            routes, wires, reasons, calls, withheld, deciding, firsts, decided = zip(
-                *batch, strict=True
+            taken = len(flat) // WIDTH
+            routes, wires, reasons, calls, withheld, deciding, delays = (
+                flat[field::WIDTH] for field in range(WIDTH)
             )
             first_wire = wires[0]
             one_wire = wires.count(first_wire) == taken
@@ -234,31 +220,30 @@ class PrometheusExporter:
                 if cell is None:
                     cell = cells[key] = self._make(*key)
                 cell[0] += count
-            columns: tuple[tuple[Any, ...], ...] = (
-                calls,
-                withheld,
-                deciding,
-                reasons,
-                firsts,
-                decided,
-            )
+            columns: tuple[list[Any], ...] = (calls, withheld, deciding, reasons, delays)
             for wire in (first_wire,) if one_wire else set(wires):
                 of_wire = columns
                 if not one_wire:
                     mask = [w is wire for w in wires]
-                    of_wire = tuple(tuple(compress(column, mask)) for column in columns)
+                    of_wire = tuple(list(compress(column, mask)) for column in columns)
                 # Only an attempt with calls is observed (its first call opened: a delay).
                 if 0 in of_wire[0]:
-                    of_wire = tuple(tuple(compress(column, of_wire[0])) for column in of_wire)
+                    of_wire = tuple(list(compress(column, of_wire[0])) for column in of_wire)
                     if not of_wire[0]:
                         continue
-                _, of_withheld, of_deciding, of_reasons, of_firsts, of_decided = of_wire
+                _, of_withheld, of_deciding, of_reasons, of_delays = of_wire
+                if of_reasons.count(None) != len(of_reasons):  # the delay is a release's
+                    of_delays = [d for d, r in zip(of_delays, of_reasons, strict=True) if r is None]
                 label = wire.value
-                histograms["toolgate_decision_seconds", label].add(list(of_deciding))
-                histograms["toolgate_withheld_bytes", label].add(list(of_withheld))
-                histograms["toolgate_release_delay_seconds", label].add(
-                    _delays(of_reasons, of_firsts, of_decided)
-                )
+                histograms["toolgate_decision_seconds", label].add(of_deciding)
+                histograms["toolgate_withheld_bytes", label].add(of_withheld)
+                delay = histograms["toolgate_release_delay_seconds", label]
+                try:
+                    delay.add(of_delays)
+                except TypeError:
+                    # A call without a delay: an outcome made by hand (an attempt's delay is
+                    # None only without calls). Its sum failed first, so nothing was added.
+                    delay.add([d for d in of_delays if d is not None])
 
     def _make(self, route: str, wire: Wire, reason: QuarantineReason | None) -> list[Any]:
         """A new cell: [count, decision, delay and withheld histograms, the series labels]."""

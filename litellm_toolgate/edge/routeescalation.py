@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..core.errors import GateConfigError
 from ..core.escalation import BucketWindow, Escalation, Rule, Transition
-from ..core.metrics import OVERFLOW, AttemptOutcome, RouteLabels
+from ..core.metrics import OVERFLOW, AttemptOutcome, DecidedBatch, RouteLabels
 
 logger = logging.getLogger("litellm_toolgate")
 
@@ -194,7 +194,7 @@ class RouteEscalation:
     batch = 1
     """Told of each decided attempt as it goes out: the window is judged as attempts come."""
 
-    def attempts_decided(self, outcomes: list[AttemptOutcome]) -> None:
+    def attempts_decided(self, outcomes: DecidedBatch) -> None:
         for outcome in outcomes:
             self._decided(outcome)
 
