@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CASES, body_of
+from conftest import CASES, RecordingObserver, body_of
 from loopback import run
 
 from litellm_toolgate import ToolGate
@@ -262,6 +262,38 @@ def test_one_process_alone_trips_logs_once_and_recovers(caplog: pytest.LogCaptur
     assert escalation.filter(DEPLOYMENTS) == DEPLOYMENTS  # drained: back in routing
     alerts = [r.toolgate_alert for r in caplog.records if hasattr(r, "toolgate_alert")]
     assert [a["transition"] for a in alerts] == ["tripped", "recovered"]
+
+
+def test_a_hook_may_ask_the_escalation_and_change_the_observers() -> None:
+    """The hook is called after the judging lock is let go: asking the escalation what is out
+    of routing (which judges again) or adding and removing an observer from it returns, on
+    the thread that decided the attempt, and sees the transition made."""
+    import threading
+
+    clock = Clock()
+    escalation = _escalation(clock, None, "unused")
+    seen: list[Any] = []
+    extra = RecordingObserver()
+
+    def hook(alert: dict[str, Any]) -> None:
+        seen.append((alert["transition"], escalation.filter(DEPLOYMENTS)))
+        observers.add(extra)
+        observers.remove(extra)
+
+    escalation.hook = hook
+
+    def decide() -> None:
+        for _ in range(8):
+            _tell(escalation, _outcome(BAD, "missing_done", "remote"))
+        clock.now += 11
+        escalation.refresh()
+
+    worker = threading.Thread(target=decide, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "the hook deadlocked the escalation"
+    assert seen == [("tripped", DEPLOYMENTS[:1]), ("recovered", DEPLOYMENTS)]
+    assert extra not in observers.listening
 
 
 def test_policy_denials_and_cancellations_never_trip() -> None:

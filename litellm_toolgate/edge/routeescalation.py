@@ -143,6 +143,10 @@ class RouteEscalation:
         self._local = BucketWindow(self.rule)
         self._escalation = Escalation(self.rule)
         self._lock = threading.Lock()
+        # Alerts judged under _lock, told in that order under _announcing (reentrant: a hook
+        # may judge again, through refresh()).
+        self._unannounced: list[dict[str, Any]] = []
+        self._announcing = threading.RLock()
         self._redis_choice = redis if settings.shared == "auto" else None
         self._redis: Any = None
         self._pending: dict[tuple[str, int], list[int]] = {}
@@ -189,6 +193,7 @@ class RouteEscalation:
         with self._lock:
             for route in self.tripped:
                 self._judge(route, *self._local.totals(route, now))
+        self._announce()
 
     # ---- observer ----------------------------------------------------------------------------
     batch = 1
@@ -214,6 +219,7 @@ class RouteEscalation:
                 if not self._redis_failing:
                     return
             self._judge(route, *self._local.totals(route, now))
+        self._announce()
 
     def stream_started(self, route: str) -> None:
         pass
@@ -281,6 +287,7 @@ class RouteEscalation:
                     attempts += int(a or 0)
                     faults += int(f or 0)
                 self._judge(route, attempts, faults)
+        self._announce()
 
     def close(self) -> None:
         """Stop the sync thread (after one last send)."""
@@ -292,11 +299,11 @@ class RouteEscalation:
 
     # ---- transitions -------------------------------------------------------------------------
     def _judge(self, route: str, attempts: int, faults: int) -> None:
+        """Judge the route under the lock; a transition's alert is kept (:attr:`alerts`) and
+        queued for :meth:`_announce`, never announced here."""
         transition = self._escalation.judge(route, attempts, faults)
-        if transition is not None:
-            self._alert(route, transition, attempts, faults)
-
-    def _alert(self, route: str, transition: Transition, attempts: int, faults: int) -> None:
+        if transition is None:
+            return
         rule = self.rule
         alert: dict[str, Any] = {
             "event": "toolgate_route_escalation",
@@ -314,14 +321,32 @@ class RouteEscalation:
             "shared": self._redis is not None,
         }
         self.alerts = [*self.alerts[-99:], alert]
-        level = logging.WARNING if transition is Transition.TRIPPED else logging.INFO
+        self._unannounced.append(alert)
+
+    def _announce(self) -> None:
+        """Log each queued alert, update the metric, call the hook, in the order judged:
+        outside the judging lock, so a hook may ask the escalation anything (or add and
+        remove observers) and a slow one holds up no other attempt's count. It runs on
+        the thread that judged: the one that decided the attempt, or the sync thread with
+        a shared window; another thread with an alert of its own waits its turn."""
+        if not self._unannounced:
+            return
+        with self._announcing:
+            with self._lock:
+                alerts, self._unannounced = self._unannounced, []
+            for alert in alerts:
+                self._tell(alert)
+
+    def _tell(self, alert: dict[str, Any]) -> None:
+        route, transition = alert["route"], alert["transition"]
+        tripped = transition == Transition.TRIPPED.value
         logger.log(
-            level,
+            logging.WARNING if tripped else logging.INFO,
             "toolgate route %s %s: %d remote faults in %d attempts",
             route,
-            transition.value,
-            faults,
-            attempts,
+            transition,
+            alert["remote_faults"],
+            alert["attempts"],
             extra={"toolgate_alert": alert},
         )
         from .prometheus import exporter
@@ -329,7 +354,7 @@ class RouteEscalation:
         metrics = exporter()
         if metrics is not None:
             with contextlib.suppress(Exception):
-                metrics.route_transition(route, transition.value)
+                metrics.route_transition(route, transition)
         if self.hook is not None:
             try:
                 self.hook(dict(alert))
