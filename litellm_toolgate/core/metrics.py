@@ -72,7 +72,7 @@ class AttemptOutcome(NamedTuple):
         return self.reason is not None and self.reason.party is Party.REMOTE
 
 
-# A named tuple's own constructors are Python code; its values are checked already.
+# A named tuple's own constructors are Python code; a batch's slice has its field count.
 _outcome: Callable[[type[AttemptOutcome], Iterable[Any]], AttemptOutcome] = tuple.__new__
 
 WIDTH = len(AttemptOutcome._fields)
@@ -112,6 +112,11 @@ class DecidedBatch:
     def column(self, field: str) -> list[Any]:
         """One field of every outcome, in order."""
         return self.flat[AttemptOutcome._fields.index(field) :: WIDTH]
+
+    def columns(self) -> list[list[Any]]:
+        """Every field's :meth:`column`, in the order of :class:`AttemptOutcome`'s fields."""
+        flat = self.flat
+        return [flat[field::WIDTH] for field in range(WIDTH)]
 
 
 def take_queued(queue: list[_T]) -> list[_T]:

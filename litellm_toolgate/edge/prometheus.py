@@ -205,10 +205,9 @@ class PrometheusExporter:
             flat = take_queued(self._queue)
             if not flat:
                 return
-            taken = len(flat) // WIDTH
-            routes, wires, reasons, calls, withheld, deciding, delays = (
-                flat[field::WIDTH] for field in range(WIDTH)
-            )
+            batch = DecidedBatch(flat)
+            taken = len(batch)
+            routes, wires, reasons, calls, withheld, deciding, delays = batch.columns()
             first_wire = wires[0]
             one_wire = wires.count(first_wire) == taken
             if one_wire and routes.count(routes[0]) == taken and reasons.count(reasons[0]) == taken:
