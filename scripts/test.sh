@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Set up both environments, lint and type-check, then run, in two lanes side by side (the
 # machine has two cores and each lane is one test process at a time):
-#   lane 1: the whole suite on litellm 1.110.2 (.venv), its footprint suite, the fuzz
-#           harnesses for a few seconds each, then the 10,000-call soak in a process of its
-#           own (it judges its own process's resident memory, which the other lane does
-#           not move); with the soak it is the longer lane, so the callback's fixture-by-
-#           route matrix runs rotated here (TOOLGATE_MATRIX=rotate: every fixture, sync and
-#           async, on one route each, the routes in turn) and whole in lane 2;
-#   lane 2: every suite that touches litellm again on litellm 1.108.7
-#           (.venv-litellm-1.108.7) with the real proxies, then its footprint suite.
+#   lane 1: every suite that touches litellm on litellm 1.110.2 (.venv), its footprint
+#           suite, then the 10,000-call soak in a process of its own (it judges its own
+#           process's resident memory, which the other lane does not move); with the soak
+#           it is the longer lane, so the callback's fixture-by-route matrix runs rotated
+#           here (TOOLGATE_MATRIX=rotate: every fixture, sync and async, on one route each,
+#           the routes in turn) and whole in lane 2;
+#   lane 2: the same suites again on litellm 1.108.7 (.venv-litellm-1.108.7) with the real
+#           proxies, its footprint suite, then the core's own suites (litellm-independent:
+#           once, in .venv) and the fuzz harnesses for a few seconds each. A lane is a core,
+#           not an environment: this split keeps the two lanes about as long.
 # Lane 1 prints as it goes; lane 2's output follows when both are done. Every step runs
 # even after another failed; any step failing fails the run. Network use: loopback only.
 set -euo pipefail
@@ -28,6 +30,10 @@ pytest_old=(.venv-litellm-1.108.7/bin/python -m pytest -p no:cacheprovider -W ig
 # The footprint and soak suites measure process-wide state (live objects, resident memory,
 # litellm's global client caches): each runs in a process of its own, after the rest.
 own_process=(tests/test_sync_footprint.py tests/test_sync_soak.py)
+# The sans-I/O core imports no litellm (tests/test_core_without_litellm.py proves it), so
+# its own suites say nothing new on a second litellm version: they run once, in lane 2.
+core_only=(tests/test_core_*.py tests/test_sse.py tests/test_strictjson*.py tests/test_registry*.py
+           tests/test_schema_differential.py tests/test_ecmaregex.py tests/test_gate_typing.py)
 
 lane_new() {
     echo "== lane 1: tests on litellm $(.venv/bin/python -c 'from importlib.metadata import version; print(version("litellm"))') =="
@@ -35,11 +41,10 @@ lane_new() {
     echo "   (the real-proxy tests, ${proxy_tests[*]}, are left out here: litellm 1.110.2's [proxy]"
     echo "    extra does not resolve on the registry; they run on 1.108.7 in lane 2)"
     local rc=0
+    echo "   (the core's own suites, ${#core_only[@]} files, run in lane 2)"
     TOOLGATE_MATRIX=rotate "${pytest_new[@]}" "${proxy_tests[@]/#/--ignore=}" \
-        "${own_process[@]/#/--ignore=}" "$@" || rc=1
+        "${core_only[@]/#/--ignore=}" "${own_process[@]/#/--ignore=}" "$@" || rc=1
     "${pytest_new[@]}" tests/test_sync_footprint.py "$@" || rc=1
-    echo "== fuzzing, time-boxed (tests/fuzz/run.py) =="
-    .venv/bin/python tests/fuzz/run.py --seconds 6 || rc=1
     echo "== the 10,000-call soak, on litellm 1.110.2 (.venv), in a process of its own =="
     "${pytest_new[@]}" tests/test_sync_soak.py "$@" || rc=1
     return "$rc"
@@ -47,17 +52,15 @@ lane_new() {
 
 lane_old() {
     echo "== lane 2: tests on litellm $(.venv-litellm-1.108.7/bin/python -c 'from importlib.metadata import version; print(version("litellm"))') =="
-    # The sans-I/O core imports no litellm (tests/test_core_without_litellm.py proves it), so
-    # its own suites say nothing new on a second litellm version: they run in lane 1 only.
-    # The typing check runs mypy, which only the lint environment (.venv) has.
-    local core_only=() f rc=0
-    for f in tests/test_core_*.py tests/test_sse.py tests/test_strictjson*.py tests/test_registry*.py \
-             tests/test_schema_differential.py tests/test_ecmaregex.py tests/test_gate_typing.py; do
-        core_only+=("--ignore=$f")
-    done
-    echo "   (the core's own suites, litellm-independent, run in lane 1 only: ${#core_only[@]} files left out)"
-    TOOLGATE_REQUIRE_PROXY=1 "${pytest_old[@]}" "${core_only[@]}" "${own_process[@]/#/--ignore=}" "$@" || rc=1
+    local rc=0
+    TOOLGATE_REQUIRE_PROXY=1 "${pytest_old[@]}" "${core_only[@]/#/--ignore=}" \
+        "${own_process[@]/#/--ignore=}" "$@" || rc=1
     "${pytest_old[@]}" tests/test_sync_footprint.py "$@" || rc=1
+    # The typing check runs mypy and the fuzzers need atheris: both only in .venv.
+    echo "== the core's own suites, litellm-independent, once (.venv) =="
+    "${pytest_new[@]}" "${core_only[@]}" "$@" || rc=1
+    echo "== fuzzing, time-boxed (tests/fuzz/run.py) =="
+    .venv/bin/python tests/fuzz/run.py --seconds 6 || rc=1
     return "$rc"
 }
 
