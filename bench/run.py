@@ -118,7 +118,7 @@ def plan(quick: bool) -> dict[str, Any]:
         "loop": 1_048_576,
         "journal": (200, 7),
         "metrics": [
-            ("tool-call 20 events", tool_body(20)[0], 200, 400),
+            ("tool-call 20 events", tool_body(20)[0], 256, 400),
             ("tool-call 200 events", tool_body(200)[0], 50, 150),
             ("4 interleaved calls of 16 KB", interleaved_body(4, 16_384)[0], 10, 120),
         ],

@@ -182,15 +182,16 @@ class PrometheusExporter:
         # Off the decision's path: the attempts queued their outcomes as they were decided
         # (``core/metrics.py``) and come here in batches; kept until FOLD_EVERY wait (a batch
         # of one when the route escalation listens too), binned then and at every scrape
-        # (:meth:`_fold`), so an attempt costs an extend and a share of a few slices
+        # (:meth:`fold`), so an attempt costs an extend and a share of a few slices
         # instead of a locked update each.
         queue = self._queue
         queue.extend(outcomes.flat)
         if len(queue) >= FOLD_EVERY * WIDTH:
-            self._fold()
+            self.fold()
 
-    def _fold(self) -> None:
-        """Bin every queued outcome into its series (at most FOLD_EVERY wait between scrapes).
+    def fold(self) -> None:
+        """Bin every queued outcome into its series now (at most FOLD_EVERY wait between
+        scrapes; a scrape folds first).
 
         The queue is taken whole (:func:`~..core.metrics.take_queued`; only this method
         takes, under the lock): an outcome queued meanwhile is binned by the next fold. A
@@ -281,7 +282,7 @@ class PrometheusExporter:
     def collect(self) -> Iterator[Any]:
         core = self._families
         observers.drain()  # every attempt decided before the scrape reaches the queue
-        self._fold()
+        self.fold()
         with self._lock:
             outcomes: dict[tuple[Any, ...], int] = {}
             for cell in self._cells.values():
