@@ -231,6 +231,16 @@ def test_a_clock_that_stepped_back_gives_a_delay_of_zero() -> None:
     assert _counted(attempt).release_delay_seconds == 0.0
 
 
+def test_a_clock_that_stepped_back_before_a_quarantine_gives_a_delay_of_zero() -> None:
+    clock = Clock()
+    attempt = _attempt(clock, done=True)
+    clock.now = 50.0  # before the call opened, at 100
+    attempt.interrupt(QuarantineReason.CANCELLED)
+    outcome = _counted(attempt)
+    assert outcome.reason is QuarantineReason.CANCELLED
+    assert outcome.release_delay_seconds == 0.0
+
+
 def test_the_outcome_of_a_remote_fault_and_counting_once() -> None:
     clock = Clock()
     attempt = _attempt(clock, done=False)  # no [DONE]: the upstream broke its contract
