@@ -24,7 +24,7 @@ from litellm_toolgate.core.metrics import (
     Observers,
     RouteLabels,
 )
-from litellm_toolgate.core.state import Wire
+from litellm_toolgate.core.state import TransitionError, Wire
 
 T, R = Transition.TRIPPED, Transition.RECOVERED
 RULE = Rule(window=10.0, buckets=5, min_attempts=4, trip_rate=0.5, recover_rate=0.25)
@@ -219,6 +219,22 @@ def test_the_outcome_of_a_release() -> None:
     assert outcome.withheld_bytes == len('{"a": 2, "b": 3}')
     assert outcome.release_delay_seconds == pytest.approx(2.5)
     assert outcome.decision_seconds >= 0
+
+
+def test_a_released_attempt_takes_no_later_decision() -> None:
+    """A release is final: a denial (or a failed policy) asked for afterwards is refused and
+    neither turns the attempt into a quarantine nor counts it again."""
+    attempt = _attempt(Clock(), done=True)
+    calls = attempt.conclude()
+    for call in calls:
+        attempt.decide(call.index, PolicyDecision.approve())
+    attempt.release()
+    for late in (PolicyDecision.deny("too late"), None):
+        with pytest.raises(TransitionError, match="released attempt"):
+            attempt.decide(calls[0].index, late)
+    assert attempt.decided and attempt.quarantined is None
+    assert [record.execution_state for record in attempt.records()] == ["released"]
+    assert _counted(attempt).released
 
 
 def test_a_clock_that_stepped_back_gives_a_delay_of_zero() -> None:

@@ -26,7 +26,7 @@ from loopback import run
 
 from litellm_toolgate import ToolGate
 from litellm_toolgate.core.errors import GateConfigError, QuarantineReason
-from litellm_toolgate.core.metrics import OVERFLOW, AttemptOutcome, DecidedBatch, Observer
+from litellm_toolgate.core.metrics import OVERFLOW, AttemptOutcome, DecidedBatch, Observer, queued
 from litellm_toolgate.core.state import Wire
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 from litellm_toolgate.edge.callback import GuardrailConfigError, ToolGateGuardrail
@@ -133,7 +133,7 @@ def test_queued_outcomes_are_all_counted_across_threads_and_scrapes(
         for _ in range(per_thread):
             # What a decided attempt does (core/attempt.py), then where it goes out
             # (edge/logs.py::emit_records).
-            observers.decided.extend(_outcome("cometapi/gpt-4o-mini"))
+            observers.decided.extend(queued(_outcome("cometapi/gpt-4o-mini")))
             if observers.due():
                 observers.drain()
 

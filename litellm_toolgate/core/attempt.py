@@ -127,7 +127,6 @@ class Attempt:
         self._terminal = False
         self._observers = observers
         """Where the attempt's outcome goes when it is decided (``core/metrics.py``)."""
-        self._counted = False
         self._deciding_ms = 0.0
         """Every call's validation plus policy time, summed as they are timed (what the
         metrics read of a decided attempt, not recomputed from its calls)."""
@@ -453,6 +452,8 @@ class Attempt:
     def decide(self, index: int, decision: PolicyDecision | None, elapsed: float = 0.0) -> None:
         """Record the policy's answer for one call; None means the policy failed."""
         self._raise_if_faulted()
+        if self._state is StreamState.RELEASED:
+            raise TransitionError("a released attempt takes no decision: a release is final")
         call = self._calls.get(index)
         if call is None:
             raise TransitionError(f"no call at tool index {index} to decide")
@@ -493,18 +494,10 @@ class Attempt:
         self._state = stream
         observers = self._observers
         if observers is not None and observers.listening:
-            # _count's work, inline on the common decision: a method called once an attempt
-            # runs cold, and that call was about a fifth of what the metrics add to a short
-            # stream (docs/performance.md). A release comes once and before any quarantine
-            # (both raise a stored fault first), so the attempt is not counted yet.
-            self._counted = True
+            # What _count queues, inline on the common decision: a method called once an
+            # attempt runs cold, as does all of this, so it is loads, one clock reading and
+            # one extend (the delay is subtracted where a batch is read, core/metrics.py).
             ledger = self._ledger
-            first = ledger.first_opened
-            delay: float | None = None
-            if first is not None:
-                delay = self._clock() - first
-                if delay < 0.0:  # noqa: PLR1730 (see _count)
-                    delay = 0.0
             observers.decided.extend(
                 (
                     self.route,
@@ -513,7 +506,8 @@ class Attempt:
                     len(self._calls),
                     ledger.argument_bytes,
                     self._deciding_ms / 1000,
-                    delay,
+                    ledger.first_opened,
+                    self._clock(),
                 )
             )
         return released
@@ -638,22 +632,11 @@ class Attempt:
         return self._fault
 
     def _count(self, observers: Observers, reason: QuarantineReason, now: float) -> None:
-        """Queue what a quarantined attempt counts for, once (``core/metrics.py``), while its
+        """Queue what a quarantined attempt counts for (``core/metrics.py``), while its
         values are still in the cache; ``now`` is the quarantine's clock reading. A release
-        counts the same way, inline (:meth:`release`), and marks the attempt counted too:
-        nothing asked of it afterwards counts it again."""
-        if self._counted:
-            return
-        self._counted = True
+        queues the same, inline (:meth:`release`). Each runs once an attempt, and never
+        both: every entry refuses a released attempt or raises its stored fault first."""
         ledger = self._ledger
-        first = ledger.first_opened
-        delay: float | None = None
-        if first is not None:
-            delay = now - first
-            if delay < 0.0:  # noqa: PLR1730 (a clock that stepped back; max() is a call)
-                delay = 0.0
-        # One extend of a tuple that is freed at once: the outcome's values, in the order of
-        # AttemptOutcome's fields, with no object of its own (metrics.DecidedBatch).
         observers.decided.extend(
             (
                 self.route,
@@ -662,6 +645,7 @@ class Attempt:
                 len(self._calls),
                 ledger.argument_bytes,
                 self._deciding_ms / 1000,
-                delay,
+                ledger.first_opened,
+                now,
             )
         )

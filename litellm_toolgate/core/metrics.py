@@ -8,9 +8,10 @@ argument bytes withheld, the time the gate spent deciding, and the time from the
 fragment to the decision (the release delay). It is queued there because that is where the
 attempt's values are still in the cache: read later, as the attempt went out, handing them
 over cost about twice as much (docs/performance.md). The queue is flat, the outcome's
-values one after another (:class:`DecidedBatch`): an attempt adds them with one ``extend``
-and leaves no object of its own behind, and an observer that bins takes each field of a
-whole batch as one slice.
+values one after another (:data:`QUEUED`, :class:`DecidedBatch`): an attempt adds them with
+one ``extend`` and leaves no object of its own behind, and an observer that bins takes each
+field of a whole batch as one slice. The release delay is queued as its two clock readings
+and subtracted in the batch: what runs once per attempt is kept to loads and one call.
 
 :meth:`Observers.drain` hands the queued outcomes to every observer, in batches: the edge
 drains where a decided attempt goes out (``edge/logs.py::emit_records``) once as many are
@@ -31,7 +32,7 @@ for every route past that. Reasons, families, parties and wires are closed enums
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from .errors import Party, QuarantineReason
@@ -72,19 +73,36 @@ class AttemptOutcome(NamedTuple):
         return self.reason is not None and self.reason.party is Party.REMOTE
 
 
-# A named tuple's own constructors are Python code; a batch's slice has its field count.
-_outcome: Callable[[type[AttemptOutcome], Iterable[Any]], AttemptOutcome] = tuple.__new__
+QUEUED = (*AttemptOutcome._fields[:-1], "first_opened", "decided_at")
+"""What a decided attempt queues (:attr:`Observers.decided`), in this order: the
+outcome's fields, but the release delay as its two clock readings (the first call's
+opening, None without a call; the decision's), subtracted when the outcome is read: the
+decision's path then stores two readings instead of computing a delay."""
 
-WIDTH = len(AttemptOutcome._fields)
-"""Values per outcome in a flat queue (:attr:`Observers.decided`)."""
+WIDTH = len(QUEUED)
+"""Values per outcome in a flat queue."""
+
+
+def queued(outcome: AttemptOutcome) -> tuple[Any, ...]:
+    """The values ``outcome`` takes in a flat queue: what an attempt queues, for an
+    outcome made by hand (a test's, an observer's own producer)."""
+    delay = outcome.release_delay_seconds
+    return (*outcome[:-1], None if delay is None else 0.0, 0.0 if delay is None else delay)
+
+
+def _delays(firsts: list[Any], decided: list[float]) -> list[float | None]:
+    """Each outcome's release delay from its two readings; a clock that stepped back gives 0."""
+    return [
+        None if first is None else (delay if (delay := at - first) > 0.0 else 0.0)
+        for first, at in zip(firsts, decided, strict=True)
+    ]
 
 
 class DecidedBatch:
     """Outcomes of decided attempts as one flat list, :data:`WIDTH` values each in the
-    order of :class:`AttemptOutcome`'s fields: what :meth:`Observers.drain` hands every
-    observer, shared, so read-only. Iterating makes each :class:`AttemptOutcome`; an
-    observer that bins many reads :meth:`column` instead (one slice, no per-outcome
-    object)."""
+    order of :data:`QUEUED`: what :meth:`Observers.drain` hands every observer, shared,
+    so read-only. Iterating makes each :class:`AttemptOutcome`; an observer that bins many
+    reads :meth:`columns` instead (a slice per field, no per-outcome object)."""
 
     __slots__ = ("flat",)
 
@@ -98,25 +116,27 @@ class DecidedBatch:
         """A batch of outcomes made one by one (a test's, an observer's own producer)."""
         flat: list[Any] = []
         for outcome in outcomes:
-            flat.extend(outcome)
+            flat.extend(queued(outcome))
         return cls(flat)
 
     def __len__(self) -> int:
         return len(self.flat) // WIDTH
 
     def __iter__(self) -> Iterator[AttemptOutcome]:
-        flat = self.flat
-        for start in range(0, len(flat), WIDTH):
-            yield _outcome(AttemptOutcome, flat[start : start + WIDTH])
+        return map(AttemptOutcome._make, zip(*self.columns(), strict=True))
 
     def column(self, field: str) -> list[Any]:
-        """One field of every outcome, in order."""
-        return self.flat[AttemptOutcome._fields.index(field) :: WIDTH]
+        """One field of :class:`AttemptOutcome`, of every outcome, in order."""
+        if field == "release_delay_seconds":
+            return self.columns()[-1]
+        return self.flat[QUEUED.index(field) :: WIDTH]
 
     def columns(self) -> list[list[Any]]:
-        """Every field's :meth:`column`, in the order of :class:`AttemptOutcome`'s fields."""
+        """Every field of :class:`AttemptOutcome`, a list each, in the order of its fields."""
         flat = self.flat
-        return [flat[field::WIDTH] for field in range(WIDTH)]
+        columns = [flat[field::WIDTH] for field in range(WIDTH - 2)]
+        columns.append(_delays(flat[WIDTH - 2 :: WIDTH], flat[WIDTH - 1 :: WIDTH]))
+        return columns
 
 
 def take_queued(queue: list[_T]) -> list[_T]:
