@@ -1339,7 +1339,10 @@ def test_release_is_all_or_nothing() -> None:
 
 
 def test_deciding_an_index_that_was_never_opened_is_a_transition_error() -> None:
-    attempt = run(ONE_CALL)
+    attempt = bound()
+    attempt.receive_bytes(ONE_CALL)
+    attempt.receive_eof()
+    attempt.conclude()
     with pytest.raises(TransitionError, match="index 7"):
         attempt.decide(7, PolicyDecision.approve())
 
