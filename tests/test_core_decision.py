@@ -109,6 +109,34 @@ def test_memory_through_the_decision_is_the_bytes_and_the_parse(mark: str) -> No
     assert released[0].value == json.loads(arguments)
 
 
+@pytest.mark.parametrize("lent", [False, True], ids=["withheld-bytes", "carrier-text"])
+def test_an_attempt_that_outlives_its_release_holds_no_argument_text(lent: bool) -> None:
+    # An attempt can outlive its stream (an edge's objects in a cycle of litellm's, until the
+    # collector's pass): once released, what the caller needs is the released call's, and
+    # the attempt keeps only counts and statuses, whatever text the release handed on.
+    arguments = file_arguments(256 * 1024)
+    withheld = len(arguments.encode())
+    tracemalloc.start()
+    try:
+        attempt = streamed(arguments)
+        carrier = None
+        if lent:  # a copy of litellm's own, lent to the released call
+            theirs = "".join([arguments[:100], arguments[100:]])
+            carrier = Carrier({0: CarrierCall("call-w", "write_file", theirs)}, "tool_calls")
+            del theirs
+        released = decide_all(attempt, carrier)
+        assert released[0].value["path"] == "src/f.py"
+        with_the_release = tracemalloc.get_traced_memory()[0]
+        del released, carrier
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    # The withheld bytes and the parsed value went with the released call.
+    assert with_the_release - after >= 1.5 * withheld, (with_the_release - after) / withheld
+    assert attempt.records()[0].buffer_bytes == withheld  # the counts stay for the record
+    assert attempt.records()[0].execution_state == "released"
+
+
 def test_the_decision_decodes_no_text() -> None:
     arguments = file_arguments(4096)
     attempt = streamed(arguments)

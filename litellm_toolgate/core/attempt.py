@@ -484,12 +484,16 @@ class Attempt:
             assert isinstance(state, CallState)
             call.state = state
             assert call.data is not None and call.value is not None
-            if call.executor is not _CLIENT:
-                continue  # a server's report goes out with the response, never as a call
-            # The text if one was made (or lent by the carrier), else the withheld bytes:
-            # the released call decodes them only if its text is read.
-            text = call.data if call.arguments is None else call.arguments
-            released.append(ReleasedCall(call.index, call.call_id, call.name, text, call.value))
+            if call.executor is _CLIENT:
+                # The text if one was made (or lent by the carrier), else the withheld bytes:
+                # the released call decodes them only if its text is read.
+                text = call.data if call.arguments is None else call.arguments
+                released.append(ReleasedCall(call.index, call.call_id, call.name, text, call.value))
+            # (A server's report goes out with the response, never as a call.) The attempt
+            # keeps no text or value of its own past the release: the released call holds
+            # what the caller needs, and an attempt that outlives its stream (in a cycle of
+            # litellm's, until the collector's pass) keeps only its counts and statuses.
+            call.hand_over()
         assert isinstance(stream, StreamState)
         self._state = stream
         observers = self._observers

@@ -229,15 +229,20 @@ class CallAccumulator:
         self.value = value
         self.move(CallInput.SCHEMA_VALID)
 
+    def hand_over(self) -> None:
+        """Release: drop this accumulator's text and value (the released call has them);
+        the counts and statuses stay for the record."""
+        self.buffer = None
+        self.data = None
+        self.arguments = None
+        self.value = None
+
     def discard(self, now: float) -> None:
         """Quarantine: drop every buffer; the counts and statuses stay for the record."""
         if self.stream_ms == 0.0:
             self.stream_ms = (now - self.opened_at) * 1000
         self.state = CallState.QUARANTINED
-        self.buffer = None
-        self.data = None
-        self.arguments = None
-        self.value = None
+        self.hand_over()
 
     def record(
         self, common: Mapping[str, Any], *, item_id: str, tool_name: str | None, error: str | None
