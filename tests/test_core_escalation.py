@@ -310,6 +310,7 @@ def test_a_decided_batch_reads_as_outcomes_and_as_columns() -> None:
     assert len(batch) == 2 and list(batch) == [released, faulted]
     assert [type(o) for o in batch] == [AttemptOutcome, AttemptOutcome]
     assert batch.column("route") == ["r", "s"] and batch.column("reason")[1].party is Party.REMOTE
+    assert batch.column("release_delay_seconds") == [0.01, None]
     assert batch.columns() == [list(values) for values in zip(released, faulted, strict=True)]
     with pytest.raises(ValueError, match="values per outcome"):
         DecidedBatch(["r", Wire.CHAT, None])

@@ -127,9 +127,10 @@ class DecidedBatch:
 
     def column(self, field: str) -> list[Any]:
         """One field of :class:`AttemptOutcome`, of every outcome, in order."""
+        flat = self.flat
         if field == "release_delay_seconds":
-            return self.columns()[-1]
-        return self.flat[QUEUED.index(field) :: WIDTH]
+            return _delays(flat[WIDTH - 2 :: WIDTH], flat[WIDTH - 1 :: WIDTH])
+        return flat[QUEUED.index(field) :: WIDTH]
 
     def columns(self) -> list[list[Any]]:
         """Every field of :class:`AttemptOutcome`, a list each, in the order of its fields."""
