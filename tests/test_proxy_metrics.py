@@ -2,10 +2,10 @@
 
 * One proxy with the gate (``metrics:`` on) and litellm's own ``prometheus`` callback, which
   serves the process-global registry on the proxy's ``/metrics``. A second process (this
-  one) drives it with a modest load: good streams, a tenth broken, and clients that leave
-  mid-stream while the upstream is silent after its first text chunk. The counters on
-  ``/metrics`` must equal what the clients counted, exactly, and the in-flight gauge must
-  come back to 0.
+  one) drives it with 330 streams at once: good streams, a tenth broken, and among them 30
+  clients that leave mid-stream while the upstream is silent after its first text chunk.
+  The counters on ``/metrics`` must equal what the clients counted, exactly, and the
+  in-flight gauge must come back to 0.
 * Two proxies sharing litellm's Redis cache (``cache_params: type: redis``, opt-in mode, so
   no answer is ever served from it) with ``escalation: take_out_of_routing: true``: a
   deployment that breaks its streams, driven through proxy A only, is taken out of routing
@@ -220,9 +220,13 @@ async def _load(proxy: Proxy, names: list[str], leavers: int) -> tuple[list[Any]
         client = openai.AsyncOpenAI(
             base_url=proxy.base_url, api_key=proxy.key, max_retries=0, http_client=http
         )
-        results = await asyncio.gather(*(_one(client, "gpt-4o-mini", n) for n in names))
-        left = await asyncio.gather(*(_leave(client) for _ in range(leavers)))
-        return list(zip(names, results, strict=True)), list(left)
+        # The leavers go away while the load runs, among the other streams.
+        outcomes = await asyncio.gather(
+            *(_one(client, "gpt-4o-mini", n) for n in names),
+            *(_leave(client) for _ in range(leavers)),
+        )
+        results = outcomes[: len(names)]
+        return list(zip(names, results, strict=True)), list(outcomes[len(names) :])
 
 
 @pytest.fixture(scope="module")
@@ -242,7 +246,7 @@ def test_metrics_equal_what_the_clients_counted(upstream: FakeUpstream, tmp_path
         [_deployment("gpt-4o-mini", "gpt-4o-mini")],
         {"metrics": {"routes": [ROUTE]}},
     )
-    total_streams, leavers = 150, 15
+    total_streams, leavers = 300, 30
     names = [
         BAD[i // 10 % len(BAD)] if i % 10 == 0 else GOOD[i % len(GOOD)]
         for i in range(total_streams)
