@@ -13,17 +13,16 @@ the release, each kept by the attempt); now 6 to 8 KiB a call of counts and stat
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import json
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import litellm
 import pytest
-from loopback import kwargs
+from loopback import call, kwargs, tool_calls
 
 from litellm_toolgate import ToolGate, ToolGateGuardrail
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted, calls_stream
@@ -32,12 +31,6 @@ PACKAGE = str(Path(__file__).resolve().parent.parent / "litellm_toolgate")
 TOOLS = json.loads((Path(PACKAGE).parent / "config_examples" / "tools.json").read_text())
 ARGUMENTS = json.dumps({"path": "notes.txt", "content": "q" * 128 * 1024})
 CALLS = 3
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[FakeUpstream]:
-    with FakeUpstream() as server:
-        yield server
 
 
 def _entry(how: str) -> tuple[Callable[..., Any], Callable[..., Any], Callable[[], None]]:
@@ -63,17 +56,9 @@ def _entry(how: str) -> tuple[Callable[..., Any], Callable[..., Any], Callable[[
 def _released_once(upstream: FakeUpstream, sync: Any, asynchronous_call: Any, a: bool) -> int:
     """One streamed 128 KiB call, read to its end; the number of calls released."""
     upstream.enqueue(Scripted(calls_stream([("call_1", "write_file", ARGUMENTS)])))
-    chunks: list[Any] = []
-    if a:
-
-        async def go() -> None:
-            stream = await asynchronous_call(**kwargs(upstream))
-            chunks.extend([chunk async for chunk in stream])
-
-        asyncio.run(go())
-    else:
-        chunks.extend(sync(**kwargs(upstream)))
-    return sum(len(c.choices[0].delta.tool_calls or ()) for c in chunks if c.choices)
+    chunks, fault = call(sync, asynchronous_call, kwargs(upstream), asynchronous=a)
+    assert fault is None
+    return len(tool_calls(chunks))
 
 
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
