@@ -230,8 +230,8 @@ class CallAccumulator:
         self.move(CallInput.SCHEMA_VALID)
 
     def hand_over(self) -> None:
-        """Release: drop this accumulator's text and value (the released call has them);
-        the counts and statuses stay for the record."""
+        """Drop this accumulator's text and value, at a release (the released call has them)
+        and at a quarantine (:meth:`discard`); the counts and statuses stay for the record."""
         self.buffer = None
         self.data = None
         self.arguments = None

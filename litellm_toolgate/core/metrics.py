@@ -128,17 +128,17 @@ class DecidedBatch:
     def column(self, field: str) -> list[Any]:
         """One field of :class:`AttemptOutcome`, of every outcome, in order."""
         if field == "release_delay_seconds":
-            return self._delays()
+            return self._delay_column()
         return self.flat[QUEUED.index(field) :: WIDTH]
 
     def columns(self) -> list[list[Any]]:
         """Every field of :class:`AttemptOutcome`, a list each, in the order of its fields."""
         flat = self.flat
         columns = [flat[field::WIDTH] for field in range(WIDTH - 2)]
-        columns.append(self._delays())
+        columns.append(self._delay_column())
         return columns
 
-    def _delays(self) -> list[float | None]:
+    def _delay_column(self) -> list[float | None]:
         """The release delays, from the last two values of each outcome."""
         flat = self.flat
         return _delays(flat[WIDTH - 2 :: WIDTH], flat[WIDTH - 1 :: WIDTH])
