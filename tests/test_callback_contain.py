@@ -40,7 +40,6 @@ from litellm_toolgate.demo.run import MULTIPLY
 from litellm_toolgate.demo.serve import as_requested
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 from litellm_toolgate.edge import cacheguard
-from litellm_toolgate.edge.calltypes import GatesConflict
 
 litellm.suppress_debug_info = True
 R = QuarantineReason
@@ -359,24 +358,72 @@ def test_narrow_wide_narrow_registries_in_turn(
             assert got.reason is R.UNKNOWN_TOOL
 
 
+SMALL = {
+    "type": "function",
+    "function": {
+        "name": "multiply",
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"type": "integer", "maximum": 5}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+        },
+    },
+}
+
+
 @pytest.mark.parametrize("order", ["deny-first", "allow-first"])
 @pytest.mark.parametrize(("mode", "stream"), PATHS)
-def test_two_gates_for_one_call_refuse_it_in_any_order(
+def test_two_gates_decide_one_call_together(
     upstream: FakeUpstream, mode: str, stream: bool, order: str
 ) -> None:
-    gates: list[Any] = [
-        ToolGateGuardrail([MULTIPLY], policy=deny_all),
-        ToolGateGuardrail([MULTIPLY], policy=allow_all),
-    ]
-    litellm.callbacks = gates if order == "deny-first" else gates[::-1]
-    before = len(upstream.requests)
+    """Every registered gate decides: released only when both would release it, refused
+    with the same type on sync and async paths, in either list order."""
+    deny = ToolGateGuardrail([MULTIPLY], policy=deny_all)
+    allow = ToolGateGuardrail([MULTIPLY], policy=allow_all)
+    litellm.callbacks = [deny, allow] if order == "deny-first" else [allow, deny]
     got = run(mode, stream, call(upstream, "good"))
-    if mode == "async":
-        assert isinstance(got, GatesConflict), got
-    else:
-        assert isinstance(got, UngatedCallRefused), got
-        assert "gates are registered for this call" in str(got)
-    assert len(upstream.requests) == before
+    assert isinstance(got, PolicyDenied), got
+    litellm.callbacks = [allow, ToolGateGuardrail([MULTIPLY, ADD])][
+        :: 1 if order == "deny-first" else -1
+    ]
+    assert arguments_of(run(mode, stream, call(upstream, "good"))) == [GOOD]
+    got = run(mode, stream, call(upstream, "bad"))
+    assert isinstance(got, SchemaRejected), got
+
+
+@pytest.mark.parametrize(("mode", "stream"), PATHS)
+def test_a_narrow_gate_over_a_wide_one_refuses_what_it_does_not_allow(
+    upstream: FakeUpstream, mode: str, stream: bool
+) -> None:
+    """A team's narrow gate layered over a wide one: a tool only the wide one knows is
+    unknown, a value only the wide schema accepts is schema-invalid (a = 7 > 5)."""
+    wide = ToolGateGuardrail([MULTIPLY, ADD])
+    litellm.callbacks = [wide, ToolGateGuardrail([ADD])]
+    got = run(mode, stream, call(upstream, "good"))
+    assert isinstance(got, SchemaRejected), got
+    assert got.reason is R.UNKNOWN_TOOL
+    litellm.callbacks = [ToolGateGuardrail([SMALL]), wide]
+    got = run(mode, stream, call(upstream, "good"))
+    assert isinstance(got, SchemaRejected), got
+    assert got.reason is R.SCHEMA_INVALID
+    litellm.callbacks = [wide, ToolGateGuardrail([MULTIPLY], policy=allow_all)]
+    assert arguments_of(run(mode, stream, call(upstream, "good"))) == [GOOD]
+
+
+@pytest.mark.parametrize(("mode", "stream"), PATHS)
+def test_a_gate_taken_out_of_the_callbacks_does_nothing(
+    upstream: FakeUpstream, mode: str, stream: bool
+) -> None:
+    """litellm keeps copies of a registered gate in its own lists; once it is taken out of
+    ``litellm.callbacks`` it acts on no call, sync or async (the call goes out as litellm
+    sends it, and plain litellm hands the invalid call over)."""
+    gate = ToolGateGuardrail([MULTIPLY])
+    litellm.callbacks = [gate]
+    assert isinstance(run(mode, stream, call(upstream, "bad")), SchemaRejected)
+    litellm.callbacks = []
+    assert arguments_of(run(mode, stream, call(upstream, "bad"))) == [BAD]
+    litellm.callbacks = [gate]
+    assert isinstance(run(mode, stream, call(upstream, "bad")), SchemaRejected)
 
 
 # ---- 10. the WireUnread family reaches callback users typed ----------------------------------
@@ -583,3 +630,22 @@ def test_failure_loggers_never_receive_the_withheld_arguments(stream: bool, argu
 
 def arguments_kind(arguments: str) -> str:
     return "schema" if arguments.startswith("{") and arguments.endswith("}") else "broken"
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_gate_handed_to_one_call_gates_it_sync_and_says_so_async(
+    upstream: FakeUpstream, stream: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A gate in a call's own ``callbacks=`` (none in ``litellm.callbacks``): litellm runs
+    its logging hooks only. The sync call is armed and claimed on the wire; the async call
+    cannot be (docs/callbacks.md, "Two gates, and gates handed to a call"), and the gate says
+    so in its log, once, with no argument text."""
+    gate = ToolGateGuardrail([MULTIPLY])
+    got = run("sync", stream, {**call(upstream, "bad"), "callbacks": [gate]})
+    assert isinstance(got, SchemaRejected), got
+    with caplog.at_level("WARNING", logger="litellm_toolgate"):
+        for _ in range(2):
+            run("async", stream, {**call(upstream, "good"), "callbacks": [gate]})
+    said = [r.getMessage() for r in caplog.records if "callbacks=" in r.getMessage()]
+    assert len(said) == 1 and "NOT gated" in said[0], said
+    assert "seven" not in caplog.text

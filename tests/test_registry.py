@@ -335,3 +335,57 @@ def test_validation_never_raises(schema: Mapping[str, Any]) -> None:
 def test_verdict_is_deterministic(spec: ToolSpec) -> None:
     value = {"path": 1, "lines": ["x"], "mode": "z", CANARY: 0}
     assert len({spec.validate(value) for _ in range(20)}) == 1
+
+
+# ---- all_of: several gates' registries judging one call together ---------------------------
+def _tool(name: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "parameters": parameters}}
+
+
+def test_all_of_knows_only_the_tools_every_registry_knows() -> None:
+    wide = ToolRegistry.from_tools([_tool("a", {}), _tool("b", {})])
+    narrow = ToolRegistry.from_tools([_tool("b", {})])
+    both = ToolRegistry.all_of([wide, narrow])
+    assert both.names == frozenset({"b"})
+    assert ToolRegistry.all_of([narrow, wide]).names == frozenset({"b"})
+
+
+def test_all_of_a_value_must_pass_every_schema_and_the_first_failure_is_named() -> None:
+    low = ToolRegistry.from_tools([_tool("t", {"properties": {"n": {"maximum": 5}}})])
+    even = ToolRegistry.from_tools([_tool("t", {"properties": {"n": {"multipleOf": 2}}})])
+    typed = ToolRegistry.from_tools([_tool("t", {"properties": {"n": {"type": "integer"}}})])
+    spec = ToolRegistry.all_of([low, ToolRegistry.all_of([even, typed])]).get("t")
+    assert spec is not None
+    assert spec.validate({"n": 4}) is None
+    assert spec.validate({"n": 6}) == SchemaVerdict("maximum", "/n")
+    assert spec.validate({"n": 3}) == SchemaVerdict("multipleOf", "/n")
+    assert spec.validate({"n": "4"}) == SchemaVerdict("type", "/n")
+
+
+def test_all_of_custom_tools_with_different_grammars_are_left_out() -> None:
+    def custom(name: str, pattern: str | None) -> dict[str, Any]:
+        tool: dict[str, Any] = {"type": "custom", "name": name}
+        if pattern is not None:
+            tool["format"] = {"type": "grammar", "syntax": "regex", "definition": pattern}
+        return tool
+
+    one = ToolRegistry.from_tools([custom("x", "a+"), custom("y", None), custom("z", "b")])
+    two = ToolRegistry.from_tools([custom("x", "c+"), custom("y", "d"), custom("z", "b")])
+    both = ToolRegistry.all_of([one, two])
+    assert "custom:x" not in both.declared  # two grammars cannot be one: refused
+    assert "custom:y" in both.declared and both.grammars["y"].accepts("d")
+    assert both.grammars["z"] is one.grammars["z"]
+
+
+def test_all_of_needs_a_registry() -> None:
+    with pytest.raises(GateConfigError):
+        ToolRegistry.all_of([])
+
+
+def test_the_tightest_limits_take_each_lowest_value() -> None:
+    from litellm_toolgate import Limits
+
+    tight = Limits.tightest([Limits(max_calls=3), Limits(idle_timeout=5.0, max_calls=9)])
+    assert (tight.max_calls, tight.idle_timeout) == (3, 5.0)
+    assert tight.max_body_bytes == Limits().max_body_bytes
+    assert Limits.tightest([]) == Limits()

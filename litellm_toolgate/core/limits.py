@@ -8,6 +8,7 @@ text content is passed on live and only counted.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 
 from .errors import GateConfigError
@@ -39,6 +40,14 @@ class Limits:
     """Nesting depth of a call's arguments (the top-level object is depth 1)."""
     idle_timeout: float = 120.0
     """Seconds the wire may stay silent between reads before the stream counts as stalled."""
+
+    @classmethod
+    def tightest(cls, limits: Iterable[Limits]) -> Limits:
+        """Each limit at the lowest value any of ``limits`` sets it to."""
+        members = list(limits)
+        if not members:
+            return cls()
+        return cls(**{f.name: min(getattr(m, f.name) for m in members) for f in fields(cls)})
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -52,7 +52,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -108,6 +108,9 @@ class ToolSpec:
     """Property names the schema itself spells out; only these appear in verdict paths."""
     fast: Callable[[Any], bool] | None = field(default=None, repr=False, compare=False)
     """jsonschema-rs's ``is_valid`` for this schema, when it qualifies (see fastschema)."""
+    also: tuple[ToolSpec, ...] = field(default=(), repr=False, compare=False)
+    """Further specs of the same tool the value must satisfy too (:meth:`ToolRegistry.all_of`:
+    the tool as each of several gates registered it)."""
 
     @classmethod
     def build(cls, name: str, parameters: Mapping[str, Any]) -> ToolSpec:
@@ -132,7 +135,16 @@ class ToolSpec:
         return cls(name, MappingProxyType(schema), validator, declared, fast)
 
     def validate(self, value: Any) -> SchemaVerdict | None:
-        """``None`` if ``value`` satisfies the schema, else the verdict of the best error."""
+        """``None`` if ``value`` satisfies the schema (and every spec in :attr:`also`), else
+        the verdict of the first schema's best error."""
+        verdict = self._validate_own(value)
+        for other in self.also:
+            if verdict is not None:
+                break
+            verdict = other.validate(value)
+        return verdict
+
+    def _validate_own(self, value: Any) -> SchemaVerdict | None:
         if self.fast is not None:
             # Any failure of the fast path just leaves the decision to the reference.
             try:
@@ -198,6 +210,37 @@ class ToolRegistry:
                 if grammar is not None:
                     grammars[other[7:]] = grammar
         return cls(specs, declared, grammars)
+
+    @classmethod
+    def all_of(cls, registries: Iterable[ToolRegistry]) -> ToolRegistry:
+        """The tools every one of ``registries`` has, each valid only where it is valid for
+        every one of them: a call is known to the result only if each registry knows it, and
+        its value must pass each registry's schema of it (the first failing one's verdict is
+        the call's). A custom tool whose registries name different grammars is left out:
+        one grammar cannot stand for two, so its calls are unknown (refused)."""
+        members = list(registries)
+        if not members:
+            raise GateConfigError("ToolRegistry.all_of needs at least one registry")
+        first, rest = members[0], members[1:]
+        specs = [
+            replace(spec, also=spec.also + tuple(o for r in rest for o in r._chain(spec.name)))
+            for spec in first
+            if all(spec.name in r for r in rest)
+        ]
+        declared = set(first.declared.intersection(*(r.declared for r in rest)))
+        grammars: dict[str, Grammar] = {}
+        for entry in sorted(d for d in declared if d.startswith("custom:")):
+            name = entry[7:]
+            named = {id(g): g for r in members if (g := r.grammars.get(name)) is not None}
+            if len(named) > 1:
+                declared.discard(entry)
+            elif named:
+                grammars[name] = next(iter(named.values()))
+        return cls(specs, declared, grammars)
+
+    def _chain(self, name: str) -> tuple[ToolSpec, ...]:
+        spec = self._specs[name]
+        return (replace(spec, also=()), *spec.also)
 
     def get(self, name: str) -> ToolSpec | None:
         return self._specs.get(name)

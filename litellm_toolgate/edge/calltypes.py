@@ -20,7 +20,7 @@ import sys
 
 from litellm.exceptions import GuardrailRaisedException
 
-from ..core.errors import GateConfigError, WireNotObservable
+from ..core.errors import WireNotObservable
 from .intervention import set_guardrail_fields
 
 
@@ -154,28 +154,6 @@ class CallRefused(WireNotObservable, GuardrailRaisedException):
         set_guardrail_fields(self, message, status_code=400, blocked_content=False)
 
 
-class GatesConflict(GateConfigError, GuardrailRaisedException):
-    """Two gates were registered for one call; it was refused before it was sent.
-
-    One call is gated by one gate: with two in ``litellm.callbacks`` (both selected for the
-    call) neither may decide alone, and which one litellm asks first depends on list order and
-    on sync or async. So the call is refused, whatever the order, and the message says so.
-    Also a litellm guardrail intervention, so litellm hands it to the caller unchanged and a
-    Router never re-sends it.
-    """
-
-    status_code = 400
-
-    def __init__(self, names: list[str]) -> None:
-        message = (
-            f"{len(names)} toolgate gates are registered for this call ({', '.join(names)}); "
-            "one call is gated by one gate, so it was refused before sending. Register one "
-            "ToolGateGuardrail (or select one per request with default_on: false)"
-        )
-        GateConfigError.__init__(self, message)
-        set_guardrail_fields(self, message, status_code=400, blocked_content=False)
-
-
 NOT_A_MODEL_TURN = frozenset(
     {
         "embedding", "aembedding", "text_completion", "atext_completion",
@@ -235,7 +213,6 @@ __all__ = [
     "CHAT",
     "CallRefused",
     "GATED",
-    "GatesConflict",
     "Handling",
     "MESSAGES",
     "NOT_A_MODEL_TURN",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal, NoReturn, overload
 
@@ -26,6 +26,7 @@ from litellm.types.llms.openai import ResponsesAPIResponse
 from litellm.types.utils import ModelResponse
 
 from ..core.attempt import Attempt, Carrier
+from ..core.compose import all_of
 from ..core.errors import (
     GateConfigError,
     RouteNotGated,
@@ -199,12 +200,16 @@ class ToolGate:
         await self.aclose()
 
     # ---- attempts and clients --------------------------------------------------------------
+    def registry_for(self, tools: Any = None) -> ToolRegistry:
+        """The registry a call is judged by: the gate's, or (``tools="request"``) the
+        request's own ``tools``."""
+        if self.registry is not None:
+            return self.registry
+        return ToolRegistry.from_tools(tools or [])
+
     def new_attempt(self, *, tools: Any = None, model: str = "") -> Attempt:
-        registry = self.registry
-        if registry is None:
-            registry = ToolRegistry.from_tools(tools or [])
         return Attempt(
-            registry,
+            self.registry_for(tools),
             self.limits,
             run_id=self.run_id,
             route=model,
@@ -518,4 +523,49 @@ class ToolGate:
         return response
 
 
-__all__ = ["TappedAsyncHTTPHandler", "TappedHTTPHandler", "ToolGate"]
+class GateSet(ToolGate):
+    """Several gates deciding one call together (``litellm.callbacks`` holding more than one
+    gate selected for it): a call is released only when every gate would release it.
+
+    Its registry is :meth:`ToolRegistry.all_of` the members' (a tool every member knows,
+    valid against every member's schema of it), its policy :func:`~..core.compose.all_of`
+    the members' policies in order, its limits :meth:`Limits.tightest` of theirs. Ids and
+    records (``run_id``, ``hmac_key``, route profiles, tool categories) are the first
+    member's, the others' filling in what it leaves out; so are the HTTP clients: the set
+    owns none, and closing it closes nothing.
+    """
+
+    def __init__(self, members: Sequence[ToolGate]) -> None:
+        if len(members) < 2:
+            raise GateConfigError("a GateSet is made of two gates or more")
+        policies = [m.policy for m in members if m.policy is not None]
+        super().__init__(
+            "request",
+            policy=(policies[0] if len(policies) == 1 else all_of(*policies)) if policies else None,
+            limits=Limits.tightest(m.limits for m in members),
+            tool_categories={k: v for m in reversed(members) for k, v in m.tool_categories.items()},
+            hmac_key=members[0].hmac_key,
+            run_id=members[0].run_id,
+        )
+        self.route_profiles = {k: v for m in reversed(members) for k, v in m.route_profiles.items()}
+        self.clients = members[0].clients
+        self.members = tuple(members)
+        if all(m.registry is not None for m in members):
+            self.registry = ToolRegistry.all_of(m.registry_for() for m in members)
+
+    def __repr__(self) -> str:
+        return f"GateSet({', '.join(repr(m) for m in self.members)})"
+
+    def registry_for(self, tools: Any = None) -> ToolRegistry:
+        if self.registry is not None:
+            return self.registry
+        return ToolRegistry.all_of(m.registry_for(tools) for m in self.members)
+
+    def close(self) -> None:
+        self._closed = True  # the clients are the first member's: left to it
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+
+__all__ = ["GateSet", "TappedAsyncHTTPHandler", "TappedHTTPHandler", "ToolGate"]

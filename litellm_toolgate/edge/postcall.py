@@ -31,7 +31,7 @@ from litellm.types.llms.openai import ResponsesAPIResponse
 from ..core.attempt import Carrier
 from ..core.errors import raise_clean
 from ..core.state import StreamState
-from .admission import GateGuardrail, call_type, selected
+from .admission import GateGuardrail, call_type, deciders
 from .calltypes import GATED
 from .carriers.messages import AnthropicEvents, message_carrier
 from .carriers.responses import CarrierEvents, carrier_events, carrier_of_result
@@ -48,11 +48,12 @@ async def gate_proxy_stream(
     guardrail: GateGuardrail, taps: Taps, response: Any, request: dict[str, Any]
 ) -> AsyncGenerator[Any, None]:
     """The proxy's stream, gated by the request's tap (passed on untouched when the gate is
-    not selected for the request)."""
+    not selected for the request, or when another gate acts for it)."""
     started = time.time()
     tap = taps.take(request)
-    if tap is None and not selected(guardrail, request):
-        async for chunk in response:  # not selected: passed on untouched, unrecorded
+    if tap is None and not deciders(guardrail, request):
+        # Not selected, or another gate acts for this request: passed on, unrecorded.
+        async for chunk in response:
             yield chunk
         return
     if tap is None or not tap.streamed:
@@ -62,7 +63,7 @@ async def gate_proxy_stream(
     events: Any = CarrierEvents() if tap.responses_api else carrier_events(response)
     if tap.messages_api:
         events = AnthropicEvents()  # /v1/messages: Anthropic SSE bytes
-    stream = AsyncGatedStream(response, tap, guardrail.gate.policy, events)
+    stream = AsyncGatedStream(response, tap, tap.policy, events)
     observers.stream_started(tap.attempt.route)
     try:
         async for chunk in stream:
@@ -87,7 +88,7 @@ async def check_proxy_response(
     ):
         return
     tap = taps.take(data)
-    if tap is None and not selected(guardrail, data):
+    if tap is None and not deciders(guardrail, data):
         return
     await _check_response(guardrail, data, response, tap, in_proxy=True)
 
@@ -102,7 +103,7 @@ async def check_sdk_response(
     # Outside the proxy the request is the kwargs the pre-call hook returned. A tap this
     # gate did not make belongs to a ToolGate's own call, which that gate decides.
     tap = getattr(request.get("client"), "tap", None)
-    if tap is None and not selected(guardrail, request):
+    if tap is None and not deciders(guardrail, request):
         return
     if isinstance(tap, WireTap) and not taps.owns(tap):
         return
@@ -135,7 +136,7 @@ async def _check_response(
     if attempt.state is StreamState.RELEASED:
         return
     if attempt.quarantined is None:
-        if await aapprove_whole(attempt, _carrier_of_whole, response, guardrail.gate.policy):
+        if await aapprove_whole(attempt, _carrier_of_whole, response, tap.policy):
             attempt.release()
         emit_records(attempt)
         report(guardrail, request, attempt, started)

@@ -51,10 +51,10 @@ def arm_async(
     if kind in SYNC:
         return None  # litellm's sync Responses runs this hook too: armed by the sync face
     vouched = is_vouched_client(kwargs.get("client"))
-    api = admit(guardrail, kind, kwargs, kwargs, vouched=vouched)
-    if api is None:
+    admitted = admit(guardrail, kind, kwargs, kwargs, vouched=vouched)
+    if admitted is None:
         return None  # not gated here: the request goes out untouched
-    gate = guardrail.gate
+    api, gate = admitted
     streamed = bool(kwargs.get("stream"))
     in_proxy = "proxy_server_request" in kwargs
     tap = new_tap(

@@ -42,6 +42,7 @@ def new_tap(
     """The call's attempt and tap; the request's own fields are checked now (a chat
     request for ``n > 1`` is refused here, unsent: the tap's quarantine)."""
     tap = WireTap(gate.new_attempt(tools=tools, model=model), streamed=streamed)
+    tap.policy = gate.policy
     tap.responses_api = kind in RESPONSES
     tap.messages_api = kind in MESSAGES
     if body is not None and not tap.responses_api and not tap.messages_api:

@@ -31,6 +31,7 @@ import httpx
 from ..core.attempt import Attempt
 from ..core.body import BodyReader
 from ..core.errors import QuarantineReason, ToolCallQuarantined
+from ..core.policy import Policy
 from ..core.wires import chat as chat_wire
 
 R = QuarantineReason
@@ -67,6 +68,8 @@ class WireTap(BodyReader):
         # Where the call's request must go (``/v1/messages``: the bridge litellm was asked
         # about, see bridges); a request sent elsewhere is refused unsent.
         self.wire_path: str | None = None
+        # The policy of the gate (or gate set) that judges the call (taps.new_tap).
+        self.policy: Policy | None = None
         self.close_sync: Callable[[], None] | None = None
         self.close_async: Callable[[], Awaitable[None]] | None = None
 

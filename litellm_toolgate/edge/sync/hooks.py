@@ -47,7 +47,6 @@ from ..admission import GateGuardrail, admit, registered_gates, selected
 from ..admission import call_type as _call_type
 from ..calltypes import (
     SYNC,
-    GatesConflict,
     Handling,
     handling,
     in_messages_entry_point,
@@ -55,7 +54,7 @@ from ..calltypes import (
     sync_route_sdk,
 )
 from ..httpwithhold import Withholding
-from ..logs import emit_records
+from ..logs import emit_records, logger
 from ..preflight import chat_chunk_check, client_parse, responses_event_check
 from ..routes import Api, route_for
 from ..taps import new_tap
@@ -180,16 +179,15 @@ def at_call_setup(gate: GateGuardrail, frame: FrameType | None) -> None:
     gates = registered_gates()
     if all(g is not gate for g in gates[:1]):
         return  # the first registered gate answers for all
-    if gate.__dict__.get("_closed", False):
+    if any(g.__dict__.get("_closed", False) for g in gates):
         raise UngatedCallRefused(
             "this toolgate gate was closed; it gates no more sync calls (take it out of "
             "litellm.callbacks); this call was not sent"
         )
-    if not selected(gate, kwargs) or is_vouched(str(kwargs.get("litellm_call_id") or "")):
+    if not any(selected(g, kwargs) for g in gates):
         return
-    chosen = [g for g in gates if selected(g, kwargs)]
-    if len(chosen) > 1:
-        raise UngatedCallRefused(str(GatesConflict([repr(g.guardrail_name) for g in chosen])))
+    if is_vouched(str(kwargs.get("litellm_call_id") or "")):
+        return
     model = kwargs.get("model")
     if not isinstance(model, str) or not model:
         return
@@ -298,7 +296,11 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
             return  # closed and replaced: the registered gate decides
         raise UngatedCallRefused("this toolgate gate was closed; it gates no more calls")
     if handling(kind) is Handling.GATED and kind not in SYNC:
-        return  # an async call: armed by the async hook
+        # An async call: armed by the async hook, which litellm runs for the gates in
+        # litellm.callbacks only. One handed to the call in its callbacks= cannot gate it.
+        if not registered_gates() and not gate.__dict__.get("_registered", False):
+            _warn_per_call(gate)
+        return
     call_id = str(kwargs.get("litellm_call_id") or "")
     route = str(kwargs.get("custom_llm_provider") or "")
     # The logging kwargs name the model without its provider: the route (and so its
@@ -317,8 +319,10 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
         "api_base": request.get("api_base"),
         "stream": streamed,
     }
-    if admit(gate, kind, request, where, vouched=is_vouched(call_id)) is None:
+    admitted = admit(gate, kind, request, where, vouched=is_vouched(call_id))
+    if admitted is None:
         return
+    deciding = admitted[1]
     refusal = sync_refusal(kind, route, streamed, sdk_streamed(kwargs))
     if refusal is not None:
         raise UngatedCallRefused(refusal)
@@ -329,7 +333,7 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
     if tools is None and isinstance(body, Mapping):
         tools = body.get("tools")
     tap = new_tap(
-        gate.gate,
+        deciding,
         kind,
         tools=tools,
         model=model,
@@ -347,7 +351,7 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
         reporting.report(gate, request, attempt, started)
 
     holding = Withholding(
-        gate.gate.policy,
+        deciding.policy,
         report,
         whole_here=True,
         retry_stream_faults=gate.retry_stream_faults,
@@ -367,6 +371,19 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
         arm_sdk(kwargs, route, tap, holding)
     else:
         arm(kwargs, tap, holding)
+
+
+def _warn_per_call(gate: GateGuardrail) -> None:
+    """Say once per gate that a gate handed to async calls in ``callbacks=`` gates none."""
+    if gate.__dict__.get("_warned_per_call", False):
+        return
+    gate.__dict__["_warned_per_call"] = True
+    logger.warning(
+        "toolgate: gate %r was handed to an async litellm call in its own callbacks= and is "
+        "not in litellm.callbacks: litellm runs no hook of it before sending, so that call "
+        "and every such call is NOT gated. Put the gate in litellm.callbacks, or use ToolGate",
+        gate.__dict__.get("guardrail_name"),
+    )
 
 
 def log_post_api_call(kwargs: Any) -> None:
