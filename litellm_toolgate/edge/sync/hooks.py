@@ -295,12 +295,12 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
         if gates and all(g is not gate for g in gates):
             return  # closed and replaced: the registered gate decides
         raise UngatedCallRefused("this toolgate gate was closed; it gates no more calls")
+    # Handed to a call in its callbacks= (see docs/callbacks.md): said once.
+    per_call = not registered_gates() and not gate.__dict__.get("_registered", False)
+    if per_call and handling(kind) is not Handling.NOT_A_MODEL_TURN:
+        _warn_per_call(gate)
     if handling(kind) is Handling.GATED and kind not in SYNC:
-        # An async call: armed by the async hook, which litellm runs for the gates in
-        # litellm.callbacks only. One handed to the call in its callbacks= cannot gate it.
-        if not registered_gates() and not gate.__dict__.get("_registered", False):
-            _warn_per_call(gate)
-        return
+        return  # an async call: armed by the async hook (gates in litellm.callbacks only)
     call_id = str(kwargs.get("litellm_call_id") or "")
     route = str(kwargs.get("custom_llm_provider") or "")
     # The logging kwargs name the model without its provider: the route (and so its
@@ -374,14 +374,15 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
 
 
 def _warn_per_call(gate: GateGuardrail) -> None:
-    """Say once per gate that a gate handed to async calls in ``callbacks=`` gates none."""
+    """Say once per gate what a gate handed to calls in their ``callbacks=`` cannot gate."""
     if gate.__dict__.get("_warned_per_call", False):
         return
     gate.__dict__["_warned_per_call"] = True
     logger.warning(
-        "toolgate: gate %r was handed to an async litellm call in its own callbacks= and is "
-        "not in litellm.callbacks: litellm runs no hook of it before sending, so that call "
-        "and every such call is NOT gated. Put the gate in litellm.callbacks, or use ToolGate",
+        "toolgate: gate %r was handed to a litellm call in its own callbacks= and is not in "
+        "litellm.callbacks: litellm runs none of its hooks before an async call is sent or a "
+        "cached answer is read, so async calls and cache hits are NOT gated by it (sync calls "
+        "are). Put the gate in litellm.callbacks, or use ToolGate",
         gate.__dict__.get("guardrail_name"),
     )
 
