@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The contributor's quick check: one litellm version (.venv, 1.110.2), no proxy environment,
-# no fuzzing. Lint, types, then the suite without the byte-by-byte replays (marker `slow`),
-# without the real-proxy tests, with the generated attack streams cut to a tenth
-# (TOOLGATE_ATTACK_SCALE=0.1) and the callback's fixture-by-route matrix rotated
-# (TOOLGATE_MATRIX=rotate). A few minutes on two cores. CI runs scripts/test.sh, not this.
-# Extra arguments go to pytest (e.g. `bash scripts/quick.sh tests/test_docs.py`).
+# The contributor's quick check, a couple of minutes on two cores: one litellm version
+# (.venv, 1.110.2), no proxy environment. Lint, types, then the core's own suites and a
+# smoke set of the edge through the real litellm (wrap and callback, sync and async, the
+# call-type table, the strict settings), without the byte-by-byte replays (marker `slow`)
+# and with the generated attack streams cut to a tenth (TOOLGATE_ATTACK_SCALE=0.1).
+#   bash scripts/quick.sh                      # the quick set
+#   bash scripts/quick.sh tests/test_docs.py   # these tests instead (same settings)
+#   bash scripts/quick.sh --wide               # every suite but the real proxies' (~20 min)
+# CI runs scripts/test.sh, not this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -17,6 +20,19 @@ export TOOLGATE_MATRIX="${TOOLGATE_MATRIX:-rotate}"
 .venv/bin/ruff check litellm_toolgate tests fixtures bench
 .venv/bin/ruff format --check litellm_toolgate tests fixtures bench
 .venv/bin/mypy --strict litellm_toolgate bench
-proxy_tests=(tests/test_proxy_*.py)
-.venv/bin/python -m pytest -p no:cacheprovider -W ignore::UserWarning -q -x -m "not slow" \
-    "${proxy_tests[@]/#/--ignore=}" "$@"
+pytest=(.venv/bin/python -m pytest -p no:cacheprovider -W ignore::UserWarning -q -x -m "not slow")
+if [ "${1:-}" = "--wide" ]; then
+    shift
+    proxy_tests=(tests/test_proxy_*.py)
+    exec "${pytest[@]}" "${proxy_tests[@]/#/--ignore=}" "$@"
+fi
+if [ "$#" -gt 0 ]; then
+    exec "${pytest[@]}" "$@"
+fi
+exec "${pytest[@]}" \
+    tests/test_core_*.py tests/test_sse.py tests/test_strictjson*.py tests/test_registry*.py \
+    tests/test_schema_differential.py tests/test_ecmaregex.py \
+    tests/test_gate_litellm.py tests/test_gate_loopback.py tests/test_gate_behaviour.py \
+    tests/test_gate_lifecycle.py tests/test_callback_release.py tests/test_callback_sync.py \
+    tests/test_calltypes.py tests/test_config_strict.py tests/test_no_leak.py \
+    tests/test_policies_gate.py

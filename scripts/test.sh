@@ -3,15 +3,19 @@
 # machine has two cores and each lane is one test process at a time):
 #   lane 1: every suite that touches litellm on litellm 1.110.2 (.venv), its footprint
 #           suite, then the 10,000-call soak in a process of its own (it judges its own
-#           process's resident memory, which the other lane does not move), then the fuzz
-#           harnesses for a few seconds each; the callback's fixture-by-route matrix runs
-#           rotated here (TOOLGATE_MATRIX=rotate: every fixture, sync and async, on one
-#           route each, the routes in turn) and whole in lane 2;
+#           process's resident memory, which the other lane does not move); the callback's
+#           fixture-by-route matrix runs rotated here (TOOLGATE_MATRIX=rotate: every
+#           fixture, sync and async, on one route each, the routes in turn) and whole in
+#           lane 2;
 #   lane 2: the same suites again on litellm 1.108.7 (.venv-litellm-1.108.7) with the real
-#           proxies, its footprint suite, then the core's own suites (litellm-independent:
-#           once, in .venv). A lane is a core, not an environment: this split keeps the two
-#           lanes about as long (3 December 2026, on a slow host: lane 1 25 minutes and
-#           lane 2 29.5 with the fuzzing in lane 2, the fuzzing about 2).
+#           proxies, except those that test the project's own machinery rather than what
+#           litellm does with it (the attack suites, the journal's crash kit and races, the
+#           packaging and the bench smoke: `once` below, run in lane 1 only); its footprint
+#           suite, then the core's own suites (litellm-independent: once, in .venv), then
+#           the fuzz harnesses for a few seconds each.
+# Each lane's suite prints its 30 slowest tests. A lane is a core, not an environment: the
+# split keeps the two lanes about as long (4 December 2026: lane 1's suite 10.7 minutes,
+# lane 2's 14 before the `once` suites left it; the soak about 5 to 8, the fuzzing about 2).
 # Lane 1 prints as it goes; lane 2's output follows when both are done. Every step runs
 # even after another failed; any step failing fails the run. Network use: loopback only.
 set -euo pipefail
@@ -35,6 +39,12 @@ own_process=(tests/test_sync_footprint.py tests/test_sync_soak.py)
 # its own suites say nothing new on a second litellm version: they run once, in lane 2.
 core_only=(tests/test_core_*.py tests/test_sse.py tests/test_strictjson*.py tests/test_registry*.py
            tests/test_schema_differential.py tests/test_ecmaregex.py tests/test_gate_typing.py)
+# Suites whose subject is the project's own machinery (the gate's defences against a hostile
+# upstream, the journal under crashes and races, the built wheel, the bench's rows): one
+# litellm version says all they can, so they run in lane 1 only.
+once=(tests/test_attack_*.py tests/test_loop_crash.py tests/test_journal_race.py
+      tests/test_packaging.py tests/test_bench_smoke.py)
+slowest=(--durations=30 --durations-min=1.0)
 
 lane_new() {
     echo "== lane 1: tests on litellm $(.venv/bin/python -c 'from importlib.metadata import version; print(version("litellm"))') =="
@@ -43,26 +53,27 @@ lane_new() {
     echo "    extra does not resolve on the registry; they run on 1.108.7 in lane 2)"
     local rc=0
     echo "   (the core's own suites, ${#core_only[@]} files, run in lane 2)"
-    TOOLGATE_MATRIX=rotate "${pytest_new[@]}" "${proxy_tests[@]/#/--ignore=}" \
+    TOOLGATE_MATRIX=rotate "${pytest_new[@]}" "${slowest[@]}" "${proxy_tests[@]/#/--ignore=}" \
         "${core_only[@]/#/--ignore=}" "${own_process[@]/#/--ignore=}" "$@" || rc=1
     "${pytest_new[@]}" tests/test_sync_footprint.py "$@" || rc=1
     echo "== the 10,000-call soak, on litellm 1.110.2 (.venv), in a process of its own =="
     "${pytest_new[@]}" tests/test_sync_soak.py "$@" || rc=1
-    # The fuzzers need atheris, in .venv only.
-    echo "== fuzzing, time-boxed (tests/fuzz/run.py) =="
-    .venv/bin/python tests/fuzz/run.py --seconds 6 || rc=1
     return "$rc"
 }
 
 lane_old() {
     echo "== lane 2: tests on litellm $(.venv-litellm-1.108.7/bin/python -c 'from importlib.metadata import version; print(version("litellm"))') =="
     local rc=0
-    TOOLGATE_REQUIRE_PROXY=1 "${pytest_old[@]}" "${core_only[@]/#/--ignore=}" \
-        "${own_process[@]/#/--ignore=}" "$@" || rc=1
+    echo "   (${once[*]} run in lane 1 only)"
+    TOOLGATE_REQUIRE_PROXY=1 "${pytest_old[@]}" "${slowest[@]}" "${core_only[@]/#/--ignore=}" \
+        "${own_process[@]/#/--ignore=}" "${once[@]/#/--ignore=}" "$@" || rc=1
     "${pytest_old[@]}" tests/test_sync_footprint.py "$@" || rc=1
     # The typing check runs mypy: only in .venv.
     echo "== the core's own suites, litellm-independent, once (.venv) =="
     "${pytest_new[@]}" "${core_only[@]}" "$@" || rc=1
+    # The fuzzers need atheris, in .venv only.
+    echo "== fuzzing, time-boxed (tests/fuzz/run.py) =="
+    .venv/bin/python tests/fuzz/run.py --seconds 6 || rc=1
     return "$rc"
 }
 
