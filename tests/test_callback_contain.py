@@ -426,6 +426,22 @@ def test_a_gate_taken_out_of_the_callbacks_does_nothing(
     assert isinstance(run(mode, stream, call(upstream, "bad")), SchemaRejected)
 
 
+def test_a_gate_taken_out_says_so_once(
+    upstream: FakeUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A gate litellm goes on calling after something replaced ``litellm.callbacks`` (a
+    framework's set-up, say) says once that it gates nothing, naming the likely cause."""
+    gate = ToolGateGuardrail([MULTIPLY])
+    litellm.callbacks = [gate]
+    run("sync", True, call(upstream, "good"))
+    litellm.callbacks = []
+    with caplog.at_level("WARNING", logger="litellm_toolgate"):
+        for mode in ("sync", "async", "sync"):
+            run(mode, True, call(upstream, "good"))
+    said = [r.getMessage() for r in caplog.records if "no longer there" in r.getMessage()]
+    assert len(said) == 1 and "gates none of them" in said[0], said
+
+
 # ---- 10. the WireUnread family reaches callback users typed ----------------------------------
 def test_a_mocked_whole_call_is_refused_typed() -> None:
     litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]

@@ -295,10 +295,9 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
         if gates and all(g is not gate for g in gates):
             return  # closed and replaced: the registered gate decides
         raise UngatedCallRefused("this toolgate gate was closed; it gates no more calls")
-    # Handed to a call in its callbacks= (see docs/callbacks.md): said once.
-    per_call = not registered_gates() and not gate.__dict__.get("_registered", False)
-    if per_call and handling(kind) is not Handling.NOT_A_MODEL_TURN:
-        _warn_per_call(gate)
+    # Not in litellm.callbacks, and litellm still runs it (see docs/callbacks.md): said once.
+    if handling(kind) is not Handling.NOT_A_MODEL_TURN and not registered_gates():
+        _warn_unregistered(gate)
     if handling(kind) is Handling.GATED and kind not in SYNC:
         return  # an async call: armed by the async hook (gates in litellm.callbacks only)
     call_id = str(kwargs.get("litellm_call_id") or "")
@@ -373,17 +372,29 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
         arm(kwargs, tap, holding)
 
 
-def _warn_per_call(gate: GateGuardrail) -> None:
-    """Say once per gate what a gate handed to calls in their ``callbacks=`` cannot gate."""
-    if gate.__dict__.get("_warned_per_call", False):
+def _warn_unregistered(gate: GateGuardrail) -> None:
+    """Say once per gate what it cannot gate from outside ``litellm.callbacks``: handed to
+    calls in their own ``callbacks=`` (async calls and cache hits pass it), or taken out of
+    ``litellm.callbacks`` while litellm keeps calling it (it gates nothing)."""
+    if gate.__dict__.get("_warned_unregistered", False):
         return
-    gate.__dict__["_warned_per_call"] = True
+    gate.__dict__["_warned_unregistered"] = True
+    name = gate.__dict__.get("guardrail_name")
+    if gate.__dict__.get("_registered", False):
+        logger.warning(
+            "toolgate: gate %r was in litellm.callbacks and is no longer there, while litellm "
+            "goes on making model calls: it gates none of them. Something replaced "
+            "litellm.callbacks (some frameworks reset it when they are set up, e.g. creating "
+            "a crewai.LLM); put the gate back in litellm.callbacks after that",
+            name,
+        )
+        return
     logger.warning(
         "toolgate: gate %r was handed to a litellm call in its own callbacks= and is not in "
         "litellm.callbacks: litellm runs none of its hooks before an async call is sent or a "
         "cached answer is read, so async calls and cache hits are NOT gated by it (sync calls "
         "are). Put the gate in litellm.callbacks, or use ToolGate",
-        gate.__dict__.get("guardrail_name"),
+        name,
     )
 
 
