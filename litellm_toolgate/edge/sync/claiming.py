@@ -500,6 +500,13 @@ def reads_whole_first(url: str) -> bool:
     return path.endswith(_GEMINI_WHOLE) or path.endswith(_CONVERSE_WHOLE)
 
 
+def gemini_whole(url: str) -> bool:
+    """Whether ``url`` is Gemini's whole ``generateContent`` (not ``streamGenerateContent``),
+    whose body litellm's Gemini handler parses inside a catch-all of its own, on its sync and
+    its async path alike (the async callback judges it while litellm's request reads it)."""
+    return urlsplit(url).path.endswith(_GEMINI_WHOLE)
+
+
 _GEMINI_WHOLE = ":generateContent"
 # Bedrock's Converse: .../model/<model>/converse (whole), .../converse-stream (streamed).
 _CONVERSE = ("/converse", "/converse-stream")
@@ -763,6 +770,7 @@ __all__ = [
     "call_handlers",
     "claim_http_handlers",
     "forget_claim",
+    "gemini_whole",
     "is_vouched",
     "is_vouched_client",
     "logged_body",
