@@ -501,6 +501,34 @@ def test_a_mock_model_turn_is_refused_typed_on_every_path(
     assert len(upstream.requests) == before
 
 
+@pytest.mark.parametrize(("mode", "stream"), PATHS)
+def test_a_mock_responses_turn_is_refused_typed_on_every_path(mode: str, stream: bool) -> None:
+    """The Responses API the same way (a sync mock was handed over, streamed and whole)."""
+    litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]
+    args = {
+        "model": "cometapi/gpt-4o-mini",
+        "input": "x",
+        "tools": [MULTIPLY],
+        "api_key": "sk-test",
+        "mock_response": f"text {CANARY}",
+        "stream": stream,
+    }
+
+    async def go() -> Any:
+        result = await litellm.aresponses(**args)
+        return [e async for e in result] if stream else result
+
+    try:
+        if mode == "async":
+            got: Any = asyncio.run(go())
+        else:
+            result = litellm.responses(**args)
+            got = list(result) if stream else result
+    except BaseException as exc:
+        got = exc
+    assert_wire_not_observed(got)
+
+
 def test_a_sync_whole_mock_tool_call_is_refused_truthfully() -> None:
     """Issue 38, 11: stopped, typed, and its message says only what is true."""
     litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]
