@@ -29,6 +29,7 @@ from types import FrameType
 from typing import Any
 
 from ..core.errors import ToolCallQuarantined
+from ..core.wires.chat import request_fault
 from .admission import GateGuardrail, registered_gates, selected
 from .calltypes import CHAT, GATED
 from .reporting import refuse, refuse_unobserved
@@ -82,8 +83,9 @@ def at_call_setup(gate: GateGuardrail, frame: FrameType | None) -> None:
     model = str(kwargs.get("model") or "")
     if any(kwargs.get(name) is not None for name in MOCKS):
         refuse_unobserved(gate, gate.gate, request, started, in_proxy=False)
-    if kind in CHAT:
-        fields = chat_request_fields(kwargs)
+    fields = chat_request_fields(kwargs) if kind in CHAT else {}
+    if request_fault(fields) is not None:
+        # The attempt's own check (an attempt is made only for a request it will refuse).
         attempt = gate.gate.new_attempt(tools=kwargs.get("tools"), model=model)
         try:
             attempt.bind_request("/chat/completions", fields)
