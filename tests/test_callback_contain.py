@@ -24,6 +24,8 @@ from typing import Any
 
 import litellm
 import pytest
+from conftest import CANARY, no_leak
+from litellm import ModelResponse
 from litellm.integrations.custom_logger import CustomLogger
 
 from litellm_toolgate import (
@@ -281,13 +283,44 @@ def test_n_2_is_refused_unsent_on_every_path(
     litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]
     before = len(upstream.requests)
     got = run(mode, stream, call(upstream, "good", n=2))
-    if mode == "async":
-        assert isinstance(got, ToolCallQuarantined), got
-        assert got.reason is R.UNSUPPORTED_REQUEST
-    else:
-        assert isinstance(got, UngatedCallRefused), got
-        assert "unsupported_request" in str(got)
+    # The one quarantine, sync and async alike (refused at litellm's call set-up).
+    assert isinstance(got, ToolCallQuarantined), got
+    assert got.reason is R.UNSUPPORTED_REQUEST
     assert len(upstream.requests) == before
+
+
+@pytest.mark.parametrize("route", ["cometapi", "openai"])
+@pytest.mark.parametrize(("mode", "stream"), PATHS)
+def test_n_2_in_extra_body_is_refused_unsent_typed_on_every_path(
+    upstream: FakeUpstream, mode: str, stream: bool, route: str
+) -> None:
+    """``extra_body`` is merged into the body sent (by the OpenAI SDK on ``openai/``): its
+    ``n`` is the request's, refused before sending with the gate's own quarantine, never
+    sent and refused after the answer, nor surfaced as an error of litellm's."""
+    litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]
+    before = len(upstream.requests)
+    kwargs = {**call(upstream, "good", extra_body={"n": 2}), "model": f"{route}/gpt-4o-mini"}
+    got = run(mode, stream, kwargs)
+    assert isinstance(got, ToolCallQuarantined), repr(got)
+    assert got.reason is R.UNSUPPORTED_REQUEST
+    assert len(upstream.requests) == before
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_n_2_in_extra_body_is_refused_by_the_async_hook_too(
+    upstream: FakeUpstream, stream: bool
+) -> None:
+    """The pre-call hook reads ``extra_body`` as well (a call whose set-up the gate did not
+    see, e.g. a request of the proxy's): the tap refuses it before anything is sent."""
+    from litellm_toolgate.edge.taps import new_tap
+
+    gate = ToolGateGuardrail([MULTIPLY])
+    body = {**call(upstream, "good"), "extra_body": {"n": 2}}
+    tap = new_tap(gate.gate, "acompletion", tools=[MULTIPLY], model="m", streamed=stream, body=body)
+    assert tap.refused
+    fault = tap.attempt.quarantined
+    assert fault is not None and fault.reason is R.UNSUPPORTED_REQUEST
+    gate.close()
 
 
 @pytest.mark.parametrize("stream", [True, False])
@@ -311,10 +344,11 @@ def test_a_router_does_not_resend_a_refused_request(upstream: FakeUpstream, stre
     with pytest.raises(ToolCallQuarantined) as caught:
         asyncio.run(go())
     assert caught.value.reason is R.UNSUPPORTED_REQUEST
-    with pytest.raises(UngatedCallRefused):
+    with pytest.raises(ToolCallQuarantined) as caught:
         router.completion(
             model="m", messages=[{"role": "user", "content": "good"}], n=2, stream=stream
         )
+    assert caught.value.reason is R.UNSUPPORTED_REQUEST
     assert len(upstream.requests) == before
 
 
@@ -465,6 +499,150 @@ def test_a_mocked_whole_call_is_refused_typed() -> None:
     with pytest.raises(ToolCallQuarantined) as caught:
         asyncio.run(go())
     assert caught.value.reason is R.WIRE_NOT_OBSERVED
+
+
+# A mock model turn whose call carries the canary in arguments the schema rejects.
+MOCKED_ARGS = json.dumps({"a": CANARY, "b": 8})
+
+
+def mocked_turn() -> ModelResponse:
+    return ModelResponse(
+        choices=[
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "multiply", "arguments": MOCKED_ARGS},
+                        }
+                    ],
+                },
+            }
+        ]
+    )
+
+
+MOCKS = {
+    "mock_response": lambda: {"mock_response": mocked_turn()},
+    "mock_tool_calls": lambda: {
+        "mock_tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "multiply", "arguments": MOCKED_ARGS},
+            }
+        ]
+    },
+    # No call at all: refused the same way, for consistency (no wire, nothing to gate).
+    "plain_text": lambda: {"mock_response": "hello"},
+}
+
+
+def assert_wire_not_observed(got: Any) -> None:
+    """The gate's own quarantine, ``wire_not_observed``, carrying no argument text."""
+    assert isinstance(got, ToolCallQuarantined), repr(got)
+    assert got.reason is R.WIRE_NOT_OBSERVED
+    no_leak(got)
+
+
+@pytest.mark.parametrize("mock", MOCKS)
+@pytest.mark.parametrize(("mode", "stream"), PATHS)
+def test_a_mock_model_turn_is_refused_typed_on_every_path(
+    upstream: FakeUpstream, mode: str, stream: bool, mock: str
+) -> None:
+    """A mock model turn has no wire: refused, sync and async, streamed and whole, with one
+    quarantine; never handed over, never an untyped stop."""
+    litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]
+    before = len(upstream.requests)
+    got = run(mode, stream, call(upstream, "good", **MOCKS[mock]()))
+    assert_wire_not_observed(got)
+    assert len(upstream.requests) == before
+
+
+@pytest.mark.parametrize(("mode", "stream"), PATHS)
+def test_a_mock_responses_turn_is_refused_typed_on_every_path(mode: str, stream: bool) -> None:
+    """The Responses API the same way (a sync mock was handed over, streamed and whole)."""
+    litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]
+    args = {
+        "model": "cometapi/gpt-4o-mini",
+        "input": "x",
+        "tools": [MULTIPLY],
+        "api_key": "sk-test",
+        "mock_response": f"text {CANARY}",
+        "stream": stream,
+    }
+
+    async def go() -> Any:
+        result = await litellm.aresponses(**args)
+        return [e async for e in result] if stream else result
+
+    try:
+        if mode == "async":
+            got: Any = asyncio.run(go())
+        else:
+            result = litellm.responses(**args)
+            got = list(result) if stream else result
+    except BaseException as exc:
+        got = exc
+    assert_wire_not_observed(got)
+
+
+def test_a_sync_whole_mock_tool_call_is_refused_truthfully() -> None:
+    """Issue 38, 11: stopped, typed, and its message says only what is true."""
+    litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]
+    try:
+        litellm.completion(
+            model="cometapi/gpt-4o-mini",
+            messages=[{"role": "user", "content": "x"}],
+            tools=[MULTIPLY],
+            api_key="sk-test",
+            **MOCKS["mock_tool_calls"](),
+        )
+    except BaseException as exc:  # an untyped BaseException is the failure looked for
+        got: BaseException = exc
+    else:
+        pytest.fail("a mock tool call was handed over")
+    assert_wire_not_observed(got)
+    assert "went out through" not in str(got)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_a_router_deployment_with_a_mock_response_is_refused(mode: str, stream: bool) -> None:
+    litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]
+    router: Any = litellm.Router(  # type: ignore[attr-defined]
+        model_list=[
+            {
+                "model_name": "m",
+                "litellm_params": {
+                    "model": "cometapi/gpt-4o-mini",
+                    "api_key": "sk-test",
+                    "mock_response": mocked_turn(),
+                },
+            }
+        ],
+        num_retries=2,
+    )
+    args = {"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [MULTIPLY]}
+
+    async def go() -> Any:
+        result = await router.acompletion(**args, stream=stream)
+        return [c async for c in result] if stream else result
+
+    try:
+        if mode == "async":
+            got: Any = asyncio.run(go())
+        else:
+            result = router.completion(**args, stream=stream)
+            got = list(result) if stream else result
+    except BaseException as exc:
+        got = exc
+    assert_wire_not_observed(got)
 
 
 def test_every_reason_has_a_twin() -> None:

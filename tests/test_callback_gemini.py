@@ -190,11 +190,52 @@ def test_every_whole_body(
         assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == _wanted(case)
     else:
         _refused(error, case)
-        if not asynchronous:
-            # Raised while litellm's request read the body: the quarantine itself, not an
-            # error litellm's Gemini parse made of it.
-            assert isinstance(error, ToolCallQuarantined), repr(error)
+        # The quarantine itself, sync and async, never an error litellm's Gemini parse
+        # made of it (sync: raised while litellm's request read the body).
+        assert isinstance(error, ToolCallQuarantined), repr(error)
         assert out == []
+
+
+# Whole bodies the gate refuses on the wire itself, each carrying the canary (at "@@").
+_REFUSED_WHOLE = {
+    name: body.replace("@@", CANARY).encode()
+    for name, body in {
+        "duplicate_key": (
+            '{"candidates": [{"content": {"role": "model", "parts": [{"functionCall": '
+            '{"name": "multiply", "args": {"a": 7, "a": 8, "b": "@@"}}}]}, '
+            '"finishReason": "STOP", "index": 0}]}'
+        ),
+        "without_finish": (
+            '{"candidates": [{"content": {"role": "model", "parts": [{"functionCall": '
+            '{"name": "multiply", "args": {"a": 7, "b": "@@"}}}]}, "index": 0}]}'
+        ),
+        "cut": (
+            '{"candidates": [{"content": {"role": "model", "parts": [{"functionCall": '
+            '{"name": "multiply", "args": {"a": 7, "b": "@@'
+        ),
+        "not_json": "@@ is no JSON",
+        "error_body": '{"error": {"code": 500, "message": "@@", "status": "INTERNAL"}}',
+    }.items()
+}
+
+
+@pytest.mark.usefixtures("gate")
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("name", _REFUSED_WHOLE)
+def test_a_whole_body_refused_on_the_wire_reaches_the_caller_as_the_quarantine(
+    upstream: FakeUpstream, name: str, route: str, asynchronous: bool
+) -> None:
+    """Issue 38, 12: the gate's own exception, sync and async, never litellm's
+    ``BadRequestError`` made of it by its Gemini parse; nothing of the body in it."""
+    upstream.enqueue(Scripted(_REFUSED_WHOLE[name], content_type="application/json"))
+    out, error = _call(upstream, asynchronous=asynchronous, stream=False, route=route)
+    assert isinstance(error, ToolCallQuarantined), repr(error)
+    seen: BaseException | None = error
+    while seen is not None:
+        assert CANARY not in str(seen) and CANARY not in repr(seen.args)
+        seen = seen.__cause__ or seen.__context__
+    assert out == []
 
 
 class _Served:

@@ -131,3 +131,28 @@ def test_a_claim_the_table_forgets_on_its_own_is_handed_to_dropped() -> None:
     for n in range(2 * ClaimTable.SWEEP):
         _elsewhere(lambda n=n: table.add(Claim(f"gone-{n}")))
     assert sum(name.startswith("gone-") for name in dropped) >= ClaimTable.SWEEP
+
+
+def test_the_last_resort_says_only_what_the_gate_knows() -> None:
+    """Issue 38, 11: a held refusal whose request never reached a claiming transport, and
+    whose answer is not found: the last resort does not claim that the call "was not sent"
+    (the gate cannot know) nor that it "went out through an HTTP client" (litellm may have
+    answered it without a request); the refusal it carries is typed, with the same text."""
+    from litellm_toolgate.core.errors import ToolGateError
+    from litellm_toolgate.edge.sync import claiming
+
+    kwargs = {"litellm_call_id": f"call-{new_token()}"}
+    claiming.CLAIMS.refuse(
+        kwargs, "this sync call's request is not visible to the gate; it was not sent"
+    )
+    try:
+        claiming.check_claimed(kwargs)
+    except claiming.SyncCallStopped as stop:
+        stopped = stop
+    else:
+        raise AssertionError("an unanswered refusal passed")
+    message = str(stopped)
+    assert "not visible to the gate" in message
+    assert "not sent" not in message and "went out through" not in message
+    assert "no request at all" in message
+    assert isinstance(stopped.refusal, ToolGateError) and str(stopped.refusal) == message

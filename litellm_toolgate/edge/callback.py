@@ -54,7 +54,7 @@ from ..core.errors import (
 )
 from ..core.limits import Limits
 from ..core.policy import Policy
-from . import cacheguard
+from . import cacheguard, callsetup
 from .admission import GateGuardrail
 from .admission import any_gate_registered as _any_gate_registered
 from .admission import call_type as _call_type
@@ -223,7 +223,10 @@ class ToolGateGuardrail(GateGuardrail):
             # litellm registered litellm.custom_provider_map's providers just before (its
             # call set-up): one added since is shadowed before this very call can reach it.
             claiming.INSTALLATION.custom.refuse()
-        sync_hooks.at_call_setup(self, sys._getframe(1))
+        caller = sys._getframe(1)
+        # A mock model turn or a chat request for n > 1: refused here, sync and async alike.
+        callsetup.at_call_setup(self, caller)
+        sync_hooks.at_call_setup(self, caller)
         return self._default_on
 
     @default_on.setter

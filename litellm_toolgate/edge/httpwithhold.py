@@ -51,7 +51,7 @@ from .logs import emit_records
 from .offload import decide_off_loop
 from .policyrun import ajudge, judge
 from .preflight import ChunkCheck, chat_body_parses
-from .transport import AsyncTapTransport, RequestRefused, WireTap
+from .transport import AsyncTapTransport, RequestRefused, WireTap, _wrap
 
 _Inner = TypeVar("_Inner", bound=httpx.SyncByteStream | httpx.AsyncByteStream)
 
@@ -208,8 +208,12 @@ class Withholding:
         event_check: ChunkCheck | None = None,
         carrier_of: Callable[[list[Any]], Carrier] | None = None,
         parse: Parse | None = None,
+        in_read: Callable[[str], bool] | None = None,
     ) -> None:
         self.policy = policy
+        # Whether a whole body from a request URL is judged while litellm's request reads
+        # it (an async whole call, see WithholdingTransport), not held for a later read.
+        self.in_read = in_read
         # What litellm's bridge will make of the body (``/v1/messages`` on a bridged model,
         # where no hook sees litellm's output before the caller): cross-checked with the wire
         # before anything held goes out (see bridges).
@@ -281,6 +285,13 @@ class WithholdingTransport(AsyncTapTransport):
         if not self.tap.bind(response, request):
             return response
         assert isinstance(response.stream, httpx.AsyncByteStream)
+        if self.gate.in_read is not None and self.gate.in_read(str(request.url)):
+            # A whole body litellm parses inside a catch-all of its own (Gemini's
+            # generateContent), which would make its own error of a quarantine raised at a
+            # later read: judged while litellm's request reads it, the quarantine raised
+            # right there, where litellm lets it through as it is (as the sync claim does).
+            body = _WithholdingStream(response.stream, self.tap, self.gate)
+            return _wrap(response, body, request)
         held = _WithholdingStream(response.stream, self.tap, self.gate, defer=True)
         return HeldResponse(response, held, request, self.tap, self.gate)
 

@@ -38,7 +38,7 @@ from .httpwithhold import Withholding, WithholdingTransport
 from .preflight import chat_chunk_check, client_parse, responses_event_check
 from .reporting import refuse, report
 from .routes import Api
-from .sync.claiming import is_vouched_client, vouch_client
+from .sync.claiming import gemini_whole, is_vouched_client, vouch_client
 from .taps import Taps, new_tap
 from .transport import AsyncTapTransport
 
@@ -111,6 +111,9 @@ def arm_async(
                 messages_api=tap.messages_api,
                 functions=bool(kwargs.get("functions")),
             ),
+            # A whole Gemini body: judged while litellm's request reads it, since litellm's
+            # Gemini handler parses it in a catch-all that would hide the quarantine.
+            in_read=None if in_proxy else gemini_whole,
         )
 
         def wrap(base: Any) -> Any:

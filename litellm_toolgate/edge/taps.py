@@ -30,6 +30,17 @@ _METADATA = ("metadata", "litellm_metadata")
 _TOKEN = "toolgate_request"
 
 
+def chat_request_fields(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The chat request fields the gate reads (``n``, ``tool_choice``), as the request will
+    send them: the call's own, and over them any in its ``extra_body``, which the OpenAI SDK
+    merges into the body it sends."""
+    fields = {k: body[k] for k in REQUEST_FIELDS if k in body}
+    extra = body.get("extra_body")
+    if isinstance(extra, Mapping):
+        fields.update({k: extra[k] for k in REQUEST_FIELDS if k in extra})
+    return fields
+
+
 def new_tap(
     gate: ToolGate,
     kind: str,
@@ -40,13 +51,14 @@ def new_tap(
     body: Mapping[str, Any] | None,
 ) -> WireTap:
     """The call's attempt and tap; the request's own fields are checked now (a chat
-    request for ``n > 1`` is refused here, unsent: the tap's quarantine)."""
+    request for ``n > 1``, at its top level or in its ``extra_body``, is refused here,
+    unsent: the tap's quarantine)."""
     tap = WireTap(gate.new_attempt(tools=tools, model=model), streamed=streamed)
     tap.policy = gate.policy
     tap.responses_api = kind in RESPONSES
     tap.messages_api = kind in MESSAGES
     if body is not None and not tap.responses_api and not tap.messages_api:
-        tap.bind_request("/chat/completions", {k: body[k] for k in REQUEST_FIELDS if k in body})
+        tap.bind_request("/chat/completions", chat_request_fields(body))
     return tap
 
 
@@ -78,4 +90,4 @@ class Taps:
         return self._pending.take(request)
 
 
-__all__ = ["MAX_PENDING", "Taps", "new_tap"]
+__all__ = ["MAX_PENDING", "Taps", "chat_request_fields", "new_tap"]

@@ -76,6 +76,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import sys
 import threading
 import weakref
@@ -500,6 +501,13 @@ def reads_whole_first(url: str) -> bool:
     return path.endswith(_GEMINI_WHOLE) or path.endswith(_CONVERSE_WHOLE)
 
 
+def gemini_whole(url: str) -> bool:
+    """Whether ``url`` is Gemini's whole ``generateContent`` (not ``streamGenerateContent``),
+    whose body litellm's Gemini handler parses inside a catch-all of its own, on its sync and
+    its async path alike (the async callback judges it while litellm's request reads it)."""
+    return urlsplit(url).path.endswith(_GEMINI_WHOLE)
+
+
 _GEMINI_WHOLE = ":generateContent"
 # Bedrock's Converse: .../model/<model>/converse (whole), .../converse-stream (streamed).
 _CONVERSE = ("/converse", "/converse-stream")
@@ -617,32 +625,55 @@ def check_claimed(kwargs: Mapping[str, Any]) -> None:
     if isinstance(headers, MutableMapping):
         headers.pop(MARKER, None)
     claim.settled()
+    # What the gate knows: the request never reached a claiming transport. Where litellm
+    # holds an httpx response for it, it went out through a client the gate cannot see;
+    # where none is found, litellm may as well have answered it without any request.
     if isinstance(claim, _Refusal):
         if claim.delivered:
             return
-        message = (
-            f"{claim.message}; but it went out through an HTTP client the gate cannot "
-            "see, and its answer was stopped before it was handed over"
+        why = f"toolgate refused this sync call ({_without_unsent(claim.message)})"
+        sent_unseen = (
+            f"{why}, but litellm sent it through an HTTP client the gate cannot see; its "
+            "answer was stopped before it was handed over"
         )
     elif claim.claimed:
         return
     else:
-        message = (
+        why = "toolgate armed this sync call to gate it"
+        sent_unseen = (
             "this sync call went out through an HTTP client the gate cannot see (litellm's "
             "client cache replaced the one the gate claimed); its answer was stopped before "
             "it was handed over"
         )
+    unseen = (
+        f"{why}, but its request never reached a client the gate claimed: litellm answered "
+        "it by a way the gate cannot see (an HTTP client the gate did not claim, or no "
+        "request at all), and that answer was stopped before it was handed over"
+    )
     try:
         response = answer_held(claim.token)
         if response is not None:
-            stop_response(response, message)
+            stop_response(response, sent_unseen)
             if not claim.read_first:
                 return
+            unseen = sent_unseen
     except Exception:
         pass  # litellm would drop it and hand the answer over: the last resort below
     # Not found; or (read_first) litellm parsed the whole body before this hook, so what it
     # would hand over no longer reads the answer: the last resort.
-    raise SyncCallStopped(message)
+    raise SyncCallStopped(unseen)
+
+
+# How a refusal's message says that its call was not sent: true where the claiming
+# transport delivers it, not where the call's answer came another way (check_claimed).
+_UNSENT = re.compile(
+    r"(?:;\s*(?:it|this (?:sync )?call) was not sent|,? so it was refused before sending)"
+)
+
+
+def _without_unsent(message: str) -> str:
+    """A refusal's message without its claim that the call was not sent."""
+    return _UNSENT.sub("", message).strip()
 
 
 # Where litellm's sync call starts (its ``client`` decorator): frames above it are not the
@@ -763,6 +794,7 @@ __all__ = [
     "call_handlers",
     "claim_http_handlers",
     "forget_claim",
+    "gemini_whole",
     "is_vouched",
     "is_vouched_client",
     "logged_body",
