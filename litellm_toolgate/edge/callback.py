@@ -223,10 +223,12 @@ class ToolGateGuardrail(GateGuardrail):
             # litellm registered litellm.custom_provider_map's providers just before (its
             # call set-up): one added since is shadowed before this very call can reach it.
             claiming.INSTALLATION.custom.refuse()
-        caller = sys._getframe(1)
-        # A mock model turn or a chat request for n > 1: refused here, sync and async alike.
-        callsetup.at_call_setup(self, caller)
-        sync_hooks.at_call_setup(self, caller)
+        call = callsetup.call_of(sys._getframe(1))
+        if call is not None:
+            # A mock model turn or a chat request for n > 1: refused here, sync and async
+            # alike; then what a sync call's own arguments condemn (sync.hooks).
+            callsetup.at_call_setup(self, *call)
+            sync_hooks.at_call_setup(self, *call)
         return self._default_on
 
     @default_on.setter

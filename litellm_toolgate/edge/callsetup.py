@@ -44,7 +44,7 @@ _SETUP = "function_setup"
 MOCKS = ("mock_response", "mock_tool_calls")
 
 
-def _call_of(frame: FrameType | None) -> tuple[str, Mapping[str, Any]] | None:
+def call_of(frame: FrameType | None) -> tuple[str, Mapping[str, Any]] | None:
     """The call type and arguments of the call litellm is setting up, read from the caller
     of ``default_on`` when that is litellm's guardrail bookkeeping; None otherwise."""
     if frame is None or frame.f_code.co_name != _APPLIED:
@@ -62,13 +62,10 @@ def _call_of(frame: FrameType | None) -> tuple[str, Mapping[str, Any]] | None:
     return kind, kwargs
 
 
-def at_call_setup(gate: GateGuardrail, frame: FrameType | None) -> None:
-    """Refuse, from litellm's call set-up, a mock model turn or a chat request for
-    ``n > 1`` (see the module docstring). The first registered gate answers for all."""
-    call = _call_of(frame)
-    if call is None:
-        return
-    kind, kwargs = call
+def at_call_setup(gate: GateGuardrail, kind: str, kwargs: Mapping[str, Any]) -> None:
+    """Refuse, from litellm's call set-up (``kind`` and ``kwargs``: :func:`call_of`), a mock
+    model turn or a chat request for ``n > 1`` (see the module docstring). The first
+    registered gate answers for all."""
     if kind not in GATED or "proxy_server_request" in kwargs:
         return
     gates = registered_gates()
@@ -93,4 +90,4 @@ def at_call_setup(gate: GateGuardrail, frame: FrameType | None) -> None:
             refuse(gate, request, attempt, started, in_proxy=False)
 
 
-__all__ = ["MOCKS", "at_call_setup"]
+__all__ = ["MOCKS", "at_call_setup", "call_of"]

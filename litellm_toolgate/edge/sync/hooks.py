@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, MutableMapping
-from types import FrameType
 from typing import Any
 
 import litellm
@@ -79,11 +78,6 @@ from .claiming import (
 from .custom import CustomProviderRefused
 from .sdkclaim import arm_sdk, claim_sdk_clients
 from .sdkclaim import streamed as sdk_streamed
-
-# Where litellm reads ``default_on`` at the start of every call: its guardrail bookkeeping,
-# called from its call set-up with the call's arguments.
-_APPLIED = "get_applied_guardrails"
-_SETUP = "function_setup"
 
 
 def _api(kind: str) -> Api:
@@ -155,25 +149,12 @@ def _claim_own_client(client: Any) -> None:
         )
 
 
-def at_call_setup(gate: GateGuardrail, frame: FrameType | None) -> None:
-    """Refuse, from litellm's call set-up, a sync model-turn call its arguments already
-    condemn; claim a ``client=`` of the caller's (see the module docstring).
-
-    Read from the caller of ``default_on`` when it is litellm's guardrail bookkeeping: the
-    call's arguments and its function. Anything else that reads ``default_on`` is left
-    alone. The first registered gate answers for all.
+def at_call_setup(gate: GateGuardrail, kind: str, kwargs: Mapping[str, Any]) -> None:
+    """Refuse, from litellm's call set-up (``kind`` and ``kwargs``, read by
+    :func:`~..callsetup.call_of`), a sync model-turn call its arguments already condemn;
+    claim a ``client=`` of the caller's (see the module docstring). The first registered
+    gate answers for all.
     """
-    if frame is None or frame.f_code.co_name != _APPLIED:
-        return
-    if not str(frame.f_globals.get("__name__", "")).startswith("litellm."):
-        return
-    setup = frame.f_back
-    if setup is None or setup.f_code.co_name != _SETUP:
-        return
-    kind = setup.f_locals.get("original_function")
-    kwargs = frame.f_locals.get("kwargs")
-    if not isinstance(kind, str) or not isinstance(kwargs, Mapping):
-        return
     if kind not in SYNC:
         return  # an async call: its pre-call hook refuses it, with the deployment's model
     gates = registered_gates()
