@@ -38,6 +38,7 @@ from .carriers.responses import CarrierEvents, carrier_events, carrier_of_result
 from .intervention import as_intervention
 from .logs import emit_records, observers
 from .policyrun import aapprove_whole
+from .proxyroutes import untouched_route
 from .reporting import refuse_unobserved, report, sanitize_logged_response
 from .stream import AsyncGatedStream
 from .taps import Taps
@@ -51,8 +52,10 @@ async def gate_proxy_stream(
     not selected for the request)."""
     started = time.time()
     tap = taps.take(request)
-    if tap is None and not selected(guardrail, request):
-        async for chunk in response:  # not selected: passed on untouched, unrecorded
+    if tap is None and (not selected(guardrail, request) or untouched_route(request)):
+        # Not selected, or a route the gate leaves untouched (text completions: a text
+        # answer, their tool requests refused before sending): passed on, unrecorded.
+        async for chunk in response:
             yield chunk
         return
     if tap is None or not tap.streamed:
@@ -87,7 +90,7 @@ async def check_proxy_response(
     ):
         return
     tap = taps.take(data)
-    if tap is None and not selected(guardrail, data):
+    if tap is None and (not selected(guardrail, data) or untouched_route(data)):
         return
     await _check_response(guardrail, data, response, tap, in_proxy=True)
 
