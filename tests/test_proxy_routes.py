@@ -13,6 +13,7 @@ Needs litellm's proxy extra (``.venv-litellm-1.108.7``).
 from __future__ import annotations
 
 import json
+import secrets
 import socket
 import subprocess
 import sys
@@ -313,6 +314,85 @@ def test_the_gated_route_refuses_the_same_call(proxy: Proxy) -> None:
         timeout=60,
     )
     assert response.status_code == 422, response.text[:500]
+
+
+# ---- 7. what litellm's loggers hear of a refused stream -------------------------------------
+def _read(records: Path) -> list[dict[str, Any]]:
+    if not records.exists():
+        return []
+    return [json.loads(line) for line in records.read_text(encoding="utf-8").splitlines()]
+
+
+def _wait_for(records: Path, nonce: str, kind: str | None, deadline: float = 20.0) -> None:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if any(
+            nonce in r["kwargs"] and (kind is None or r["kind"] == kind) for r in _read(records)
+        ):
+            return
+        time.sleep(0.2)
+
+
+def _refused_stream(proxy: Proxy, api: str, said: str) -> None:
+    """Stream ``said`` on ``api``; the gate must refuse it (an error, whatever its form)."""
+    client = _client(proxy)
+    if api == "chat":
+        with pytest.raises(openai.APIError):
+            for _ in client.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": said}], stream=True
+            ):
+                pass
+        return
+    if api == "responses":
+        events: list[Any] = []
+        try:
+            events.extend(client.responses.create(model=MODEL, input=said, stream=True))
+        except openai.APIError:
+            return
+        kinds = [str(getattr(e, "type", "")) for e in events]
+        assert "response.completed" not in kinds and (
+            "response.failed" in kinds or "error" in kinds
+        )
+        return
+    body = {
+        "model": MODEL,
+        "max_tokens": 64,
+        "stream": True,
+        "messages": [{"role": "user", "content": said}],
+    }
+    with httpx.stream(
+        "POST", f"{proxy.base_url}/v1/messages", json=body, headers=_headers(proxy), timeout=60
+    ) as response:
+        text = response.read().decode(errors="replace")
+    assert response.status_code != 200 or "error" in text, text[:500]
+    assert "tool_use" not in text
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_a_refused_stream_reaches_the_loggers_as_a_failure(
+    proxy: Proxy, records: Path, api: str
+) -> None:
+    """A stream the gate refused is no success for litellm's loggers (Langfuse, OTel, the
+    spend log): no success event, a failure event, and no argument text in either."""
+    refused, released = f"denied:{secrets.token_hex(6)}", f"released:{secrets.token_hex(6)}"
+    _refused_stream(proxy, api, refused)
+    # A stream the gate released, as a control: its success event reaches the recorder.
+    calls = list(
+        _client(proxy).chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": released}], stream=True
+        )
+    )
+    assert calls
+    _wait_for(records, released, "success")
+    _wait_for(records, refused, "failure")
+    time.sleep(1.0)  # a success event dispatched late would land by now
+    seen = _read(records)
+    assert [r for r in seen if released in r["kwargs"] and r["kind"] == "success"], "no control"
+    about = [r for r in seen if refused in r["kwargs"]]
+    assert [r["kind"] for r in about if r["kind"] == "success"] == [], "logged as a success"
+    assert [r for r in about if r["kind"] == "failure"], "the refusal reached no logger"
+    for record in seen:
+        assert CANARY not in json.dumps(record), f"argument text in a {record['kind']} event"
 
 
 # ---- 8. text completions --------------------------------------------------------------------

@@ -31,6 +31,7 @@ from litellm.types.llms.openai import ResponsesAPIResponse
 from ..core.attempt import Carrier
 from ..core.errors import raise_clean
 from ..core.state import StreamState
+from . import loghold
 from .admission import GateGuardrail, call_type, selected
 from .calltypes import GATED
 from .carriers.messages import AnthropicEvents, message_carrier
@@ -60,6 +61,8 @@ async def gate_proxy_stream(
         return
     if tap is None or not tap.streamed:
         refuse_unobserved(guardrail, guardrail.gate, request, started)
+    # litellm's success loggers wait for the decision (loghold): a refusal is a failure.
+    loghold.hold(request.get("litellm_logging_obj"), tap.attempt)
     # The proxy wraps litellm's stream, so the request (not the stream's type) says
     # whether it carries Responses events.
     events: Any = CarrierEvents() if tap.responses_api else carrier_events(response)
@@ -76,6 +79,7 @@ async def gate_proxy_stream(
             await stream.aclose()
             report(guardrail, request, tap.attempt, started)
         finally:
+            loghold.decided(tap.attempt)
             observers.stream_ended(tap.attempt.route)
 
 
