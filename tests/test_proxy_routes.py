@@ -487,3 +487,13 @@ def test_the_route_table_rows(path: str, how: str) -> None:
 
     found = route_handling(path)
     assert found is not None and found.value == how
+
+
+def test_the_routes_the_gate_is_not_reached_on() -> None:
+    """Assistants runs and batches: litellm runs no hook of the gate's there (docs say so)."""
+    from litellm_toolgate.edge.proxyroutes import route_reached
+
+    assert not route_reached("/v1/threads/{thread_id}/runs")
+    assert not route_reached("/v1/threads/thread_1/runs")
+    assert not route_reached("/v1/batches")
+    assert route_reached("/v1/chat/completions") and route_reached("/anthropic/v1/messages")

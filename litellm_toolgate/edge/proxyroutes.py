@@ -14,9 +14,13 @@ sent:
   hooks there with a call type the gate refuses (``pass_through_endpoint`` ...,
   :mod:`.calltypes`), and the route is refused here too.
 * **untouched**: routes that carry no model-made tool call (embeddings, images, audio,
-  files, batches, management, ...), and text completions (``/v1/completions``): their
-  answer is text only (litellm's text result has no tool calls); one that asks for tools is
-  refused before sending.
+  files, management, ...), and text completions (``/v1/completions``): their answer is text
+  only (litellm's text result has no tool calls); one that asks for tools is refused before
+  sending.
+
+On a few routes litellm runs none of the gate's hooks before it sends (:data:`UNREACHED`:
+assistants runs, batches): the gate can neither gate nor refuse them, and ``docs/proxy.md``
+says to deny them to clients.
 
 Whatever the route, a request whose tools name an MCP server (``"type": "mcp"``, or
 Anthropic's ``mcp_servers``) is refused before sending: litellm's MCP gateway would run the
@@ -354,6 +358,25 @@ ROUTES: tuple[tuple[str, Handling, tuple[str, ...]], ...] = (
 )
 
 
+# Routes where litellm (1.108.7) runs none of the gate's hooks before it sends: the gate can
+# neither gate nor refuse them, whatever their row says (docs/proxy.md: deny them to clients).
+# Assistants runs (the proxy runs no pre-call hook there, and litellm.arun_thread is no litellm
+# ``client`` call, so no deployment hook either) end in ``required_action`` tool calls; a
+# batch's requests run at the provider, and its output file holds their model turns.
+UNREACHED: tuple[str, ...] = (
+    "/threads/*/runs",
+    "/v1/threads/*/runs",
+    "/batches",
+    "/v1/batches",
+    "/{provider}/v1/batches",
+)
+
+
+def route_reached(path: str) -> bool:
+    """Whether litellm runs a hook of the gate's on ``path`` before it sends (see UNREACHED)."""
+    return not any(fnmatchcase(path, pattern) for pattern in UNREACHED)
+
+
 def route_handling(path: str) -> Handling | None:
     """What the gate does on the proxy route ``path``; None for one no row names."""
     for _, how, patterns in ROUTES:
@@ -450,6 +473,8 @@ __all__ = [
     "RequestRefused",
     "refuse_before_sending",
     "request_path",
+    "UNREACHED",
     "route_handling",
+    "route_reached",
     "untouched_route",
 ]
