@@ -336,6 +336,16 @@ def _wait_for(records: Path, nonce: str, kind: str | None, deadline: float = 20.
 def _refused_stream(proxy: Proxy, api: str, said: str) -> None:
     """Stream ``said`` on ``api``; the gate must refuse it (an error, whatever its form)."""
     client = _client(proxy)
+    if api == "chat-whole":
+        with pytest.raises(openai.APIStatusError):
+            client.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": said}]
+            )
+        return
+    if api == "responses-whole":
+        with pytest.raises(openai.APIStatusError):
+            client.responses.create(model=MODEL, input=said)
+        return
     if api == "chat":
         with pytest.raises(openai.APIError):
             for _ in client.chat.completions.create(
@@ -368,12 +378,14 @@ def _refused_stream(proxy: Proxy, api: str, said: str) -> None:
     assert "tool_use" not in text
 
 
-@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+@pytest.mark.parametrize("api", ["chat", "responses", "messages", "chat-whole", "responses-whole"])
 def test_a_refused_stream_reaches_the_loggers_as_a_failure(
     proxy: Proxy, records: Path, api: str
 ) -> None:
     """A stream the gate refused is no success for litellm's loggers (Langfuse, OTel, the
-    spend log): no success event, a failure event, and no argument text in either."""
+    spend log): no success event, a failure event, and no argument text in either. A
+    whole response the gate refused is not logged as a success either."""
+    streamed = not api.endswith("-whole")
     refused, released = f"denied:{secrets.token_hex(6)}", f"released:{secrets.token_hex(6)}"
     _refused_stream(proxy, api, refused)
     # A stream the gate released, as a control: its success event reaches the recorder.
@@ -384,13 +396,14 @@ def test_a_refused_stream_reaches_the_loggers_as_a_failure(
     )
     assert calls
     _wait_for(records, released, "success")
-    _wait_for(records, refused, "failure")
+    _wait_for(records, refused, "failure" if streamed else None, 5.0)
     time.sleep(1.0)  # a success event dispatched late would land by now
     seen = _read(records)
     assert [r for r in seen if released in r["kwargs"] and r["kind"] == "success"], "no control"
     about = [r for r in seen if refused in r["kwargs"]]
     assert [r["kind"] for r in about if r["kind"] == "success"] == [], "logged as a success"
-    assert [r for r in about if r["kind"] == "failure"], "the refusal reached no logger"
+    if streamed:  # (a whole refusal is raised by the proxy's success hook: no event at all)
+        assert [r for r in about if r["kind"] == "failure"], "the refusal reached no logger"
     for record in seen:
         assert CANARY not in json.dumps(record), f"argument text in a {record['kind']} event"
 
