@@ -97,7 +97,23 @@ def _anthropic_message() -> bytes:
     ).encode()
 
 
+NATIVE = "gpt-4o-mini-native"  # openai/ at the upstream: Responses SSE on the wire
+RESPONSES = Path(__file__).resolve().parent.parent / "fixtures" / "responses"
+# A native Responses stream the gate refuses (item_mismatch), argument text with the canary.
+NATIVE_REFUSED = next(
+    case
+    for case in json.loads((RESPONSES / "manifest.json").read_text(encoding="utf-8"))["cases"]
+    if case["name"] == "completed_drops_a_call"
+)
+
+
 def _answer(request: dict[str, Any]) -> Scripted:
+    if "input" in request:  # the native Responses route
+        items = request["input"]
+        said = _said(items if isinstance(items, str) else items[-1]["content"])
+        assert said.startswith("denied:") and request.get("stream") is True, said
+        body = (RESPONSES / NATIVE_REFUSED["body"]).read_bytes()
+        return Scripted(body, chunk_sizes=[7, 64, 3])
     if request_path().endswith("/messages"):
         return Scripted(_anthropic_message(), content_type="application/json")
     tools = [t.get("function", t) for t in request.get("tools") or [] if isinstance(t, dict)]
@@ -353,10 +369,11 @@ def _refused_stream(proxy: Proxy, api: str, said: str) -> None:
             ):
                 pass
         return
-    if api == "responses":
+    if api.startswith("responses"):
+        model = NATIVE if api == "responses-native" else MODEL
         events: list[Any] = []
         try:
-            events.extend(client.responses.create(model=MODEL, input=said, stream=True))
+            events.extend(client.responses.create(model=model, input=said, stream=True))
         except openai.APIError:
             return
         kinds = [str(getattr(e, "type", "")) for e in events]
@@ -378,7 +395,9 @@ def _refused_stream(proxy: Proxy, api: str, said: str) -> None:
     assert "tool_use" not in text
 
 
-@pytest.mark.parametrize("api", ["chat", "responses", "messages", "chat-whole", "responses-whole"])
+@pytest.mark.parametrize(
+    "api", ["chat", "responses", "responses-native", "messages", "chat-whole", "responses-whole"]
+)
 def test_a_refused_stream_reaches_the_loggers_as_a_failure(
     proxy: Proxy, records: Path, api: str
 ) -> None:
