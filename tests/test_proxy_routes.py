@@ -339,7 +339,7 @@ def _read(records: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in records.read_text(encoding="utf-8").splitlines()]
 
 
-def _wait_for(records: Path, nonce: str, kind: str | None, deadline: float = 20.0) -> None:
+def _wait_for(records: Path, nonce: str, kind: str | None, deadline: float = 60.0) -> None:
     end = time.monotonic() + deadline
     while time.monotonic() < end:
         if any(

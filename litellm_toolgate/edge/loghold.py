@@ -23,11 +23,11 @@ import weakref
 from typing import Any
 
 from ..core.attempt import Attempt
-from ..core.errors import ToolCallQuarantined
 
 HOLD_LIMIT = 300.0
 _POLL = 0.01
-_HELD = "_toolgate_held"
+_HELD = "_toolgate_held_for"  # the attempt the held handlers wait for
+_WRAPPED = "_toolgate_held"
 # Where litellm's logging object keeps the answer it assembled (or read) for its loggers.
 _ANSWER_KEYS = ("complete_streaming_response", "async_complete_streaming_response", "response")
 
@@ -48,19 +48,6 @@ def decided(attempt: Attempt) -> None:
     _event(attempt).set()
 
 
-def _refusal(attempt: Attempt, waited: bool) -> ToolCallQuarantined | None:
-    """None when the attempt was released; its quarantine otherwise (or, undecided, a
-    quarantine of its own: the gate never lets an undecided stream log a success)."""
-    if waited and attempt.quarantined is None:
-        return None
-    fault = attempt.quarantined
-    if fault is None:
-        with contextlib.suppress(ToolCallQuarantined):
-            attempt.conclude()
-        fault = attempt.quarantined
-    return fault
-
-
 def _sanitize(logging_obj: Any, attempt: Attempt) -> None:
     details = getattr(logging_obj, "model_call_details", None)
     if not isinstance(details, dict):
@@ -72,9 +59,16 @@ def _sanitize(logging_obj: Any, attempt: Attempt) -> None:
 
 def hold(logging_obj: Any, attempt: Attempt) -> None:
     """Hold ``logging_obj``'s success handlers until ``attempt`` is decided (see the module
-    docstring). Does nothing for an object that is not litellm's logging object, or one held
-    already."""
-    if logging_obj is None or getattr(logging_obj, _HELD, False):
+    docstring). The handlers are replaced once per object; a later call (a retried request
+    on the same logging object) binds them to its own attempt, the one the loggers then
+    hear of. Does nothing for an object that is not litellm's logging object."""
+    if logging_obj is None:
+        return
+    try:
+        setattr(logging_obj, _HELD, attempt)
+    except (AttributeError, TypeError):
+        return
+    if getattr(logging_obj, _WRAPPED, False):
         return
     try:
         async_success: Any = logging_obj.async_success_handler
@@ -85,25 +79,34 @@ def hold(logging_obj: Any, attempt: Attempt) -> None:
         return
     if not all(callable(f) for f in (async_success, sync_success, async_failure, sync_failure)):
         return
-    event = _event(attempt)
+
+    def bound() -> tuple[Attempt, threading.Event]:
+        current: Attempt = getattr(logging_obj, _HELD)
+        return current, _event(current)
 
     async def held_async_success(*args: Any, **kwargs: Any) -> Any:
+        current, event = bound()
         deadline = time.monotonic() + HOLD_LIMIT
         while not event.is_set() and time.monotonic() < deadline:
             await asyncio.sleep(_POLL)
-        fault = _refusal(attempt, event.is_set())
+        if not event.is_set():
+            return None  # undecided: no success event (fail closed)
+        fault = current.quarantined
         if fault is None:
             return await async_success(*args, **kwargs)
-        _sanitize(logging_obj, attempt)
+        _sanitize(logging_obj, current)
         with contextlib.suppress(Exception):
             await async_failure(fault, "")
         return None
 
     def held_sync_success(*args: Any, **kwargs: Any) -> Any:
-        fault = _refusal(attempt, event.wait(HOLD_LIMIT))
+        current, event = bound()
+        if not event.wait(HOLD_LIMIT):
+            return None  # undecided: no success event (fail closed)
+        fault = current.quarantined
         if fault is None:
             return sync_success(*args, **kwargs)
-        _sanitize(logging_obj, attempt)
+        _sanitize(logging_obj, current)
         with contextlib.suppress(Exception):
             sync_failure(fault, "")
         return None
@@ -111,7 +114,7 @@ def hold(logging_obj: Any, attempt: Attempt) -> None:
     try:
         logging_obj.async_success_handler = held_async_success
         logging_obj.success_handler = held_sync_success
-        setattr(logging_obj, _HELD, True)
+        setattr(logging_obj, _WRAPPED, True)
     except (AttributeError, TypeError):
         return
 
