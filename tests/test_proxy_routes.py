@@ -512,6 +512,8 @@ def test_every_proxy_route_is_classified() -> None:
         ("/v1/assistants", "not a model turn"),
         ("/mcp/", "not a model turn"),
         ("/v1/embeddings", "not a model turn"),
+        ("/openai/v1/files", "not a model turn"),
+        ("/{provider}/v1/batches", "not a model turn"),
     ],
 )
 def test_the_route_table_rows(path: str, how: str) -> None:
@@ -529,3 +531,22 @@ def test_the_routes_the_gate_is_not_reached_on() -> None:
     assert not route_reached("/v1/threads/thread_1/runs")
     assert not route_reached("/v1/batches")
     assert route_reached("/v1/chat/completions") and route_reached("/anthropic/v1/messages")
+
+
+@pytest.mark.parametrize(
+    ("path", "how"),
+    [
+        ("/litellm/v1/chat/completions", "gated"),
+        ("/a/b/v1/completions", "not a model turn"),
+        ("/litellm/openai/v1/chat/completions", "refused before sending"),
+        ("/openai/v1/chat/completions", "refused before sending"),
+        ("/a/b/c/d/v1/chat/completions", None),
+        ("/nothing-here", None),
+    ],
+)
+def test_a_served_path_behind_a_root_path(path: str, how: str | None) -> None:
+    """A proxy with a root path (SERVER_ROOT_PATH) serves its routes under it."""
+    from litellm_toolgate.edge.proxyroutes import served_route_handling
+
+    found = served_route_handling(path)
+    assert (None if found is None else found.value) == how

@@ -147,6 +147,12 @@ ROUTES: tuple[tuple[str, Handling, tuple[str, ...]], ...] = (
         ),
     ),
     (
+        "files and batches under a provider's name (``/openai/v1/files``, ...): not a model "
+        "turn (a pass-through request there is refused by its call type all the same)",
+        UNTOUCHED,
+        ("/{provider}/v1/*", "/*/v1/files", "/*/v1/files/*", "/*/v1/batches", "/*/v1/batches/*"),
+    ),
+    (
         "pass-through routes: a provider's body forwarded as it is",
         REFUSED,
         (
@@ -218,7 +224,6 @@ ROUTES: tuple[tuple[str, Handling, tuple[str, ...]], ...] = (
             "/v1/indexes",
             "/files*",
             "/v1/files*",
-            "/{provider}/v1/*",
             "/batches*",
             "/v1/batches*",
             "/fine_tuning/*",
@@ -400,10 +405,28 @@ def request_path(request: Mapping[str, Any]) -> str | None:
         return None
 
 
+_ROOT_SEGMENTS = 3
+
+
+def served_route_handling(path: str) -> Handling | None:
+    """:func:`route_handling` of a path the proxy served, which carries the proxy's root path
+    (``SERVER_ROOT_PATH`` and kin) in front of the route when one is set: a path no row names
+    is tried again without its first segments (up to three)."""
+    for _ in range(_ROOT_SEGMENTS + 1):
+        how = route_handling(path)
+        if how is not None:
+            return how
+        rest = path.split("/", 2)
+        if len(rest) < 3 or not rest[2]:
+            return None
+        path = "/" + rest[2]
+    return None
+
+
 def untouched_route(request: Mapping[str, Any]) -> bool:
     """Whether the proxy received ``request`` on a route the gate leaves untouched."""
     path = request_path(request)
-    return path is not None and route_handling(path) is UNTOUCHED
+    return path is not None and served_route_handling(path) is UNTOUCHED
 
 
 class RequestRefused(WireNotObservable, GuardrailRaisedException):
@@ -457,7 +480,7 @@ def refuse_before_sending(data: Mapping[str, Any], call_type: str) -> None:
         raise CallRefused(call_type)
     path = request_path(data)
     if path is not None:
-        how = route_handling(path)
+        how = served_route_handling(path)
         if how is REFUSED or how is None:
             raise RequestRefused(f"toolgate does not gate the proxy route {path[:200]!r}")
     if call_type in _TEXT_COMPLETION and any(data.get(field) for field in _TOOL_FIELDS):
@@ -476,5 +499,6 @@ __all__ = [
     "UNREACHED",
     "route_handling",
     "route_reached",
+    "served_route_handling",
     "untouched_route",
 ]
