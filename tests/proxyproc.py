@@ -168,7 +168,9 @@ def prepare(style: str, folder: Path) -> Path:
 
 
 @contextlib.contextmanager
-def running_proxy(config: Path, upstream_base: str) -> Iterator[Proxy]:
+def running_proxy(
+    config: Path, upstream_base: str, extra_env: dict[str, str] | None = None
+) -> Iterator[Proxy]:
     port = free_port()
     probe_port = free_port()
     key = "sk-" + secrets.token_hex(24)
@@ -181,6 +183,7 @@ def running_proxy(config: Path, upstream_base: str) -> Iterator[Proxy]:
         "TOOLGATE_INFLIGHT_PROBE_PORT": str(probe_port),
         # A crash in native code leaves the Python stacks in the log (see Proxy.describe).
         "PYTHONFAULTHANDLER": "1",
+        **(extra_env or {}),
     }
     log = config.with_suffix(".log")
     binary = Path(sys.executable).with_name("litellm")

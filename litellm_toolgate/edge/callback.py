@@ -63,6 +63,7 @@ from .gate import ToolGate
 from .instruments import start_observing
 from .postcall import check_proxy_response, check_sdk_response, gate_proxy_stream
 from .precall import arm_async
+from .proxyroutes import refuse_before_sending
 from .routeescalation import RouteEscalation
 from .sync import claiming
 from .sync import hooks as sync_hooks
@@ -94,6 +95,8 @@ class GuardrailConfigError(ToolGateError, RuntimeError):
 
 
 _SEALED = (
+    "async_pre_call_hook",
+    "should_run_guardrail",
     "async_pre_call_deployment_hook",
     "async_post_call_streaming_iterator_hook",
     "async_post_call_success_hook",
@@ -281,6 +284,22 @@ class ToolGateGuardrail(GateGuardrail):
     in_flight = pending
 
     # ---- before the request ----------------------------------------------------------------
+    def should_run_guardrail(self, data: Any, event_type: GuardrailEventHooks) -> bool:
+        # The gate is a post_call guardrail, and also refuses before sending what it cannot
+        # gate (async_pre_call_hook): the proxy asks about its pre-call hook as pre_call, and
+        # the gate answers as for the request it would gate (litellm's selection).
+        if event_type == GuardrailEventHooks.pre_call:
+            event_type = GuardrailEventHooks.post_call
+        return bool(super().should_run_guardrail(data, event_type))
+
+    async def async_pre_call_hook(
+        self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
+    ) -> dict[str, Any] | None:
+        # The proxy, before anything is sent: MCP tools, pass-through and other routes the
+        # gate cannot gate are refused here (proxyroutes), with a typed error.
+        refuse_before_sending(data, _call_type(call_type))
+        return None
+
     async def async_pre_call_deployment_hook(
         self, kwargs: dict[str, Any], call_type: Any
     ) -> dict[str, Any] | None:

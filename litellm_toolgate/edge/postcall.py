@@ -31,6 +31,7 @@ from litellm.types.llms.openai import ResponsesAPIResponse
 from ..core.attempt import Carrier
 from ..core.errors import raise_clean
 from ..core.state import StreamState
+from . import loghold
 from .admission import GateGuardrail, call_type, deciders
 from .calltypes import GATED
 from .carriers.messages import AnthropicEvents, message_carrier
@@ -38,6 +39,7 @@ from .carriers.responses import CarrierEvents, carrier_events, carrier_of_result
 from .intervention import as_intervention
 from .logs import emit_records, observers
 from .policyrun import aapprove_whole
+from .proxyroutes import untouched_route
 from .reporting import refuse_unobserved, report, sanitize_logged_response
 from .stream import AsyncGatedStream
 from .taps import Taps
@@ -51,13 +53,17 @@ async def gate_proxy_stream(
     not selected for the request, or when another gate acts for it)."""
     started = time.time()
     tap = taps.take(request)
-    if tap is None and not deciders(guardrail, request):
-        # Not selected, or another gate acts for this request: passed on, unrecorded.
+    if tap is None and (not deciders(guardrail, request) or untouched_route(request)):
+        # Not selected, another gate acts for this request, or a route the gate leaves
+        # untouched (text completions: a text answer, their tool requests refused before
+        # sending): passed on, unrecorded.
         async for chunk in response:
             yield chunk
         return
     if tap is None or not tap.streamed:
         refuse_unobserved(guardrail, guardrail.gate, request, started)
+    # litellm's success loggers wait for the decision (loghold): a refusal is a failure.
+    loghold.hold(request.get("litellm_logging_obj"), tap.attempt)
     # The proxy wraps litellm's stream, so the request (not the stream's type) says
     # whether it carries Responses events.
     events: Any = CarrierEvents() if tap.responses_api else carrier_events(response)
@@ -74,6 +80,7 @@ async def gate_proxy_stream(
             await stream.aclose()
             report(guardrail, request, tap.attempt, started)
         finally:
+            loghold.decided(tap.attempt)
             observers.stream_ended(tap.attempt.route)
 
 
@@ -88,7 +95,7 @@ async def check_proxy_response(
     ):
         return
     tap = taps.take(data)
-    if tap is None and not deciders(guardrail, data):
+    if tap is None and (not deciders(guardrail, data) or untouched_route(data)):
         return
     await _check_response(guardrail, data, response, tap, in_proxy=True)
 

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.attempt import Attempt
+from . import loghold
 from .admission import GateGuardrail, admit
 from .bridges import Bridge, bridge_carrier, bridge_path, messages_bridge
 from .calltypes import SYNC
@@ -74,6 +75,8 @@ def arm_async(
         tap.wire_path = bridge_path(bridge)
     wrap: Callable[[Any], Any]
     if in_proxy and streamed:
+        # The proxy's success loggers wait for the gate's decision (loghold).
+        loghold.hold(kwargs.get("litellm_logging_obj"), tap.attempt)
 
         def wrap(base: Any) -> Any:
             return AsyncTapTransport(base, tap)
