@@ -18,34 +18,71 @@ import asyncio
 import contextlib
 import json
 import threading
-import time
 import weakref
 from typing import Any
 
 from ..core.attempt import Attempt
 
 HOLD_LIMIT = 300.0
-_POLL = 0.01
 _HELD = "_toolgate_held_for"  # the attempt the held handlers wait for
 _WRAPPED = "_toolgate_held"
 # Where litellm's logging object keeps the answer it assembled (or read) for its loggers.
 _ANSWER_KEYS = ("complete_streaming_response", "async_complete_streaming_response", "response")
 
-_decisions: weakref.WeakKeyDictionary[Attempt, threading.Event] = weakref.WeakKeyDictionary()
+
+class _Decision:
+    """Whether an attempt was decided, and the held async handlers waiting for it (each a
+    future on its own event loop, woken from whichever thread decides)."""
+
+    __slots__ = ("event", "waiters")
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+
+_decisions: weakref.WeakKeyDictionary[Attempt, _Decision] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
-def _event(attempt: Attempt) -> threading.Event:
+def _decision(attempt: Attempt) -> _Decision:
     with _lock:
-        event = _decisions.get(attempt)
-        if event is None:
-            event = _decisions[attempt] = threading.Event()
-        return event
+        found = _decisions.get(attempt)
+        if found is None:
+            found = _decisions[attempt] = _Decision()
+        return found
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def decided(attempt: Attempt) -> None:
     """The gate decided ``attempt`` (released or quarantined): held logging may go on."""
-    _event(attempt).set()
+    decision = _decision(attempt)
+    with _lock:
+        decision.event.set()
+        waiters, decision.waiters = decision.waiters, []
+    for loop, future in waiters:
+        with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits there
+            loop.call_soon_threadsafe(_wake, future)
+
+
+async def _decided_in_time(decision: _Decision) -> bool:
+    """Wait, without holding the loop, until the decision is made or HOLD_LIMIT passed."""
+    loop = asyncio.get_running_loop()
+    with _lock:
+        if decision.event.is_set():
+            return True
+        waiter = (loop, loop.create_future())
+        decision.waiters.append(waiter)
+    try:
+        await asyncio.wait_for(waiter[1], HOLD_LIMIT)
+    except TimeoutError:
+        with _lock, contextlib.suppress(ValueError):
+            decision.waiters.remove(waiter)
+    return decision.event.is_set()
 
 
 def _sanitize(logging_obj: Any, attempt: Attempt) -> None:
@@ -80,16 +117,13 @@ def hold(logging_obj: Any, attempt: Attempt) -> None:
     if not all(callable(f) for f in (async_success, sync_success, async_failure, sync_failure)):
         return
 
-    def bound() -> tuple[Attempt, threading.Event]:
+    def bound() -> tuple[Attempt, _Decision]:
         current: Attempt = getattr(logging_obj, _HELD)
-        return current, _event(current)
+        return current, _decision(current)
 
     async def held_async_success(*args: Any, **kwargs: Any) -> Any:
-        current, event = bound()
-        deadline = time.monotonic() + HOLD_LIMIT
-        while not event.is_set() and time.monotonic() < deadline:
-            await asyncio.sleep(_POLL)
-        if not event.is_set():
+        current, decision = bound()
+        if not await _decided_in_time(decision):
             return None  # undecided: no success event (fail closed)
         fault = current.quarantined
         if fault is None:
@@ -100,8 +134,8 @@ def hold(logging_obj: Any, attempt: Attempt) -> None:
         return None
 
     def held_sync_success(*args: Any, **kwargs: Any) -> Any:
-        current, event = bound()
-        if not event.wait(HOLD_LIMIT):
+        current, decision = bound()
+        if not decision.event.wait(HOLD_LIMIT):
             return None  # undecided: no success event (fail closed)
         fault = current.quarantined
         if fault is None:
