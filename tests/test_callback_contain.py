@@ -2,10 +2,11 @@
 
 Against the real litellm on loopback: a cached schema-invalid call (litellm's in-memory cache
 and a Redis cache filled by a process without the gate) is never handed over; a chat request
-for ``n > 1`` is refused unsent on every path, typed, and a Router does not re-send it; two
-gates registered for one call refuse it whatever their order, and gates used in turn each
-decide their own calls; the quarantines of the ``WireUnread`` family reach callback users
-typed; settings of the wrong type and guardrail modes other than ``post_call`` stop start-up
+for ``n > 1`` (also in ``extra_body``) and a mock model turn are refused unsent on every path,
+typed, and a Router does not re-send them; two gates registered for one call decide it
+together whatever their order, gates used in turn each decide their own calls, a gate taken
+out of ``litellm.callbacks`` does nothing and one handed to a call says what it cannot gate;
+the quarantines of the ``WireUnread`` family reach callback users typed; settings of the wrong type and guardrail modes other than ``post_call`` stop start-up
 (a real proxy for the latter, where the proxy is installed).
 """
 
