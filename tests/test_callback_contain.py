@@ -6,8 +6,9 @@ for ``n > 1`` (also in ``extra_body``) and a mock model turn are refused unsent 
 typed, and a Router does not re-send them; two gates registered for one call decide it
 together whatever their order, gates used in turn each decide their own calls, a gate taken
 out of ``litellm.callbacks`` does nothing and one handed to a call says what it cannot gate;
-the quarantines of the ``WireUnread`` family reach callback users typed; settings of the wrong type and guardrail modes other than ``post_call`` stop start-up
-(a real proxy for the latter, where the proxy is installed).
+the quarantines of the ``WireUnread`` family reach callback users typed; settings of the wrong
+type and guardrail modes other than ``post_call`` stop start-up (a real proxy for the latter,
+where the proxy is installed).
 """
 
 from __future__ import annotations
