@@ -25,8 +25,8 @@ from typing import Any
 import litellm
 
 from bench.bodies import TOOLS
-from litellm_toolgate.core.attempt import Attempt
-from litellm_toolgate.core.body import BodyReader
+from litellm_toolgate.core.decision.attempt import Attempt
+from litellm_toolgate.core.decision.body import BodyReader
 from litellm_toolgate.edge.carriers import chat as carrier_mod
 
 litellm.suppress_debug_info = True

@@ -24,9 +24,9 @@ from bench.bodies import TOOLS, count_events, file_arguments, rows_arguments, to
 from bench.common import Row, Timer, pair_rows, summary
 from bench.report import log
 from litellm_toolgate import PolicyDecision
-from litellm_toolgate.core.attempt import Attempt
-from litellm_toolgate.core.metrics import Observers
-from litellm_toolgate.core.registry import ToolRegistry
+from litellm_toolgate.core.decision.attempt import Attempt
+from litellm_toolgate.core.records.metrics import Observers
+from litellm_toolgate.core.values.registry import ToolRegistry
 
 PIECE = 65_536
 

@@ -32,8 +32,8 @@ from typing import Any
 
 from bench.common import Row, summary
 from bench.report import log
-from litellm_toolgate.core.journal import Effect, NewCall, Outcome, argument_digest
-from litellm_toolgate.edge.journalstores import open_journal
+from litellm_toolgate.core.rules.journal import Effect, NewCall, Outcome, argument_digest
+from litellm_toolgate.run.journal import open_journal
 
 BUDGET = 1.5
 DIGEST = argument_digest({"path": "/tmp/x", "n": 1}, hmac_key=None)

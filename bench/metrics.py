@@ -41,11 +41,11 @@ from bench.common import Row, summary
 from bench.core import core_stream, split
 from bench.report import log
 from litellm_toolgate import PolicyDecision
-from litellm_toolgate.core.registry import ToolRegistry
+from litellm_toolgate.core.values.registry import ToolRegistry
 from litellm_toolgate.edge.logs import emit_records, observers
 
 if TYPE_CHECKING:
-    from litellm_toolgate.edge.prometheus import PrometheusExporter
+    from litellm_toolgate.operate.metrics import PrometheusExporter
 
 GC_EVERY = 20
 """Turns between two full collections (outside the timed batches)."""
@@ -74,7 +74,7 @@ def metrics_section(shapes: list[tuple[str, bytes, int, int]]) -> list[Row]:
     try:
         from prometheus_client import CollectorRegistry
 
-        from litellm_toolgate.edge.prometheus import PrometheusExporter
+        from litellm_toolgate.operate.metrics import PrometheusExporter
     except ImportError:
         return [{"section": "metrics", "name": "metrics", "error": "prometheus-client missing"}]
     registry = ToolRegistry.from_tools(TOOLS)

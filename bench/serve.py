@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from litellm_toolgate.demo import upstream as fake
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.loopback import upstream as fake
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 # A 20,000-event body is written in one go and read at litellm's pace (a millisecond or more
 # per chunk): the fake's 10 s socket timeout would cut it off. Only this process is changed.

@@ -26,8 +26,8 @@ from bench.bodies import TOOLS, text_body, tool_body
 from bench.common import Row, Timer, Upstream, pair_rows
 from bench.report import log
 from litellm_toolgate import ToolGate
-from litellm_toolgate.edge.journalstores import open_journal
-from litellm_toolgate.edge.tools import Tool
+from litellm_toolgate.run.journal import open_journal
+from litellm_toolgate.run.tools import Tool
 
 BUDGET = 1.05
 EVENTS = 200

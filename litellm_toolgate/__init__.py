@@ -1,15 +1,19 @@
 """litellm-toolgate: streamed tool calls withheld until the wire, the JSON, the schema and
 your policy all agree.
 
-The core (``litellm_toolgate.core``) is sans-I/O and imports no litellm; the litellm edge
-(``litellm_toolgate.edge``) is imported lazily, so ``import litellm_toolgate.core`` works
-without litellm installed.
+The front door of a house of rooms (docs/architecture.md): ``core`` (sans-I/O, no litellm),
+``edge`` (litellm's integration), ``policies``, ``run`` (the tool loop and its journal),
+``operate`` (probe, record, verify, metrics, escalation), ``loopback`` and ``demo``. The
+rooms are imported lazily, so ``import litellm_toolgate.core`` works without litellm
+installed. Here the rooms above the edge are plugged into it (:mod:`.core.plugs`), and the
+import paths of modules that moved keep working (:mod:`.moved`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from . import moved
 from .core import (
     ArgumentsRejected,
     CarrierMismatch,
@@ -33,43 +37,66 @@ from .core import (
     WireNotObservable,
     WireUnread,
     find_quarantine,
+    plugs,
 )
 
 if TYPE_CHECKING:
-    from .edge.callback import (
+    from .edge.gate import ToolGate
+    from .edge.guardrail.callback import (
         GuardrailConfigError,
         SyncCallStopped,
         ToolGateGuardrail,
         UngatedCallRefused,
     )
-    from .edge.gate import ToolGate
-    from .edge.journalstores import open_journal
     from .edge.stream import AsyncGatedStream, GatedStream
-    from .edge.tools import Tool, ToolContext
+    from .run.journal import open_journal
+    from .run.tools import Tool, ToolContext
 
 __version__ = "0.1.0"
 
-_EDGE = {
-    "ToolGate": "gate",
-    "GatedStream": "stream",
-    "AsyncGatedStream": "stream",
-    "ToolGateGuardrail": "callback",
-    "GuardrailConfigError": "callback",
-    "UngatedCallRefused": "callback",
-    "SyncCallStopped": "callback",
-    "Tool": "tools",
-    "ToolContext": "tools",
-    "open_journal": "journalstores",
+_LAZY = {
+    "ToolGate": "edge.gate",
+    "GatedStream": "edge.stream",
+    "AsyncGatedStream": "edge.stream",
+    "ToolGateGuardrail": "edge.guardrail.callback",
+    "GuardrailConfigError": "edge.guardrail.callback",
+    "UngatedCallRefused": "edge.guardrail.callback",
+    "SyncCallStopped": "edge.guardrail.callback",
+    "Tool": "run.tools",
+    "ToolContext": "run.tools",
+    "open_journal": "run.journal",
 }
 
 
 def __getattr__(name: str) -> Any:
-    if name in _EDGE:
+    if name in _LAZY:
         import importlib
 
-        module = importlib.import_module(f".edge.{_EDGE[name]}", __name__)
+        module = importlib.import_module(f".{_LAZY[name]}", __name__)
         return getattr(module, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _run_loop(gate: Any, options: dict[str, Any]) -> Any:
+    from .run.loop import run
+
+    return run(gate, options)
+
+
+async def _arun_loop(gate: Any, options: dict[str, Any]) -> Any:
+    from .run.loop import arun
+
+    return await arun(gate, options)
+
+
+def _instruments(settings: Any) -> Any:
+    from .operate.instruments import start_observing
+
+    return start_observing(settings)
+
+
+plugs.plug(run_loop=_run_loop, arun_loop=_arun_loop, instruments=_instruments)
+moved.install()
 
 
 __all__ = [

@@ -41,8 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         "routes",
         help="print which litellm routes the gate gates (chat and Responses), and why not",
     )
-    from .edge.journalstores.cli import add_journal_command
     from .operate.cli import COMMANDS, add_commands, run
+    from .run.journal.cli import add_journal_command
 
     add_journal_command(commands)
     add_commands(commands)

@@ -51,9 +51,9 @@ from typing import Any
 
 import pytest
 
-from .core.journal import AmbiguousCalls, Effect, JournalRow
-from .edge.journalstores import open_journal
-from .edge.tools import Tool, ToolContext
+from .core.rules.journal import AmbiguousCalls, Effect, JournalRow
+from .run.journal import open_journal
+from .run.tools import Tool, ToolContext
 
 BOUNDARIES = ("decided", "started", "tool", "finished", "round")
 """The step boundaries the kit kills at (see the module's text)."""

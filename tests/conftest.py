@@ -122,8 +122,8 @@ def litellm_on_httpx(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def upstream() -> Iterator[Any]:
-    """A running loopback FakeUpstream (litellm_toolgate.demo.upstream)."""
-    from litellm_toolgate.demo.upstream import FakeUpstream
+    """A running loopback FakeUpstream (litellm_toolgate.loopback.upstream)."""
+    from litellm_toolgate.loopback.upstream import FakeUpstream
 
     with FakeUpstream() as server:
         yield server
@@ -171,7 +171,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 class RecordingObserver:
     """A metrics observer that keeps every decided attempt's outcome it is handed, each as
-    soon as it goes out (``core/metrics.py``)."""
+    soon as it goes out (``core/records/metrics.py``)."""
 
     batch = 1
 

@@ -12,8 +12,8 @@ import json
 from typing import Any
 
 from litellm_toolgate import ToolGate
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted, answer_stream, calls_stream
-from litellm_toolgate.edge.tools import ToolContext
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted, answer_stream, calls_stream
+from litellm_toolgate.run.tools import ToolContext
 from litellm_toolgate.testing import CrashContext
 
 

@@ -24,7 +24,7 @@ from litellm_toolgate.core import (
     ToolCallQuarantined,
     ToolRegistry,
 )
-from litellm_toolgate.core.state import StreamState
+from litellm_toolgate.core.decision.state import StreamState
 
 REGISTRY = ToolRegistry.from_tools(TOOLS)
 CHAT_PATH = "/v1/chat/completions"

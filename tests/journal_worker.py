@@ -22,14 +22,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from litellm_toolgate.core.journal import (
+from litellm_toolgate.core.rules.journal import (
     AlreadyClaimed,
     Effect,
     NewCall,
     Outcome,
     StaleClaim,
 )
-from litellm_toolgate.edge.journalstores import open_journal
+from litellm_toolgate.run.journal import open_journal
 
 
 def wait_for(path: Path, seconds: float = 120.0) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import litellm
 
 from litellm_toolgate import ToolCallQuarantined, ToolGate
-from litellm_toolgate.demo.upstream import FakeUpstream
+from litellm_toolgate.loopback.upstream import FakeUpstream
 
 
 def kwargs(upstream: FakeUpstream, **extra: Any) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """An independent reference for Ollama's ``/api/chat`` stream: its lines, and what the gate
 may release from a whole body.
 
-Written from the rules in the docstrings of ``litellm_toolgate/core/ndjson.py`` and
+Written from the rules in the docstrings of ``litellm_toolgate/core/framing/ndjson.py`` and
 ``litellm_toolgate/core/wires/ollama.py`` and from ``docs/ollama.md``, sharing no code with
 the gate: it reuses only :mod:`oracle`'s strict JSON parser, and checks schemas with
 jsonschema directly. It reads the whole body at once, never incrementally.

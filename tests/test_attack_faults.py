@@ -38,7 +38,7 @@ from leakcheck import assert_clean_exception, assert_clean_logs, every_logger
 from loopback import kwargs, released
 
 from litellm_toolgate import Limits, QuarantineReason, ToolCallQuarantined, ToolGate
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True
 R = QuarantineReason

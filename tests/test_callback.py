@@ -37,7 +37,7 @@ from litellm_toolgate import (
     find_quarantine,
 )
 from litellm_toolgate.demo.serve import as_requested, json_body_of
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True
 EXAMPLES = Path(__file__).resolve().parent.parent / "config_examples"
@@ -436,7 +436,7 @@ def test_proxy_failure_hook_forgets_a_failed_request(upstream: FakeUpstream, str
 def test_the_pending_table_is_bounded(
     upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from litellm_toolgate.edge import taps
+    from litellm_toolgate.edge.guardrail import taps
 
     monkeypatch.setattr(taps, "MAX_PENDING", 3)
     gate = ToolGateGuardrail(MANIFEST["tools"])

@@ -38,8 +38,8 @@ from litellm_toolgate import (
     UngatedCallRefused,
     find_quarantine,
 )
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted, request_header
 from litellm_toolgate.edge.sync import claiming as synccall
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted, request_header
 
 litellm.suppress_debug_info = True
 R = QuarantineReason

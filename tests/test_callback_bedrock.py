@@ -41,12 +41,12 @@ from litellm_toolgate import (
     UngatedCallRefused,
     find_quarantine,
 )
-from litellm_toolgate.core.eventstream import EventStreamDecoder
-from litellm_toolgate.core.state import Wire
+from litellm_toolgate.core.decision.state import Wire
+from litellm_toolgate.core.framing.eventstream import EventStreamDecoder
 from litellm_toolgate.core.wires import WIRES
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted, request_header
-from litellm_toolgate.edge.preflight import UNPARSED, litellm_parse
+from litellm_toolgate.edge.parsers import UNPARSED, litellm_parse
 from litellm_toolgate.edge.sync import claiming
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted, request_header
 
 litellm.suppress_debug_info = True
 R = QuarantineReason

@@ -28,8 +28,8 @@ from litellm.llms.custom_httpx.http_handler import HTTPHandler
 from litellm_toolgate import ArgumentsRejected, ToolGateGuardrail
 from litellm_toolgate.demo.run import MULTIPLY
 from litellm_toolgate.demo.serve import as_requested
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 from litellm_toolgate.edge.sync import claiming as synccall
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True
 THREADS, PER_THREAD, CONCURRENT = 8, 50, 200

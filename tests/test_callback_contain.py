@@ -42,8 +42,8 @@ from litellm_toolgate import (
 )
 from litellm_toolgate.demo.run import MULTIPLY
 from litellm_toolgate.demo.serve import as_requested
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
-from litellm_toolgate.edge import cacheguard
+from litellm_toolgate.edge.guardrail import cacheguard
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True
 R = QuarantineReason
@@ -314,7 +314,7 @@ def test_n_2_in_extra_body_is_refused_by_the_async_hook_too(
 ) -> None:
     """The pre-call hook reads ``extra_body`` as well (a call whose set-up the gate did not
     see, e.g. a request of the proxy's): the tap refuses it before anything is sent."""
-    from litellm_toolgate.edge.taps import new_tap
+    from litellm_toolgate.edge.guardrail.taps import new_tap
 
     gate = ToolGateGuardrail([MULTIPLY])
     body = {**call(upstream, "good"), "extra_body": {"n": 2}}
@@ -651,7 +651,7 @@ def test_every_reason_has_a_twin() -> None:
     from litellm.exceptions import GuardrailRaisedException
 
     from litellm_toolgate.core.errors import quarantine
-    from litellm_toolgate.edge.intervention import as_intervention
+    from litellm_toolgate.edge.guardrailerrors import as_intervention
 
     for reason in QuarantineReason:
         twin = as_intervention(quarantine(reason, "att-1"))

@@ -30,8 +30,8 @@ from litellm_toolgate import (
     find_quarantine,
 )
 from litellm_toolgate.demo.run import MULTIPLY
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
-from litellm_toolgate.edge.preflight import responses_event_check
+from litellm_toolgate.edge.parsers import responses_event_check
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True
 

@@ -34,7 +34,7 @@ from litellm_toolgate import (
     UngatedCallRefused,
     find_quarantine,
 )
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True
 R = QuarantineReason

@@ -28,7 +28,7 @@ from litellm_toolgate import (
     ToolGateGuardrail,
 )
 from litellm_toolgate.demo.serve import as_requested
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True
 BACKUP_ANSWER = "write_file_unicode"

@@ -18,10 +18,10 @@ from conftest import MANIFEST
 from litellm.types.utils import CallTypes
 
 from litellm_toolgate import ToolGateError, ToolGateGuardrail, UngatedCallRefused
-from litellm_toolgate.demo.upstream import FakeUpstream
 from litellm_toolgate.edge import calltypes
 from litellm_toolgate.edge.calltypes import Handling, handling
 from litellm_toolgate.edge.sync import claiming
+from litellm_toolgate.loopback.upstream import FakeUpstream
 
 litellm.suppress_debug_info = True
 DOC = Path(__file__).resolve().parent.parent / "docs" / "callbacks.md"

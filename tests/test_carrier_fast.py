@@ -30,9 +30,9 @@ from litellm.types.utils import (
 )
 from loopback import kwargs
 
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
 from litellm_toolgate.edge.carriers import chat as carrier_mod
 from litellm_toolgate.edge.carriers.chat import CarrierChunks
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 PROFILES = ROOT / "fixtures" / "profiles"
 

@@ -21,9 +21,9 @@ from chatgen import MESSAGE_MUTATIONS, TOOLS, Knobs, siblings, wire
 from conftest import CHAT, ROOT
 
 from litellm_toolgate.core import Attempt, ToolCallQuarantined, ToolRegistry
-from litellm_toolgate.core.events import ArgumentDelta, TextDelta, WireEvent
-from litellm_toolgate.core.profiles import profile_for
-from litellm_toolgate.core.sse import SSEDecoder
+from litellm_toolgate.core.decision.events import ArgumentDelta, TextDelta, WireEvent
+from litellm_toolgate.core.decision.profiles import profile_for
+from litellm_toolgate.core.framing.sse import SSEDecoder
 from litellm_toolgate.core.wires import chat
 from litellm_toolgate.core.wires.chat import ChatNormalizer
 from litellm_toolgate.core.wires.loads import WireFault

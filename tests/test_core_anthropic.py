@@ -21,7 +21,7 @@ from litellm_toolgate.core import (
     QuarantineReason,
     ToolCallQuarantined,
 )
-from litellm_toolgate.core.state import Wire, wire_of
+from litellm_toolgate.core.decision.state import Wire, wire_of
 
 ROOT = Path(__file__).resolve().parent.parent
 R = QuarantineReason
@@ -109,7 +109,9 @@ def test_the_generator_reproduces_every_file(tmp_path: Path) -> None:
     assert names == {p.name for p in FIXTURES.iterdir() if p.suffix in (".sse", ".json")}
     for name in names:
         assert (tmp_path / name).read_bytes() == (FIXTURES / name).read_bytes(), name
-    recorded = ROOT / "litellm_toolgate" / "demo" / "recordings" / "round1_multiply_anthropic.sse"
+    recorded = (
+        ROOT / "litellm_toolgate" / "loopback" / "recordings" / "round1_multiply_anthropic.sse"
+    )
     assert (tmp_path / "rec" / recorded.name).read_bytes() == recorded.read_bytes()
 
 
@@ -336,7 +338,7 @@ def test_the_wire_classifier_passes_no_call_and_no_terminal_live(name: str) -> N
     """What the one classification lets out before the decision, for every fixture: events
     of text-like blocks and lifecycle events only, never a piece of a tool block, the
     terminal, or an event it does not know."""
-    from litellm_toolgate.core.sse import SSEDecoder
+    from litellm_toolgate.core.framing.sse import SSEDecoder
     from litellm_toolgate.core.wires.anthropic import PASSING_BLOCKS, EventClassifier
 
     classifier = EventClassifier()

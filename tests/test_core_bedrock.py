@@ -21,13 +21,13 @@ from litellm_toolgate.core import (
     QuarantineReason,
     ToolCallQuarantined,
 )
+from litellm_toolgate.core.decision.state import Wire, wire_of
 from litellm_toolgate.core.errors import Fault
-from litellm_toolgate.core.eventstream import (
+from litellm_toolgate.core.framing.eventstream import (
     EventStreamDecodeError,
     EventStreamDecoder,
     encode_frame,
 )
-from litellm_toolgate.core.state import Wire, wire_of
 from litellm_toolgate.core.wires import bedrock
 
 R = QuarantineReason
@@ -313,7 +313,7 @@ def test_feeding_after_flush_is_a_programming_error() -> None:
 
 
 def test_encode_writes_a_frame_the_decoder_reads_back() -> None:
-    from litellm_toolgate.core.sse import SSEMessage
+    from litellm_toolgate.core.framing.sse import SSEMessage
 
     frame = bedrock.WIRE.encode(SSEMessage("contentBlockStop", "", None), {"contentBlockIndex": 0})
     assert _frames(frame) == [("contentBlockStop", '{"contentBlockIndex":0}')]
@@ -329,7 +329,7 @@ def test_what_the_withholder_writes_again_botocore_reads_as_the_wire(name: str) 
     name and the same JSON value as on the wire (argument fragments the same strings)."""
     from botocore.eventstream import EventStreamBuffer
 
-    from litellm_toolgate.core.sse import SSEMessage
+    from litellm_toolgate.core.framing.sse import SSEMessage
 
     wire = _frames(body(name))
     written = b"".join(

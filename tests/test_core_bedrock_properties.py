@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from oracle_bedrock import frames, judge
 from wirecases import CoreWire
 
-from litellm_toolgate.core.state import Wire
+from litellm_toolgate.core.decision.state import Wire
 
 PATH = "/model/m/converse-stream"
 WIRE = CoreWire(

@@ -1,4 +1,7 @@
-"""A request and its body into the attempt (core/body.py, core/wires/chat.py), no network."""
+"""A request and its body into the attempt (core/decision/body.py, core/wires/chat.py).
+
+No network.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +17,8 @@ from litellm_toolgate.core import (
     ToolCallQuarantined,
     ToolRegistry,
 )
-from litellm_toolgate.core.body import BodyReader
-from litellm_toolgate.core.state import StreamState
+from litellm_toolgate.core.decision.body import BodyReader
+from litellm_toolgate.core.decision.state import StreamState
 from litellm_toolgate.core.wires import chat as chat_wire
 
 R = QuarantineReason
@@ -270,7 +273,7 @@ def test_a_whole_body_whose_call_fails_its_checks_keeps_that_reason() -> None:
 
 
 def test_an_attempts_summary_holds_its_outcome_and_sanitized_records() -> None:
-    from litellm_toolgate.core.policy import PolicyDecision
+    from litellm_toolgate.core.rules.policy import PolicyDecision
 
     read = reader(True)
     assert read.feed(STREAM)

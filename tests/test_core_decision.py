@@ -19,7 +19,7 @@ import jiter
 import pytest
 
 from litellm_toolgate.core import Attempt, Carrier, CarrierCall, PolicyDecision, ToolRegistry
-from litellm_toolgate.core.policy import ReleasedCall
+from litellm_toolgate.core.rules.policy import ReleasedCall
 
 WRITE_FILE = {
     "type": "function",

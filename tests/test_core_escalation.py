@@ -14,9 +14,9 @@ import pytest
 from conftest import RecordingObserver
 
 from litellm_toolgate.core import Attempt, PolicyDecision, ToolRegistry
+from litellm_toolgate.core.decision.state import TransitionError, Wire
 from litellm_toolgate.core.errors import Party, QuarantineReason, ToolCallQuarantined
-from litellm_toolgate.core.escalation import BucketWindow, Escalation, Rule, Transition
-from litellm_toolgate.core.metrics import (
+from litellm_toolgate.core.records.metrics import (
     OVERFLOW,
     WIDTH,
     AttemptOutcome,
@@ -24,7 +24,7 @@ from litellm_toolgate.core.metrics import (
     Observers,
     RouteLabels,
 )
-from litellm_toolgate.core.state import TransitionError, Wire
+from litellm_toolgate.core.rules.escalation import BucketWindow, Escalation, Rule, Transition
 
 T, R = Transition.TRIPPED, Transition.RECOVERED
 RULE = Rule(window=10.0, buckets=5, min_attempts=4, trip_rate=0.5, recover_rate=0.25)

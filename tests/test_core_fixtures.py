@@ -24,8 +24,8 @@ from litellm_toolgate.core import (
     ToolCallQuarantined,
     ToolRegistry,
 )
-from litellm_toolgate.core.events import TextDelta
-from litellm_toolgate.core.state import StreamState
+from litellm_toolgate.core.decision.events import TextDelta
+from litellm_toolgate.core.decision.state import StreamState
 
 REGISTRY = ToolRegistry.from_tools(MANIFEST["tools"])
 TIMING = frozenset({"observed_at", "stream_ms", "validation_ms", "policy_ms"})

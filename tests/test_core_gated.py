@@ -1,4 +1,4 @@
-"""A gated stream of carrier items (core/gated.py), through its public API, no network.
+"""A gated stream of carrier items (core/decision/gated.py), through its public API, no network.
 
 The carrier here is a toy one, built on the wire's own chat chunks: it hands text chunks
 out, withholds the rest and assembles the calls, which is all a carrier adapter does.
@@ -22,9 +22,9 @@ from litellm_toolgate.core import (
     ToolCallQuarantined,
     ToolRegistry,
 )
-from litellm_toolgate.core.gated import END, FAULT, MORE, GatedItems
-from litellm_toolgate.core.sse import SSEDecoder
-from litellm_toolgate.core.state import StreamState
+from litellm_toolgate.core.decision.gated import END, FAULT, MORE, GatedItems
+from litellm_toolgate.core.decision.state import StreamState
+from litellm_toolgate.core.framing.sse import SSEDecoder
 from litellm_toolgate.core.wires import chat as chat_wire
 
 R = QuarantineReason

@@ -21,9 +21,9 @@ from litellm_toolgate.core import (
     ToolCallQuarantined,
     ToolRegistry,
 )
-from litellm_toolgate.core.state import StreamState, Wire, wire_of
+from litellm_toolgate.core.decision.state import StreamState, Wire, wire_of
+from litellm_toolgate.core.decision.withhold import Withholder
 from litellm_toolgate.core.wires import gemini
-from litellm_toolgate.core.withhold import Withholder
 
 R = QuarantineReason
 PATH = "/v1beta/models/gemini-2.5-flash:streamGenerateContent"

@@ -1,4 +1,4 @@
-"""The run journal's rules (core/journal.py), table-driven, with no store and no I/O.
+"""The run journal's rules (core/rules/journal.py), table-driven, with no store and no I/O.
 
 Every (step, move) pair is tried against the one transition table; keys and digests are
 checked against values computed here by hand; every error pickles and names no argument
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from litellm_toolgate.core.errors import GateConfigError, ToolGateError
-from litellm_toolgate.core.journal import (
+from litellm_toolgate.core.rules.journal import (
     COLUMNS,
     FINISH_OUTCOMES,
     TRANSITIONS,

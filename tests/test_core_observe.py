@@ -1,4 +1,4 @@
-"""The wire observer (``core/observe.py``) on the wires of whole calls and event-stream frames.
+"""The wire observer (``core/records/observe.py``) on whole calls and event-stream frames.
 
 Each wire's facts from the project's own fixture bodies (Gemini SSE, Ollama NDJSON, Bedrock
 event-stream frames, read through the wire's own framing decoder): the terminal, the end
@@ -16,8 +16,8 @@ from conftest import CANARY
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from litellm_toolgate.core.observe import WireFacts, WireObserver
-from litellm_toolgate.core.state import Wire
+from litellm_toolgate.core.decision.state import Wire
+from litellm_toolgate.core.records.observe import WireFacts, WireObserver
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -178,7 +178,7 @@ def test_odd_shapes_are_counted_not_raised(wire: Wire) -> None:
 
 
 def test_odd_bedrock_frames_are_counted_not_raised() -> None:
-    from litellm_toolgate.core.eventstream import encode_frame
+    from litellm_toolgate.core.framing.eventstream import encode_frame
 
     headers = [(":event-type", "contentBlockStart"), (":message-type", "event")]
     observer = WireObserver(Wire.BEDROCK, started=0.0)

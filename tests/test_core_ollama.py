@@ -21,11 +21,11 @@ from litellm_toolgate.core import (
     QuarantineReason,
     ToolCallQuarantined,
 )
+from litellm_toolgate.core.decision.state import StreamState, Wire, wire_of
+from litellm_toolgate.core.decision.withhold import Parse, Withholder
 from litellm_toolgate.core.errors import Fault
-from litellm_toolgate.core.ndjson import NDJSONDecoder
-from litellm_toolgate.core.state import StreamState, Wire, wire_of
+from litellm_toolgate.core.framing.ndjson import NDJSONDecoder
 from litellm_toolgate.core.wires import ollama
-from litellm_toolgate.core.withhold import Parse, Withholder
 
 R = QuarantineReason
 PATH = "/api/chat"

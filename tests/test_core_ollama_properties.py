@@ -2,7 +2,7 @@
 an oracle.
 
 ``ollgen`` writes newline-delimited Ollama bodies, well-formed or damaged (see its
-docstring); ``oracle_ollama`` decides, from the rules of ``core/ndjson.py``,
+docstring); ``oracle_ollama`` decides, from the rules of ``core/framing/ndjson.py``,
 ``core/wires/ollama.py`` and ``docs/ollama.md`` and sharing no code with the gate, which
 calls must be released. For every body, bound to an Ollama attempt (request path
 ``/api/chat``, ``application/x-ndjson``):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from litellm_toolgate.core.pending import PendingTable
+from litellm_toolgate.core.decision.pending import PendingTable
 
 HOLDERS = ("metadata", "litellm_metadata")
 

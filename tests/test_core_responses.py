@@ -23,7 +23,7 @@ from litellm_toolgate.core import (
     QuarantineReason,
     ToolCallQuarantined,
 )
-from litellm_toolgate.core.state import StreamState, Wire
+from litellm_toolgate.core.decision.state import StreamState, Wire
 
 ROOT = Path(__file__).resolve().parent.parent
 R = QuarantineReason
@@ -103,7 +103,9 @@ def test_the_generator_reproduces_every_file(tmp_path: Path) -> None:
     for path in tmp_path.iterdir():
         if path.is_file():
             assert path.read_bytes() == (FIXTURES / path.name).read_bytes(), path.name
-    recorded = ROOT / "litellm_toolgate" / "demo" / "recordings" / "round1_multiply_responses.sse"
+    recorded = (
+        ROOT / "litellm_toolgate" / "loopback" / "recordings" / "round1_multiply_responses.sse"
+    )
     assert (tmp_path / "rec" / recorded.name).read_bytes() == recorded.read_bytes()
 
 

@@ -1,4 +1,6 @@
-"""The transition tables (core/state.py) and the attempt machine built on them (core/attempt.py).
+"""The transition tables (core/decision/state.py) and the attempt machine built on them.
+
+The machine is core/decision/attempt.py.
 
 Streams are written by hand here, message by message, so that each test shows exactly which
 wire event moves the attempt where. The fixture replays live in test_core_fixtures.py.
@@ -42,8 +44,7 @@ from litellm_toolgate.core import (
     ToolRegistry,
     WireUnread,
 )
-from litellm_toolgate.core.errors import quarantine
-from litellm_toolgate.core.events import (
+from litellm_toolgate.core.decision.events import (
     ArgumentDelta,
     CallStarted,
     DoneMarker,
@@ -54,10 +55,8 @@ from litellm_toolgate.core.events import (
     TextDelta,
     Unknown,
 )
-from litellm_toolgate.core.limits import KIB, MIB
-from litellm_toolgate.core.policy import ToolCall, as_decision
-from litellm_toolgate.core.sse import SSEDecoder
-from litellm_toolgate.core.state import (
+from litellm_toolgate.core.decision.limits import KIB, MIB
+from litellm_toolgate.core.decision.state import (
     CALL_TABLES,
     STREAM_TABLE,
     STREAM_TABLES,
@@ -70,6 +69,9 @@ from litellm_toolgate.core.state import (
     next_call_state,
     next_stream_state,
 )
+from litellm_toolgate.core.errors import quarantine
+from litellm_toolgate.core.framing.sse import SSEDecoder
+from litellm_toolgate.core.rules.policy import ToolCall, as_decision
 from litellm_toolgate.core.wires.chat import ChatNormalizer
 
 R = QuarantineReason

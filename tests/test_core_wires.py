@@ -9,21 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from litellm_toolgate.core.carrier import Carrier, CarrierCall
-from litellm_toolgate.core.errors import QuarantineReason
-from litellm_toolgate.core.ledger import Ledger
-from litellm_toolgate.core.limits import Limits
-from litellm_toolgate.core.state import (
+from litellm_toolgate.core.decision.carrier import Carrier, CarrierCall
+from litellm_toolgate.core.decision.ledger import Ledger
+from litellm_toolgate.core.decision.limits import Limits
+from litellm_toolgate.core.decision.state import (
     CALL_TABLES,
     STREAM_TABLES,
     WIRE_PATHS,
     Wire,
     wire_of,
 )
+from litellm_toolgate.core.errors import QuarantineReason
 from litellm_toolgate.core.wires import WIRES, anthropic, bedrock, chat, gemini, ollama, responses
 from litellm_toolgate.core.wires.base import WireSpec
 
-CORE = Path(__file__).resolve().parent.parent / "litellm_toolgate" / "core"
+CORE = Path(__file__).resolve().parent.parent / "litellm_toolgate" / "core" / "decision"
 DECISION_MODULES = ("attempt.py", "ledger.py", "call.py", "withhold.py", "body.py", "gated.py")
 
 

@@ -1,4 +1,4 @@
-"""The core's withholding on the wire (core/withhold.py), through its public API, no network.
+"""The core's withholding on the wire (core/decision/withhold.py), by its public API, no network.
 
 Each wire's recorded bodies are fed to an attempt and a :class:`Withholder` side by side, as
 the edge's transport does, whole and one byte at a time: what goes out live must be exactly
@@ -24,10 +24,10 @@ from litellm_toolgate.core import (
     Wire,
     find_quarantine,
 )
+from litellm_toolgate.core.decision.state import StreamState
+from litellm_toolgate.core.decision.withhold import Check, Withholder
 from litellm_toolgate.core.errors import quarantine
-from litellm_toolgate.core.sse import SSEDecoder, SSEMessage
-from litellm_toolgate.core.state import StreamState
-from litellm_toolgate.core.withhold import Check, Withholder
+from litellm_toolgate.core.framing.sse import SSEDecoder, SSEMessage
 
 R = QuarantineReason
 ROOT = Path(__file__).resolve().parent.parent
@@ -311,7 +311,7 @@ def imported(path: Path) -> set[str]:
 
 def test_the_core_imports_nothing_of_the_edge_or_of_io() -> None:
     core = sorted((ROOT / "litellm_toolgate" / "core").rglob("*.py"))
-    assert ROOT / "litellm_toolgate" / "core" / "withhold.py" in core
+    assert ROOT / "litellm_toolgate" / "core" / "decision" / "withhold.py" in core
     for path in core:
         names = imported(path)
         for name in names:

@@ -39,7 +39,7 @@ import pytest
 import yaml
 
 from litellm_toolgate.demo.serve import demo_answer
-from litellm_toolgate.demo.upstream import FakeUpstream
+from litellm_toolgate.loopback.upstream import FakeUpstream
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

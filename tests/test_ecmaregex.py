@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from litellm_toolgate.core.ecmaregex import PatternError, rust_faithful, translate
 from litellm_toolgate.core.errors import GateConfigError
-from litellm_toolgate.core.fastschema import fast_validator
-from litellm_toolgate.core.registry import ToolRegistry, ToolSpec
+from litellm_toolgate.core.values.ecmaregex import PatternError, rust_faithful, translate
+from litellm_toolgate.core.values.fastschema import fast_validator
+from litellm_toolgate.core.values.registry import ToolRegistry, ToolSpec
 
 RECORDED: dict[str, Any] = json.loads(ANSWERS.read_text())
 assert RECORDED["strings"] == STRINGS, "tests/ecma262_answers.json is stale: regenerate it"

@@ -19,7 +19,7 @@ from litellm_toolgate.core.errors import QuarantineReason
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "chat"
-RECORDINGS = ROOT / "litellm_toolgate" / "demo" / "recordings"
+RECORDINGS = ROOT / "litellm_toolgate" / "loopback" / "recordings"
 CANARY = "CANARY-7f3a9c"
 SMALL_LIMIT = 2500
 # Reasons whose bodies may be built not to parse as SSE + JSON; the independent parse

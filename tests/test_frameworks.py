@@ -19,7 +19,7 @@ import pytest
 from litellm_toolgate import StreamFault, ToolGateGuardrail
 from litellm_toolgate.demo.run import MULTIPLY
 from litellm_toolgate.demo.serve import as_requested, demo_answer
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted, answer_stream
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted, answer_stream
 
 litellm.suppress_debug_info = True
 GOOD = "What is 7 times 8?"

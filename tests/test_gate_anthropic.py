@@ -29,7 +29,7 @@ from vertexauth import CLAUDE_MODEL, CLAUDE_PATH, TOKENS, vertex_args
 from wirecases import Fixtures
 
 from litellm_toolgate import QuarantineReason, ToolCallQuarantined, ToolGate
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted, request_path
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted, request_path
 
 litellm.suppress_debug_info = True
 R = QuarantineReason

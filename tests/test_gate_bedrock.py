@@ -27,7 +27,7 @@ from loopback import ask_multiply, call, plain_outcome, tool_calls
 from wirecases import Fixtures
 
 from litellm_toolgate import QuarantineReason, RouteNotGated, ToolCallQuarantined, ToolGate
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True
 R = QuarantineReason

@@ -31,7 +31,7 @@ from vertexauth import GEMINI_MODEL, GEMINI_PATH, TOKENS, long_decode, vertex_ar
 from wirecases import Fixtures
 
 from litellm_toolgate import QuarantineReason, ToolCallQuarantined, ToolGate
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted, request_path
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted, request_path
 
 litellm.suppress_debug_info = True
 R = QuarantineReason

@@ -17,7 +17,7 @@ from litellm.types.utils import ModelResponse
 from litellm_toolgate import AsyncGatedStream, GatedStream, ToolGate
 from litellm_toolgate.demo.run import MULTIPLY
 from litellm_toolgate.demo.serve import demo_answer
-from litellm_toolgate.demo.upstream import FakeUpstream
+from litellm_toolgate.loopback.upstream import FakeUpstream
 
 litellm.suppress_debug_info = True
 TOOLS = [MULTIPLY]

@@ -11,7 +11,7 @@ from loopback import released as calls
 from loopback import run
 
 from litellm_toolgate import Limits, QuarantineReason, ToolCallQuarantined, ToolGate
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True
 R = QuarantineReason

@@ -24,7 +24,7 @@ from loopback import call
 from wirecases import Fixtures
 
 from litellm_toolgate import QuarantineReason, ToolCallQuarantined, ToolGate
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True
 R = QuarantineReason

@@ -25,7 +25,7 @@ from vertexauth import GEMINI_MODEL, vertex_args
 from wirecases import Fixtures
 
 from litellm_toolgate import QuarantineReason, RouteNotGated, ToolCallQuarantined, ToolGate
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True
 R = QuarantineReason
@@ -192,7 +192,7 @@ OTHER_WIRES = {
 def test_the_bridge_over_other_wires_is_refused_and_would_fail_closed(
     upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch, row: str, asynchronous: bool
 ) -> None:
-    from litellm_toolgate.core.state import Wire
+    from litellm_toolgate.core.decision.state import Wire
     from litellm_toolgate.edge import routes
     from litellm_toolgate.edge.routes import ClientKind, Gated
 
@@ -565,7 +565,7 @@ def test_reasoning_items_pass_through_untouched(upstream: FakeUpstream, asynchro
 def test_bridged_text_cut_by_length_is_an_incomplete_response(
     upstream: FakeUpstream, asynchronous: bool
 ) -> None:
-    from litellm_toolgate.demo.upstream import answer_stream
+    from litellm_toolgate.loopback.upstream import answer_stream
 
     body = answer_stream("Seven times eight is").replace(
         b'"finish_reason":"stop"', b'"finish_reason":"length"'

@@ -19,7 +19,7 @@ from conftest import CASES, MANIFEST, body_of
 
 from litellm_toolgate import Limits, ToolGate
 from litellm_toolgate.demo.serve import json_body_of
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True
 IDLE = 0.3

@@ -1,4 +1,4 @@
-"""``toolgate journal`` (edge/journalstores/cli.py) through ``litellm_toolgate.cli.main``, on both
+"""``toolgate journal`` (run/journal/cli.py) through ``litellm_toolgate.cli.main``, on both
 stores: ids, tools, steps, outcomes and times are shown; arguments never (they are not there)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from journal_stores import STORES, store_url
 
 from litellm_toolgate.cli import main
-from litellm_toolgate.core.journal import Effect, NewCall, Outcome, Step, argument_digest
-from litellm_toolgate.edge.journalstores import open_journal
+from litellm_toolgate.core.rules.journal import Effect, NewCall, Outcome, Step, argument_digest
+from litellm_toolgate.run.journal import open_journal
 
 CANARY = "CANARY-c11-ARGUMENT"
 

@@ -24,7 +24,7 @@ import pytest
 from journal_stores import STORES, store_url
 from journal_worker import fenced_tool
 
-from litellm_toolgate.core.journal import (
+from litellm_toolgate.core.rules.journal import (
     AlreadyClaimed,
     Effect,
     NewCall,
@@ -32,7 +32,7 @@ from litellm_toolgate.core.journal import (
     Step,
     argument_digest,
 )
-from litellm_toolgate.edge.journalstores import open_journal
+from litellm_toolgate.run.journal import open_journal
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = Path(__file__).resolve().parent / "journal_worker.py"

@@ -17,7 +17,7 @@ import pytest
 from journal_stores import STORES, pg_query, store_url
 
 from litellm_toolgate.core.errors import GateConfigError
-from litellm_toolgate.core.journal import (
+from litellm_toolgate.core.rules.journal import (
     AlreadyClaimed,
     ApprovalStatus,
     CallIdReused,
@@ -34,7 +34,7 @@ from litellm_toolgate.core.journal import (
     argument_digest,
     schema_digest,
 )
-from litellm_toolgate.edge.journalstores import Journal, open_journal
+from litellm_toolgate.run.journal import Journal, open_journal
 
 CANARY = "CANARY-7d1e-ARGUMENT"
 RESULT_CANARY = "CANARY-9b2c-RESULT"
@@ -468,7 +468,7 @@ def test_postgresql_without_psycopg_says_how_to_install_it(monkeypatch: Any) -> 
 def test_migrations_apply_in_order_once_and_old_code_refuses_the_new_schema(
     url: str, monkeypatch: Any
 ) -> None:
-    from litellm_toolgate.edge.journalstores import schema, store
+    from litellm_toolgate.run.journal import schema, store
 
     with open_journal(url) as j:
         key = j.decide(call()).idempotency_key

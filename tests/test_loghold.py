@@ -1,4 +1,4 @@
-"""The proxy's held success logging (``edge/loghold.py``), on a stand-in logging object.
+"""The proxy's held success logging (``edge/guardrail/loghold.py``), on a stand-in logging object.
 
 The held handlers wait for the gate's decision without polling: a decision made on another
 thread wakes the waiting handler; a released attempt is logged as a success, a refused one
@@ -17,7 +17,7 @@ import pytest
 
 from litellm_toolgate import ToolCallQuarantined, ToolGate
 from litellm_toolgate.demo.run import MULTIPLY
-from litellm_toolgate.edge import loghold
+from litellm_toolgate.edge.guardrail import loghold
 
 CANARY = "CANARY-loghold-7d1"
 

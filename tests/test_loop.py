@@ -19,10 +19,10 @@ from litellm_toolgate import (
     StreamFault,
     ToolGate,
 )
-from litellm_toolgate.core.journal import AmbiguousCalls, Effect, JournalRow, Outcome, Step
-from litellm_toolgate.core.loop import LoopLimits
+from litellm_toolgate.core.rules.journal import AmbiguousCalls, Effect, JournalRow, Outcome, Step
+from litellm_toolgate.core.rules.loop import LoopLimits
 from litellm_toolgate.demo.responses import answer_events
-from litellm_toolgate.demo.upstream import (
+from litellm_toolgate.loopback.upstream import (
     FakeUpstream,
     Scripted,
     answer_stream,
@@ -30,9 +30,9 @@ from litellm_toolgate.demo.upstream import (
     recording,
     responses_calls_stream,
 )
-from litellm_toolgate.edge.journalstores import open_journal
-from litellm_toolgate.edge.toolloop import NOT_APPROVED, NOT_AVAILABLE, NOT_JOURNALED, TOOL_ERROR
-from litellm_toolgate.edge.tools import Tool, ToolContext
+from litellm_toolgate.run.journal import open_journal
+from litellm_toolgate.run.loop import NOT_APPROVED, NOT_AVAILABLE, NOT_JOURNALED, TOOL_ERROR
+from litellm_toolgate.run.tools import Tool, ToolContext
 
 MULTIPLY = {
     "type": "function",
@@ -523,7 +523,7 @@ def test_resume_asks_again_for_a_turn_none_of_whose_calls_was_journaled(
 def test_check_round_refuses_an_id_twice_in_one_round() -> None:
     # The gate itself refuses a response whose calls share an id (identity_conflict); the
     # loop's own rule holds as well, for any carrier.
-    from litellm_toolgate.core.loop import check_round
+    from litellm_toolgate.core.rules.loop import check_round
 
     limits = LoopLimits()
     assert check_round(limits, 0, ["a", "a"], (), 0) is QuarantineReason.CALL_ID_REUSED
@@ -1083,7 +1083,7 @@ def test_a_failing_tool_sync_and_async(
 
 
 def test_core_loop_helpers() -> None:
-    from litellm_toolgate.core.loop import pending_calls, result_digest, result_text
+    from litellm_toolgate.core.rules.loop import pending_calls, result_digest, result_text
 
     assert result_text("x") == "x" and result_text({"a": [1]}) == '{"a":[1]}'
     with pytest.raises(ValueError):

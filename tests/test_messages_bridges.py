@@ -31,7 +31,7 @@ from litellm_toolgate import (
     find_quarantine,
 )
 from litellm_toolgate.demo.serve import json_body_of
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted, request_path
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted, request_path
 
 litellm.suppress_debug_info = True
 ROOT = Path(__file__).resolve().parent.parent

@@ -25,17 +25,23 @@ from conftest import CASES, RecordingObserver, body_of
 from loopback import run
 
 from litellm_toolgate import ToolGate
+from litellm_toolgate.core.decision.state import Wire
 from litellm_toolgate.core.errors import GateConfigError, QuarantineReason
-from litellm_toolgate.core.metrics import OVERFLOW, AttemptOutcome, DecidedBatch, Observer, queued
-from litellm_toolgate.core.state import Wire
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
-from litellm_toolgate.edge.callback import GuardrailConfigError, ToolGateGuardrail
+from litellm_toolgate.core.records.metrics import (
+    OVERFLOW,
+    AttemptOutcome,
+    DecidedBatch,
+    Observer,
+    queued,
+)
 from litellm_toolgate.edge.config import GateSettings
+from litellm_toolgate.edge.guardrail.callback import GuardrailConfigError, ToolGateGuardrail
 from litellm_toolgate.edge.logs import observers
-from litellm_toolgate.edge.routeescalation import EscalationSettings, RouteEscalation
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
+from litellm_toolgate.operate.escalation import EscalationSettings, RouteEscalation
 
 prometheus_client = pytest.importorskip("prometheus_client")
-from litellm_toolgate.edge.prometheus import (  # noqa: E402
+from litellm_toolgate.operate.metrics import (  # noqa: E402
     FOLD_EVERY,
     METRIC_LABELS,
     PrometheusExporter,
@@ -131,7 +137,7 @@ def test_queued_outcomes_are_all_counted_across_threads_and_scrapes(
 
     def decide() -> None:
         for _ in range(per_thread):
-            # What a decided attempt does (core/attempt.py), then where it goes out
+            # What a decided attempt does (core/decision/attempt.py), then where it goes out
             # (edge/logs.py::emit_records).
             observers.decided.extend(queued(_outcome("cometapi/gpt-4o-mini")))
             if observers.due():
@@ -468,7 +474,7 @@ def test_metrics_on_a_port_of_their_own() -> None:
 
     import httpx
 
-    from litellm_toolgate.edge.prometheus import MetricsSettings, enable_metrics
+    from litellm_toolgate.operate.metrics import MetricsSettings, enable_metrics
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -13,10 +13,10 @@ import pytest
 from conftest import MANIFEST
 
 from litellm_toolgate import ToolGate
-from litellm_toolgate.core.attempt import Attempt
-from litellm_toolgate.core.registry import ToolRegistry
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.core.decision.attempt import Attempt
+from litellm_toolgate.core.values.registry import ToolRegistry
 from litellm_toolgate.edge.offload import OFF_LOOP_BYTES, decide_off_loop
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True
 

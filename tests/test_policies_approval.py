@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from litellm_toolgate.core.approval import ApprovalRequest
-from litellm_toolgate.core.compose import DenyReason, deny_reason
 from litellm_toolgate.core.errors import GateConfigError
-from litellm_toolgate.core.journal import (
+from litellm_toolgate.core.rules.approval import ApprovalRequest
+from litellm_toolgate.core.rules.compose import DenyReason, deny_reason
+from litellm_toolgate.core.rules.journal import (
     ApprovalStatus,
     Effect,
     JournalRow,
@@ -24,10 +24,10 @@ from litellm_toolgate.core.journal import (
     argument_digest,
     schema_digest,
 )
-from litellm_toolgate.core.policy import PolicyDecision, ReleasedCall, ToolCall
-from litellm_toolgate.edge.approvalwait import ApprovalPolicy
-from litellm_toolgate.edge.journalstores import open_journal
-from litellm_toolgate.edge.policyrun import _arun, _run
+from litellm_toolgate.core.rules.policy import PolicyDecision, ReleasedCall, ToolCall
+from litellm_toolgate.edge.judge import _arun, _run
+from litellm_toolgate.policies.approval import ApprovalPolicy
+from litellm_toolgate.run.journal import open_journal
 
 CANARY = "CANARY-7f3a9c"
 SCHEMA = {

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from litellm_toolgate.core.commands import BYPASSES, Allow, CommandAllowList, check_argv
-from litellm_toolgate.core.compose import DenyReason, deny_reason
 from litellm_toolgate.core.errors import GateConfigError
-from litellm_toolgate.core.policy import ToolCall
-from litellm_toolgate.edge.commandrun import CommandRefused, resolve_argv
+from litellm_toolgate.core.rules.commands import BYPASSES, Allow, CommandAllowList, check_argv
+from litellm_toolgate.core.rules.compose import DenyReason, deny_reason
+from litellm_toolgate.core.rules.policy import ToolCall
+from litellm_toolgate.policies.commands import CommandRefused, resolve_argv
 
 R = DenyReason
 RULES = CommandAllowList(

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from litellm_toolgate.core.compose import (
+from litellm_toolgate.core.errors import GateConfigError
+from litellm_toolgate.core.rules.compose import (
     AllOf,
     DenyReason,
     GatePolicy,
@@ -17,9 +18,8 @@ from litellm_toolgate.core.compose import (
     deny,
     deny_reason,
 )
-from litellm_toolgate.core.errors import GateConfigError
-from litellm_toolgate.core.policy import PolicyDecision, ToolCall
-from litellm_toolgate.edge.policyrun import _arun, _run
+from litellm_toolgate.core.rules.policy import PolicyDecision, ToolCall
+from litellm_toolgate.edge.judge import _arun, _run
 
 CALL = ToolCall("att", 0, "call_1", "write_file", {"path": "CANARY-7f3a9c"})
 
@@ -148,7 +148,7 @@ def test_the_policies_load_where_litellm_cannot() -> None:
                 return None
 
         sys.meta_path.insert(0, NoLitellm())
-        from litellm_toolgate.core.policy import ToolCall
+        from litellm_toolgate.core.rules.policy import ToolCall
         from litellm_toolgate.policies import Allow, CommandAllowList, deny_reason
         rules = CommandAllowList([Allow("git", args=("status",))], tools={"run": "argv"})
         print(deny_reason(rules(ToolCall("a", 0, "c", "run", {"argv": ["sh"]}))).value)

@@ -21,8 +21,8 @@ from leakcheck import assert_clean_exception, assert_clean_logs, every_logger
 from loopback import released, run
 
 from litellm_toolgate import PolicyDecision, PolicyDenied, QuarantineReason, ToolGate
-from litellm_toolgate.core.journal import ApprovalStatus
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.core.rules.journal import ApprovalStatus
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 from litellm_toolgate.policies import (
     Allow,
     ApprovalPolicy,
@@ -226,7 +226,7 @@ def test_a_path_inside_passes_the_composed_policy_with_a_human(
     assert (tool, json.loads(text)) == ("write_file", arguments)  # the model's text, as sent
     assert len(human.requests) == 1
     # What the tool is given: the resolved path inside the root.
-    from litellm_toolgate.core.policy import ToolCall
+    from litellm_toolgate.core.rules.policy import ToolCall
 
     resolved = scope.resolve_paths(ToolCall("a", 0, "call_w1", tool, json.loads(text)))
     assert resolved["path"] == str(Path(scope.root) / "src" / "new.txt")
@@ -236,8 +236,8 @@ EXAMPLE = Path(__file__).resolve().parent.parent / "config_examples" / "toolgate
 
 
 def test_the_example_settings_name_a_composed_policy() -> None:
-    from litellm_toolgate.core.compose import AllOf
-    from litellm_toolgate.core.policy import ToolCall
+    from litellm_toolgate.core.rules.compose import AllOf
+    from litellm_toolgate.core.rules.policy import ToolCall
     from litellm_toolgate.edge.config import GateSettings
 
     settings, folder = GateSettings.from_file(EXAMPLE)

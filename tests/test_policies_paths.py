@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from litellm_toolgate.core.compose import DenyReason, deny_reason
 from litellm_toolgate.core.errors import GateConfigError
-from litellm_toolgate.core.policy import ReleasedCall, ToolCall
-from litellm_toolgate.edge.pathscope import PathRefused, PathScope, resolve_inside
+from litellm_toolgate.core.rules.compose import DenyReason, deny_reason
+from litellm_toolgate.core.rules.policy import ReleasedCall, ToolCall
+from litellm_toolgate.policies.paths import PathRefused, PathScope, resolve_inside
 
 R = DenyReason
 CANARY = "CANARY-7f3a9c"

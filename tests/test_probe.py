@@ -26,7 +26,7 @@ from litellm_toolgate.demo.personalities import (
     ollama_body,
     personality_answer,
 )
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 from litellm_toolgate.operate.verify import classify
 
 litellm.suppress_debug_info = True
@@ -538,7 +538,7 @@ def test_verify_runs_under_two_interpreters(
 def test_the_standalone_fake_upstream_answers_the_probe_in_personalities() -> None:
     """``toolgate fake-upstream`` (demo_answer) answers a probe request in its personality."""
     from litellm_toolgate.demo.serve import demo_answer
-    from litellm_toolgate.operate.requests import PROBE_REQUESTS
+    from litellm_toolgate.loopback.requests import PROBE_REQUESTS
 
     request = {"model": "probe-no-done", "stream": True, "messages": PROBE_REQUESTS[0].messages()}
     body = demo_answer(request).body

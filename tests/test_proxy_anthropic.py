@@ -30,7 +30,7 @@ from conftest import CASES as CHAT_CASES
 from proxyproc import EXAMPLES, IDLE_TIMEOUT, Proxy, require_proxy, running_proxy
 
 from litellm_toolgate.demo.serve import demo_answer, json_body_of
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 pytestmark = pytest.mark.proxy
 

@@ -37,7 +37,7 @@ from proxyproc import EXAMPLES, Proxy, prepare, require_proxy, running_proxy
 
 from litellm_toolgate import QuarantineReason
 from litellm_toolgate.demo.serve import as_requested
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 pytestmark = pytest.mark.proxy
 

@@ -20,7 +20,7 @@ from conftest import CANARY, CASES, body_of
 from proxyproc import Proxy, prepare, require_proxy, running_proxy
 
 from litellm_toolgate.demo.serve import as_requested
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 pytestmark = pytest.mark.proxy
 require_proxy()

@@ -35,7 +35,7 @@ from conftest import CASES, body_of, expected
 from proxyproc import EXAMPLES, Proxy, proxy_missing, require_proxy, running_proxy
 
 from litellm_toolgate.demo.serve import as_requested
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted, answer_stream
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted, answer_stream
 
 pytestmark = pytest.mark.proxy
 

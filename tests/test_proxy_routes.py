@@ -30,7 +30,7 @@ from conftest import CANARY, CASES, body_of
 from proxyproc import Proxy, free_port, prepare, require_proxy, running_proxy
 
 from litellm_toolgate.demo.serve import as_requested
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted, answer_stream, request_path
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted, answer_stream, request_path
 
 pytestmark = pytest.mark.proxy
 
@@ -485,14 +485,16 @@ def _proxy_route_paths() -> set[str]:
 def test_every_proxy_route_is_classified() -> None:
     """A route of litellm's proxy that the project's table does not name fails here, so a
     route a future litellm adds is classified (gated, refused, untouched) before it ships."""
-    from litellm_toolgate.edge.proxyroutes import route_handling
+    from litellm_toolgate.edge.guardrail.proxyroutes import route_handling
 
     paths = _proxy_route_paths()
     assert len(paths) > 300, "litellm's route table was not read"
     for must in ("/v1/chat/completions", "/v1/messages", "/anthropic/{endpoint:path}"):
         assert must in paths
     unclassified = sorted(p for p in paths if route_handling(p) is None)
-    assert unclassified == [], f"routes no row of edge/proxyroutes.py names: {unclassified}"
+    assert unclassified == [], (
+        f"routes no row of edge/guardrail/proxyroutes.py names: {unclassified}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -517,7 +519,7 @@ def test_every_proxy_route_is_classified() -> None:
     ],
 )
 def test_the_route_table_rows(path: str, how: str) -> None:
-    from litellm_toolgate.edge.proxyroutes import route_handling
+    from litellm_toolgate.edge.guardrail.proxyroutes import route_handling
 
     found = route_handling(path)
     assert found is not None and found.value == how
@@ -525,7 +527,7 @@ def test_the_route_table_rows(path: str, how: str) -> None:
 
 def test_the_routes_the_gate_is_not_reached_on() -> None:
     """Assistants runs and batches: litellm runs no hook of the gate's there (docs say so)."""
-    from litellm_toolgate.edge.proxyroutes import route_reached
+    from litellm_toolgate.edge.guardrail.proxyroutes import route_reached
 
     assert not route_reached("/v1/threads/{thread_id}/runs")
     assert not route_reached("/v1/threads/thread_1/runs")
@@ -546,7 +548,7 @@ def test_the_routes_the_gate_is_not_reached_on() -> None:
 )
 def test_a_served_path_behind_a_root_path(path: str, how: str | None) -> None:
     """A proxy with a root path (SERVER_ROOT_PATH) serves its routes under it."""
-    from litellm_toolgate.edge.proxyroutes import served_route_handling
+    from litellm_toolgate.edge.guardrail.proxyroutes import served_route_handling
 
     found = served_route_handling(path)
     assert (None if found is None else found.value) == how

@@ -30,7 +30,7 @@ from proxyproc import EXAMPLES, Proxy, require_proxy, running_proxy
 from vertexauth import LOCATION, PROJECT, TOKENS, credentials
 from wirecases import Fixtures
 
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted, request_path
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted, request_path
 
 pytestmark = pytest.mark.proxy
 require_proxy()

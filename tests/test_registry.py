@@ -11,7 +11,7 @@ import pytest
 from jsonschema import Draft7Validator, Draft202012Validator
 
 from litellm_toolgate.core.errors import GateConfigError
-from litellm_toolgate.core.registry import (
+from litellm_toolgate.core.values.registry import (
     UNEVALUABLE,
     SchemaVerdict,
     ToolRegistry,

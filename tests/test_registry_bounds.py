@@ -8,8 +8,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from litellm_toolgate.core import registry
-from litellm_toolgate.core.registry import SchemaVerdict, ToolSpec
+from litellm_toolgate.core.values import registry
+from litellm_toolgate.core.values.registry import SchemaVerdict, ToolSpec
 
 ROWS = {
     "type": "object",

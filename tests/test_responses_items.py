@@ -22,10 +22,10 @@ from wirecases import Fixtures
 
 from litellm_toolgate import GateConfigError, QuarantineReason, ToolCallQuarantined, ToolGate
 from litellm_toolgate.core import Attempt, PolicyDecision, ToolRegistry
-from litellm_toolgate.core.grammar import format_of
-from litellm_toolgate.core.policy import ToolCall
+from litellm_toolgate.core.rules.policy import ToolCall
+from litellm_toolgate.core.values.grammar import format_of
 from litellm_toolgate.core.wires.responses_items import ITEMS, NOT_SUPPORTED_YET, PASSING_ITEMS
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True
 R = QuarantineReason

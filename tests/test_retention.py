@@ -25,7 +25,7 @@ import pytest
 from loopback import call, kwargs, tool_calls
 
 from litellm_toolgate import ToolGate, ToolGateGuardrail
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted, calls_stream
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted, calls_stream
 
 PACKAGE = str(Path(__file__).resolve().parent.parent / "litellm_toolgate")
 TOOLS = json.loads((Path(PACKAGE).parent / "config_examples" / "tools.json").read_text())

@@ -1,4 +1,4 @@
-"""The recording sanitizer (``core/sanitize.py``) and the wire observer (``core/observe.py``).
+"""The recording sanitizer (``core/records/sanitize.py``) and the wire observer (``observe.py``).
 
 Properties over generated chat streams: the sanitized body has the same structure (the same
 messages, the same keys, types and array lengths in each), no original value survives (a
@@ -20,10 +20,10 @@ from conftest import CANARY
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from litellm_toolgate.core.observe import WireObserver
-from litellm_toolgate.core.registry import ToolRegistry
-from litellm_toolgate.core.sanitize import sanitize_body, schema_words, scrub_arguments
-from litellm_toolgate.core.state import Wire
+from litellm_toolgate.core.decision.state import Wire
+from litellm_toolgate.core.records.observe import WireObserver
+from litellm_toolgate.core.records.sanitize import sanitize_body, schema_words, scrub_arguments
+from litellm_toolgate.core.values.registry import ToolRegistry
 from litellm_toolgate.core.wires import WIRES
 from litellm_toolgate.operate.record import core_verdict
 
@@ -283,7 +283,7 @@ def test_the_observer_gives_the_same_facts_however_the_body_is_split() -> None:
 
 def test_bedrock_frames_are_written_again_with_sound_checksums() -> None:
     from litellm_toolgate.core.errors import QuarantineReason
-    from litellm_toolgate.core.eventstream import EventStreamDecoder, encode_frame
+    from litellm_toolgate.core.framing.eventstream import EventStreamDecoder, encode_frame
 
     body = (ROOT / "bedrock" / "two_calls.eventstream").read_bytes()
     quoted = encode_frame(

@@ -1,6 +1,6 @@
 """jsonschema-rs (the fast path) against jsonschema (the reference), document by document.
 
-The registry lets jsonschema-rs accept a document on its own (see ``core/fastschema.py``),
+The registry lets jsonschema-rs accept a document on its own (see ``core/values/fastschema.py``),
 so for every schema that takes the fast path the two must accept exactly the same
 documents. Beyond that, both must reject with the same failing keywords at the same
 instance paths, and the verdict the registry reports must be the reference's own, with a
@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema.exceptions import best_match
 
-from litellm_toolgate.core.fastschema import VETTED
-from litellm_toolgate.core.registry import ToolSpec, _dialect_of
+from litellm_toolgate.core.values.fastschema import VETTED
+from litellm_toolgate.core.values.registry import ToolSpec, _dialect_of
 
 SAFE = 2**53 - 1
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from litellm_toolgate.core.policy import ToolCall
+from litellm_toolgate.core.rules.policy import ToolCall
 from litellm_toolgate.demo.serve import demo_answer, workspace_policy
-from litellm_toolgate.demo.upstream import recording
+from litellm_toolgate.loopback.upstream import recording
 
 
 def _user(text: str, stream: bool = True) -> dict[str, object]:

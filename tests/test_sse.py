@@ -1,4 +1,4 @@
-"""Tests for the incremental SSE decoder (litellm_toolgate.core.sse)."""
+"""Tests for the incremental SSE decoder (litellm_toolgate.core.framing.sse)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from litellm_toolgate.core.errors import (
     QuarantineReason,
     ToolGateError,
 )
-from litellm_toolgate.core.sse import SSEDecodeError, SSEDecoder, SSEMessage
+from litellm_toolgate.core.framing.sse import SSEDecodeError, SSEDecoder, SSEMessage
 
 BIG = 1 << 20
 
@@ -635,7 +635,7 @@ def test_merged_data_lines_dispatch_as_written(values: list[str]) -> None:
 
 
 def test_internal_faults_are_not_public_errors() -> None:
-    from litellm_toolgate.core.strictjson import ArgumentsError
+    from litellm_toolgate.core.values.strictjson import ArgumentsError
     from litellm_toolgate.core.wires.loads import WireFault
 
     for internal in (Fault, SSEDecodeError, WireFault, ArgumentsError):

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from litellm_toolgate.core.errors import GateConfigError, QuarantineReason
-from litellm_toolgate.core.strictjson import ArgumentsError, parse_arguments
+from litellm_toolgate.core.values.strictjson import ArgumentsError, parse_arguments
 
 R = QuarantineReason
 CANARY = "CANARY-5e3b1d"

@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).parent / "fuzz"))
 import _common
 
-from litellm_toolgate.core import strictjson
-from litellm_toolgate.core.strictjson import (
+from litellm_toolgate.core.values import strictjson
+from litellm_toolgate.core.values.strictjson import (
     ArgumentsError,
     parse_arguments,
     parse_arguments_reference,

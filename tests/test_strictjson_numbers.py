@@ -11,7 +11,7 @@ import json
 import pytest
 
 from litellm_toolgate.core.errors import QuarantineReason
-from litellm_toolgate.core.strictjson import _WINDOW, ArgumentsError, parse_arguments
+from litellm_toolgate.core.values.strictjson import _WINDOW, ArgumentsError, parse_arguments
 
 
 @pytest.mark.parametrize("offset", [-40, -20, -12, -8, -3, 0, 5, 40])

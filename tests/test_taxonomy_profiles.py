@@ -17,11 +17,11 @@ import pytest
 
 from litellm_toolgate import QuarantineReason, ToolCallQuarantined, ToolGate
 from litellm_toolgate.core import Attempt, PolicyDecision, ToolRegistry
-from litellm_toolgate.core.policy import ToolCall
-from litellm_toolgate.core.profiles import PROFILES, Deviation, profile_for
+from litellm_toolgate.core.decision.profiles import PROFILES, Deviation, profile_for
+from litellm_toolgate.core.rules.policy import ToolCall
 from litellm_toolgate.core.wires.responses import passes_live
 from litellm_toolgate.core.wires.responses_items import ITEMS, Executor, check_input
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True
 R = QuarantineReason

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted, answer_stream, recording
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted, answer_stream, recording
 
 BODY = (
     b"".join(b'data: {"n":%d,"pad":"%s"}\n\n' % (i, b"x" * (i % 17)) for i in range(40))

@@ -18,7 +18,7 @@ from functools import cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from litellm_toolgate.demo.upstream import FakeUpstream, Scripted, request_path
+from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted, request_path
 
 PROJECT = "toolgate-test"
 LOCATION = "us-central1"

@@ -26,8 +26,8 @@ from litellm_toolgate.core import (
     ToolCallQuarantined,
     ToolRegistry,
 )
-from litellm_toolgate.core.events import TextDelta
-from litellm_toolgate.core.state import StreamState, Wire
+from litellm_toolgate.core.decision.events import TextDelta
+from litellm_toolgate.core.decision.state import StreamState, Wire
 
 ROOT = Path(__file__).resolve().parent.parent
 Replayed = tuple[list[dict[str, Any]], str, ToolCallQuarantined | None, Attempt]

@@ -9,7 +9,9 @@ accumulator and stages), ``attempt`` (one response's calls from first fragment t
 quarantine).
 """
 
-from .attempt import Attempt, Carrier, CarrierCall
+from .decision.attempt import Attempt, Carrier, CarrierCall
+from .decision.limits import Limits
+from .decision.state import Wire
 from .errors import (
     ArgumentsRejected,
     CarrierMismatch,
@@ -30,11 +32,9 @@ from .errors import (
     WireUnread,
     find_quarantine,
 )
-from .limits import Limits
-from .policy import Policy, PolicyDecision, ReleasedCall, ToolCall
-from .records import DecisionRecord
-from .registry import ToolRegistry
-from .state import Wire
+from .records.record import DecisionRecord
+from .rules.policy import Policy, PolicyDecision, ReleasedCall, ToolCall
+from .values.registry import ToolRegistry
 
 __all__ = [
     "ArgumentsRejected",

@@ -7,7 +7,7 @@ The tree::
     ├── WireNotObservable               the gate cannot see the raw wire of this call (local)
     │   └── RouteNotGated               a litellm route (provider, API) the gate does not
     │                                   gate: refused before anything is sent
-    ├── JournalError                    the run journal refused a move (core/journal.py)
+    ├── JournalError                    the run journal refused a move (core/rules/journal.py)
     │   ├── IllegalTransition           a move its transition table does not hold
     │   │   └── AlreadyClaimed          a claim on a call not at DECIDED, or leased
     │   ├── StaleClaim                  a finish with a fencing token no longer current
@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
-    from .records import DecisionRecord
+    from .records.record import DecisionRecord
 
 
 class Party(enum.Enum):

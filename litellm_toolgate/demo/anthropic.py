@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..core.errors import ToolCallQuarantined
-from .upstream import FakeUpstream, Scripted, recording
+from ..loopback.upstream import FakeUpstream, Scripted, recording
 
 if TYPE_CHECKING:
     from ..edge.gate import ToolGate

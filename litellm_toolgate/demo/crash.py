@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .. import ToolGate
-from ..core.journal import AmbiguousCalls
-from ..edge.journalstores import open_journal
-from ..edge.tools import Tool
+from ..core.rules.journal import AmbiguousCalls
+from ..loopback.upstream import FakeUpstream, Scripted, answer_stream, calls_stream
+from ..run.journal import open_journal
+from ..run.tools import Tool
 from .run import MULTIPLY, print_rows
-from .upstream import FakeUpstream, Scripted, answer_stream, calls_stream
 
 RUN_ID = "demo-crash"
 RECORD = {

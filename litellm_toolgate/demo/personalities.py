@@ -2,7 +2,7 @@
 
 ``toolgate probe`` against the loopback fake (and its tests) needs routes that stream tool
 calls in the ways real routes do. :func:`personality_answer` answers the probe's requests
-(:mod:`litellm_toolgate.operate.requests`, told apart by their prompt) in the personality
+(:mod:`litellm_toolgate.loopback.requests`, told apart by their prompt) in the personality
 the request's model names (``cometapi/probe-mistral`` reaches the fake as
 ``probe-mistral``), or the ``X-Fake-Personality`` header names:
 
@@ -37,9 +37,9 @@ import json
 from typing import Any
 from urllib.parse import unquote
 
-from ..core.eventstream import encode_frame
-from ..operate.requests import LARGE_CONTENT, NON_ASCII_CONTENT, by_prompt
-from .upstream import Scripted, request_header, request_path
+from ..core.framing.eventstream import encode_frame
+from ..loopback.requests import LARGE_CONTENT, NON_ASCII_CONTENT, by_prompt
+from ..loopback.upstream import Scripted, request_header, request_path
 
 __all__ = [
     "PERSONALITIES",

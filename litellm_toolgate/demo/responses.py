@@ -23,7 +23,7 @@ from typing import Any, TextIO
 import litellm
 
 from .. import ToolCallQuarantined, ToolGate
-from .upstream import FakeUpstream, Scripted, answer_stream, recording
+from ..loopback.upstream import FakeUpstream, Scripted, answer_stream, recording
 
 MULTIPLY = {
     "type": "function",

@@ -25,9 +25,9 @@ from typing import Any, TextIO
 import litellm
 
 from .. import ToolCallQuarantined, ToolGate
-from ..edge.journalstores import open_journal
-from ..edge.tools import Tool, ToolContext
-from .upstream import FakeUpstream, Scripted, answer_stream, recording
+from ..loopback.upstream import FakeUpstream, Scripted, answer_stream, recording
+from ..run.journal import open_journal
+from ..run.tools import Tool, ToolContext
 
 MULTIPLY = {
     "type": "function",

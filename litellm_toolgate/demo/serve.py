@@ -29,8 +29,8 @@ import json
 import time
 from typing import Any
 
-from ..core.policy import PolicyDecision, ToolCall
-from .upstream import FakeUpstream, Scripted, answer_stream, recording, request_path
+from ..core.rules.policy import PolicyDecision, ToolCall
+from ..loopback.upstream import FakeUpstream, Scripted, answer_stream, recording, request_path
 
 _SYSTEM_DIRS = ("/etc/", "/usr/", "/bin/", "/sbin/", "/boot/", "/proc/", "/sys/", "/root/")
 

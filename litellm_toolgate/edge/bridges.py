@@ -26,21 +26,21 @@ litellm's output reaches the caller with no hook in between).
 from __future__ import annotations
 
 import enum
-import importlib
 import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..core.attempt import Carrier
+from ..core.decision.attempt import Carrier
 from ..core.errors import RouteNotGated
 from .carriers.messages import AnthropicEvents, message_carrier
 from .routes import Api, provider_of
-
-# litellm's Messages packages: 1.110.2 (and newer), then 1.108.7.
-_PACKAGES = (
-    ("litellm.llms.anthropic.messages", "native.handler"),
-    ("litellm.llms.anthropic.pass_through", "messages.handler"),
+from .seam.symbols import (
+    ModelResponse,
+    ModelResponseStream,
+    ResponsesAPIResponse,
+    lazy,
+    messages_module,
 )
 
 
@@ -53,18 +53,6 @@ class Bridge(enum.Enum):
     def api(self) -> Api:
         """The route-table column whose client litellm takes on this bridge."""
         return Api.RESPONSES if self is Bridge.RESPONSES else Api.CHAT
-
-
-def _litellm_module(suffix: str) -> Any:
-    """litellm's module ``<package>.<suffix>`` in the first Messages package that has it
-    (``"handler"`` names each package's dispatching module), or None."""
-    for package, handler in _PACKAGES:
-        name = f"{package}.{handler if suffix == 'handler' else suffix}"
-        try:
-            return importlib.import_module(name)
-        except ImportError:
-            continue
-    return None
 
 
 def _call(function: Any, *args: Any, **optional: Any) -> Any:
@@ -82,7 +70,7 @@ def messages_bridge(request: Mapping[str, Any]) -> Bridge:
         name = model if isinstance(model, str) and model else "(no model)"
         raise RouteNotGated(name, "messages", "litellm cannot tell this model's provider")
     bare, provider = found
-    handler = _litellm_module("handler")
+    handler = messages_module("handler")
     native = getattr(handler, "_native_messages_config", None)
     to_responses = getattr(handler, "_should_route_to_responses_api", None)
     if not (callable(native) and callable(to_responses)):
@@ -119,7 +107,7 @@ def bridge_path(bridge: Bridge) -> str:
 
 # ---- litellm's converters, run over the wire the gate holds ------------------------------
 def _adapter(module: str, name: str) -> Any:
-    found = _litellm_module(module)
+    found = messages_module(module)
     value = getattr(found, name, None)
     if value is None:
         raise LookupError(name)
@@ -136,19 +124,12 @@ def whole_carrier(bridge: Bridge, body: Any) -> Carrier:
     error, which quotes the body, is dropped)."""
     try:
         if bridge is Bridge.RESPONSES:
-            from litellm.types.llms.openai import ResponsesAPIResponse
-
             adapter = _adapter(
                 "responses_adapters.transformation", "LiteLLMAnthropicToResponsesAPIAdapter"
             )
             message = adapter().translate_response(ResponsesAPIResponse(**body))
         else:
-            from litellm.litellm_core_utils.llm_response_utils.convert_dict_to_response import (
-                convert_to_model_response_object,
-            )
-            from litellm.types.utils import ModelResponse
-
-            result = convert_to_model_response_object(
+            result = lazy("convert_to_model_response_object")(
                 response_object=dict(body),
                 model_response_object=ModelResponse(),
                 response_type="completion",
@@ -174,8 +155,6 @@ def stream_carrier(chunks: Sequence[Mapping[str, Any]]) -> Carrier:
     """The Anthropic events litellm's chat bridge makes of these chat chunks (the body's
     data values, in order), as a carrier."""
     try:
-        from litellm.types.utils import ModelResponseStream
-
         wrapper = _adapter("adapters.streaming_iterator", "AnthropicStreamWrapper")
         stream = iter([ModelResponseStream(**dict(c)) for c in chunks])
         events = AnthropicEvents()

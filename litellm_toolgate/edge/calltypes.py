@@ -16,12 +16,11 @@ the request (:mod:`.sync.hooks`).
 from __future__ import annotations
 
 import enum
-import sys
-
-from litellm.exceptions import GuardrailRaisedException
 
 from ..core.errors import WireNotObservable
-from .intervention import set_guardrail_fields
+from .guardrailerrors import set_guardrail_fields
+from .seam import frames
+from .seam.symbols import GuardrailRaisedException
 
 
 class Handling(enum.Enum):
@@ -107,12 +106,6 @@ def sync_route_sdk(route: str, call_type: str) -> bool:
     return call_type == "completion" and route in _SDK_CLAIMED
 
 
-# The function of litellm's Messages entry point that hands a call to a bridge (chat or
-# Responses) or to the native route; found by name, in any litellm module, on the stack.
-_MESSAGES_HANDLER = "anthropic_messages_handler"
-_STACK_DEPTH = 120
-
-
 def in_messages_entry_point() -> bool:
     """Whether the call being made runs under litellm's Anthropic Messages entry point.
 
@@ -124,17 +117,7 @@ def in_messages_entry_point() -> bool:
     Only a refusal can follow from the answer: if litellm renames the function, the call is
     armed as before and a quarantine ends the stream without releasing anything.
     """
-    frame = sys._getframe(1)
-    for _ in range(_STACK_DEPTH):
-        if frame.f_code.co_name == _MESSAGES_HANDLER and str(
-            frame.f_globals.get("__name__", "")
-        ).startswith("litellm."):
-            return True
-        back = frame.f_back
-        if back is None:
-            return False
-        frame = back
-    return False
+    return frames.under_messages_handler(frames.caller())
 
 
 class CallRefused(WireNotObservable, GuardrailRaisedException):

@@ -55,10 +55,11 @@ from typing import Any
 import httpx
 import litellm
 import openai
-from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler, HTTPHandler
 
 from ..core.errors import WireNotObservable
 from .routes import ClientKind
+from .seam import privates
+from .seam.symbols import AsyncHTTPHandler, HTTPHandler, lazy
 from .transport import WireTap
 
 Wrap = Callable[[Any], Any]
@@ -117,11 +118,14 @@ def _tapped_copy(client: httpx.Client | httpx.AsyncClient, wrap: Wrap) -> Any:
     the caller's client itself is left untouched, so its other calls stay untapped.
     """
     tapped = copy.copy(client)
-    tapped._transport = wrap(client._transport)
-    tapped._mounts = {
-        pattern: None if transport is None else wrap(transport)
-        for pattern, transport in client._mounts.items()
-    }
+    privates.set_transports(
+        tapped,
+        wrap(privates.transport(client)),
+        {
+            pattern: None if transport is None else wrap(transport)
+            for pattern, transport in privates.mounts(client).items()
+        },
+    )
     return tapped
 
 
@@ -271,7 +275,7 @@ class ClientPool:
                 sdk = _azure_client(settings, http_client, asynchronous)
             else:
                 sdk = _openai_client(settings, http_client, asynchronous)
-        sdk.tap = _tap_of(sdk._client._transport)
+        sdk.tap = _tap_of(privates.transport(privates.sdk_http_client(sdk)))
         _ISSUED.add(sdk)
         return sdk
 
@@ -299,7 +303,7 @@ class ClientPool:
             handler = TappedAsyncHTTPHandler(tapped, lambda: _tapped_copy(inner, wrap))
         else:
             handler = TappedHTTPHandler(client=tapped)
-        handler.tap = _tap_of(tapped._transport)
+        handler.tap = _tap_of(privates.transport(tapped))
         handler.base = base
         return handler
 
@@ -315,7 +319,7 @@ class ClientPool:
                 f"cannot observe a client of type {type(user).__name__} on this route; "
                 f"pass an openai.{names} or no client"
             )
-        inner = user._client
+        inner = privates.sdk_http_client(user)
         http_type = httpx.AsyncClient if asynchronous else httpx.Client
         if isinstance(inner, http_type):
             http_client = _tapped_copy(inner, wrap)
@@ -332,9 +336,7 @@ class ClientPool:
 
 
 def _secret(name: str) -> str | None:
-    from litellm.secret_managers.main import get_secret_str
-
-    value = get_secret_str(name)
+    value = lazy("get_secret_str")(name)
     return value or None
 
 
@@ -398,8 +400,6 @@ _AZURE_PARAMS = (
 
 def _azure_client(request: Mapping[str, Any], http_client: Any, asynchronous: bool) -> Any:
     """The Azure OpenAI client litellm builds for ``azure/``, on ``http_client``."""
-    from litellm.llms.azure.common_utils import BaseAzureLLM
-
     api_key, api_base = _provider_settings(request)
     api_base = api_base or litellm.api_base or _secret("AZURE_API_BASE")
     api_version = (
@@ -417,7 +417,7 @@ def _azure_client(request: Mapping[str, Any], http_client: Any, asynchronous: bo
     )
     params: dict[str, Any] = {name: request.get(name) for name in _AZURE_PARAMS}
     params["azure_ad_token"] = params["azure_ad_token"] or _secret("AZURE_AD_TOKEN")
-    settings = BaseAzureLLM().initialize_azure_sdk_client(
+    settings = lazy("BaseAzureLLM")().initialize_azure_sdk_client(
         litellm_params=params,
         api_key=api_key,
         api_base=api_base,
@@ -462,7 +462,7 @@ def forget(client: Any = None) -> None:
     new SDK client first forgets the earlier ones."""
     if client is not None and not _issued(client):
         return
-    cache = getattr(litellm, "in_memory_llm_clients_cache", None)
+    cache = privates.client_cache()
     entries = getattr(cache, "cache_dict", None)
     if not isinstance(entries, dict) or cache is None:
         return

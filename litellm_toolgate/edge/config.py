@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields
 from functools import cache
 from pathlib import Path
@@ -45,11 +45,10 @@ from pydantic import (
     field_validator,
 )
 
+from ..core.decision.limits import Limits
 from ..core.errors import GateConfigError
-from ..core.limits import Limits
-from ..core.policy import Policy
-from .prometheus import MetricsSettings
-from .routeescalation import EscalationSettings
+from ..core.rules.escalation import Rule
+from ..core.rules.policy import Policy
 
 SETTING_KEYS = frozenset(
     {"tools", "tools_file", "policy", "limits", "tool_categories", "hmac_key_env", "run_id"}
@@ -90,8 +89,7 @@ def litellm_guardrail_keys() -> frozenset[str]:
     """
     import inspect
 
-    from litellm.integrations.custom_guardrail import CustomGuardrail
-    from litellm.integrations.custom_logger import CustomLogger
+    from .seam.symbols import CustomGuardrail, CustomLogger
 
     keys = set(_PROXY_KEYS)
     for init in (CustomGuardrail.__init__, CustomLogger.__init__):
@@ -99,7 +97,7 @@ def litellm_guardrail_keys() -> frozenset[str]:
             if name != "self" and parameter.kind is not inspect.Parameter.VAR_KEYWORD:
                 keys.add(name)
     try:
-        from litellm.types.guardrails import LitellmParams
+        from .seam.symbols import LitellmParams
 
         defaults = LitellmParams(guardrail="", mode="post_call")
         keys.update(defaults.model_dump(exclude_none=True))
@@ -137,6 +135,78 @@ class LimitSettings(BaseModel):
     def build(self) -> Limits:
         given = {f.name: getattr(self, f.name) for f in fields(Limits)}
         return Limits(**{k: v for k, v in given.items() if v is not None})
+
+
+class MetricsSettings(BaseModel):
+    """``metrics:`` in the gate's settings. Present means on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    port: int | None = Field(default=None, ge=1, le=65535)
+    """Serve ``/metrics`` on this port too (the proxy's own ``/metrics`` needs litellm's
+    ``prometheus`` callback)."""
+    host: str = "127.0.0.1"
+    routes: list[str] = []
+    """Route label values always kept (the deployments' ``litellm_params.model``)."""
+    max_routes: int = Field(default=20, ge=0, le=1000)
+    """Other routes kept as their own label value; past them, ``other``."""
+
+
+Hook = Callable[[dict[str, Any]], object]
+
+
+class EscalationSettings(BaseModel):
+    """``escalation:`` in the gate's settings. Present means on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    window_seconds: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    buckets: int = Field(default=12, ge=1, le=600)
+    min_attempts: int = Field(default=20, ge=1)
+    trip_rate: float = Field(default=0.5, gt=0, le=1)
+    recover_rate: float = Field(default=0.1, ge=0, lt=1)
+    take_out_of_routing: bool = False
+    hook: str | None = None
+    """An import path, ``package.module:callable``, called with each alert's dict."""
+    shared: Literal["auto", "off"] = "auto"
+    """``auto``: through the Redis litellm's cache settings name, when they name one."""
+    key_prefix: str = Field(default="toolgate:escalation", min_length=1)
+    sync_seconds: float = Field(default=0.5, gt=0, le=60, allow_inf_nan=False)
+    max_routes: int = Field(default=100, ge=1, le=10_000)
+
+    @field_validator("hook")
+    @classmethod
+    def _hook_path(cls, value: str | None) -> str | None:
+        if value is not None and value.count(":") != 1:
+            raise ValueError("hook must be an import path of the form 'package.module:name'")
+        return value
+
+    def rule(self) -> Rule:
+        try:
+            return Rule(
+                self.window_seconds,
+                self.buckets,
+                self.min_attempts,
+                self.trip_rate,
+                self.recover_rate,
+            )
+        except ValueError as exc:
+            raise GateConfigError(f"toolgate escalation settings are invalid: {exc}") from None
+
+    def load_hook(self) -> Hook | None:
+        if self.hook is None:
+            return None
+        module_name, _, attr = self.hook.partition(":")
+        try:
+            target: Any = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise GateConfigError(
+                f"escalation hook {self.hook!r} cannot be imported: {type(exc).__name__}"
+            ) from None
+        if not callable(target):
+            raise GateConfigError(f"escalation hook {self.hook!r} is not callable")
+        hook: Hook = target
+        return hook
 
 
 class GateSettings(BaseModel):

@@ -22,22 +22,22 @@ from typing import Any, Literal, NoReturn, overload
 
 import litellm
 from litellm import anthropic_interface
-from litellm.types.llms.openai import ResponsesAPIResponse
-from litellm.types.utils import ModelResponse
 
-from ..core.attempt import Attempt, Carrier
-from ..core.compose import all_of
+from ..core import plugs
+from ..core.decision.attempt import Attempt, Carrier
+from ..core.decision.gated import CarrierAdapter
+from ..core.decision.limits import Limits
+from ..core.decision.profiles import check_overrides
 from ..core.errors import (
     GateConfigError,
     RouteNotGated,
     WireNotObservable,
     raise_clean,
 )
-from ..core.gated import CarrierAdapter
-from ..core.limits import Limits
-from ..core.policy import Policy
-from ..core.profiles import check_overrides
-from ..core.registry import ToolRegistry
+from ..core.rules.compose import all_of
+from ..core.rules.loop import RunResult
+from ..core.rules.policy import Policy
+from ..core.values.registry import ToolRegistry
 from .bridges import Bridge, bridge_path, messages_bridge
 from .carriers.chat import response_carrier
 from .carriers.messages import AnthropicEvents, message_carrier
@@ -51,14 +51,12 @@ from .clients import (
     is_async_client,
 )
 from .config import REQUEST_TOOLS
+from .judge import aapprove_whole, approve_whole
 from .logs import emit_records, observers
-from .policyrun import aapprove_whole, approve_whole
 from .routes import Api, ClientKind, route_for
+from .seam.symbols import ModelResponse, ResponsesAPIResponse
 from .stream import AsyncGatedStream, GatedStream
 from .sync.vouching import vouch_client, vouched
-from .toolloop import RunResult
-from .toolloop import arun as arun_loop
-from .toolloop import run as run_loop
 from .transport import AsyncTapTransport, TapTransport, WireTap
 
 _HOW = (
@@ -105,7 +103,7 @@ class ToolGate:
     sensitive tool names to the category logged instead. ``hmac_key`` enables a keyed content
     digest in the records. ``route_profiles`` names the profile of a route litellm reaches
     through another provider (``{"openai/qwen3-8b": "lm_studio"}``; see
-    ``core/profiles.py``).
+    ``core/decision/profiles.py``).
     """
 
     def __init__(
@@ -361,17 +359,18 @@ class ToolGate:
             Api.RESPONSES, litellm.aresponses, kwargs, carrier_of_response, CarrierEvents
         )
 
-    # ---- the tool loop (edge/toolloop.py) -------------------------------------------------------
+    # ---- the tool loop (run/loop.py) -------------------------------------------------------
     def run(self, **options: Any) -> RunResult:
         """Run the bounded tool loop: gated rounds, each released call journaled, run once
-        and answered with its id (see :mod:`.toolloop`). ``executors``, ``journal`` and
+        and answered with its id (see :mod:`litellm_toolgate.run.loop`, plugged in by the
+        package: :mod:`litellm_toolgate.core.plugs`). ``executors``, ``journal`` and
         ``run_id`` are required; ``api="chat"`` (``messages=``) or ``"responses"``
         (``input=``); every other argument is litellm's, sent with every round."""
-        return run_loop(self, options)
+        return plugs.run_loop()(self, options)
 
     async def arun(self, **options: Any) -> RunResult:
         """:meth:`run`, async: async tools are awaited, sync ones run off the event loop."""
-        return await arun_loop(self, options)
+        return await plugs.arun_loop()(self, options)
 
     def messages(self, **kwargs: Any) -> Any:
         """``litellm.anthropic.messages.create`` with every tool_use block gated.

@@ -35,7 +35,9 @@ from typing import Any, Generic, TypeVar
 
 import httpx
 
-from ..core.attempt import Attempt, Carrier
+from ..core.decision.attempt import Attempt, Carrier
+from ..core.decision.state import Wire
+from ..core.decision.withhold import Parse, Withholder
 from ..core.errors import (
     Interrupted,
     Party,
@@ -43,14 +45,12 @@ from ..core.errors import (
     ToolCallQuarantined,
     raise_clean,
 )
-from ..core.policy import Policy
-from ..core.state import Wire
-from ..core.withhold import Parse, Withholder
-from .intervention import as_intervention
+from ..core.rules.policy import Policy
+from .guardrailerrors import as_intervention
+from .judge import ajudge, judge
 from .logs import emit_records
 from .offload import decide_off_loop
-from .policyrun import ajudge, judge
-from .preflight import ChunkCheck, chat_body_parses
+from .parsers import ChunkCheck, chat_body_parses
 from .transport import AsyncTapTransport, RequestRefused, WireTap, _wrap
 
 _Inner = TypeVar("_Inner", bound=httpx.SyncByteStream | httpx.AsyncByteStream)

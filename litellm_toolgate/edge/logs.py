@@ -7,20 +7,20 @@ structured logs. Released calls log at INFO, quarantined ones at WARNING.
 It is also where the observers (the metrics exporter, the route escalation) are told of
 decided attempts, whatever the logging level: each attempt queued its outcome in
 :data:`observers` as it was decided, and the queue is drained here once as many are
-queued as the most impatient observer lets wait (``core/metrics.py``).
+queued as the most impatient observer lets wait (``core/records/metrics.py``).
 """
 
 from __future__ import annotations
 
 import logging
 
-from ..core.attempt import Attempt
-from ..core.metrics import Observers
+from ..core.decision.attempt import Attempt
+from ..core.records.metrics import Observers
 
 logger = logging.getLogger("litellm_toolgate")
 
 observers = Observers()
-"""Told of every decided attempt and every gated proxy stream (see ``core/metrics.py``)."""
+"""Told of every decided attempt and every gated proxy stream (see ``core/records/metrics.py``)."""
 
 
 def emit_records(attempt: Attempt) -> None:

@@ -22,7 +22,7 @@ import functools
 from collections.abc import Callable
 from typing import TypeVar
 
-from ..core.attempt import Attempt
+from ..core.decision.attempt import Attempt
 
 T = TypeVar("T")
 

@@ -33,8 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.decision.state import Wire
 from ..core.errors import RouteNotGated
-from ..core.state import Wire
 from ..core.wires import WIRES
 
 
@@ -178,7 +178,8 @@ _VERTEX_CHAT = Gated(
     ),
 )
 """The table's entry for vertex_ai/ chat: the wire named is that of its Gemini models; the
-gate reads the wire by the path litellm calls (core/state.py ``wire_of``), which for a Claude
+gate reads the wire by the path litellm calls (core/decision/state.py ``wire_of``), which for
+a Claude
 model is Anthropic's (``PUBLISHER_PATHS``); :func:`_vertex_model_fault` lets only these two
 through. A deployment whose ``base_model`` sends another model name to Gemini is refused by
 its name (the check reads the model, not the deployment's ``base_model``)."""
@@ -323,6 +324,13 @@ _NOT_CONVERSE = (
 )
 
 
+def _litellm_symbol(name: str) -> Any:
+    """litellm's ``name`` from the seam, imported (with litellm) only when a route needs it."""
+    from .seam.symbols import lazy
+
+    return lazy(name)
+
+
 def _bedrock_model_fault(model: str) -> str | None:
     """Why a ``bedrock/`` model cannot be gated, or None when litellm sends it to Converse and
     streams it for real. litellm's own answer (``BedrockModelInfo.get_bedrock_route``; the
@@ -331,9 +339,8 @@ def _bedrock_model_fault(model: str) -> str | None:
     whether it would fake a stream from a whole ``/converse`` result."""
     try:
         import litellm
-        from litellm.llms.bedrock.common_utils import BedrockModelInfo
 
-        route = BedrockModelInfo.get_bedrock_route(model, None)
+        route = _litellm_symbol("BedrockModelInfo").get_bedrock_route(model, None)
         fake = litellm.AmazonConverseConfig().should_fake_stream(
             model=model, stream=True, custom_llm_provider="bedrock"
         )
@@ -359,9 +366,7 @@ def _vertex_route(model: str) -> Any:
     """The Vertex AI API litellm sends ``model`` to (its ``get_vertex_ai_model_route``), or
     None when litellm cannot tell."""
     try:
-        from litellm.llms.vertex_ai.common_utils import get_vertex_ai_model_route
-
-        return get_vertex_ai_model_route(model=model, litellm_params=None)
+        return _litellm_symbol("get_vertex_ai_model_route")(model=model, litellm_params=None)
     except Exception:
         return None
 
@@ -376,20 +381,19 @@ def _vertex_model_fault(model: str) -> str | None:
     checked against the URL litellm builds for it."""
     route = _vertex_route(model)
     try:
-        from litellm.llms.vertex_ai.vertex_ai_partner_models.main import VertexAIPartnerModels
-
-        openai_like = bool(VertexAIPartnerModels.should_use_openai_handler(model))
+        openai_like = bool(
+            _litellm_symbol("VertexAIPartnerModels").should_use_openai_handler(model)
+        )
     except Exception:
         return _VERTEX_UNKNOWN
     if route is None:
         return _VERTEX_UNKNOWN
-    from litellm.llms.vertex_ai.common_utils import VertexAIModelRoute
-
-    if route == VertexAIModelRoute.GEMINI and "gemini" in model and not model.isdigit():
+    routes = _litellm_symbol("VertexAIModelRoute")
+    if route == routes.GEMINI and "gemini" in model and not model.isdigit():
         return None
     other_partner = ("mistral", "codestral", "jamba")
     if (
-        route == VertexAIModelRoute.PARTNER_MODELS
+        route == routes.PARTNER_MODELS
         and "claude" in model
         and not openai_like
         and not any(name in model for name in other_partner)
@@ -409,9 +413,11 @@ def _vertex_responses_fault(model: str) -> str | None:
     route = _vertex_route(model)
     if route is None:
         return _VERTEX_UNKNOWN
-    from litellm.llms.vertex_ai.common_utils import VertexAIModelRoute
-
-    return None if route == VertexAIModelRoute.PARTNER_MODELS else _VERTEX_GEMINI_RESPONSES.reason
+    return (
+        None
+        if route == _litellm_symbol("VertexAIModelRoute").PARTNER_MODELS
+        else _VERTEX_GEMINI_RESPONSES.reason
+    )
 
 
 _RESPONSES_MODEL_FAULTS = {"vertex_ai": _vertex_responses_fault}
@@ -428,8 +434,7 @@ def decision_for(provider: str, api: Api) -> Decision:
 def _check_responses(model: str, provider: str, gated: Gated, stream: bool) -> None:
     """Refuse when litellm would serve this Responses call another way than the table says."""
     try:
-        from litellm.types.utils import LlmProviders
-        from litellm.utils import ProviderConfigManager
+        from .seam.symbols import LlmProviders, ProviderConfigManager
 
         config = ProviderConfigManager.get_provider_responses_api_config(
             provider=LlmProviders(provider), model=model

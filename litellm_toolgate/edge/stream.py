@@ -24,14 +24,14 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, NoReturn
 
-from ..core.attempt import Attempt
+from ..core.decision.attempt import Attempt
+from ..core.decision.gated import END, FAULT, MORE, CarrierAdapter, GatedItems
 from ..core.errors import raise_clean
-from ..core.gated import END, FAULT, MORE, CarrierAdapter, GatedItems
-from ..core.policy import Policy, ReleasedCall
+from ..core.rules.policy import Policy, ReleasedCall
 from .carriers.chat import CarrierChunks
+from .judge import ajudge, judge
 from .logs import emit_records
 from .offload import decide_off_loop
-from .policyrun import ajudge, judge
 from .transport import WireTap
 
 

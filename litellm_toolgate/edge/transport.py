@@ -28,10 +28,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import httpx
 
-from ..core.attempt import Attempt
-from ..core.body import BodyReader
+from ..core.decision.attempt import Attempt
+from ..core.decision.body import BodyReader
 from ..core.errors import QuarantineReason, ToolCallQuarantined
-from ..core.policy import Policy
+from ..core.rules.policy import Policy
 from ..core.wires import chat as chat_wire
 
 R = QuarantineReason

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .requests import PROBE_REQUESTS
+from ..loopback.requests import PROBE_REQUESTS
 
 __all__ = ["COMMANDS", "add_commands", "run"]
 

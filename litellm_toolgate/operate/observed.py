@@ -1,5 +1,6 @@
 """The gate, observed: an HTTP transport that reads a route's whole body, feeding a
-:class:`~litellm_toolgate.core.observe.WireObserver` each piece as it arrives (with its time),
+:class:`~litellm_toolgate.core.records.observe.WireObserver` each piece as it arrives (with
+its time),
 then hands the gate the same pieces, and the same read error if reading failed.
 
 So the wire's facts cover the whole body even where the gate stopped reading at a fault, and
@@ -18,9 +19,9 @@ from typing import Any
 
 import httpx
 
-from ..core.attempt import Attempt
-from ..core.observe import WireObserver
-from ..core.state import wire_of
+from ..core.decision.attempt import Attempt
+from ..core.decision.state import wire_of
+from ..core.records.observe import WireObserver
 from ..edge.clients import ClientPool, _tapped_copy
 from ..edge.gate import ToolGate
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.errors import ToolCallQuarantined, ToolGateError
-from ..core.observe import WireFacts, WireObserver
+from ..core.records.observe import WireFacts, WireObserver
+from ..loopback.requests import PROBE_REQUESTS, PROBE_TOOLS, ProbeRequest
 from .observed import ObservedGate
-from .requests import PROBE_REQUESTS, PROBE_TOOLS, ProbeRequest
 
 __all__ = ["ObservedGate", "ProbeRow", "RouteProbe", "probe_routes", "render", "to_json"]
 

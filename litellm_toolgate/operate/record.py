@@ -2,7 +2,7 @@
 
 One directory per route (``<out>/<route>-<api>/``): each probe request's body in its wire's
 framing (``.sse``; Ollama's ``.ndjson``; Bedrock's ``.eventstream``, its frames written again
-with their checksums), sanitized by :func:`~litellm_toolgate.core.sanitize.sanitize_body`
+with their checksums), sanitized by :func:`~litellm_toolgate.core.records.sanitize.sanitize_body`
 (structure kept, every value of the model's or the provider's replaced), and a
 ``manifest.json`` naming the route, the API and
 wire, the date, the litellm, gate and sanitizer versions, and for each request the expected
@@ -28,14 +28,14 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..core.attempt import Attempt
+from ..core.decision.attempt import Attempt
+from ..core.decision.state import Wire
 from ..core.errors import ToolCallQuarantined
-from ..core.registry import ToolRegistry
-from ..core.sanitize import SANITIZER_VERSION, sanitize_body, schema_words
-from ..core.state import Wire
+from ..core.records.sanitize import SANITIZER_VERSION, sanitize_body, schema_words
+from ..core.values.registry import ToolRegistry
 from ..core.wires import WIRES
+from ..loopback.requests import PROBE_REQUESTS, PROBE_TOOLS
 from .probe import ProbeRow, RouteProbe, responses_tools
-from .requests import PROBE_REQUESTS, PROBE_TOOLS
 
 __all__ = ["core_verdict", "record", "versions"]
 

@@ -49,11 +49,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..core.limits import Limits
-from ..core.profiles import PROFILES
-from ..core.state import Wire
+from ..core.decision.limits import Limits
+from ..core.decision.profiles import PROFILES
+from ..core.decision.state import Wire
 from ..core.wires import WIRES
-from ..demo.upstream import FakeUpstream, Scripted
+from ..loopback.upstream import FakeUpstream, Scripted
 from .observed import ObservedGate
 from .probe import run_request
 from .record import versions

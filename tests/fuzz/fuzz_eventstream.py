@@ -16,7 +16,7 @@ import _common  # noqa: F401  (import paths)
 import atheris
 
 with atheris.instrument_imports(include=["litellm_toolgate"]):
-    from litellm_toolgate.core.eventstream import EventStreamDecodeError, EventStreamDecoder
+    from litellm_toolgate.core.framing.eventstream import EventStreamDecodeError, EventStreamDecoder
 
 from oracle_bedrock import frames
 

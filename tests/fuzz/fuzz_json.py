@@ -13,7 +13,7 @@ import _common  # noqa: F401  (import paths)
 import atheris
 
 with atheris.instrument_imports(include=["litellm_toolgate"]):
-    from litellm_toolgate.core.strictjson import ArgumentsError, parse_arguments
+    from litellm_toolgate.core.values.strictjson import ArgumentsError, parse_arguments
 
 from oracle import Reject, strict_object
 

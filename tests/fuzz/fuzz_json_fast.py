@@ -16,7 +16,7 @@ import _common  # import paths, and the shared helpers
 import atheris
 
 with atheris.instrument_imports(include=["litellm_toolgate"]):
-    from litellm_toolgate.core.strictjson import (
+    from litellm_toolgate.core.values.strictjson import (
         ArgumentsError,
         parse_arguments,
         parse_arguments_reference,

@@ -15,7 +15,7 @@ import _common  # noqa: F401  (import paths)
 import atheris
 
 with atheris.instrument_imports(include=["litellm_toolgate"]):
-    from litellm_toolgate.core.ndjson import NDJSONDecodeError, NDJSONDecoder
+    from litellm_toolgate.core.framing.ndjson import NDJSONDecodeError, NDJSONDecoder
 
 from oracle_ollama import lines
 

@@ -14,7 +14,7 @@ import _common  # noqa: F401  (import paths)
 import atheris
 
 with atheris.instrument_imports(include=["litellm_toolgate"]):
-    from litellm_toolgate.core.sse import SSEDecodeError, SSEDecoder
+    from litellm_toolgate.core.framing.sse import SSEDecodeError, SSEDecoder
 
 from oracle import sse_messages
 

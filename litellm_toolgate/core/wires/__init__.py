@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..state import Wire
+from ..decision.state import Wire
 from . import anthropic, bedrock, chat, gemini, ollama, responses
 from .base import WireSpec
 

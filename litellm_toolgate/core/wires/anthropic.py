@@ -66,9 +66,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from ..carrier import Carrier
-from ..errors import QuarantineReason
-from ..events import (
+from ..decision.carrier import Carrier
+from ..decision.events import (
     ArgumentDelta,
     BlockStop,
     CallStarted,
@@ -81,9 +80,10 @@ from ..events import (
     Unknown,
     WireEvent,
 )
-from ..profiles import Profile
-from ..sse import SSEMessage
-from ..state import Wire
+from ..decision.profiles import Profile
+from ..decision.state import Wire
+from ..errors import QuarantineReason
+from ..framing.sse import SSEMessage
 from .base import (
     LedgerView,
     LiveRule,

@@ -39,16 +39,16 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..carrier import Carrier
+from ..decision.carrier import Carrier
+from ..decision.events import WireEvent
+from ..decision.profiles import Profile
+from ..decision.state import Wire
 from ..errors import QuarantineReason
-from ..events import WireEvent
-from ..framing import FramingDecoder, SSEMessage
-from ..profiles import Profile
-from ..sse import SSEDecoder
-from ..state import Wire
+from ..framing.decoder import FramingDecoder, SSEMessage
+from ..framing.sse import SSEDecoder
 
 if TYPE_CHECKING:
-    from ..call import CallAccumulator
+    from ..decision.call import CallAccumulator
 
 R = QuarantineReason
 

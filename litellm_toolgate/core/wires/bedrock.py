@@ -77,9 +77,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..carrier import Carrier
-from ..errors import QuarantineReason
-from ..events import (
+from ..decision.carrier import Carrier
+from ..decision.events import (
     ArgumentDelta,
     BlockStop,
     CallStarted,
@@ -90,10 +89,11 @@ from ..events import (
     Unknown,
     WireEvent,
 )
-from ..eventstream import EventStreamDecoder, encode_frame
-from ..profiles import Profile
-from ..sse import SSEMessage
-from ..state import Wire
+from ..decision.profiles import Profile
+from ..decision.state import Wire
+from ..errors import QuarantineReason
+from ..framing.eventstream import EventStreamDecoder, encode_frame
+from ..framing.sse import SSEMessage
 from .base import LedgerView, WireSpec, bridged_responses_fault, holds, same_json, verdict
 from .loads import WireFault, load_strict
 

@@ -18,7 +18,7 @@ not:
   value, or an ``id`` already pinned to another index, is an identity conflict. Names are
   never concatenated. ``type``, when given, must be ``function``.
 
-Where a route really sends another shape, its profile (``core/profiles.py``) says so:
+Where a route really sends another shape, its profile (``core/decision/profiles.py``) says so:
 Mistral's whole calls without ``index`` and its ``content`` as a list of typed parts.
 
 Faults are raised as :class:`WireFault` (``core/wires/loads.py``), which carries a reason
@@ -41,9 +41,8 @@ import json.decoder
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
-from ..carrier import Carrier
-from ..errors import QuarantineReason
-from ..events import (
+from ..decision.carrier import Carrier
+from ..decision.events import (
     ArgumentDelta,
     CallStarted,
     DoneMarker,
@@ -55,9 +54,10 @@ from ..events import (
     Unknown,
     WireEvent,
 )
-from ..profiles import STRICT, Deviation, Profile
-from ..sse import SSEMessage
-from ..state import Wire
+from ..decision.profiles import STRICT, Deviation, Profile
+from ..decision.state import Wire
+from ..errors import QuarantineReason
+from ..framing.sse import SSEMessage
 from .base import (
     Known,
     LedgerView,
@@ -498,7 +498,7 @@ class ChatWire(WireSpec):
     whole_body_checked = True
     # litellm's chat parsers (the OpenAI SDK's, the OpenAI-compatible handler's) pass each
     # delta's tool calls on under the wire's own index, id, name and fragment, and every
-    # message is first asked of the route's parser (edge/preflight.py).
+    # message is first asked of the route's parser (edge/parsers.py).
     reparsed = False
 
     def normalizer(self, profile: Profile) -> ChatNormalizer:

@@ -83,9 +83,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..carrier import Carrier
-from ..errors import QuarantineReason
-from ..events import (
+from ..decision.carrier import Carrier
+from ..decision.events import (
     DoneMarker,
     Finish,
     Metadata,
@@ -93,9 +92,10 @@ from ..events import (
     TextDelta,
     WireEvent,
 )
-from ..profiles import Profile
-from ..sse import SSEMessage
-from ..state import Wire
+from ..decision.profiles import Profile
+from ..decision.state import Wire
+from ..errors import QuarantineReason
+from ..framing.sse import SSEMessage
 from .base import LedgerView, LiveRule, WireSpec, stateless, verdict
 from .loads import WireFault, load_object, load_strict
 from .whole import WholeCalls, matches_by_position

@@ -56,9 +56,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..carrier import Carrier
-from ..errors import QuarantineReason
-from ..events import (
+from ..decision.carrier import Carrier
+from ..decision.events import (
     DoneMarker,
     Finish,
     Metadata,
@@ -66,10 +65,11 @@ from ..events import (
     TextDelta,
     WireEvent,
 )
-from ..ndjson import NDJSONDecoder
-from ..profiles import Profile
-from ..sse import SSEMessage
-from ..state import Wire
+from ..decision.profiles import Profile
+from ..decision.state import Wire
+from ..errors import QuarantineReason
+from ..framing.ndjson import NDJSONDecoder
+from ..framing.sse import SSEMessage
 from .base import LedgerView, LiveRule, WireSpec, stateless, verdict
 from .loads import WireFault, load_object, load_strict
 from .whole import WholeCalls, matches_by_position

@@ -38,7 +38,7 @@ It checks what the *shape* of the protocol guarantees:
 * Calls hide nowhere else: a tool item inside a lifecycle event's ``response`` snapshot or
   inside an unknown event is ``item_mismatch`` (:func:`hidden_items`).
 * What a route really sends, where it departs from the above, is its profile's business
-  (``core/profiles.py``): arguments only in ``.done``, a rotating response id, a program's
+  (``core/decision/profiles.py``): arguments only in ``.done``, a rotating response id, a program's
   call still ``in_progress`` at ``output_item.done``.
 * ``error`` and ``response.failed`` are in-stream errors; ``response.incomplete``, or a
   final response whose status is not ``completed``, is an incomplete response; refusal
@@ -57,10 +57,8 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..carrier import Carrier
-from ..enums import IdentityEnum
-from ..errors import QuarantineReason
-from ..events import (
+from ..decision.carrier import Carrier
+from ..decision.events import (
     ArgumentDelta,
     ArgumentsDone,
     CallStarted,
@@ -76,10 +74,12 @@ from ..events import (
     Unknown,
     WireEvent,
 )
-from ..profiles import STRICT, Deviation, Profile
-from ..sse import SSEMessage
-from ..state import Wire
-from ..strictjson import ArgumentsError, parse_arguments
+from ..decision.profiles import STRICT, Deviation, Profile
+from ..decision.state import Wire
+from ..enums import IdentityEnum
+from ..errors import QuarantineReason
+from ..framing.sse import SSEMessage
+from ..values.strictjson import ArgumentsError, parse_arguments
 from .base import (
     LedgerView,
     LiveRule,
@@ -94,7 +94,7 @@ from .loads import WireFault, load_object
 from .responses_items import INPUT_FIELDS, ITEMS, PASSING_ITEMS, Executor, Input
 
 if TYPE_CHECKING:
-    from ..call import CallAccumulator
+    from ..decision.call import CallAccumulator
 
 R = QuarantineReason
 
@@ -261,7 +261,7 @@ def _payload(kind: str, item: Mapping[str, Any], index: int | None = None) -> st
 
     A report whose rule names a ``field`` (``mcp_approval_request.arguments``) holds JSON
     text the client's decision is about: it must be exactly one strict JSON object
-    (``core/strictjson.py``, its reason otherwise), and the payload holds it parsed.
+    (``core/values/strictjson.py``, its reason otherwise), and the payload holds it parsed.
     """
     rule = ITEMS[kind]
     if rule.executor is Executor.SERVER:
@@ -594,7 +594,7 @@ class ResponsesWire(WireSpec):
     """
 
     # litellm passes each event's items on under their own ``output_index`` and ids; every
-    # event is first asked of the route's event parser (edge/preflight.py).
+    # event is first asked of the route's event parser (edge/parsers.py).
     reparsed = False
 
     def normalizer(self, profile: Profile) -> ResponsesNormalizer:

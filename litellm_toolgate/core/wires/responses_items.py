@@ -85,7 +85,7 @@ ITEMS: Mapping[str, ItemRule] = {
         C, Input.FREE_TEXT, "input", None, frozenset({"custom"}),
         ("response.custom_tool_call_input.",),
         "withheld; must be a declared custom tool; a text format needs nothing more, a "
-        "grammar's (lark, regex) must accept the whole input (core/grammar.py); policy",
+        "grammar's (lark, regex) must accept the whole input (core/values/grammar.py); policy",
     ),
     "local_shell_call": ItemRule(
         C, Input.STRUCTURE, "action", "local_shell", frozenset({"local_shell"}), (),
@@ -130,7 +130,7 @@ ITEMS: Mapping[str, ItemRule] = {
         S, Input.REPORT, None, "mcp", events=("response.mcp_call",), label=_REPORT,
     ),
     # The client's approval is a decision about these arguments: they are parsed strictly
-    # (core/strictjson.py) and the policy sees them as an object (``field`` names them).
+    # (core/values/strictjson.py) and the policy sees them as an object (``field`` names them).
     # Shape: openai-python types/responses/response_output_item.py, McpApprovalRequest
     # (id, name, server_label, arguments: "A JSON string of arguments for the tool").
     "mcp_approval_request": ItemRule(

@@ -27,9 +27,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..carrier import Carrier
+from ..decision.carrier import Carrier
+from ..decision.events import ArgumentDelta, CallStarted, WireEvent
 from ..errors import QuarantineReason
-from ..events import ArgumentDelta, CallStarted, WireEvent
 from .base import LedgerView, same_json
 from .loads import WireFault
 

@@ -18,17 +18,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from litellm.types.utils import (
+from ...core.decision.attempt import Carrier, CarrierCall
+from ...core.rules.policy import ReleasedCall
+from ...core.wires.chat import LITELLM_VISIBLE_DELTA_FIELDS
+from ..seam.symbols import (
     ChatCompletionDeltaToolCall,
     Delta,
     Function,
     ModelResponseStream,
     StreamingChoices,
 )
-
-from ...core.attempt import Carrier, CarrierCall
-from ...core.policy import ReleasedCall
-from ...core.wires.chat import LITELLM_VISIBLE_DELTA_FIELDS
 
 _ABSENT = object()
 _PLAIN: dict[tuple[type, str | tuple[str, ...]], bool] = {}

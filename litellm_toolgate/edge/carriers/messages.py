@@ -24,10 +24,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...core.attempt import Carrier, CarrierCall
+from ...core.decision.attempt import Carrier, CarrierCall
 from ...core.errors import Fault
-from ...core.policy import ReleasedCall
-from ...core.sse import SSEDecoder, SSEMessage
+from ...core.framing.sse import SSEDecoder, SSEMessage
+from ...core.rules.policy import ReleasedCall
 from ...core.wires.anthropic import LIVE_KINDS, TOOL_USE, EventClassifier
 
 # litellm's carrier is decoded with limits of its own; the wire's limits bound the wire.

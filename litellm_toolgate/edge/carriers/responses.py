@@ -24,14 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from litellm.responses.streaming_iterator import BaseResponsesAPIStreamingIterator
-from litellm.types.llms.openai import ResponsesAPIResponse
-
-from ...core.attempt import Carrier, CarrierCall
-from ...core.policy import ReleasedCall
+from ...core.decision.attempt import Carrier, CarrierCall
+from ...core.rules.policy import ReleasedCall
 from ...core.wires import responses as wire
 from ...core.wires.responses import Kind
 from ...core.wires.responses_items import GATED_ITEMS, ITEMS, PASSING_ITEMS, Executor, Input
+from ..seam.symbols import BaseResponsesAPIStreamingIterator, ResponsesAPIResponse
 from .chat import response_carrier
 
 _TEXT_INPUTS = (Input.JSON_ARGUMENTS, Input.FREE_TEXT)

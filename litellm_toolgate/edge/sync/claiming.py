@@ -73,23 +73,22 @@ being made (:mod:`.vouching`), and the callback leaves exactly those calls alone
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import re
-import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
-import litellm
 
 from ..httpwithhold import HeldResponse, SyncWithholdingStream, Withholding
+from ..seam import frames as frames_of
+from ..seam import privates
+from ..seam.symbols import HTTPHandler, _get_httpx_client
 from ..transport import WireTap, _wrap
 from .claims import ClaimTable, new_token
 from .custom import CustomProviders
@@ -426,16 +425,15 @@ class Installation:
                     "this toolgate gate was closed; it gates no more sync calls (take it "
                     "out of litellm.callbacks)"
                 )
-            transport = client._transport
+            transport = privates.transport(client)
             if isinstance(transport, ClaimingTransport):
                 return True
             wrapper = ClaimingTransport(transport)
             mounts: dict[Any, ClaimingTransport | None] = {
                 pattern: None if inner is None else ClaimingTransport(inner)
-                for pattern, inner in client._mounts.items()
+                for pattern, inner in privates.mounts(client).items()
             }
-            client._mounts = dict(mounts)
-            client._transport = wrapper
+            privates.set_transports(client, wrapper, mounts)
             key = id(client)
 
             def forget(_ref: object) -> None:
@@ -453,33 +451,24 @@ class Installation:
             client = entry.client()
             if client is None:
                 continue
-            if client._transport is entry.transport:
-                client._transport = entry.transport.inner
-            client._mounts = {
-                pattern: transport.inner if isinstance(transport, ClaimingTransport) else transport
-                for pattern, transport in client._mounts.items()
-            }
+            current = privates.transport(client)
+            privates.set_transports(
+                client,
+                entry.transport.inner if current is entry.transport else current,
+                {
+                    pattern: transport.inner
+                    if isinstance(transport, ClaimingTransport)
+                    else transport
+                    for pattern, transport in privates.mounts(client).items()
+                },
+            )
         self._wrapped.clear()
 
 
 INSTALLATION = Installation()
 
 
-def cached_clients(kind: Callable[[Any], bool]) -> Iterator[tuple[Any, Any]]:
-    """(key, client) of litellm's client cache that ``kind`` accepts."""
-    cache: Any = getattr(litellm, "in_memory_llm_clients_cache", None)
-    table = getattr(cache, "cache_dict", None)
-    if not isinstance(table, dict):
-        return
-    for key, value in list(table.items()):
-        with contextlib.suppress(Exception):
-            if kind(value):
-                yield key, value
-
-
 def _is_handler(value: Any) -> bool:
-    from litellm.llms.custom_httpx.http_handler import HTTPHandler
-
     return isinstance(value, HTTPHandler)
 
 
@@ -556,13 +545,11 @@ def claim_http_handlers(ssl_verify: Any, keyed: Mapping[str, Any] | None = None)
     ``params`` (see :func:`call_handlers`; each made now, with litellm's own code, under the
     very key litellm's handler will ask its cache for, if it is not cached yet), every other
     cached one, and ``litellm.module_level_client``."""
-    from litellm.llms.custom_httpx.http_handler import _get_httpx_client
-
     handlers: list[Any] = [_get_httpx_client(params={"ssl_verify": ssl_verify})]
     if keyed is not None:
         handlers.append(_get_httpx_client(params=dict(keyed)))
-    handlers.extend(value for _key, value in cached_clients(_is_handler))
-    handlers.append(getattr(litellm, "module_level_client", None))
+    handlers.extend(value for _key, value in privates.cached_clients(_is_handler))
+    handlers.append(privates.shared_sync_handler())
     for handler in handlers:
         if _is_handler(handler):
             INSTALLATION.claim_client(handler.client)
@@ -676,31 +663,7 @@ def _without_unsent(message: str) -> str:
     return _UNSENT.sub("", message).strip()
 
 
-# Where litellm's sync call starts (its ``client`` decorator): frames above it are not the
-# call's own.
-_ENTRY = "wrapper"
-# Attributes under which litellm and the OpenAI SDK keep the httpx response they will read,
-# or what keeps it: an SDK stream or raw response, litellm's stream iterator, and litellm's
-# stream wrapper (its completion_stream), each followed a few steps down.
-_HOLDERS = ("response", "http_response", "_response", "completion_stream")
 _STEPS = 3
-_DEPTH = 64
-
-
-def _call_frames(start: FrameType | None) -> tuple[list[FrameType], bool]:
-    """The frames from ``start`` up to litellm's entry point of the call (its ``client``
-    decorator), at most :data:`_DEPTH`; and whether that entry point was found (above it,
-    nothing is the call's own)."""
-    frames: list[FrameType] = []
-    frame = start
-    while frame is not None and len(frames) < _DEPTH:
-        frames.append(frame)
-        if frame.f_code.co_name == _ENTRY and str(frame.f_globals.get("__name__", "")).startswith(
-            "litellm."
-        ):
-            return frames, True
-        frame = frame.f_back
-    return frames, False
 
 
 def answer_held(token: str) -> httpx.Response | None:
@@ -711,15 +674,14 @@ def answer_held(token: str) -> httpx.Response | None:
     frames hold (only when litellm's entry point was found: above it, a response is not the
     call's); else None."""
     found: list[httpx.Response] = []
-    frames, entry = _call_frames(sys._getframe(1))
-    for frame in frames:
-        for value in list(frame.f_locals.values()):
-            for candidate in _responses_in(value):
-                if all(candidate is not known for known in found):
-                    found.append(candidate)
+    frames, entry = frames_of.call_frames(frames_of.caller())
+    for value in frames_of.local_values(frames):
+        for candidate in _responses_in(value):
+            if all(candidate is not known for known in found):
+                found.append(candidate)
     for response in found:
-        request = response.__dict__.get("_request")
-        if isinstance(request, httpx.Request) and request.headers.get(MARKER) == token:
+        request = privates.request_of(response)
+        if request is not None and request.headers.get(MARKER) == token:
             return response
     return found[0] if entry and len(found) == 1 else None
 
@@ -730,52 +692,32 @@ def claim_held_clients() -> None:
     where litellm takes its client before the hooks run (its Responses handler, the OpenAI
     SDK routes), that is the client the request will go out on, even if litellm's cache
     evicted it before the gate swept the cache. Nothing when the entry point is not found."""
-    frames, entry = _call_frames(sys._getframe(1))
+    frames, entry = frames_of.call_frames(frames_of.caller())
     if not entry:
         return
-    for frame in frames:
-        for value in list(frame.f_locals.values()):
-            for client in _clients_in(value):
-                INSTALLATION.claim_client(client)
-
-
-# Where litellm's handlers and the OpenAI SDK's clients keep their httpx client.
-_CLIENT_HOLDERS = ("client", "_client")
+    for value in frames_of.local_values(frames):
+        for client in _clients_in(value):
+            INSTALLATION.claim_client(client)
 
 
 def _clients_in(value: Any, steps: int = 2) -> Iterator[httpx.Client]:
     if isinstance(value, httpx.Client):
         yield value
         return
-    attributes = _attributes(value)
-    if steps <= 0 or attributes is None:
+    if steps <= 0:
         return
-    for name in _CLIENT_HOLDERS:
-        held = attributes.get(name)
-        if held is not None:
-            yield from _clients_in(held, steps - 1)
-
-
-def _attributes(value: Any) -> dict[str, Any] | None:
-    """An object's instance attributes, read without running any of its code."""
-    try:
-        attributes = object.__getattribute__(value, "__dict__")
-    except Exception:
-        return None
-    return attributes if isinstance(attributes, dict) else None
+    for held in privates.held(value, privates.CLIENT_HOLDERS):
+        yield from _clients_in(held, steps - 1)
 
 
 def _responses_in(value: Any, steps: int = _STEPS) -> Iterator[httpx.Response]:
     if isinstance(value, httpx.Response):
         yield value
         return
-    attributes = _attributes(value)
-    if steps <= 0 or attributes is None:
+    if steps <= 0:
         return
-    for name in _HOLDERS:
-        held = attributes.get(name)
-        if held is not None:
-            yield from _responses_in(held, steps - 1)
+    for held in privates.held(value, privates.RESPONSE_HOLDERS):
+        yield from _responses_in(held, steps - 1)
 
 
 __all__ = [

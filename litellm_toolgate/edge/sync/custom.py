@@ -22,6 +22,7 @@ from typing import Any
 import litellm
 
 from ..calltypes import CallRefused
+from ..seam.symbols import lazy
 
 _SHADOWED = ("completion", "streaming")
 
@@ -57,13 +58,12 @@ class CustomProviders:
 
     def refuse(self) -> None:
         """Shadow the sync methods of every handler registered now (once each)."""
-        from litellm.llms.custom_llm import CustomLLM
-
+        custom_llm = lazy("CustomLLM")
         entries = getattr(litellm, "custom_provider_map", None) or []
         with self._lock:
             for entry in list(entries):
                 handler = entry.get("custom_handler") if isinstance(entry, dict) else None
-                if not isinstance(handler, CustomLLM) or handler in self._shadowed:
+                if not isinstance(handler, custom_llm) or handler in self._shadowed:
                     continue
                 provider = str(entry.get("provider", ""))
                 for name in _SHADOWED:

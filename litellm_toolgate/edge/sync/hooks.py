@@ -39,11 +39,8 @@ from typing import Any
 
 import litellm
 
-from ...core.attempt import Attempt
+from ...core.decision.attempt import Attempt
 from ...core.errors import RouteNotGated, ToolGateError
-from .. import reporting
-from ..admission import GateGuardrail, admit, registered_gates, selected
-from ..admission import call_type as _call_type
 from ..calltypes import (
     SYNC,
     Handling,
@@ -52,11 +49,15 @@ from ..calltypes import (
     sync_route_refused,
     sync_route_sdk,
 )
+from ..guardrail import decisionlog as reporting
+from ..guardrail.deciders import GateGuardrail, admit, registered_gates, selected
+from ..guardrail.deciders import call_type as _call_type
+from ..guardrail.taps import new_tap
 from ..httpwithhold import Withholding
 from ..logs import emit_records, logger
-from ..preflight import chat_chunk_check, client_parse, responses_event_check
+from ..parsers import chat_chunk_check, client_parse, responses_event_check
 from ..routes import Api, route_for
-from ..taps import new_tap
+from ..seam import privates
 from . import claiming
 from .claiming import (
     CLAIMS,
@@ -141,7 +142,7 @@ def _claim_own_client(client: Any) -> None:
     (litellm's ``HTTPHandler``, an ``openai.OpenAI``), in place; refuse one it cannot."""
     inner = getattr(client, "client", None)  # litellm's HTTPHandler
     if inner is None:
-        inner = getattr(client, "_client", None)  # the OpenAI SDK's clients
+        inner = privates.sdk_http_client(client)  # the OpenAI SDK's clients
     if not claiming.INSTALLATION.claim_client(inner):
         raise UngatedCallRefused(
             f"a sync call's client= ({type(client).__name__}) is not one whose HTTP client "
@@ -151,7 +152,7 @@ def _claim_own_client(client: Any) -> None:
 
 def at_call_setup(gate: GateGuardrail, kind: str, kwargs: Mapping[str, Any]) -> None:
     """Refuse, from litellm's call set-up (``kind`` and ``kwargs``, read by
-    :func:`~..callsetup.call_of`), a sync model-turn call its arguments already condemn;
+    :func:`~..seam.frames.call_setup`), a sync model-turn call its arguments already condemn;
     claim a ``client=`` of the caller's (see the module docstring). The first registered
     gate answers for all.
     """

@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-from litellm.exceptions import GuardrailRaisedException
 
 from ...core.errors import WireNotObservable
+from ..seam.symbols import GuardrailRaisedException
 
 
 class UngatedCallRefused(WireNotObservable, GuardrailRaisedException):

@@ -38,9 +38,10 @@ import httpx
 import litellm
 
 from ..httpwithhold import Withholding
+from ..seam import privates
 from ..transport import WireTap
 from . import claiming
-from .claiming import CLAIMS, MARKER, UngatedCallRefused, cached_clients, sent
+from .claiming import CLAIMS, MARKER, UngatedCallRefused, sent
 
 # The request dict's entries that the SDK turns into request options, not body fields.
 _SDK_OPTIONS = ("extra_headers", "extra_query", "extra_body")
@@ -57,8 +58,8 @@ def claim_sdk_clients() -> None:
     """Wrap, in place, the httpx client under every cached sync SDK client, and
     ``litellm.client_session``."""
     installation = claiming.INSTALLATION
-    for _key, client in cached_clients(_is_sync_sdk):
-        installation.claim_client(getattr(client, "_client", None))
+    for _key, client in privates.cached_clients(_is_sync_sdk):
+        installation.claim_client(privates.sdk_http_client(client))
     installation.claim_client(getattr(litellm, "client_session", None))
 
 

@@ -1,0 +1,156 @@
+"""After the model answered: the proxy's stream gated, a whole result checked against the wire.
+
+* **Proxy, streaming.** The proxy passes its stream through the guardrail's iterator hook
+  (:func:`gate_proxy_stream`). The client injected for the request only observed; the hook
+  takes its tap (:mod:`taps`) and runs the stream through :class:`AsyncGatedStream`, exactly
+  as :class:`ToolGate` does: text passes live, tool calls are withheld, litellm's chunks are
+  cross-checked against the wire, the policy runs, and the calls go out or a
+  :class:`ToolCallQuarantined` is raised. The proxy turns a raise before its first chunk
+  into an HTTP error with the quarantine's ``status_code``, and a later one into an SSE
+  error frame; both carry the quarantine's message only (ids and a reason). The proxy
+  hands the hook a wrapper of its own around litellm's stream, so the tap carries whether
+  the caller gets Responses events (``responses_api``, set from the call type), and the
+  hook runs :class:`CarrierEvents` for them, as :meth:`ToolGate.aresponses` does.
+* **A whole result**, in the proxy (:func:`check_proxy_response`) or from
+  ``litellm.acompletion`` and its kin (:func:`check_sdk_response`): the injected client held
+  the body until it ended; the success hook checks litellm's result (a chat result, a
+  ``ResponsesAPIResponse`` or an Anthropic message) against the wire and raises the same
+  way (outside the proxy as the guardrail-intervention twin).
+
+A result no tap of the gate's observed is refused (``wire_not_observed``), never passed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from ...core.decision.attempt import Carrier
+from ...core.decision.state import StreamState
+from ...core.errors import raise_clean
+from ..calltypes import GATED
+from ..carriers.messages import AnthropicEvents, message_carrier
+from ..carriers.responses import CarrierEvents, carrier_events, carrier_of_result
+from ..guardrailerrors import as_intervention
+from ..judge import aapprove_whole
+from ..logs import emit_records, observers
+from ..seam.symbols import ResponsesAPIResponse
+from ..stream import AsyncGatedStream
+from ..transport import WireTap
+from . import loghold
+from .deciders import GateGuardrail, call_type, deciders
+from .decisionlog import refuse_unobserved, report, sanitize_logged_response
+from .proxyroutes import untouched_route
+from .taps import Taps
+
+
+async def gate_proxy_stream(
+    guardrail: GateGuardrail, taps: Taps, response: Any, request: dict[str, Any]
+) -> AsyncGenerator[Any, None]:
+    """The proxy's stream, gated by the request's tap (passed on untouched when the gate is
+    not selected for the request, or when another gate acts for it)."""
+    started = time.time()
+    tap = taps.take(request)
+    if tap is None and (not deciders(guardrail, request) or untouched_route(request)):
+        # Not selected, another gate acts for this request, or a route the gate leaves
+        # untouched (text completions: a text answer, their tool requests refused before
+        # sending): passed on, unrecorded.
+        async for chunk in response:
+            yield chunk
+        return
+    if tap is None or not tap.streamed:
+        refuse_unobserved(guardrail, guardrail.gate, request, started)
+    # litellm's success loggers wait for the decision (loghold): a refusal is a failure.
+    loghold.hold(request.get("litellm_logging_obj"), tap.attempt)
+    # The proxy wraps litellm's stream, so the request (not the stream's type) says
+    # whether it carries Responses events.
+    events: Any = CarrierEvents() if tap.responses_api else carrier_events(response)
+    if tap.messages_api:
+        events = AnthropicEvents()  # /v1/messages: Anthropic SSE bytes
+    stream = AsyncGatedStream(response, tap, tap.policy, events)
+    observers.stream_started(tap.attempt.route)
+    try:
+        async for chunk in stream:
+            yield chunk
+    finally:
+        # Also reached when the client went away (the proxy closes this generator).
+        try:
+            await stream.aclose()
+            report(guardrail, request, tap.attempt, started)
+        finally:
+            loghold.decided(tap.attempt)
+            observers.stream_ended(tap.attempt.route)
+
+
+async def check_proxy_response(
+    guardrail: GateGuardrail, taps: Taps, data: dict[str, Any], response: Any
+) -> None:
+    """The proxy's success hook: a whole result checked against the request's tap."""
+    if data.get("stream") or not (
+        hasattr(response, "choices")
+        or isinstance(response, ResponsesAPIResponse)
+        or (isinstance(response, dict) and response.get("type") == "message")
+    ):
+        return
+    tap = taps.take(data)
+    if tap is None and (not deciders(guardrail, data) or untouched_route(data)):
+        return
+    await _check_response(guardrail, data, response, tap, in_proxy=True)
+
+
+async def check_sdk_response(
+    guardrail: GateGuardrail, taps: Taps, request: dict[str, Any], response: Any, kind: Any
+) -> None:
+    """The deployment success hook: a whole result of an SDK call checked against its tap."""
+    # Inside the proxy the success hook checks the response once routing is done.
+    if "proxy_server_request" in request or call_type(kind) not in GATED or request.get("stream"):
+        return
+    # Outside the proxy the request is the kwargs the pre-call hook returned. A tap this
+    # gate did not make belongs to a ToolGate's own call, which that gate decides.
+    tap = getattr(request.get("client"), "tap", None)
+    if tap is None and not deciders(guardrail, request):
+        return
+    if isinstance(tap, WireTap) and not taps.owns(tap):
+        return
+    await _check_response(guardrail, request, response, tap, in_proxy=False)
+
+
+def _carrier_of_whole(response: Any) -> Carrier:
+    """What litellm assembled of a whole result: an Anthropic message (``/v1/messages``) or a
+    chat / Responses result (the bridge's own chat call has a chat result even when its
+    caller gets a message)."""
+    if isinstance(response, dict) and response.get("type") == "message":
+        return message_carrier(response)
+    return carrier_of_result(response)
+
+
+async def _check_response(
+    guardrail: GateGuardrail,
+    request: dict[str, Any],
+    response: Any,
+    tap: WireTap | None,
+    *,
+    in_proxy: bool,
+) -> None:
+    started = time.time()
+    if not isinstance(tap, WireTap) or tap.streamed:
+        refuse_unobserved(guardrail, guardrail.gate, request, started, in_proxy=in_proxy)
+    attempt = tap.attempt
+    # Through litellm's Responses bridge two success hooks (the chat call's, then the
+    # Responses call's) see the one tap: the first decides, the second repeats it.
+    if attempt.state is StreamState.RELEASED:
+        return
+    if attempt.quarantined is None:
+        if await aapprove_whole(attempt, _carrier_of_whole, response, tap.policy):
+            attempt.release()
+        emit_records(attempt)
+        report(guardrail, request, attempt, started)
+    fault = attempt.quarantined
+    if fault is not None:
+        del response  # litellm's result holds argument text: not in this frame's locals
+        sanitize_logged_response(request, attempt)
+        raise_clean(fault if in_proxy else as_intervention(fault))
+
+
+__all__ = ["check_proxy_response", "check_sdk_response", "gate_proxy_stream"]

@@ -1,0 +1,141 @@
+"""The stack frames of a litellm call, read here and nowhere else.
+
+Where no hook of litellm's hands the gate what it needs, the gate reads it off the stack,
+by the names of litellm's functions: the call type and arguments at litellm's call set-up,
+the caching handler whose read is under way, the Messages entry point a sync call runs
+under, and the frames of a sync call up to litellm's entry point. Each reader answers None
+or False when the frames are not as read from litellm 1.108.7 and 1.110.2, and every caller
+takes that as "cannot tell", which refuses or falls back, never passes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Iterator, Mapping
+from types import FrameType
+from typing import Any
+
+APPLIED = "get_applied_guardrails"
+"""litellm's guardrail bookkeeping (``litellm.utils``), which reads ``default_on`` at the
+start of every call, called from :data:`SETUP` with the call's arguments."""
+SETUP = "function_setup"
+"""litellm's call set-up (``litellm.utils``): its local ``original_function`` is the call."""
+CACHING_HANDLER = "LLMCachingHandler"
+"""litellm's caching handler (``litellm.caching.caching_handler``), whose method is on the
+stack while it reads the cache; its ``original_function`` is the call."""
+MESSAGES_HANDLER = "anthropic_messages_handler"
+"""The function of litellm's Messages entry point that hands a call to a bridge or to the
+native route (in the dispatching module of :data:`.symbols.MESSAGES_PACKAGES`)."""
+ENTRY = "wrapper"
+"""The function litellm's ``client`` decorator (``litellm.utils.client``) wraps each sync
+entry point in: frames above it are not the call's own."""
+
+_CACHE_DEPTH = 16
+_MESSAGES_DEPTH = 120
+CALL_DEPTH = 64
+
+
+def _in_litellm(frame: FrameType) -> bool:
+    return str(frame.f_globals.get("__name__", "")).startswith("litellm.")
+
+
+def caller(depth: int = 1) -> FrameType:
+    """The frame ``depth`` calls above the one calling this."""
+    return sys._getframe(depth + 1)
+
+
+def call_setup(frame: FrameType | None) -> tuple[str, Mapping[str, Any]] | None:
+    """The call type and arguments of the call litellm is setting up, when ``frame`` (the
+    caller of ``default_on``) is litellm's :data:`APPLIED` called from :data:`SETUP`; else
+    None."""
+    if frame is None or frame.f_code.co_name != APPLIED or not _in_litellm(frame):
+        return None
+    setup = frame.f_back
+    if setup is None or setup.f_code.co_name != SETUP:
+        return None
+    kind = setup.f_locals.get("original_function")
+    kwargs = frame.f_locals.get("kwargs")
+    kind = str(getattr(kind, "value", kind) or "")
+    if not kind or not isinstance(kwargs, Mapping):
+        return None
+    return kind, kwargs
+
+
+def caching_call_type(frame: FrameType | None) -> str | None:
+    """The call type of the litellm call whose cache read is under way at ``frame`` (found
+    on litellm's :data:`CACHING_HANDLER` within a few frames), or None."""
+    for _ in range(_CACHE_DEPTH):
+        if frame is None:
+            return None
+        owner = frame.f_locals.get("self")
+        if type(owner).__name__ == CACHING_HANDLER:
+            name = getattr(getattr(owner, "original_function", None), "__name__", None)
+            return name if isinstance(name, str) else None
+        frame = frame.f_back
+    return None
+
+
+def under_messages_handler(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs under litellm's :data:`MESSAGES_HANDLER`."""
+    for _ in range(_MESSAGES_DEPTH):
+        if frame is None:
+            return False
+        if frame.f_code.co_name == MESSAGES_HANDLER and _in_litellm(frame):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def call_frames(start: FrameType | None) -> tuple[list[FrameType], bool]:
+    """The frames from ``start`` up to litellm's :data:`ENTRY` of a sync call, at most
+    :data:`CALL_DEPTH`; and whether that entry was found (above it, nothing is the call's
+    own)."""
+    frames: list[FrameType] = []
+    frame = start
+    while frame is not None and len(frames) < CALL_DEPTH:
+        frames.append(frame)
+        if frame.f_code.co_name == ENTRY and _in_litellm(frame):
+            return frames, True
+        frame = frame.f_back
+    return frames, False
+
+
+def local_values(frames: list[FrameType]) -> Iterator[Any]:
+    """Every local value of ``frames``, innermost frame first (a snapshot of each)."""
+    for frame in frames:
+        yield from list(frame.f_locals.values())
+
+
+def missing() -> list[str]:
+    """The functions named above that the installed litellm no longer has where read."""
+    import litellm.caching.caching_handler as caching
+    from litellm import utils
+
+    from .symbols import messages_module
+
+    gone = []
+    setup = getattr(utils, SETUP, None)
+    if getattr(utils, APPLIED, None) is None or setup is None:
+        gone.append(f"litellm.utils.{APPLIED} / {SETUP}")
+    elif APPLIED not in inspect.getsource(setup):
+        gone.append(f"litellm.utils.{SETUP} no longer calls {APPLIED}")
+    if getattr(caching, CACHING_HANDLER, None) is None:
+        gone.append(f"litellm.caching.caching_handler.{CACHING_HANDLER}")
+    if getattr(messages_module("handler"), MESSAGES_HANDLER, None) is None:
+        gone.append(f"litellm's Messages handler {MESSAGES_HANDLER}")
+    client = getattr(utils, "client", None)
+    if client is None or f"def {ENTRY}(" not in inspect.getsource(client):
+        gone.append(f"litellm.utils.client's {ENTRY}")
+    return gone
+
+
+__all__ = [
+    "call_frames",
+    "call_setup",
+    "caller",
+    "caching_call_type",
+    "local_values",
+    "missing",
+    "under_messages_handler",
+]

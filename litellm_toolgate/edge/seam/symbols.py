@@ -1,0 +1,173 @@
+"""litellm's code outside its top-level namespace, imported here and nowhere else.
+
+Read from litellm 1.108.7 and 1.110.2 (the supported versions); where they differ, both
+places are listed, newest first. The first block is imported with the edge: litellm's
+documented extension points (its guardrail and logger bases, their event hooks, the
+exception a guardrail raises) and the response types litellm hands its callers. The rest
+(:data:`LAZY`) is imported on first use by :func:`lazy`, inside the caller's own error
+handling: a name a litellm version does not have is an ImportError there, which every
+caller turns into a refusal ("cannot tell"), never a pass.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+# Documented extension points: a guardrail's base class and hooks, a logger's base class,
+# the exception litellm hands a caller unchanged (1.108.7, 1.110.2).
+from litellm.exceptions import GuardrailRaisedException
+from litellm.integrations.custom_guardrail import CustomGuardrail
+from litellm.integrations.custom_logger import CustomLogger
+
+# The HTTP handlers litellm's routes send through, and the factory of its cached sync one
+# (1.108.7, 1.110.2).
+from litellm.llms.custom_httpx.http_handler import (
+    AsyncHTTPHandler,
+    HTTPHandler,
+    _get_httpx_client,
+)
+
+# The Responses API stream litellm hands its caller (1.108.7, 1.110.2).
+from litellm.responses.streaming_iterator import BaseResponsesAPIStreamingIterator
+from litellm.types.guardrails import GuardrailEventHooks, LitellmParams
+
+# Response types litellm hands its callers (1.108.7, 1.110.2).
+from litellm.types.llms.openai import ResponsesAPIResponse
+from litellm.types.utils import (
+    ChatCompletionDeltaToolCall,
+    Delta,
+    Function,
+    LlmProviders,
+    ModelResponse,
+    ModelResponseStream,
+    StreamingChoices,
+)
+
+# Which config litellm uses for a provider's chat and Responses calls (1.108.7, 1.110.2).
+from litellm.utils import ProviderConfigManager
+
+LAZY: dict[str, tuple[str, str]] = {
+    # Whole chat results as litellm converts them (the parsers' and bridges' cross-checks).
+    "convert_to_model_response_object": (
+        "litellm.litellm_core_utils.llm_response_utils.convert_dict_to_response",
+        "convert_to_model_response_object",
+    ),
+    # litellm's bridge of chat results into the Responses API.
+    "LiteLLMCompletionResponsesConfig": (
+        "litellm.responses.litellm_completion_transformation.transformation",
+        "LiteLLMCompletionResponsesConfig",
+    ),
+    # The stream parsers of routes whose chat config names none (see edge/parsers.py).
+    "AnthropicConfig": ("litellm.llms.anthropic.chat.transformation", "AnthropicConfig"),
+    "AnthropicStreamIterator": ("litellm.llms.anthropic.chat.handler", "ModelResponseIterator"),
+    "VertexGeminiConfig": (
+        "litellm.llms.vertex_ai.gemini.vertex_and_google_ai_studio_gemini",
+        "VertexGeminiConfig",
+    ),
+    "GeminiStreamIterator": (
+        "litellm.llms.vertex_ai.gemini.vertex_and_google_ai_studio_gemini",
+        "ModelResponseIterator",
+    ),
+    "AmazonConverseConfig": (
+        "litellm.llms.bedrock.chat.converse_transformation",
+        "AmazonConverseConfig",
+    ),
+    "AWSEventStreamDecoder": ("litellm.llms.bedrock.chat.invoke_handler", "AWSEventStreamDecoder"),
+    # Which API litellm sends a Bedrock or a Vertex AI model to (the route table's checks).
+    "BedrockModelInfo": ("litellm.llms.bedrock.common_utils", "BedrockModelInfo"),
+    "get_vertex_ai_model_route": (
+        "litellm.llms.vertex_ai.common_utils",
+        "get_vertex_ai_model_route",
+    ),
+    "VertexAIModelRoute": ("litellm.llms.vertex_ai.common_utils", "VertexAIModelRoute"),
+    "VertexAIPartnerModels": (
+        "litellm.llms.vertex_ai.vertex_ai_partner_models.main",
+        "VertexAIPartnerModels",
+    ),
+    # The SDK clients litellm builds for openai/ and azure/, built the same way by the gate.
+    "get_secret_str": ("litellm.secret_managers.main", "get_secret_str"),
+    "BaseAzureLLM": ("litellm.llms.azure.common_utils", "BaseAzureLLM"),
+    # A custom provider's base class (``litellm.custom_provider_map``'s handlers).
+    "CustomLLM": ("litellm.llms.custom_llm", "CustomLLM"),
+}
+"""Name: (litellm module, attribute), imported on first use."""
+
+MESSAGES_PACKAGES = (
+    ("litellm.llms.anthropic.messages", "native.handler"),  # 1.110.2
+    ("litellm.llms.anthropic.pass_through", "messages.handler"),  # 1.108.7 (and 1.110.2)
+)
+"""litellm's Anthropic Messages entry point: (package, its dispatching module), newest
+first. The bridges' adapters live beside the dispatching module."""
+
+_MESSAGES_PARTS = (
+    "handler",
+    "adapters.transformation",
+    "adapters.streaming_iterator",
+    "responses_adapters.transformation",
+)
+_LOADED: dict[str, Any] = {}
+
+
+def lazy(name: str) -> Any:
+    """The :data:`LAZY` entry ``name``, imported now (ImportError or AttributeError when the
+    installed litellm does not have it)."""
+    found = _LOADED.get(name)
+    if found is None:
+        module, attribute = LAZY[name]
+        found = _LOADED[name] = getattr(importlib.import_module(module), attribute)
+    return found
+
+
+def messages_module(part: str) -> ModuleType | None:
+    """litellm's module ``<package>.<part>`` in the first Messages package that has it
+    (``"handler"`` names each package's dispatching module), or None."""
+    for package, handler in MESSAGES_PACKAGES:
+        name = f"{package}.{handler if part == 'handler' else part}"
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
+
+
+def missing() -> list[str]:
+    """The :data:`LAZY` entries and Messages modules the installed litellm does not have."""
+    gone = []
+    for name, (module, attribute) in LAZY.items():
+        try:
+            lazy(name)
+        except (ImportError, AttributeError):
+            gone.append(f"litellm symbol {name}: {module}.{attribute}")
+    for part in _MESSAGES_PARTS:
+        if messages_module(part) is None:
+            gone.append(f"litellm Messages module {part!r} in {MESSAGES_PACKAGES}")
+    return gone
+
+
+__all__ = [
+    "LAZY",
+    "MESSAGES_PACKAGES",
+    "AsyncHTTPHandler",
+    "BaseResponsesAPIStreamingIterator",
+    "ChatCompletionDeltaToolCall",
+    "CustomGuardrail",
+    "CustomLogger",
+    "Delta",
+    "Function",
+    "GuardrailEventHooks",
+    "GuardrailRaisedException",
+    "HTTPHandler",
+    "LitellmParams",
+    "LlmProviders",
+    "ModelResponse",
+    "ModelResponseStream",
+    "ProviderConfigManager",
+    "ResponsesAPIResponse",
+    "StreamingChoices",
+    "_get_httpx_client",
+    "lazy",
+    "messages_module",
+    "missing",
+]

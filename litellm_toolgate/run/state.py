@@ -1,0 +1,338 @@
+"""One run of the tool loop: its settings, conversation, journal rows and resume plan.
+
+:class:`RunState` is what the sync and async drivers of :mod:`.toolloop` share: the checked
+settings of ``gate.run`` (a wrong one is a :class:`GateConfigError` before anything is
+sent), the conversation and its checkpoints, the journal's new rows, the checks at
+``started`` (the approval confirmed against the row, the path scopes' arguments resolved
+again), and the resume plan (:meth:`RunState.plan_resume`). It does no waiting of its own:
+what it calls is the journal (sync) and the caller's callbacks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.errors import GateConfigError, QuarantineReason, quarantine, raise_clean
+from ..core.rules.journal import (
+    AmbiguousCalls,
+    JournalRow,
+    NewCall,
+    argument_digest,
+)
+from ..core.rules.loop import (
+    LoopLimits,
+    PendingCall,
+    RunResult,
+    check_round,
+    pending_calls,
+    result_digest,
+)
+from ..core.rules.policy import ToolCall
+from ..policies.checks import tool_arguments
+from ..policies.paths import PathRefused
+from .tools import ToolContext, check_executors
+
+TOOL_ERROR = '{"error": "the tool failed"}'
+"""What the model gets for a tool that raised, by default: no traceback, no message."""
+NOT_AVAILABLE = '{"error": "the call was interrupted; its result is not available"}'
+"""What the model gets for a resumed call that is not run again (reconciled, verified or
+finished before its result reached the conversation)."""
+NOT_JOURNALED = '{"error": "the call was not run: it was not journaled before an interruption"}'
+"""What the model gets, on a resume, for a call of a journaled turn that has no row itself
+(the process died between two of the turn's decides): it is not run (nothing proves the
+gate released it), and the model may ask for it again."""
+NOT_APPROVED = '{"error": "the call was not run: its approval or path check no longer holds"}'
+"""What the model gets for a call the policy refused at ``started`` (see ``confirm_at_start``)."""
+
+
+@dataclass
+class LoopCall:
+    """A call about to run: from this round's release, or re-derived on resume."""
+
+    call_id: str
+    name: str
+    arguments: str
+    value: dict[str, Any]
+    row: JournalRow | None = None
+    index: int = 0
+
+    def __repr__(self) -> str:
+        return f"LoopCall(call_id={self.call_id!r}, name={self.name!r})"
+
+
+class RunState:
+    """One run's settings and state, shared by the sync and async drivers."""
+
+    def __init__(self, gate: Any, options: dict[str, Any], *, asynchronous: bool) -> None:
+        self.gate = gate
+        api = options.pop("api", "chat")
+        if api not in ("chat", "responses"):
+            raise GateConfigError("api must be 'chat' or 'responses'")
+        self.api: str = api
+        self.executors = check_executors(options.pop("executors", None))
+        journal = options.pop("journal", None)
+        self.owns_journal = isinstance(journal, str)
+        if isinstance(journal, str):
+            from .journal import open_journal
+
+            journal = open_journal(journal)
+        if journal is None:
+            raise GateConfigError("run needs journal= (a Journal or a URL: sqlite:///...)")
+        self.journal = journal
+        run_id = options.pop("run_id", None)
+        if not isinstance(run_id, str) or not run_id:
+            raise GateConfigError("run needs run_id= (resume a run by passing the same one)")
+        self.run_id = run_id
+        limits = options.pop("limits", None) or LoopLimits()
+        if not isinstance(limits, LoopLimits):
+            raise GateConfigError("limits must be a litellm_toolgate.LoopLimits")
+        self.limits = limits
+        self.on_text = _optional(options.pop("on_text", None), "on_text")
+        self.checkpoint = _optional(options.pop("checkpoint", None), "checkpoint")
+        self.before_round = _optional(options.pop("before_round", None), "before_round")
+        self.tool_error = _optional(options.pop("tool_error", None), "tool_error")
+        self.lease_seconds = float(options.pop("lease_seconds", 60.0))
+        if not 0 < self.lease_seconds < 86_400:
+            raise GateConfigError("lease_seconds must be between 0 and 86400")
+        key = "messages" if api == "chat" else "input"
+        if options.get("stream") is not None:
+            raise GateConfigError("run streams every round itself: do not pass stream=")
+        conversation = options.pop(key, None)
+        if not isinstance(conversation, list):
+            raise GateConfigError(f"run needs {key}= (a list) for api={api!r}")
+        self.conversation: list[Any] = list(conversation)
+        self.key = key
+        self.request = options
+        self.route = str(options.get("model", ""))
+        self._check_tools(options.get("tools"))
+        self.asynchronous = asynchronous
+
+    def _check_tools(self, tools: Any) -> None:
+        names: set[str] = set()
+        if tools is not None:
+            for tool in tools:
+                function = tool.get("function") if isinstance(tool, Mapping) else None
+                name = function.get("name") if isinstance(function, Mapping) else None
+                names.add(str(name if name is not None else tool.get("name")))
+        elif self.gate.registry is not None:
+            names = set(self.gate.registry.names)
+        missing = sorted(names - set(self.executors))
+        if missing:
+            raise GateConfigError(f"no executor for tool(s) {missing}: every tool needs a Tool")
+
+    # ---- the conversation ------------------------------------------------------------------
+    def round_request(self) -> dict[str, Any]:
+        return {**self.request, self.key: list(self.conversation), "stream": True}
+
+    def append_turn(self, text: str, released: Sequence[Any], output: list[Any] | None) -> None:
+        if self.api == "chat":
+            calls = [
+                {
+                    "id": c.call_id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in released
+            ]
+            self.conversation.append(
+                {"role": "assistant", "content": text or None, "tool_calls": calls}
+            )
+        else:
+            self.conversation.extend(output or [])
+        self.save()
+
+    def append_result(self, call_id: str, content: str) -> None:
+        if self.api == "chat":
+            self.conversation.append({"role": "tool", "tool_call_id": call_id, "content": content})
+        else:
+            self.conversation.append(
+                {"type": "function_call_output", "call_id": call_id, "output": content}
+            )
+        self.save()
+
+    def save(self) -> None:
+        if self.checkpoint is not None:
+            self.checkpoint(list(self.conversation))
+
+    # ---- journal rows ----------------------------------------------------------------------
+    def new_call(self, call: LoopCall, round_index: int, attempt_id: str) -> NewCall:
+        tool = self.executors[call.name]
+        return NewCall(
+            run_id=self.run_id,
+            attempt_id=attempt_id,
+            round=round_index,
+            route=self.route,
+            call_id=call.call_id,
+            tool=self.gate.tool_categories.get(call.name, call.name),
+            effect=tool.effect,
+            argument_digest=argument_digest(call.arguments, hmac_key=self.gate.hmac_key),
+        )
+
+    def context(self, call: LoopCall, row: JournalRow, token: int) -> ToolContext:
+        return ToolContext(
+            run_id=self.run_id,
+            round=row.round,
+            call_id=call.call_id,
+            tool=call.name,
+            idempotency_key=row.idempotency_key,
+            fencing_token=token,
+            check_token=self.journal.check_token,
+        )
+
+    def finished_fields(self, content: str) -> dict[str, Any]:
+        return {
+            "result_size": len(content.encode("utf-8", "surrogatepass")),
+            "result_digest": result_digest(content, hmac_key=self.gate.hmac_key),
+        }
+
+    def tool_call(self, call: LoopCall) -> ToolCall:
+        """The call as the gate's policy sees it, for the checks at ``started``."""
+        assert call.row is not None
+        return ToolCall(call.row.attempt_id, call.index, call.call_id, call.name, call.value)
+
+    def arguments_or_none(self, tool_call: ToolCall) -> dict[str, Any] | None:
+        """What the tool is given (every path scope's paths resolved again now), or None
+        when a path no longer resolves inside its root."""
+        refused = False
+        try:
+            return tool_arguments(self.gate.policy, tool_call)
+        except PathRefused:
+            refused = True  # names the declaration and the reason, never the path
+        assert refused
+        return None
+
+    def failure_text(self, name: str, exc: BaseException) -> str:
+        if self.tool_error is None:
+            return TOOL_ERROR
+        return str(self.tool_error(name, exc))
+
+    # ---- a round's released calls ------------------------------------------------------------
+    def check(
+        self, round_index: int, ids: list[str], seen: set[str], total: int, stream: Any
+    ) -> None:
+        reason = check_round(self.limits, round_index, ids, seen, total)
+        if reason is not None:
+            self.refuse(reason, stream.attempt_id, stream.attempt.records())
+
+    @staticmethod
+    def refuse(reason: QuarantineReason, attempt_id: str, records: Any = ()) -> None:
+        raise_clean(quarantine(reason, attempt_id, records))
+
+    # ---- resume ----------------------------------------------------------------------------
+    def plan_resume(self, rows: list[JournalRow]) -> list[LoopCall]:
+        """The calls to finish before the next round; :class:`AmbiguousCalls` for rows
+        that cannot be resolved (rule ``fail``, or no call in the conversation to run them
+        from)."""
+        by_id = {r.call_id: r for r in rows}
+        pending = pending_calls(self.conversation, api=self.api)
+        journaled = [p for p in pending if p.call_id in by_id]
+        if pending and not journaled:
+            # Nothing of that turn was decided, so nothing of it ran: ask again.
+            self._drop_pending_turn()
+            pending = []
+        calls = [self._resumed(p, by_id.get(p.call_id)) for p in pending]
+        matched = {c.call_id for c in calls}
+        stuck = [
+            r
+            for r in rows
+            if not r.finished
+            and (
+                r.call_id not in matched
+                or self.executors[by_id_call(calls, r.call_id).name].on_ambiguous == "fail"
+            )
+        ]
+        if stuck:
+            raise AmbiguousCalls(self.run_id, stuck)
+        return calls
+
+    def _resumed(self, pending: PendingCall, row: JournalRow | None) -> LoopCall:
+        if pending.name not in self.executors:
+            raise GateConfigError(f"no executor for tool {pending.name!r} of the resumed turn")
+        try:
+            value = json.loads(pending.arguments)
+        except ValueError:
+            value = None
+        digest_ok = row is None or (
+            isinstance(value, dict)
+            and argument_digest(pending.arguments, hmac_key=self.gate.hmac_key)
+            == row.argument_digest
+        )
+        if not isinstance(value, dict) or not digest_ok:
+            # Not the call that was journaled (or not one the gate released): never run it.
+            raise AmbiguousCalls(self.run_id, [row] if row is not None else [])
+        return LoopCall(pending.call_id, pending.name, pending.arguments, value, row)
+
+    def _drop_pending_turn(self) -> None:
+        if self.api == "chat":
+            while self.conversation and self.conversation[-1].get("role") != "assistant":
+                self.conversation.pop()
+            if self.conversation:
+                self.conversation.pop()
+        else:
+            while self.conversation and kind_of(self.conversation[-1]) in (
+                "function_call",
+                "function_call_output",
+                "reasoning",
+                "message",
+            ):
+                if kind_of(self.conversation[-1]) == "message" and (
+                    field_of(self.conversation[-1], "role") != "assistant"
+                ):
+                    break
+                self.conversation.pop()
+
+
+def by_id_call(calls: list[LoopCall], call_id: str) -> LoopCall:
+    return next(c for c in calls if c.call_id == call_id)
+
+
+def _optional(value: Any, name: str) -> Any:
+    if value is not None and not callable(value):
+        raise GateConfigError(f"{name} must be a callable or None")
+    return value
+
+
+def field_of(item: Any, name: str) -> Any:
+    return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
+
+
+def kind_of(item: Any) -> str:
+    value = field_of(item, "type")
+    return str(getattr(value, "value", value))
+
+
+def output_items(response: Any) -> list[Any]:
+    """A completed response's output items as the next request's input: every field the
+    response carried (reasoning and ``encrypted_content`` included), none left ``None``."""
+    items = []
+    for item in field_of(response, "output") or []:
+        if isinstance(item, Mapping):
+            items.append({k: v for k, v in item.items() if v is not None})
+        else:
+            items.append(item.model_dump(exclude_none=True))
+    return items
+
+
+def released_calls(stream: Any) -> list[LoopCall]:
+    return [
+        LoopCall(c.call_id, c.name, c.arguments, dict(c.value), index=c.index)
+        for c in stream.released
+    ]
+
+
+__all__ = [
+    "NOT_APPROVED",
+    "NOT_AVAILABLE",
+    "NOT_JOURNALED",
+    "TOOL_ERROR",
+    "LoopCall",
+    "RunResult",
+    "RunState",
+    "field_of",
+    "kind_of",
+    "output_items",
+    "released_calls",
+]
