@@ -39,6 +39,7 @@ from .core import (
     find_quarantine,
     plugs,
 )
+from .version import __version__ as __version__
 
 if TYPE_CHECKING:
     from .edge.gate import ToolGate
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
     from .run.journal import open_journal
     from .run.tools import Tool, ToolContext
 
-__version__ = "0.1.0"
 
 _LAZY = {
     "ToolGate": "edge.gate",

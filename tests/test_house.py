@@ -36,7 +36,7 @@ ALLOWED: dict[str, set[str]] = {
 }
 """Which rooms each room may import."""
 
-VERSION = {"litellm_toolgate", "litellm_toolgate.__version__"}
+VERSION = {"litellm_toolgate.version", "litellm_toolgate.version.__version__"}
 """The package's version, which any room may read (it is not a room)."""
 FRAME_ATTRIBUTES = {"_getframe", "f_locals", "f_back", "f_globals", "f_code", "currentframe"}
 PRIVATE_ATTRIBUTES = {

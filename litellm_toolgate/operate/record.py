@@ -35,6 +35,7 @@ from ..core.records.sanitize import SANITIZER_VERSION, sanitize_body, schema_wor
 from ..core.values.registry import ToolRegistry
 from ..core.wires import WIRES
 from ..loopback.requests import PROBE_REQUESTS, PROBE_TOOLS
+from ..version import __version__
 from .probe import ProbeRow, RouteProbe, responses_tools
 
 __all__ = ["core_verdict", "record", "versions"]
@@ -58,8 +59,6 @@ def versions() -> dict[str, str]:
             return version(name)
         except PackageNotFoundError:  # pragma: no cover - an uninstalled checkout
             return "unknown"
-
-    from .. import __version__
 
     return {"litellm": of("litellm"), "gate": __version__, "sanitizer": SANITIZER_VERSION}
 
