@@ -218,3 +218,26 @@ def test_a_gate_runs_its_loop_through_the_plug() -> None:
         gate.run()  # no executors, journal or run_id: refused by the loop itself
     assert type(caught.value).__name__ == "GateConfigError"
     assert loop.run.__module__ == "litellm_toolgate.run.loop"
+
+
+def test_the_seams_readers_read_what_they_name() -> None:
+    """Each private reader hands back the very object it names, not a default."""
+    import httpx
+    import litellm
+    import openai
+
+    from litellm_toolgate.edge.seam import privates
+
+    assert privates.shared_sync_handler() is litellm.module_level_client is not None
+    assert privates.client_cache() is litellm.in_memory_llm_clients_cache is not None
+    with httpx.Client() as client:
+        transport = privates.transport(client)
+        assert isinstance(transport, httpx.BaseTransport)
+        privates.set_transports(client, transport, {})
+        assert privates.mounts(client) == {}
+    sdk = openai.OpenAI(api_key="seam-check", base_url="http://127.0.0.1:9")
+    assert privates.sdk_http_client(sdk) is not None
+    sdk.close()
+    request = httpx.Request("GET", "http://127.0.0.1:9")
+    assert privates.request_of(httpx.Response(200, request=request)) is request
+    assert privates.request_of(httpx.Response(200)) is None

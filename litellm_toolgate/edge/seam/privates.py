@@ -93,7 +93,7 @@ def cached_clients(kind: Callable[[Any], bool]) -> Iterator[tuple[Any, Any]]:
 
 def shared_sync_handler() -> Any:
     """litellm's module-level sync HTTP handler, or None."""
-    return getattr(litellm, "shared_sync_handler", None)
+    return getattr(litellm, "module_level_client", None)
 
 
 def cache_redis_client() -> Any:
