@@ -91,7 +91,7 @@ def _vector(draw: st.DrawFn, grammar: Grammar) -> list[list[str]]:
     limit = grammar.max_operands
     if limit is not None and len(operands) > limit:
         items = [i for i in items if i[0].startswith("-")]
-    if grammar.bundle and items and not items[0][0].startswith("-"):
+    while grammar.bundle and items and not items[0][0].startswith("-"):
         items = items[1:]  # a first word without '-' is a letter bundle there
     if grammar.subcommands:
         items = [i for i in items if i[0].startswith("-")]
@@ -190,6 +190,12 @@ def test_grammar_values_and_separate_values_are_read_in_order() -> None:
     assert check_grammar(grep, ["x", "--", "-Q"], scope="grep") is None
     find = GRAMMARS["find"]
     assert check_grammar(find, ["--", ".", "-exec"], scope="find") is not None
+    # -<digits> means ASCII digits; sed's whitespace is ASCII whitespace.
+    head = GRAMMARS["head"]
+    assert check_grammar(head, ["-5", "f"], scope="head") is None
+    assert check_grammar(head, ["-\u0665", "f"], scope="head") is not None
+    assert check_grammar(GRAMMARS["sed"], ["1\u00a0p", "f"], scope="sed") is not None
+    assert hash(Allow("mytool", grammar={"manual": "mytool(1)"}))
 
 
 def test_refusals_and_reprs_hold_no_argument_text() -> None:

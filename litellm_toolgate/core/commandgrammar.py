@@ -94,7 +94,7 @@ _KEYS = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Grammar:
     """A compiled option grammar (see the module docstring for the table it comes from)."""
 
@@ -210,7 +210,7 @@ def compile_grammar(table: Mapping[str, Any] | Grammar) -> Grammar:
 
 _SED_ADDRESS = r"(?:[0-9]+|\$)"
 _SED_COMMAND = rf"\s*(?:{_SED_ADDRESS}(?:\s*,\s*{_SED_ADDRESS})?)?\s*[pq]\s*"
-_SED_SAFE = re.compile(rf"{_SED_COMMAND}(?:;{_SED_COMMAND})*;?\s*")
+_SED_SAFE = re.compile(rf"{_SED_COMMAND}(?:;{_SED_COMMAND})*;?\s*", re.ASCII)
 
 
 def sed_line_print(script: str) -> bool:

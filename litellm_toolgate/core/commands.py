@@ -372,7 +372,7 @@ def check_grammar(grammar: Grammar, arguments: Sequence[str], *, scope: str) -> 
             if kind == OPTIONAL and equals:
                 values.append((name, value))
             continue
-        if grammar.numbers and token[1:].isdigit():
+        if grammar.numbers and token[1:].isascii() and token[1:].isdigit():
             continue
         position = 1
         while position < len(token):
