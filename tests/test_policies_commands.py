@@ -31,6 +31,8 @@ RULES = CommandAllowList(
         Allow("rsync", args=("*",)),
         Allow("/usr/bin/grep", args=("*",)),
         Allow("echo", args=("*",)),
+        Allow("sed", args=("*",)),
+        Allow("hg", args=("*",)),
     ],
     tools={"run": "argv"},
 )
@@ -65,7 +67,10 @@ BYPASS_ROWS: list[tuple[str, Any, DenyReason]] = [
     ("interpreter", ["/bin/bash", "x.sh"], R.COMMAND_INTERPRETER),
     ("interpreter", ["python3.12", "-c", "import os"], R.COMMAND_INTERPRETER),
     ("interpreter", ["awk", 'BEGIN{system("id")}'], R.COMMAND_INTERPRETER),
-    ("interpreter", ["sed", "1e id", "f"], R.COMMAND_INTERPRETER),
+    ("interpreter", ["gsed", "1e id", "f"], R.COMMAND_INTERPRETER),
+    ("interpreter", ["sqlite3", ":memory:", ".shell id"], R.COMMAND_INTERPRETER),
+    ("wrapper", ["docker", "run", "img"], R.COMMAND_WRAPPER),
+    ("wrapper", ["/usr/lib64/ld-linux-x86-64.so.2", "/bin/sh"], R.COMMAND_WRAPPER),
     ("wrapper", ["env", "git", "status"], R.COMMAND_WRAPPER),
     ("wrapper", ["env", "-i", "PATH=/tmp", "ls"], R.COMMAND_WRAPPER),
     ("wrapper", ["sudo", "ls"], R.COMMAND_WRAPPER),
@@ -107,8 +112,25 @@ BYPASS_ROWS: list[tuple[str, Any, DenyReason]] = [
     ("exec_option", ["rg", "--pre", "sh", "x"], R.COMMAND_EXEC_OPTION),
     ("exec_option", ["rsync", "-e", "sh -c id", "a", "b"], R.COMMAND_EXEC_OPTION),
     ("option_abbreviation", ["git", "fetch", "--upload-p=id", "o"], R.COMMAND_EXEC_OPTION),
-    ("option_abbreviation", ["git", "--git-d=/tmp", "log"], R.COMMAND_EXEC_OPTION),
-    ("option_abbreviation", ["tar", "-xf", "a", "--to-com=sh"], R.COMMAND_EXEC_OPTION),
+    ("option_abbreviation", ["git", "--git-d=/tmp", "log"], R.COMMAND_UNKNOWN_OPTION),
+    ("option_abbreviation", ["tar", "-xf", "a", "--to-com=sh"], R.COMMAND_UNKNOWN_OPTION),
+    ("option_abbreviation", ["git", "grep", "--open=id", "x"], R.COMMAND_UNKNOWN_OPTION),
+    ("unknown_option", ["git", "grep", "-Oid", "x"], R.COMMAND_EXEC_OPTION),
+    ("unknown_option", ["git", "log", "--frobnicate"], R.COMMAND_UNKNOWN_OPTION),
+    ("unknown_option", ["find", "--", ".", "-exec", "id", ";"], R.COMMAND_EXEC_OPTION),
+    ("unknown_option", ["git", "x"], R.COMMAND_UNKNOWN_OPTION),  # an alias in .git/config
+    ("option_bundle", ["tar", "xfI", "a.tar", "id"], R.COMMAND_EXEC_OPTION),
+    ("option_bundle", ["tar", "cfFL", "a.tar", "x.sh", "10", "."], R.COMMAND_EXEC_OPTION),
+    (
+        "global_option_value",
+        ["git", "--attr-source", "HEAD", "-c", "alias.x=!id", "x"],
+        R.COMMAND_EXEC_OPTION,
+    ),
+    ("global_option_value", ["git", "-C", "status", "-c", "a=b", "log"], R.COMMAND_EXEC_OPTION),
+    ("unsafe_value", ["sed", "1e id", "f"], R.COMMAND_UNSAFE_VALUE),
+    ("unsafe_value", ["sed", "-n", "-e", "1p", "-e", "1w out", "f"], R.COMMAND_UNSAFE_VALUE),
+    ("unsafe_value", ["tar", "-tf", "host:a.tar"], R.COMMAND_UNSAFE_VALUE),
+    ("no_grammar", ["hg", "--config", "x=y", "log"], R.COMMAND_NO_GRAMMAR),
     ("program_path", ["./git", "status"], R.COMMAND_PROGRAM),
     ("program_path", ["/tmp/work/git", "status"], R.COMMAND_PROGRAM),
     ("program_path", ["bin/ls"], R.COMMAND_PROGRAM),
@@ -146,6 +168,11 @@ def test_every_documented_bypass_class_has_a_test_row() -> None:
         ["find", ".", "-name", "*.py"],
         ["/usr/bin/grep", "-r", "x", "."],
         ["tar", "-tf", "a.tar"],
+        ["tar", "tvf", "a.tar"],
+        ["sed", "-n", "1,5p", "file"],
+        ["sed", "-n", "-e", "3p", "--expression=10,$p", "file"],
+        ["git", "--no-pager", "log", "-3", "--format=%h %s", "--", "src"],
+        ["find", "-L", ".", "-maxdepth", "2", "-type", "f", "-name", "*.md", "-print0"],
     ],
 )
 def test_allowed_vectors_pass(argv: list[str]) -> None:
@@ -164,11 +191,12 @@ def test_arguments_and_programs_off_the_list_are_refused(argv: list[str]) -> Non
 def test_a_refusal_is_lifted_only_by_naming_its_class() -> None:
     permissive = CommandAllowList(
         [
-            Allow("bash", args=("*",), permit={"interpreter"}),
-            Allow("npm", args=("test",), permit={"project_scripts"}),
-            Allow("git", args=("*",), permit={"exec_option"}),
-            Allow("env", args=("*",), permit={"wrapper"}),
-            Allow("cd", args=("*",), permit={"shell_builtin"}),
+            Allow("bash", args=("*",), permit={"interpreter"}, any_arguments_unsafe=True),
+            Allow("npm", args=("test",), permit={"project_scripts"}, any_arguments_unsafe=True),
+            Allow("git", args=("*",), any_arguments_unsafe=True),
+            Allow("env", args=("*",), permit={"wrapper"}, any_arguments_unsafe=True),
+            Allow("cd", args=("*",), permit={"shell_builtin"}, any_arguments_unsafe=True),
+            Allow("zsh", args=("*",), permit={"interpreter"}),
         ],
         tools={"run": "argv"},
     )
@@ -178,12 +206,50 @@ def test_a_refusal_is_lifted_only_by_naming_its_class() -> None:
     assert verdict(["git", "-c", "a=b", "log"], permissive) is None
     assert verdict(["env", "ls"], permissive) is None
     assert verdict(["cd", "src"], permissive) is None
+    # A permitted class without a grammar still needs the loud flag.
+    assert verdict(["zsh", "-c", "ls"], permissive) is R.COMMAND_NO_GRAMMAR
     # A permit on one rule does not reach another program of the same class.
     assert verdict(["sh", "-c", "ls"], permissive) is R.COMMAND_INTERPRETER
     # An allowed program without its class permitted is still refused by class.
     assert verdict(["bash", "x"], CommandAllowList([Allow("bash")], tools={"run": "argv"})) is (
         R.COMMAND_INTERPRETER
     )
+
+
+def test_sed_line_printing_is_allowed_and_nothing_else_of_sed() -> None:
+    assert verdict(["sed", "-n", "1,5p", "file"]) is None
+    assert verdict(["sed", "-n", "$p", "file"]) is None
+    for argv in (
+        ["sed", "-n", "1e id", "file"],
+        ["sed", "-n", "1w out", "file"],
+        ["sed", "-n", "1W out", "file"],
+        ["sed", "-n", "1r /etc/passwd", "file"],
+        ["sed", "-n", "1R /etc/passwd", "file"],
+        ["sed", "s/a/id/e", "file"],
+        ["sed", "-n", "-e", "1p", "--expression=1e id", "file"],
+    ):
+        assert verdict(argv) is R.COMMAND_UNSAFE_VALUE, argv
+    assert verdict(["sed", "-i", "1p", "file"]) is R.COMMAND_EXEC_OPTION
+    assert verdict(["sed", "-f", "s.sed", "file"]) is R.COMMAND_EXEC_OPTION
+    assert verdict(["sed", "--expr=1p", "file"]) is R.COMMAND_UNKNOWN_OPTION
+
+
+def test_user_grammars_replace_the_built_in_ones() -> None:
+    mytool = {"manual": "mytool(1) 2.0, OPTIONS", "flags": "-v --verbose", "values": "-o"}
+    policy = CommandAllowList(
+        [Allow("mytool", args=("*",)), Allow("git", args=("*",))],
+        tools={"run": "argv"},
+        grammars={"mytool": mytool, "git": {"manual": "git(1)", "subcommands": {"status": {
+            "manual": "git-status(1)"}}}},
+    )  # fmt: skip
+    assert verdict(["mytool", "-v", "-o", "x", "file"], policy) is None
+    assert verdict(["mytool", "-vox"], policy) is None
+    assert verdict(["mytool", "--output=x"], policy) is R.COMMAND_UNKNOWN_OPTION
+    assert verdict(["git", "status"], policy) is None
+    assert verdict(["git", "log"], policy) in (R.COMMAND_UNKNOWN_OPTION, R.COMMAND_EXEC_OPTION)
+    direct = CommandAllowList([Allow("mytool", args=("*",), grammar=mytool)], tools={"r": "a"})
+    assert check_argv(["mytool", "-v"], direct.rules) is None
+    assert check_argv(["mytool", "-x"], direct.rules) is R.COMMAND_UNKNOWN_OPTION
 
 
 def test_other_tools_pass_and_a_missing_vector_is_refused() -> None:
@@ -207,6 +273,24 @@ def test_deny_reasons_hold_no_argument_text() -> None:
         lambda: Allow("A=b"),
         lambda: Allow("git", args="*"),  # type: ignore[arg-type]
         lambda: Allow("git", permit={"everything"}),
+        lambda: Allow("git", permit={"exec_option"}),  # gone: the grammar decides options
+        lambda: Allow("git", permit="interpreter"),
+        lambda: Allow("git", any_arguments_unsafe="yes"),  # type: ignore[arg-type]
+        lambda: Allow("x", grammar={"flags": "-a"}),  # no manual
+        lambda: Allow("x", grammar={"manual": "x(1)", "flag": "-a"}),  # unknown key
+        lambda: Allow("x", grammar={"manual": "x(1)", "flags": "-a -a="}),
+        lambda: Allow("x", grammar={"manual": "x(1)", "flags": "-a", "values": "-a"}),
+        lambda: Allow("x", grammar={"manual": "x(1)", "flags": 3}),
+        lambda: Allow("x", grammar={"manual": "x(1)", "checks": {"-a": str.isdigit}}),
+        lambda: Allow("x", grammar={"manual": "x(1)", "values": "-a", "checks": {"-a": 1}}),
+        lambda: Allow("x", grammar={"manual": "x(1)", "bundle": "yes"}),
+        lambda: Allow("x", grammar={"manual": "x(1)", "max_operands": -1}),
+        lambda: Allow("x", grammar={"manual": "x(1)", "script_options": "-e"}),
+        lambda: Allow("x", grammar={"manual": "x(1)", "subcommands": {"-s": {}}}),
+        lambda: Allow("x", grammar={"manual": "x(1)", "subcommands": {"s": {"flags": ""}}}),
+        lambda: Allow("x", grammar=["-a"]),  # type: ignore[arg-type]
+        lambda: CommandAllowList([Allow("git")], tools={"r": "a"}, grammars={"hg": {}}),
+        lambda: CommandAllowList([Allow("git")], tools={"r": "a"}, grammars={"git": {}}),
         lambda: CommandAllowList([Allow("git"), Allow("git")], tools={"run": "argv"}),
         lambda: CommandAllowList([Allow("git")], tools={}),
         lambda: CommandAllowList(["git"], tools={"run": "argv"}),  # type: ignore[list-item]

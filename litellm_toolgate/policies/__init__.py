@@ -19,7 +19,17 @@ text. Nothing here imports litellm.
 from __future__ import annotations
 
 from ..core.rules.approval import ApprovalRequest, Grant, describe
-from ..core.rules.commands import BYPASSES, EXEC_OPTIONS, Allow, CommandAllowList, check_argv
+from ..core.rules.commands import (
+    BYPASSES,
+    EXEC_OPTIONS,
+    GRAMMARS,
+    Allow,
+    CommandAllowList,
+    Grammar,
+    check_argv,
+    check_grammar,
+    compile_grammar,
+)
 from ..core.rules.compose import (
     AllOf,
     DenyReason,
@@ -34,6 +44,10 @@ from .commands import CommandRefused, resolve_argv
 from .paths import PathRefused, PathScope, resolve_inside
 
 __all__ = [
+    "GRAMMARS",
+    "Grammar",
+    "check_grammar",
+    "compile_grammar",
     "BYPASSES",
     "EXEC_OPTIONS",
     "AllOf",

@@ -21,12 +21,15 @@ because whatever splitting the policy did, the shell that later runs it could do
    exact absolute path (``"/usr/bin/git"``);
 5. every argument matches one of the rule's argument patterns (``fnmatch`` globs, case
    sensitive; a rule without patterns allows no arguments);
-6. no argument is an option or subcommand that makes the allowed program run other code or
-   read other configuration (``git -c core.sshCommand=...``, ``git fetch --upload-pack=...``,
-   ``find -exec``, ``tar --to-command``...: :data:`EXEC_OPTIONS`), unless the rule permits
-   ``exec_option``. Long options are matched by every prefix too, since GNU getopt and git
-   accept a unique abbreviation (``--upload-p``); a short option is found inside a cluster
-   (``-xI``). Options after a bare ``--`` are operands and are not read as options.
+6. the arguments follow the program's option grammar (:mod:`.commandgrammar`: built in for
+   ``git``, ``find``, ``sed``, ``tar``... or given with the rule): an allow-list of the
+   options known to be safe for that program, read the way the program reads them (values
+   attached, separate or after ``=``, letter clusters, tar's old-style letter bundles, ``--``,
+   git's global options before the subcommand). An option the grammar does not list is
+   refused, whatever it does (``find -exec``, ``tar -I``, ``git grep -O``, an abbreviation);
+   so is a program without a grammar, unless its rule says ``any_arguments_unsafe=True``.
+   Some grammars also check values (``sed`` scripts are line-number ``p`` commands, ``tar``
+   archives are local, ``curl`` URLs are ``http(s)``).
 
 Denials carry a :class:`~.compose.DenyReason`, never the vector. The program's class is read
 from its base name without a version suffix (``/usr/bin/python3.12`` is ``python``).
@@ -34,27 +37,34 @@ from its base name without a version suffix (``/usr/bin/python3.12`` is ``python
 What this cannot see: what an allowed program does with files it reads. A repository the
 model can write to can hold a ``.git/config`` (``core.fsmonitor``, ``core.pager``, hooks,
 aliases), a ``Makefile`` or a ``package.json``: those run code on ``git status``, ``make``
-or ``npm test``. Keep such programs off the list, or scope the files they read.
+or ``npm test``; ``wget`` reads ``~/.wgetrc``. Keep such programs off the list, or scope the
+files they read. Paths in arguments are not scoped here (a hard link cannot be seen anyway).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import GateConfigError
+from .commandgrammar import FLAG, GRAMMARS, OPTIONAL, VALUE, Grammar, compile_grammar
 from .compose import DenyReason, GatePolicy, deny
 from .policy import PolicyDecision, ToolCall
 
 __all__ = [
     "BYPASSES",
     "EXEC_OPTIONS",
+    "GRAMMARS",
     "Allow",
     "CommandAllowList",
+    "Grammar",
     "check_argv",
+    "check_grammar",
+    "compile_grammar",
     "program_class",
 ]
 
@@ -71,33 +81,56 @@ SHELL_BUILTINS = _words(
 )
 INTERPRETERS = _words(
     """sh bash dash zsh ksh mksh pdksh oksh yash csh tcsh fish ash busybox toybox rbash
-    pwsh powershell cmd python pypy perl ruby irb node nodejs deno bun php lua luajit tclsh
-    wish expect osascript rscript r julia java jshell groovy scala kotlin swift dotnet
-    awk gawk mawk nawk sed gsed gdb lldb vi vim nvim view ex emacs nano less more most man
-    ed"""
+    xonsh nu nushell elvish ion oil osh ysh murex
+    pwsh powershell cmd cscript wscript python pypy ipython bpython ptpython jupyter perl
+    ruby irb pry node nodejs deno bun tsx ts-node php lua luajit tclsh wish expect
+    osascript rscript r octave julia java jshell groovy scala kotlin kotlinc swift dotnet
+    guile racket sbcl clisp ecl csi gsi chez scheme ocaml utop ghci runghc runhaskell erl
+    escript elixir iex clojure clj bb dc m4 gnuplot maxima gp
+    sqlite3 psql mysql mariadb mongo mongosh redis-cli duckdb sqlplus cqlsh
+    awk gawk mawk nawk gsed gdb lldb pdb vi vim nvim gvim rvim view rview ex emacs nano pico
+    joe mg micro kak hx less more most man info pager w3m lynx ed ftp sftp mail mailx nmap
+    aria2c"""
 )
 WRAPPERS = _words(
-    """env sudo doas su runuser pkexec nohup nice renice ionice chrt taskset timeout time
-    stdbuf setsid chroot unshare nsenter flock xargs parallel watch strace ltrace script
-    systemd-run firejail bwrap fakeroot proot ssh rsh sshpass dbus-launch start-stop-daemon
-    caffeinate exec command builtin"""
+    """env sudo sudoedit doas su runuser pkexec nohup nice renice ionice chrt taskset timeout
+    gtimeout time stdbuf unbuffer setsid chroot unshare nsenter flock xargs parallel sem
+    watch entr strace ltrace perf valgrind catchsegv script systemd-run systemd-nspawn
+    machinectl firejail bwrap fakeroot fakechroot proot schroot ssh rsh mosh autossh
+    sshpass ssh-agent dbus-launch dbus-run-session xvfb-run start-stop-daemon caffeinate
+    exec command builtin setpriv prlimit numactl torsocks torify proxychains proxychains4
+    faketime cpulimit trickle chpst gosu su-exec setuidgid sg newgrp runcon setarch linux32
+    linux64 docker podman nerdctl kubectl oc crictl ctr lxc lxc-attach apptainer
+    singularity distrobox toolbox flatpak snap tmux screen byobu xterm gnome-terminal
+    konsole alacritty kitty urxvt rxvt terminator nix-shell nix nix-env conda mamba
+    micromamba pixi bunx rlwrap asciinema hyperfine at batch crontab xdg-open open wine
+    ansible salt vagrant ld.so"""
 )
 PROJECT_SCRIPTS = _words(
-    """npm npx pnpm pnpx yarn corepack make gmake bmake cmake ninja just rake gradle gradlew
-    mvn mvnw ant sbt tox nox invoke poetry pipenv pdm hatch uv uvx pip pipx cargo go mix
-    composer bundle bundler pytest jest vitest mocha"""
+    """npm npx pnpm pnpx yarn yarnpkg corepack make gmake bmake cmake ninja just rake gradle
+    gradlew mvn mvnw ant sbt tox nox invoke poetry pipenv pdm hatch rye uv uvx pip pipx cargo
+    go mix composer bundle bundler gem rails rspec pytest py.test jest vitest mocha ava karma
+    playwright cypress coverage behave turbo nx lerna rush bazel bazelisk buck meson scons
+    waf xmake bitbake pre-commit conan mkdocs sphinx-build eslint prettier webpack vite
+    rollup babel nodemon gulp grunt mage task terraform tofu pulumi helm skaffold earthly
+    dagger ansible-playbook msbuild stack lein"""
 )
 
 BYPASSES: Mapping[str, str] = {
     "string_command": "a shell string instead of a vector: quoting, `;`, `$(...)`, globs",
     "env_assignment": "`NAME=value cmd` changes PATH, LD_PRELOAD, GIT_SSH... of an allowed cmd",
     "shell_builtin": "`cd`, `export`, `alias`, `source`, `eval`, `exec`: change the shell state",
-    "interpreter": "a shell or language interpreter (`bash -c`, `python -c`, `awk`, `sed e`)",
+    "interpreter": "a shell or language interpreter (`bash -c`, `python -c`, `awk`, `sqlite3`)",
     "wrapper": "a program that runs another (`env`, `sudo`, `xargs`, `timeout`, `nohup`)",
     "project_scripts": "a program that runs the project's scripts (`npm test`, `make`, `pytest`)",
     "exec_option": "an option of an allowed program that runs code (`git -c`, `find -exec`)",
     "program_path": "a relative or planted path (`./git`) standing in for an allowed name",
     "option_abbreviation": "a unique prefix of a long option (`--upload-p`) getopt accepts",
+    "unknown_option": "an option the program's grammar does not list (`git grep -O<cmd>`)",
+    "option_bundle": "old-style letters whose values come later (`tar xfI a.tar CMD`)",
+    "global_option_value": "a global option's value read as the subcommand (`git -C . ...`)",
+    "unsafe_value": "a value or script outside the safe subset (`sed 1e`, `curl file://`)",
+    "no_grammar": "a program whose options nobody described (`hg --config ...`)",
     "nul_byte": "a NUL byte: the OS cuts the argument there",
 }
 """The bypass classes the allow-list refuses, each with one example (see docs/policies.md)."""
@@ -107,92 +140,46 @@ _CLASSES: Mapping[str, tuple[frozenset[str], DenyReason]] = {
     "wrapper": (WRAPPERS, DenyReason.COMMAND_WRAPPER),
     "project_scripts": (PROJECT_SCRIPTS, DenyReason.COMMAND_PROJECT_SCRIPTS),
 }
-PERMITS = frozenset({"interpreter", "wrapper", "project_scripts", "exec_option", "shell_builtin"})
+PERMITS = frozenset({"interpreter", "wrapper", "project_scripts", "shell_builtin"})
 
 
-@dataclass(frozen=True, slots=True)
-class ExecOptions:
-    """Options and subcommands of one program that run code or load other configuration."""
-
-    long: frozenset[str] = frozenset()
-    """Long options (``--upload-pack``), matched with ``=value`` and by any prefix."""
-    short: str = ""
-    """Short option letters, found anywhere in a ``-abc`` cluster."""
-    exact: frozenset[str] = frozenset()
-    """Arguments refused exactly as written (``find``'s ``-exec``)."""
-    subcommands: frozenset[str] = frozenset()
-    """Subcommands refused outright (``git submodule`` runs ``foreach``)."""
-    per_subcommand: Mapping[str, ExecOptions] = field(default_factory=dict)
-    """Options refused only after a given subcommand (``git clone -c``)."""
-    global_long: frozenset[str] = frozenset()
-    """Long options refused only before the subcommand (``git --git-dir``)."""
-    global_exact: frozenset[str] = frozenset()
-    """Arguments refused exactly, only before the subcommand (``git -c``, ``git -C``)."""
-    contains: tuple[str, ...] = ()
-    """Substrings refused in any argument (``ext::``, git's command-running transport)."""
-
-
-_GIT_REMOTE = ExecOptions(long=frozenset({"--upload-pack", "--receive-pack", "--exec"}))
-EXEC_OPTIONS: Mapping[str, ExecOptions] = {
-    "git": ExecOptions(
-        long=frozenset(
-            {
-                "--upload-pack",
-                "--receive-pack",
-                "--exec",
-                "--extcmd",
-                "--config",
-                "--template",
-                "--output",  # diff/log/format-patch write a file the path scope never sees
-                "--output-directory",
-            }
-        ),
-        subcommands=frozenset(
-            {"submodule", "bisect", "filter-branch", "config", "daemon", "instaweb", "mergetool"}
-        ),
-        per_subcommand={
-            "clone": ExecOptions(short="cu"),
-            "rebase": ExecOptions(short="x"),
-            "difftool": ExecOptions(short="x"),
-            "archive": _GIT_REMOTE,
-            "ls-remote": ExecOptions(short="u"),
-        },
-        global_long=frozenset(
-            {"--config-env", "--exec-path", "--git-dir", "--work-tree", "--namespace"}
-        ),
-        global_exact=frozenset({"-c", "-C"}),
-        contains=("ext::", "fd::"),
+EXEC_OPTIONS: Mapping[str, frozenset[str]] = {
+    "git": _words(
+        """-c -C --config-env --exec-path --git-dir --work-tree --namespace --attr-source
+        --super-prefix -p --paginate submodule bisect filter-branch config daemon instaweb
+        mergetool difftool send-email fetch pull push clone archive ls-remote rebase
+        remote-ext help web--browse"""
     ),
-    "hg": ExecOptions(long=frozenset({"--config", "--cwd", "--repository"}), exact=frozenset()),
-    "find": ExecOptions(
-        exact=frozenset(
-            {"-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"}
-        )
+    "git diff": _words("--output --ext-diff --textconv -O --no-index"),
+    "git log": _words("--output --ext-diff --textconv -O --output-directory"),
+    "git show": _words("--output --ext-diff --textconv -O"),
+    "git grep": _words("-O --open-files-in-pager --textconv --no-index -f"),
+    "find": _words("-exec -execdir -ok -okdir -delete -fprint -fprint0 -fprintf -fls"),
+    "sed": _words("-i --in-place -f --file --follow-symlinks"),
+    "tar": _words(
+        """-I --use-compress-program --to-command --checkpoint --checkpoint-action -F
+        --info-script --new-volume-script -M --multi-volume -L --tape-length --rsh-command
+        --rmt-command -C --directory -P --absolute-names -T --files-from --overwrite"""
     ),
-    "rg": ExecOptions(long=frozenset({"--pre"})),
-    "tar": ExecOptions(
-        long=frozenset(
-            {
-                "--to-command",
-                "--checkpoint-action",
-                "--use-compress-program",
-                "--info-script",
-                "--new-volume-script",
-                "--rsh-command",
-                "--rmt-command",
-            }
-        ),
-        short="IF",
+    "rsync": _words("-e --rsh --rsync-path --daemon --config -M --remote-option"),
+    "wget": _words(
+        """-e --execute --use-askpass --config -i --input-file -r --recursive --post-file
+        --body-file -o --output-file -a --append-output"""
     ),
-    "rsync": ExecOptions(long=frozenset({"--rsh", "--rsync-path"}), short="e"),
-    "scp": ExecOptions(short="oFS"),
-    "sftp": ExecOptions(short="oFS"),
-    "zip": ExecOptions(long=frozenset({"--unzip-command"}), exact=frozenset({"-TT"})),
-    "sort": ExecOptions(long=frozenset({"--compress-program"})),
+    "curl": _words(
+        """-K --config -T --upload-file -F --form -d --data --data-binary -w --write-out -b
+        --cookie -c --cookie-jar -k --insecure"""
+    ),
+    "rg": _words("--pre --pre-glob -z --search-zip"),
+    "sort": _words("--compress-program -o --output -T --temporary-directory --files0-from"),
+    "cp": _words("-l --link -s --symbolic-link"),
+    "rm": _words("--no-preserve-root"),
 }
-"""Per program base name: what makes an allowed program run other code, load other
-configuration or write a file named in an option (a backstop to the rule's own argument
-patterns, not a replacement for them)."""
+"""Options (and git subcommands) known to run other code, read other configuration or write
+a file named in them, per grammar scope (``"git"`` for git's global options and subcommands,
+``"git grep"`` for one subcommand's). The grammars never list them (a test checks it); a
+refused option found here is reported as ``command_exec_option`` rather than
+``command_unknown_option``. Not a deny-list: an option nobody listed here is refused too."""
 
 _VERSION = re.compile(r"[0-9][0-9.]*$")
 
@@ -200,9 +187,12 @@ _VERSION = re.compile(r"[0-9][0-9.]*$")
 def program_class(program: str) -> str | None:
     """``interpreter``, ``wrapper``, ``project_scripts`` or None, from the base name."""
     base = _base(program)
+    whole = program.rsplit("/", 1)[-1].lower().removesuffix(".exe")
     for name, (members, _) in _CLASSES.items():
-        if base in members:
+        if base in members or whole in members:  # python3.12 is python; sqlite3, m4 as named
             return name
+    if base.startswith(("ld-linux", "ld.so", "ld64.so")):
+        return "wrapper"  # the dynamic loader runs the program it is given
     return None
 
 
@@ -221,14 +211,21 @@ class Allow:
     ``program`` is a bare name (the vector's first element must be exactly that name; the
     executor resolves it on its own ``PATH``) or an absolute path (matched exactly).
     ``args`` are ``fnmatch`` patterns: each argument must match one (``("status", "log",
-    "--oneline")``; ``("*",)`` allows any argument, the exec-option backstop still applies).
+    "--oneline")``; ``("*",)`` leaves the arguments to the program's grammar). They restrict
+    on top of the grammar, never instead of it.
     ``permit`` names bypass classes this rule knowingly allows: ``interpreter``,
-    ``wrapper``, ``project_scripts``, ``exec_option``, ``shell_builtin``.
+    ``wrapper``, ``project_scripts``, ``shell_builtin``.
+    ``grammar`` is the program's option grammar (a table, see
+    :mod:`.commandgrammar`), replacing the built-in one for this rule. A program with no
+    grammar, built in or given, is refused, unless ``any_arguments_unsafe=True``: then any
+    argument the patterns allow is approved, options that run code included.
     """
 
     program: str
     args: tuple[str, ...] = ()
     permit: Collection[str] = frozenset()
+    grammar: Mapping[str, Any] | Grammar | None = None
+    any_arguments_unsafe: bool = False
 
     def __post_init__(self) -> None:
         program = self.program
@@ -242,11 +239,23 @@ class Allow:
         if isinstance(args, str) or not all(isinstance(a, str) for a in args):
             raise GateConfigError("Allow: args must be a sequence of pattern strings")
         object.__setattr__(self, "args", tuple(args))
+        if isinstance(self.permit, str):
+            raise GateConfigError("Allow: permit is a collection of class names")
         permit = frozenset(self.permit)
+        if "exec_option" in permit:
+            raise GateConfigError(
+                "Allow: permit 'exec_option' is gone: options are checked against the"
+                " program's grammar; give a grammar= that lists the option, or"
+                " any_arguments_unsafe=True"
+            )
         if not permit <= PERMITS:
             unknown = sorted(permit - PERMITS)
             raise GateConfigError(f"Allow: unknown permit {unknown}; known: {sorted(PERMITS)}")
         object.__setattr__(self, "permit", permit)
+        if not isinstance(self.any_arguments_unsafe, bool):
+            raise GateConfigError("Allow: any_arguments_unsafe must be True or False")
+        if self.grammar is not None:
+            object.__setattr__(self, "grammar", compile_grammar(self.grammar))
 
 
 def check_argv(argv: object, rules: Mapping[str, Allow]) -> DenyReason | None:
@@ -273,66 +282,159 @@ def check_argv(argv: object, rules: Mapping[str, Allow]) -> DenyReason | None:
     for argument in arguments:
         if not any(fnmatch.fnmatchcase(argument, p) for p in rule.args):
             return DenyReason.COMMAND_ARGUMENT
-    options = EXEC_OPTIONS.get(_base(program))
-    if options is not None and "exec_option" not in permit and _runs_code(options, arguments):
-        return DenyReason.COMMAND_EXEC_OPTION
-    return None
+    if rule.any_arguments_unsafe:
+        return None
+    grammar = rule.grammar if isinstance(rule.grammar, Grammar) else GRAMMARS.get(_base(program))
+    if grammar is None:
+        return DenyReason.COMMAND_NO_GRAMMAR
+    return check_grammar(grammar, arguments, scope=_base(program))
 
 
-def _runs_code(options: ExecOptions, arguments: Sequence[str]) -> bool:
-    if any(token in a for a in arguments for token in options.contains):
-        return True
-    rest = list(arguments)
-    if options.global_exact or options.global_long:
-        # The options before the subcommand are the program's own (git's -c, -C...).
-        while rest and rest[0].startswith("-") and rest[0] != "--":
-            head = rest.pop(0)
-            if head in options.global_exact or _long_hit(head, options.global_long):
-                return True
-            if _option_hit(head, options):
-                return True
-        if rest and rest[0] == "--":
-            return False
-    subcommand = rest[0] if (options.subcommands or options.per_subcommand) and rest else None
-    if subcommand is not None and subcommand in options.subcommands:
-        return True
-    extra = options.per_subcommand.get(subcommand or "")
-    for argument in rest:
-        if argument == "--":
-            return False
-        if _option_hit(argument, options) or (extra is not None and _option_hit(argument, extra)):
+def check_grammar(grammar: Grammar, arguments: Sequence[str], *, scope: str) -> DenyReason | None:
+    """The reason ``arguments`` (the vector without its program) break ``grammar``, or None.
+
+    Options are read the way GNU ``getopt_long`` (and git's parse-options) read them, with
+    the options allowed anywhere among the operands (GNU's permutation: reading more words as
+    options only refuses more). ``scope`` names the grammar for :data:`EXEC_OPTIONS`.
+    """
+    known_bad = EXEC_OPTIONS.get(scope, frozenset())
+
+    def unknown(name: str) -> DenyReason:
+        if name in known_bad:
+            return DenyReason.COMMAND_EXEC_OPTION
+        return DenyReason.COMMAND_UNKNOWN_OPTION
+
+    options = grammar.options
+    operands: list[str] = []
+    scripts: list[str] = []
+    values: list[tuple[str, str]] = []
+    ended = False
+    i = 0
+    count = len(arguments)
+
+    def take(name: str, attached: str | None) -> bool:
+        nonlocal i
+        if attached is not None:
+            values.append((name, attached))
             return True
-    return False
-
-
-def _option_hit(argument: str, options: ExecOptions) -> bool:
-    if argument in options.exact:
+        if i >= count:
+            return False
+        values.append((name, arguments[i]))
+        i += 1
         return True
-    if argument.startswith("--"):
-        return _long_hit(argument, options.long)
-    if argument.startswith("-") and len(argument) > 1 and options.short:
-        return any(letter in options.short for letter in argument[1:])
-    return False
+
+    if grammar.bundle and arguments and not arguments[0].startswith("-"):
+        # Old-style letters (``tar xvf a.tar``): each letter that takes a value takes the
+        # next argument, in order.
+        i = 1
+        for letter in arguments[0]:
+            name = "-" + letter
+            kind = options.get(name)
+            if kind is None or kind == OPTIONAL:
+                return unknown(name)
+            if kind == VALUE and not take(name, None):
+                return DenyReason.COMMAND_UNKNOWN_OPTION
+    while i < count:
+        token = arguments[i]
+        i += 1
+        if ended or token == "-" or not token.startswith("-"):
+            if grammar.subcommands and not ended:
+                sub = grammar.subcommands.get(token)
+                if sub is None:
+                    return unknown(token)
+                outcome = _values_refusal(grammar, values, [], [])
+                if outcome is not None:
+                    return outcome
+                return check_grammar(sub, arguments[i:], scope=f"{scope} {token}")
+            operands.append(token)
+            continue
+        if token == "--" and grammar.dashdash:
+            if grammar.subcommands:
+                return DenyReason.COMMAND_UNKNOWN_OPTION
+            ended = True
+            continue
+        if grammar.words:
+            kind = options.get(token)
+            if kind is None:
+                return unknown(token)
+            if kind != FLAG and not take(token, None):
+                return DenyReason.COMMAND_UNKNOWN_OPTION
+            continue
+        if token.startswith("--"):
+            name, equals, value = token.partition("=")
+            kind = options.get(name)
+            if kind is None:
+                return unknown(name)
+            if kind == FLAG and equals:
+                return DenyReason.COMMAND_UNKNOWN_OPTION
+            if kind == VALUE and not take(name, value if equals else None):
+                return DenyReason.COMMAND_UNKNOWN_OPTION
+            if kind == OPTIONAL and equals:
+                values.append((name, value))
+            continue
+        if grammar.numbers and token[1:].isascii() and token[1:].isdigit():
+            continue
+        position = 1
+        while position < len(token):
+            name = "-" + token[position]
+            kind = options.get(name)
+            if kind is None:
+                return unknown(name)
+            rest = token[position + 1 :]
+            if kind == FLAG:
+                position += 1
+                continue
+            if kind == VALUE and not take(name, rest or None):
+                return DenyReason.COMMAND_UNKNOWN_OPTION
+            if kind == OPTIONAL and rest:
+                values.append((name, rest))
+            break
+    return _values_refusal(grammar, values, operands, scripts)
 
 
-def _long_hit(argument: str, names: Iterable[str]) -> bool:
-    if not argument.startswith("--") or len(argument) <= 2:
-        return False
-    name = argument.split("=", 1)[0]
-    # getopt_long and git accept any unique prefix of a long option: refuse every prefix.
-    return any(known.startswith(name) for known in names)
+def _values_refusal(
+    grammar: Grammar,
+    values: Sequence[tuple[str, str]],
+    operands: Sequence[str],
+    scripts: list[str],
+) -> DenyReason | None:
+    for name, value in values:
+        check = grammar.checks.get(name)
+        if check is not None and not check(value):
+            return DenyReason.COMMAND_UNSAFE_VALUE
+        if name in grammar.script_options:
+            scripts.append(value)
+    if grammar.script is not None:
+        if not scripts and operands:
+            scripts.append(operands[0])
+            operands = operands[1:]
+        if not all(grammar.script(script) for script in scripts):
+            return DenyReason.COMMAND_UNSAFE_VALUE
+    if grammar.max_operands is not None and len(operands) > grammar.max_operands:
+        return DenyReason.COMMAND_UNSAFE_VALUE
+    if grammar.operand_check is not None and not all(map(grammar.operand_check, operands)):
+        return DenyReason.COMMAND_UNSAFE_VALUE
+    return None
 
 
 class CommandAllowList(GatePolicy):
     """A gate policy: the argument vectors of command tools must pass :func:`check_argv`.
 
     ``rules``: the :class:`Allow` rules (one per program). ``tools``: which tools run
-    commands, and in which argument: ``{"run": "argv"}``. Calls of other tools are approved
+    commands, and in which argument: ``{"run": "argv"}``. ``grammars``: option grammars for
+    programs the rules name (keyed as the rule spells the program), replacing the built-in
+    ones (see :mod:`.commandgrammar` for the table format). Calls of other tools are approved
     by this policy (compose it with others for them); a command tool's call without the
     argument is refused.
     """
 
-    def __init__(self, rules: Iterable[Allow], *, tools: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        rules: Iterable[Allow],
+        *,
+        tools: Mapping[str, str],
+        grammars: Mapping[str, Mapping[str, Any] | Grammar] | None = None,
+    ) -> None:
         table: dict[str, Allow] = {}
         for rule in rules:
             if not isinstance(rule, Allow):
@@ -340,6 +442,17 @@ class CommandAllowList(GatePolicy):
             if rule.program in table:
                 raise GateConfigError("CommandAllowList: one rule per program")
             table[rule.program] = rule
+        if grammars is not None:
+            if not isinstance(grammars, Mapping):
+                raise GateConfigError("CommandAllowList: grammars maps programs to tables")
+            for program, grammar in grammars.items():
+                if program not in table:
+                    raise GateConfigError("CommandAllowList: a grammar for a program no rule names")
+                if table[program].grammar is not None:
+                    raise GateConfigError("CommandAllowList: two grammars for one program")
+                table[program] = dataclasses.replace(
+                    table[program], grammar=compile_grammar(grammar)
+                )
         if not isinstance(tools, Mapping) or not tools:
             raise GateConfigError("CommandAllowList: tools maps each command tool to its argv")
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in tools.items()):
