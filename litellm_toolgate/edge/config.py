@@ -113,6 +113,24 @@ def unknown_guardrail_keys(kwargs: Mapping[str, Any]) -> list[str]:
     return sorted(k for k in kwargs if k not in allowed and k not in SETTING_KEYS)
 
 
+def import_callable(path: str, what: str) -> Any:
+    """The callable at ``package.module:name``; a :class:`GateConfigError` naming ``what``
+    when it cannot be imported or is not callable."""
+    module_name, _, attr = path.partition(":")
+    try:
+        target: Any = getattr(importlib.import_module(module_name), attr)
+    except GateConfigError:
+        raise  # a built-in policy built at import names its own setting
+    except Exception as exc:
+        # Whatever the module raised while it was imported: a bare ValueError or TypeError
+        # would reach a proxy, which logs such a guardrail and starts without it. Only the
+        # type is kept (the message could quote anything).
+        raise GateConfigError(f"{what} {path!r} cannot be imported: {type(exc).__name__}") from None
+    if not callable(target):
+        raise GateConfigError(f"{what} {path!r} is not callable")
+    return target
+
+
 class LimitSettings(BaseModel):
     """Any subset of :class:`Limits`' fields; the rest keep their defaults.
 
@@ -196,16 +214,7 @@ class EscalationSettings(BaseModel):
     def load_hook(self) -> Hook | None:
         if self.hook is None:
             return None
-        module_name, _, attr = self.hook.partition(":")
-        try:
-            target: Any = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise GateConfigError(
-                f"escalation hook {self.hook!r} cannot be imported: {type(exc).__name__}"
-            ) from None
-        if not callable(target):
-            raise GateConfigError(f"escalation hook {self.hook!r} is not callable")
-        hook: Hook = target
+        hook: Hook = import_callable(self.hook, "escalation hook")
         return hook
 
 
@@ -300,21 +309,7 @@ class GateSettings(BaseModel):
     def load_policy(self) -> Policy | None:
         if self.policy is None:
             return None
-        module_name, _, attr = self.policy.partition(":")
-        try:
-            target: Any = getattr(importlib.import_module(module_name), attr)
-        except GateConfigError:
-            raise  # a built-in policy built at import names its own setting
-        except Exception as exc:
-            # Whatever the module raised while it was imported: a bare ValueError or TypeError
-            # would reach a proxy, which logs such a guardrail and starts without it. Only the
-            # type is kept (the message could quote anything).
-            raise GateConfigError(
-                f"policy {self.policy!r} cannot be imported: {type(exc).__name__}"
-            ) from None
-        if not callable(target):
-            raise GateConfigError(f"policy {self.policy!r} is not callable")
-        policy: Policy = target
+        policy: Policy = import_callable(self.policy, "policy")
         return policy
 
     def load_hmac_key(self) -> bytes | None:
