@@ -347,13 +347,21 @@ def test_a_call_the_gate_fails_to_arm_is_refused_unsent(upstream: Recorder) -> N
 
 
 @pytest.mark.parametrize("route", SDK_ROUTES)
-def test_a_whole_sync_response_on_an_sdk_route_is_refused_unsent(
+def test_a_whole_sync_response_on_an_sdk_route_is_claimed_and_gated(
     upstream: Recorder, route: str
 ) -> None:
+    # Judged while the OpenAI SDK reads the body (tests/test_sync_sdk_whole.py has the rest).
     before = len(upstream.bodies)
-    with pytest.raises(UngatedCallRefused, match=f"without stream=True on the {route}/ route"):
-        litellm.completion(**sdk_kwargs(upstream, "multiply_basic", route))
-    assert len(upstream.bodies) == before
+    response = litellm.completion(**sdk_kwargs(upstream, "multiply_basic", route))
+    calls = response.choices[0].message.tool_calls
+    assert [c.function.arguments for c in calls] == [
+        CASES["multiply_basic"]["calls"][0]["arguments"]
+    ]
+    with pytest.raises(SchemaRejected):
+        litellm.completion(**sdk_kwargs(upstream, "unknown_tool", route))
+    assert len(upstream.bodies) == before + 2
+    for sent in upstream.headers[-2:]:
+        assert synccall.MARKER not in sent
 
 
 @pytest.mark.parametrize("route", SDK_ROUTES)

@@ -91,6 +91,14 @@ LAZY: dict[str, tuple[str, str]] = {
     "BaseAzureLLM": ("litellm.llms.azure.common_utils", "BaseAzureLLM"),
     # A custom provider's base class (``litellm.custom_provider_map``'s handlers).
     "CustomLLM": ("litellm.llms.custom_llm", "CustomLLM"),
+    # The error litellm's OpenAI SDK chat handler re-raises as it is (1.108.7, 1.110.2:
+    # ``OpenAIChatCompletion.completion`` and ``make_sync_openai_chat_completion_request``
+    # end in ``except OpenAIError: raise`` and wrap any other exception in a new one, a 500
+    # litellm retries): a sync whole refusal raised inside the SDK's request is also one.
+    "OpenAIError": ("litellm.llms.openai.common_utils", "OpenAIError"),
+    # Its twin in litellm's Azure chat handler (``AzureChatCompletion.completion``: ``except
+    # AzureOpenAIError: raise``, anything else wrapped in a new one; 1.108.7, 1.110.2).
+    "AzureOpenAIError": ("litellm.llms.azure.common_utils", "AzureOpenAIError"),
 }
 """Name: (litellm module, attribute), imported on first use."""
 

@@ -92,7 +92,14 @@ from ..seam.symbols import HTTPHandler, _get_httpx_client
 from ..transport import WireTap, _wrap
 from .claims import ClaimTable, new_token
 from .custom import CustomProviders
-from .refusal import RefusedResponse, SyncCallStopped, UngatedCallRefused, stop_response
+from .refusal import (
+    RefusedResponse,
+    SyncCallStopped,
+    ThroughHandler,
+    UngatedCallRefused,
+    sdk_whole,
+    stop_response,
+)
 from .vouching import is_vouched, is_vouched_client, vouch_client, vouched
 
 MARKER = "x-toolgate-claim"
@@ -334,11 +341,16 @@ class ClaimingTransport(httpx.BaseTransport):
                 CLAIMS.put_back(claim)
             return response
         assert isinstance(response.stream, httpx.SyncByteStream)
-        if tap.streamed or claim.read_first:
+        through = sdk_whole(request)
+        if tap.streamed or claim.read_first or through:
             # A stream; or a whole body litellm parses inside its request code, before its
-            # post-call hook (see reads_whole_first): judged while litellm's request reads
-            # it, a quarantine raised right there, before litellm has any of it.
-            body = SyncWithholdingStream(response.stream, tap, claim.gate)
+            # post-call hook (see reads_whole_first), or the OpenAI SDK reads inside its
+            # request (an SDK route's whole call): judged while litellm's request reads it,
+            # a quarantine raised right there, before litellm has any of it (on an SDK
+            # route, as an error litellm's SDK handler hands on as it is).
+            body: httpx.SyncByteStream = SyncWithholdingStream(response.stream, tap, claim.gate)
+            if through:
+                body = ThroughHandler(body, request)
             return _wrap(response, body, request)
         whole = SyncWithholdingStream(response.stream, tap, claim.gate, defer=True)
         return HeldResponse(response, whole, request, tap, claim.gate)
