@@ -238,7 +238,7 @@ def test_force_ipv4_calls_are_gated(upstream: Recorder, monkeypatch: pytest.Monk
 
 
 # ---- the OpenAI SDK routes: claimed on the SDK client's httpx client (sdkclaim) -----------
-SDK_ROUTES = ["openai", "azure", "perplexity", "cerebras", "litellm_proxy"]
+SDK_ROUTES = ["openai", "azure", "perplexity", "cerebras", "litellm_proxy", "custom_openai"]
 
 
 def sdk_kwargs(upstream: Recorder, name: str, route: str, **extra: Any) -> dict[str, Any]:
@@ -442,7 +442,8 @@ def test_an_sdk_client_cached_before_the_gate_is_wrapped_and_gated(
 
 @pytest.mark.parametrize(
     "model",
-    ["custom_openai/gpt-4o"],
+    # litellm sends chat on text-completion-openai/ through the SDK's legacy completions.
+    ["text-completion-openai/gpt-3.5-turbo-instruct"],
 )
 def test_the_other_sdk_routes_are_refused_unsent(upstream: Recorder, model: str) -> None:
     before = len(upstream.bodies)
