@@ -359,3 +359,20 @@ def test_custom_openai_is_gated_async_too(upstream: Upstream) -> None:
         asyncio.run(go("schema_invalid"))
     check_refused(refused.value, "schema_invalid")
     assert len(upstream.requests) == before + 2
+
+
+def test_a_stream_litellm_fakes_from_a_whole_answer_is_judged_whole(upstream: Upstream) -> None:
+    """litellm asks Azure's o-series for a whole answer and makes a stream of it itself: the
+    gate judges the whole body on the wire (it is no stream), before litellm makes chunks."""
+    kwargs = {**call(upstream, "azure", "valid", stream=True), "model": "azure/o1-mini"}
+    before = len(upstream.requests)
+    chunks = list(litellm.completion(**kwargs))
+    arguments = "".join(
+        tc.function.arguments or "" for c in chunks for tc in c.choices[0].delta.tool_calls or []
+    )
+    assert arguments == WIRE_ARGS
+    kwargs["messages"] = [{"role": "user", "content": "schema_invalid"}]
+    with pytest.raises(ToolCallQuarantined) as refused:
+        litellm.completion(**kwargs)
+    check_refused(refused.value, "schema_invalid")
+    assert len(upstream.requests) == before + 2

@@ -78,6 +78,7 @@ from .claiming import (
 )
 from .custom import CustomProviderRefused
 from .sdkclaim import arm_sdk, claim_sdk_clients, claim_whole_client
+from .sdkclaim import streamed as sdk_streamed
 
 
 def _api(kind: str) -> Api:
@@ -282,6 +283,11 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
         model = f"{route}/{model}"
     body = logged_body(kwargs)
     streamed = bool(kwargs.get("stream")) or bool(isinstance(body, Mapping) and body.get("stream"))
+    if sync_route_sdk(route, kind):
+        # The wire's own answer: the body the SDK sends. litellm fakes the stream of a model
+        # that has none (Azure's o-series) from a whole answer it asked for: judged whole,
+        # before litellm makes chunks of it.
+        streamed = sdk_streamed(kwargs)
     # litellm's standard logging of a sync call reads the metadata of its litellm_params.
     params = kwargs.get("litellm_params")
     request: dict[str, Any] = params if isinstance(params, dict) else {}
