@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from ...core.errors import ToolGateError, WireNotObservable
-from ..seam.symbols import GuardrailRaisedException, lazy
+from ..seam.symbols import SDK_RAW_RESPONSE, GuardrailRaisedException, lazy
 
 
 class UngatedCallRefused(WireNotObservable, GuardrailRaisedException):
@@ -137,11 +137,8 @@ def sdk_whole(request: httpx.Request) -> bool:
     handler: the SDK reads its body inside its request, and litellm's handler wraps what is
     raised there unless it passes :func:`through_openai_handler`. litellm asks the SDK for
     its raw response (``X-Stainless-Raw-Response: true``, 1.108.7, 1.110.2); no other client
-    of litellm's sends that header."""
-    return request.headers.get(_RAW_RESPONSE) == "true" and not _asks_for_stream(request)
-
-
-_RAW_RESPONSE = "x-stainless-raw-response"
+    of litellm's sends that header (:data:`~..seam.symbols.SDK_RAW_RESPONSE`)."""
+    return request.headers.get(SDK_RAW_RESPONSE) == "true" and not _asks_for_stream(request)
 
 
 class ThroughHandler(httpx.SyncByteStream):
