@@ -342,6 +342,10 @@ def test_a_whole_call_the_gate_cannot_arm_is_refused_unsent(upstream: Upstream) 
         )
     assert not isinstance(refused.value, litellm.InternalServerError)
     assert len(upstream.requests) == before
+    import pickle
+
+    again = pickle.loads(pickle.dumps(refused.value))
+    assert type(again) is UngatedCallRefused and str(again) == str(refused.value)
 
 
 def test_custom_openai_is_gated_async_too(upstream: Upstream) -> None:
@@ -376,3 +380,20 @@ def test_a_stream_litellm_fakes_from_a_whole_answer_is_judged_whole(upstream: Up
         litellm.completion(**kwargs)
     check_refused(refused.value, "schema_invalid")
     assert len(upstream.requests) == before + 2
+
+
+@pytest.mark.parametrize("route", SDK_ROUTES)
+def test_a_refusal_keeps_no_argument_text_in_its_chain_or_frames(
+    upstream: Upstream, route: str
+) -> None:
+    from leakcheck import assert_clean_exception
+
+    with pytest.raises(ToolCallQuarantined) as refused:
+        litellm.completion(**call(upstream, route, "schema_invalid"))
+    assert_clean_exception(refused.value, SECRET)
+    # It pickles as the gate's own class (an error tracker, a process pool).
+    import pickle
+
+    again = pickle.loads(pickle.dumps(refused.value))
+    assert type(again).__name__ == "SchemaRejected" and again.reason is R.SCHEMA_INVALID
+    assert isinstance(again, SchemaRejected) and str(again) == str(refused.value)
