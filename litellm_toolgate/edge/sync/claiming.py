@@ -38,9 +38,10 @@ the transport under the HTTP client litellm is about to send on. So:
    (:class:`~..httpwithhold.SyncWithholdingStream`): text passes live, tool calls wait for
    the wire's end, parse, schema and the policy; a whole body is judged on the wire before
    litellm reads any of it (where litellm would make an error of its own of anything raised
-   at its first look, :func:`reads_whole_first`, while litellm's request reads it, the
-   quarantine raised right there). A marker without a matching claim is refused before the request
-   is sent. An answer that is not a success (a 429, a 503) is handed back unread and the
+   at its first look, :func:`reads_whole_first`, and where the OpenAI SDK reads it inside
+   its request, :func:`~.refusal.sdk_whole`: while litellm's request reads it, the
+   quarantine raised right there). A marker without a matching claim is refused before the
+   request is sent. An answer that is not a success (a 429, a 503) is handed back unread and the
    claim stays takeable, so the OpenAI SDK's own retry of the same request is claimed and
    gated like the first try.
 4. **Check** (``log_post_api_call``, after the response headers, before litellm hands

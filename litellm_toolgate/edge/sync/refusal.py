@@ -191,7 +191,9 @@ class RefusedResponse(httpx.Response):
     it, and a whole body reads as empty and raises it the first time litellm looks at its
     content (building its result); both places hand a guardrail intervention to the caller
     as it is. A whole body litellm parses inside its request code (``in_read``) raises it
-    as litellm's request reads it, which litellm's Gemini handler lets through as it is.
+    as litellm's request reads it, which litellm's Gemini handler lets through as it is; so
+    does a whole body the OpenAI SDK reads inside its request (:func:`sdk_whole`), raised as
+    one litellm's SDK handler hands on as it is (:func:`through_openai_handler`).
     """
 
     def __init__(self, request: httpx.Request, message: str, *, in_read: bool = False) -> None:
