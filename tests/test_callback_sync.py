@@ -238,7 +238,7 @@ def test_force_ipv4_calls_are_gated(upstream: Recorder, monkeypatch: pytest.Monk
 
 
 # ---- the OpenAI SDK routes: claimed on the SDK client's httpx client (sdkclaim) -----------
-SDK_ROUTES = ["openai", "azure", "perplexity", "cerebras", "litellm_proxy"]
+SDK_ROUTES = ["openai", "azure", "perplexity", "cerebras", "litellm_proxy", "custom_openai"]
 
 
 def sdk_kwargs(upstream: Recorder, name: str, route: str, **extra: Any) -> dict[str, Any]:
@@ -347,13 +347,21 @@ def test_a_call_the_gate_fails_to_arm_is_refused_unsent(upstream: Recorder) -> N
 
 
 @pytest.mark.parametrize("route", SDK_ROUTES)
-def test_a_whole_sync_response_on_an_sdk_route_is_refused_unsent(
+def test_a_whole_sync_response_on_an_sdk_route_is_claimed_and_gated(
     upstream: Recorder, route: str
 ) -> None:
+    # Judged while the OpenAI SDK reads the body (tests/test_sync_sdk_whole.py has the rest).
     before = len(upstream.bodies)
-    with pytest.raises(UngatedCallRefused, match=f"without stream=True on the {route}/ route"):
-        litellm.completion(**sdk_kwargs(upstream, "multiply_basic", route))
-    assert len(upstream.bodies) == before
+    response = litellm.completion(**sdk_kwargs(upstream, "multiply_basic", route))
+    calls = response.choices[0].message.tool_calls
+    assert [c.function.arguments for c in calls] == [
+        CASES["multiply_basic"]["calls"][0]["arguments"]
+    ]
+    with pytest.raises(SchemaRejected):
+        litellm.completion(**sdk_kwargs(upstream, "unknown_tool", route))
+    assert len(upstream.bodies) == before + 2
+    for sent in upstream.headers[-2:]:
+        assert synccall.MARKER not in sent
 
 
 @pytest.mark.parametrize("route", SDK_ROUTES)
@@ -434,7 +442,8 @@ def test_an_sdk_client_cached_before_the_gate_is_wrapped_and_gated(
 
 @pytest.mark.parametrize(
     "model",
-    ["custom_openai/gpt-4o"],
+    # litellm sends chat on text-completion-openai/ through the SDK's legacy completions.
+    ["text-completion-openai/gpt-3.5-turbo-instruct"],
 )
 def test_the_other_sdk_routes_are_refused_unsent(upstream: Recorder, model: str) -> None:
     before = len(upstream.bodies)

@@ -88,6 +88,7 @@ MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     "databricks": ("databricks/my-endpoint", {}),
     "watsonx": ("watsonx/ibm/granite-13b-chat-v2", {"project_id": "p"}),
     "litellm_proxy": ("litellm_proxy/gpt-4o-mini", {}),
+    "custom_openai": ("custom_openai/gpt-4o-mini", {}),
 }
 # Also: an OpenAI model on azure_ai is litellm's azure route; vertex_ai/ gates Claude (on
 # Anthropic's wire) and refuses its other partner models.

@@ -76,12 +76,16 @@ REFUSED = ANTHROPIC_MESSAGES | frozenset(
 
 # Sync routes whose chat calls go out through an OpenAI SDK client (their Responses calls
 # use litellm's own client). Those in _SDK_CLAIMED are claimed on the SDK client's httpx
-# client (see sync.sdkclaim): openai/, azure/ and the routes litellm sends through its
-# OpenAI route. The others are refused before sending under litellm.callbacks.
-_SDK_CLAIMED = frozenset({"openai", "azure", "perplexity", "cerebras", "litellm_proxy"})
-_SDK_CLIENT_ROUTES = _SDK_CLAIMED | frozenset(
-    {"azure_ai", "custom_openai", "text-completion-openai"}
+# client (see sync.sdkclaim), streamed and whole: openai/, azure/ and the routes litellm
+# sends through its OpenAI route (custom_openai/ among them). The others are refused
+# before sending under litellm.callbacks: text-completion-openai/ sends chat through the
+# SDK's legacy completions. (azure_ai/ is not among them: litellm 1.108.7 and 1.110.2 send
+# its chat through their own HTTP handler, claimed as cometapi/'s is, or, for an OpenAI
+# model on an Azure OpenAI endpoint, through azure/'s SDK client: the azure/ route.)
+_SDK_CLAIMED = frozenset(
+    {"openai", "azure", "perplexity", "cerebras", "litellm_proxy", "custom_openai"}
 )
+_SDK_CLIENT_ROUTES = _SDK_CLAIMED | frozenset({"text-completion-openai"})
 
 
 def handling(call_type: str) -> Handling | None:

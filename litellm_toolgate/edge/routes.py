@@ -218,6 +218,13 @@ ROUTES: Mapping[str, Route] = {
         ),
         Route("cerebras", _OPENAI_CHAT, _BRIDGED_OPENAI),
         Route("litellm_proxy", _OPENAI_CHAT, _NATIVE_RESPONSES),
+        # Any OpenAI-compatible server: litellm sends its chat through openai/'s own handler
+        # and SDK client (1.108.7, 1.110.2); its Responses calls have not been checked.
+        Route(
+            "custom_openai",
+            _OPENAI_CHAT,
+            Refused("litellm's Responses API on custom_openai/ has not been checked"),
+        ),
         # Chat SSE through litellm's own HTTP handler.
         Route("azure_ai", _HTTP_CHAT, _FAKE_STREAM),
         Route("cometapi", _HTTP_CHAT, _BRIDGED_HTTP),

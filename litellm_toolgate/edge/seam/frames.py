@@ -31,6 +31,12 @@ ENTRY = "wrapper"
 """The function litellm's ``client`` decorator (``litellm.utils.client``) wraps each sync
 entry point in: frames above it are not the call's own."""
 
+AZURE_CHAT = ("AzureChatCompletion", "completion", "get_azure_openai_client")
+"""litellm's Azure chat handler (``litellm.llms.azure.azure``: class, method) and the method
+it takes a whole sync call's SDK client from, *after* ``log_pre_api_call`` (1.108.7,
+1.110.2), with these locals of its own as the arguments:"""
+AZURE_CLIENT_ARGS = ("api_key", "api_base", "api_version", "client", "litellm_params", "model")
+
 _CACHE_DEPTH = 16
 _MESSAGES_DEPTH = 120
 CALL_DEPTH = 64
@@ -101,6 +107,27 @@ def call_frames(start: FrameType | None) -> tuple[list[FrameType], bool]:
     return frames, False
 
 
+def azure_whole_client(frames: list[FrameType]) -> Any:
+    """The SDK client litellm's Azure chat handler (:data:`AZURE_CHAT`), found among
+    ``frames``, will send its whole sync call on: made now by that handler's own method, with
+    the very arguments it will pass a moment later (its locals), so litellm's client cache
+    holds it under the key litellm asks for (a ``client=`` of the caller's is handed back as
+    it is). None when no such frame is found. Raises what litellm's method raises (litellm's
+    own call would fail the same way)."""
+    handler, method, make = AZURE_CHAT
+    for frame in frames:
+        owner = frame.f_locals.get("self")
+        if (
+            frame.f_code.co_name == method
+            and type(owner).__name__ == handler
+            and _in_litellm(frame)
+        ):
+            found = frame.f_locals
+            arguments = {name: found.get(name) for name in AZURE_CLIENT_ARGS}
+            return getattr(owner, make)(_is_async=False, **arguments)
+    return None
+
+
 def local_values(frames: list[FrameType]) -> Iterator[Any]:
     """Every local value of ``frames``, innermost frame first (a snapshot of each)."""
     for frame in frames:
@@ -127,10 +154,32 @@ def missing() -> list[str]:
     client = getattr(utils, "client", None)
     if client is None or f"def {ENTRY}(" not in inspect.getsource(client):
         gone.append(f"litellm.utils.client's {ENTRY}")
+    gone.extend(_missing_azure())
     return gone
 
 
+def _missing_azure() -> list[str]:
+    from litellm.llms.azure import azure
+
+    handler, method, make = AZURE_CHAT
+    owner = getattr(azure, handler, None)
+    code = getattr(owner, method, None)
+    maker = getattr(owner, make, None)
+    if code is None or maker is None:
+        return [f"litellm.llms.azure.azure.{handler}.{method} / {make}"]
+    source = inspect.getsource(code)
+    # The whole sync call logs its request (pre_call) before it takes its client.
+    logged, taken = source.rfind("pre_call("), source.rfind(f"self.{make}(")
+    parameters = inspect.signature(maker).parameters
+    if not 0 <= logged < taken or not all(
+        name in parameters and f"{name}={name}" in source[taken:] for name in AZURE_CLIENT_ARGS
+    ):
+        return [f"litellm's {handler}.{method} no longer takes its client as read"]
+    return []
+
+
 __all__ = [
+    "azure_whole_client",
     "call_frames",
     "call_setup",
     "caller",

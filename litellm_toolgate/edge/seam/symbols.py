@@ -91,8 +91,24 @@ LAZY: dict[str, tuple[str, str]] = {
     "BaseAzureLLM": ("litellm.llms.azure.common_utils", "BaseAzureLLM"),
     # A custom provider's base class (``litellm.custom_provider_map``'s handlers).
     "CustomLLM": ("litellm.llms.custom_llm", "CustomLLM"),
+    # The error litellm's OpenAI SDK chat handler re-raises as it is (1.108.7, 1.110.2:
+    # ``OpenAIChatCompletion.completion`` and ``make_sync_openai_chat_completion_request``
+    # end in ``except OpenAIError: raise`` and wrap any other exception in a new one, a 500
+    # litellm retries): a sync whole refusal raised inside the SDK's request is also one.
+    "OpenAIError": ("litellm.llms.openai.common_utils", "OpenAIError"),
+    # Its twin in litellm's Azure chat handler (``AzureChatCompletion.completion``: ``except
+    # AzureOpenAIError: raise``, anything else wrapped in a new one; 1.108.7, 1.110.2).
+    "AzureOpenAIError": ("litellm.llms.azure.common_utils", "AzureOpenAIError"),
 }
 """Name: (litellm module, attribute), imported on first use."""
+
+SDK_RAW_RESPONSE = "x-stainless-raw-response"
+"""The header the OpenAI SDK sends, as ``true``, on a request whose raw response it hands
+back (``openai._constants.RAW_RESPONSE_HEADER``, openai 3.60): litellm asks for that on
+every chat call of its SDK handlers (1.108.7, 1.110.2: ``make_sync_openai_chat_completion_
+request``'s request options, the Azure handler's ``with_raw_response``), and no other client
+of litellm's sends it. It tells the claiming transport that a whole body is read inside the
+SDK's request (see ``sync.refusal.sdk_whole``)."""
 
 MESSAGES_PACKAGES = (
     ("litellm.llms.anthropic.messages", "native.handler"),  # 1.110.2
@@ -143,12 +159,19 @@ def missing() -> list[str]:
     for part in _MESSAGES_PARTS:
         if messages_module(part) is None:
             gone.append(f"litellm Messages module {part!r} in {MESSAGES_PACKAGES}")
+    try:
+        constants = importlib.import_module("openai._constants")
+    except ImportError:
+        constants = None
+    if str(getattr(constants, "RAW_RESPONSE_HEADER", "")).lower() != SDK_RAW_RESPONSE:
+        gone.append(f"openai._constants.RAW_RESPONSE_HEADER == {SDK_RAW_RESPONSE!r}")
     return gone
 
 
 __all__ = [
     "LAZY",
     "MESSAGES_PACKAGES",
+    "SDK_RAW_RESPONSE",
     "AsyncHTTPHandler",
     "BaseResponsesAPIStreamingIterator",
     "ChatCompletionDeltaToolCall",

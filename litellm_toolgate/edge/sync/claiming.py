@@ -38,9 +38,10 @@ the transport under the HTTP client litellm is about to send on. So:
    (:class:`~..httpwithhold.SyncWithholdingStream`): text passes live, tool calls wait for
    the wire's end, parse, schema and the policy; a whole body is judged on the wire before
    litellm reads any of it (where litellm would make an error of its own of anything raised
-   at its first look, :func:`reads_whole_first`, while litellm's request reads it, the
-   quarantine raised right there). A marker without a matching claim is refused before the request
-   is sent. An answer that is not a success (a 429, a 503) is handed back unread and the
+   at its first look, :func:`reads_whole_first`, and where the OpenAI SDK reads it inside
+   its request, :func:`~.refusal.sdk_whole`: while litellm's request reads it, the
+   quarantine raised right there). A marker without a matching claim is refused before the
+   request is sent. An answer that is not a success (a 429, a 503) is handed back unread and the
    claim stays takeable, so the OpenAI SDK's own retry of the same request is claimed and
    gated like the first try.
 4. **Check** (``log_post_api_call``, after the response headers, before litellm hands
@@ -92,7 +93,14 @@ from ..seam.symbols import HTTPHandler, _get_httpx_client
 from ..transport import WireTap, _wrap
 from .claims import ClaimTable, new_token
 from .custom import CustomProviders
-from .refusal import RefusedResponse, SyncCallStopped, UngatedCallRefused, stop_response
+from .refusal import (
+    RefusedResponse,
+    SyncCallStopped,
+    ThroughHandler,
+    UngatedCallRefused,
+    sdk_whole,
+    stop_response,
+)
 from .vouching import is_vouched, is_vouched_client, vouch_client, vouched
 
 MARKER = "x-toolgate-claim"
@@ -334,11 +342,16 @@ class ClaimingTransport(httpx.BaseTransport):
                 CLAIMS.put_back(claim)
             return response
         assert isinstance(response.stream, httpx.SyncByteStream)
-        if tap.streamed or claim.read_first:
+        through = sdk_whole(request)
+        if tap.streamed or claim.read_first or through:
             # A stream; or a whole body litellm parses inside its request code, before its
-            # post-call hook (see reads_whole_first): judged while litellm's request reads
-            # it, a quarantine raised right there, before litellm has any of it.
-            body = SyncWithholdingStream(response.stream, tap, claim.gate)
+            # post-call hook (see reads_whole_first), or the OpenAI SDK reads inside its
+            # request (an SDK route's whole call): judged while litellm's request reads it,
+            # a quarantine raised right there, before litellm has any of it (on an SDK
+            # route, as an error litellm's SDK handler hands on as it is).
+            body: httpx.SyncByteStream = SyncWithholdingStream(response.stream, tap, claim.gate)
+            if through:
+                body = ThroughHandler(body, request)
             return _wrap(response, body, request)
         whole = SyncWithholdingStream(response.stream, tap, claim.gate, defer=True)
         return HeldResponse(response, whole, request, tap, claim.gate)

@@ -7,8 +7,8 @@ litellm gives a callback three moments on a sync ``litellm.completion`` /
    thing on every call, before its cache and before any request is built). An
    ``Exception`` raised here reaches the caller as it is. Everything the call's own
    arguments decide is refused here: a closed gate, two gates selected for one call, a
-   provider litellm cannot tell, a route whose sync client the gate cannot claim, a whole
-   response on an OpenAI SDK route, a stream of litellm's sync Messages adapter. A
+   provider litellm cannot tell, a route whose sync client the gate cannot claim, a stream
+   of litellm's sync Messages adapter. A
    ``client=`` of the caller's gets a claiming transport around its httpx client (in place,
    put back with the rest), so its request is claimed like litellm's own.
 2. **``log_pre_api_call``** (:func:`log_pre_api_call`: the full URL, the body and the very
@@ -77,7 +77,7 @@ from .claiming import (
     sent,
 )
 from .custom import CustomProviderRefused
-from .sdkclaim import arm_sdk, claim_sdk_clients
+from .sdkclaim import arm_sdk, claim_sdk_clients, claim_whole_client
 from .sdkclaim import streamed as sdk_streamed
 
 
@@ -85,7 +85,7 @@ def _api(kind: str) -> Api:
     return Api.RESPONSES if kind == "responses" else Api.CHAT
 
 
-def sync_refusal(kind: str, route: str, streamed: bool, sdk_streamed: bool) -> str | None:
+def sync_refusal(kind: str, route: str, streamed: bool) -> str | None:
     """Why a sync call under the callback must not be sent although its route is gated, or
     None when it can be claimed.
 
@@ -99,15 +99,6 @@ def sync_refusal(kind: str, route: str, streamed: bool, sdk_streamed: bool) -> s
             f"a sync litellm.{kind} on the {route}/ route goes out through a client the "
             f"gate cannot claim under litellm.callbacks; it was not sent. Use "
             f"ToolGate.{kind}(...) or litellm.a{kind}(...)"
-        )
-    if sync_route_sdk(route, kind) and not sdk_streamed:
-        # The SDK reads a whole body inside litellm's error handling, which would turn a
-        # quarantine into a retryable server error of litellm's.
-        return (
-            f"a sync litellm.{kind} without stream=True on the {route}/ route cannot "
-            f"hand a quarantine to the caller under litellm.callbacks (the OpenAI SDK "
-            f"reads the whole body inside litellm's error handling); it was not sent. "
-            f"Use stream=True, ToolGate.{kind}(...) or litellm.a{kind}(...)"
         )
     if streamed and in_messages_entry_point():
         # litellm's sync Messages adapter ends the stream quietly on any exception.
@@ -199,7 +190,7 @@ def at_call_setup(gate: GateGuardrail, kind: str, kwargs: Mapping[str, Any]) -> 
         refusal = str(not_gated)
     if refusal is not None:
         raise UngatedCallRefused(refusal)
-    refusal = sync_refusal(kind, provider, streamed, streamed)
+    refusal = sync_refusal(kind, provider, streamed)
     if refusal is not None:
         raise UngatedCallRefused(refusal)
     client = kwargs.get("client")
@@ -249,6 +240,7 @@ def _hold(kwargs: Mapping[str, Any], message: str) -> None:
         claim_http_handlers(*call_handlers(kwargs))
         claim_sdk_clients()
         claim_held_clients()
+        claim_whole_client()
         url = sent(kwargs, "api_base")
         read_first = isinstance(url, str) and reads_whole_first(url)
         token = CLAIMS.refuse(kwargs, message, release=lease, read_first=read_first)
@@ -291,6 +283,11 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
         model = f"{route}/{model}"
     body = logged_body(kwargs)
     streamed = bool(kwargs.get("stream")) or bool(isinstance(body, Mapping) and body.get("stream"))
+    if sync_route_sdk(route, kind):
+        # The wire's own answer: the body the SDK sends. litellm fakes the stream of a model
+        # that has none (Azure's o-series) from a whole answer it asked for: judged whole,
+        # before litellm makes chunks of it.
+        streamed = sdk_streamed(kwargs)
     # litellm's standard logging of a sync call reads the metadata of its litellm_params.
     params = kwargs.get("litellm_params")
     request: dict[str, Any] = params if isinstance(params, dict) else {}
@@ -304,7 +301,7 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
     if admitted is None:
         return
     deciding = admitted[1]
-    refusal = sync_refusal(kind, route, streamed, sdk_streamed(kwargs))
+    refusal = sync_refusal(kind, route, streamed)
     if refusal is not None:
         raise UngatedCallRefused(refusal)
     # The call's own tools as the caller passed them (litellm's logging kwargs keep them), as

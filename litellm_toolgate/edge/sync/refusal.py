@@ -20,8 +20,8 @@ from typing import Any
 
 import httpx
 
-from ...core.errors import WireNotObservable
-from ..seam.symbols import GuardrailRaisedException
+from ...core.errors import ToolGateError, WireNotObservable
+from ..seam.symbols import SDK_RAW_RESPONSE, GuardrailRaisedException, lazy
 
 
 class UngatedCallRefused(WireNotObservable, GuardrailRaisedException):
@@ -67,14 +67,119 @@ class SyncCallStopped(BaseException):
         self.refusal = UngatedCallRefused(message)
 
 
-class _Refused(httpx.SyncByteStream):
-    """The body of a refused stream: reading it raises the refusal."""
+_THROUGH: dict[type[BaseException], type[BaseException]] = {}
+# What litellm's OpenAIError carries beyond an exception's own fields (1.108.7, 1.110.2).
+_HANDLER_FIELDS = ("request", "response", "headers", "body", "status_code_is_synthesized")
 
-    def __init__(self, message: str) -> None:
-        self.message = message
+
+def _plain(error: BaseException) -> BaseException:
+    """``error`` as the gate's own class again, without litellm's handler fields."""
+    cls: type[BaseException] = next(c for c in type(error).__mro__ if c not in _THROUGH.values())
+    plain: BaseException = cls.__new__(cls)
+    plain.__dict__.update({k: v for k, v in error.__dict__.items() if k not in _HANDLER_FIELDS})
+    plain.args = error.args
+    return plain
+
+
+def _reduce_plain(self: BaseException) -> Any:
+    return _plain(self).__reduce__()
+
+
+def through_openai_handler(error: Exception, request: httpx.Request | None = None) -> Exception:
+    """``error`` (the gate's refusal of a sync whole call on an OpenAI SDK route) as an
+    exception litellm's OpenAI SDK chat handler hands on as it is.
+
+    That handler reads a whole body inside the SDK's request, and wraps whatever it raises
+    there in a new error of its own (a 500, which litellm's ``num_retries`` and a Router
+    re-send), unless it is litellm's ``OpenAIError`` (``AzureOpenAIError`` in its Azure
+    handler), which it re-raises untouched (:mod:`..seam.symbols`). So the refusal is built
+    again as an instance of a subclass of its own class and of both of those: ``except
+    SchemaRejected`` (or ``UngatedCallRefused``) still catches it, with every field of it;
+    litellm's exception mapping then sees a
+    guardrail intervention and hands it to the caller as it is, never re-sent. The OpenAI
+    SDK under it lets any exception that is not an ``httpx`` transport error or a timeout
+    through unretried (openai 3.60)."""
+    bases: tuple[type[Exception], ...] = (lazy("OpenAIError"), lazy("AzureOpenAIError"))
+    if all(isinstance(error, base) for base in bases):
+        return error
+    cls = type(error)
+    mixed = _THROUGH.get(cls)
+    if mixed is None:
+        mixed = _THROUGH[cls] = type(
+            cls.__name__,
+            (cls, *bases),
+            {
+                "__module__": cls.__module__,
+                "__qualname__": cls.__qualname__,
+                "__doc__": cls.__doc__,
+                "__reduce__": _reduce_plain,
+            },
+        )
+    through = mixed.__new__(mixed)
+    through.__dict__.update(error.__dict__)
+    through.args = error.args
+    status = getattr(error, "status_code", 400)
+    sent = request if request is not None else httpx.Request("POST", "http://toolgate.invalid")
+    for name, value in (
+        ("request", sent),
+        ("response", httpx.Response(status, request=sent)),
+        ("headers", None),
+        ("body", None),
+        ("status_code_is_synthesized", False),
+    ):
+        through.__dict__.setdefault(name, value)
+    assert isinstance(through, Exception)
+    return through
+
+
+def sdk_whole(request: httpx.Request) -> bool:
+    """Whether ``request`` is a whole (non-streamed) chat request of litellm's OpenAI SDK
+    handler: the SDK reads its body inside its request, and litellm's handler wraps what is
+    raised there unless it passes :func:`through_openai_handler`. litellm asks the SDK for
+    its raw response (``X-Stainless-Raw-Response: true``, 1.108.7, 1.110.2); no other client
+    of litellm's sends that header (:data:`~..seam.symbols.SDK_RAW_RESPONSE`)."""
+    return request.headers.get(SDK_RAW_RESPONSE) == "true" and not _asks_for_stream(request)
+
+
+class ThroughHandler(httpx.SyncByteStream):
+    """A whole body judged while the OpenAI SDK's request reads it (``inner``, the gate's
+    withholding stream): a refusal it raises is raised again as one litellm's OpenAI SDK
+    handler hands on as it is (:func:`through_openai_handler`), outside every ``except``
+    block and from a frame that holds no byte of the body."""
+
+    def __init__(self, inner: httpx.SyncByteStream, request: httpx.Request) -> None:
+        self._inner = inner
+        self._sent = request
 
     def __iter__(self) -> Iterator[bytes]:
-        raise UngatedCallRefused(self.message)
+        failure: ToolGateError | None = None
+        try:
+            yield from self._inner
+        except ToolGateError as refused:
+            failure = refused
+        if failure is not None:
+            through = through_openai_handler(failure, self._sent)
+            failure = None
+            through.__traceback__ = None
+            raise through
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class _Refused(httpx.SyncByteStream):
+    """The body of a refused stream: reading it raises the refusal (made to pass litellm's
+    OpenAI SDK handler as it is, for ``through``)."""
+
+    def __init__(self, message: str, through: httpx.Request | None = None) -> None:
+        self.message = message
+        self.through = through
+
+    def __iter__(self) -> Iterator[bytes]:
+        refusal: Exception = UngatedCallRefused(self.message)
+        if self.through is not None:
+            refusal = through_openai_handler(refusal, self.through)
+        raise refusal
 
 
 class RefusedResponse(httpx.Response):
@@ -86,18 +191,25 @@ class RefusedResponse(httpx.Response):
     it, and a whole body reads as empty and raises it the first time litellm looks at its
     content (building its result); both places hand a guardrail intervention to the caller
     as it is. A whole body litellm parses inside its request code (``in_read``) raises it
-    as litellm's request reads it, which litellm's Gemini handler lets through as it is.
+    as litellm's request reads it, which litellm's Gemini handler lets through as it is; so
+    does a whole body the OpenAI SDK reads inside its request (:func:`sdk_whole`), raised as
+    one litellm's SDK handler hands on as it is (:func:`through_openai_handler`).
     """
 
     def __init__(self, request: httpx.Request, message: str, *, in_read: bool = False) -> None:
         streamed = _asks_for_stream(request)
+        # A whole body litellm's OpenAI SDK handler reads inside the SDK's request: raised
+        # there, made to pass that handler as it is (see through_openai_handler).
+        through = sdk_whole(request)
         super().__init__(
             200,
             headers={"content-type": "text/event-stream" if streamed else "application/json"},
             # in_read: a whole body litellm parses inside its request code, where an error
             # raised at its content would become litellm's: raised as litellm's request
             # reads it instead (see claiming.reads_whole_first).
-            stream=_Refused(message) if streamed or in_read else httpx.ByteStream(b""),
+            stream=_Refused(message, request if through else None)
+            if streamed or in_read or through
+            else httpx.ByteStream(b""),
             request=request,
         )
         self.refusal = message
@@ -174,4 +286,12 @@ def _asks_for_stream(request: httpx.Request) -> bool:
     return isinstance(body, dict) and body.get("stream") is True
 
 
-__all__ = ["RefusedResponse", "SyncCallStopped", "UngatedCallRefused", "stop_response"]
+__all__ = [
+    "RefusedResponse",
+    "SyncCallStopped",
+    "ThroughHandler",
+    "UngatedCallRefused",
+    "sdk_whole",
+    "stop_response",
+    "through_openai_handler",
+]

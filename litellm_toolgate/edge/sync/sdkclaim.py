@@ -1,5 +1,5 @@
-"""Sync chat streams of the OpenAI SDK routes under ``litellm.callbacks``: claimed on the
-OpenAI SDK client's http client.
+"""Sync chat calls of the OpenAI SDK routes under ``litellm.callbacks``, streamed and whole:
+claimed on the OpenAI SDK client's http client.
 
 On these routes litellm sends through an ``openai.OpenAI`` / ``AzureOpenAI`` client, which
 litellm builds (on ``litellm.client_session`` when one is set, else on an httpx client of
@@ -25,8 +25,16 @@ its own) and caches *before* any hook of the call runs. So:
    (:func:`~.claiming.check_claimed`), and :class:`~.claiming.UngatedCallRefused` reaches
    the caller. Its marker did reach that upstream (a random token, no more).
 
-A whole (non-streamed) response is refused before sending: the SDK reads that body inside
-litellm's error handling, which would turn a quarantine into a retryable server error.
+A whole (non-streamed) response is judged while the SDK's request reads it (the SDK reads a
+whole body inside its request, before litellm sees any of it), and a refusal is raised right
+there, built so that litellm's SDK handler hands it on as it is
+(:func:`~.refusal.through_openai_handler`): anything else raised there, litellm would wrap in
+a retryable server error of its own. litellm's Azure handler takes the SDK client of a whole
+call only *after* ``log_pre_api_call``: the gate makes it first, with litellm's own method
+and the handler's own arguments, and claims it (:func:`claim_whole_client`). A whole answer
+that still came through a client the gate never saw is already parsed when
+``log_post_api_call`` runs: that call ends in the last resort,
+:class:`~.claiming.SyncCallStopped`.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import httpx
 import litellm
 
 from ..httpwithhold import Withholding
+from ..seam import frames as frames_of
 from ..seam import privates
 from ..transport import WireTap
 from . import claiming
@@ -61,6 +70,23 @@ def claim_sdk_clients() -> None:
     for _key, client in privates.cached_clients(_is_sync_sdk):
         installation.claim_client(privates.sdk_http_client(client))
     installation.claim_client(getattr(litellm, "client_session", None))
+
+
+def claim_whole_client() -> None:
+    """Wrap the SDK client litellm's Azure chat handler takes for a whole sync call *after*
+    ``log_pre_api_call``: made now, by litellm's own method with the handler's own arguments,
+    so litellm finds it in its cache a moment later (see :mod:`..seam.frames`). Nothing
+    on the other SDK routes: they take their client before the hooks
+    (:func:`~.claiming.claim_held_clients` finds it)."""
+    frames, entry = frames_of.call_frames(frames_of.caller())
+    if not entry:
+        return
+    try:
+        made = frames_of.azure_whole_client(frames)
+    except Exception:
+        return  # litellm's own call fails the same way, sending nothing
+    if made is not None:
+        claiming.INSTALLATION.claim_client(privates.sdk_http_client(made))
 
 
 def streamed(kwargs: Mapping[str, Any]) -> bool:
@@ -99,6 +125,8 @@ def _arm_sdk(
 ) -> None:
     claim_sdk_clients()
     claiming.claim_held_clients()  # the SDK client litellm holds, even if evicted since
+    if not streamed(kwargs):
+        claim_whole_client()  # the one litellm's Azure handler takes after the hooks
     base, data = sent(kwargs, "api_base"), sent(kwargs, "complete_input_dict")
     url = str(base) if base is not None else ""
     headers = data.get("extra_headers", _ABSENT) if isinstance(data, dict) else None
@@ -138,9 +166,12 @@ def _arm_sdk(
         url_matches=_base_matcher(url),
         restore=restore,
         release=lease,
+        # A whole body: the SDK reads it inside its request, and litellm parses it before
+        # its post-call hook (see claiming.check_claimed).
+        read_first=not streamed(kwargs),
     )
     # A new dict: the caller's own extra_headers never hold the marker.
     data["extra_headers"] = {**mine, MARKER: token}
 
 
-__all__ = ["arm_sdk", "claim_sdk_clients", "streamed"]
+__all__ = ["arm_sdk", "claim_sdk_clients", "claim_whole_client", "streamed"]
