@@ -34,6 +34,7 @@ from .core import (
     WireUnread,
     find_quarantine,
 )
+from .core.journal import ConversationBehind, RunBusy, RunLeaseLost
 
 if TYPE_CHECKING:
     from .edge.callback import (
@@ -77,6 +78,7 @@ __all__ = [
     "AsyncGatedStream",
     "DuplicateCallId",
     "CarrierMismatch",
+    "ConversationBehind",
     "DecisionRecord",
     "GateConfigError",
     "GatedStream",
@@ -101,6 +103,8 @@ __all__ = [
     "ToolGateGuardrail",
     "UngatedCallRefused",
     "RouteNotGated",
+    "RunBusy",
+    "RunLeaseLost",
     "WireNotObservable",
     "WireUnread",
     "find_quarantine",

@@ -1,8 +1,11 @@
 """The fleet store: PostgreSQL through psycopg 3 (the optional extra ``postgres``).
 
 One connection per journal in autocommit mode, shared by its threads under the journal's
-lock; each move is one statement (its own transaction: one round trip), a migration one
-explicit transaction. The fencing token is ``nextval`` of a ``SEQUENCE``, drawn by the
+lock; each move is one statement (its own transaction: one round trip), a migration, a run
+lease or a move that renews the run lease one explicit transaction (the lease's own moves
+with ``synchronous_commit = off``, see ``store.py``). A move under a run lease checks the
+lease with ``FOR SHARE`` on the run's row: a takeover waits for the move to commit, and a
+move after a takeover sees it. The fencing token is ``nextval`` of a ``SEQUENCE``, drawn by the
 claim's conditional ``UPDATE`` itself: strictly increasing across every claim of every
 worker. The row lock of that ``UPDATE`` lasts its statement, never the tool's run.
 Tables live in one schema (``?schema=NAME``, default ``public``), created on first open;
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .store import Clock, Cursor, Kind, Observer, SqlJournal
@@ -43,6 +46,10 @@ class PostgresJournal(SqlJournal):
                 "counter": "",
                 "fencing": q + "journal_fencing",
                 "by_step": "journal_calls_by_step",
+                "runs": q + "journal_runs",
+                "by_step_qualified": q + "journal_calls_by_step",
+                "claim_trigger": "",
+                "claim_token": f"nextval('{q}journal_fencing')",
                 "real": "DOUBLE PRECISION",
                 "bigint": "BIGINT",
             },
@@ -66,21 +73,29 @@ class PostgresJournal(SqlJournal):
     def _placeholder(self, sql: str) -> str:
         return sql.replace("?", "%s")
 
+    guard = " AND EXISTS (SELECT 1 FROM {runs} WHERE run_id = ? AND lease_token = ? FOR SHARE)"
+
     @contextlib.contextmanager
     def _begin(self, kind: Kind) -> Iterator[Cursor]:
-        if kind == "many":
+        if kind != "read":
             with self._conn.transaction(), self._conn.cursor() as cur:
+                if kind == "lax":
+                    cur.execute("SET LOCAL synchronous_commit = off")
                 yield cur
         else:
-            # One statement on an autocommit connection is its own transaction: one round
-            # trip. (A "one" move's explaining read, when its write matched nothing, is a
-            # second statement; the refusal was decided by the write.)
+            # One statement on an autocommit connection is its own transaction.
             with self._conn.cursor() as cur:
                 yield cur
 
-    def _token(self, cur: Cursor) -> tuple[str, list[Any]]:
-        # Drawn by the claim's UPDATE itself, only for the row it moves.
-        return self._q("nextval('{fencing}')"), []
+    def _execute_one(self, sql: str, params: Sequence[Any]) -> Any:
+        # One statement on an autocommit connection is its own transaction: one round
+        # trip. (A move's explaining read, when its write matched nothing, is a second
+        # statement; the refusal was decided by the write.)
+        return self._conn.execute(sql, params).fetchone()
+
+    def _run_token(self, cur: Cursor) -> tuple[str, list[Any]]:
+        # Drawn by the lease's upsert itself.
+        return "nextval('{fencing}')", []
 
     def _disconnect(self) -> None:
         self._conn.close()

@@ -1,18 +1,23 @@
 """The embedded store: stdlib ``sqlite3``, one file in WAL mode (or ``:memory:``).
 
-One connection per journal, shared by its threads under the journal's lock. Every write
-runs in ``BEGIN IMMEDIATE`` (the write lock is taken when the transaction begins, so two
-processes racing for a claim serialize there instead of failing on upgrade); a claim bumps
-the ``fencing`` counter row and moves the call in that one transaction. A read is one
-``SELECT``, its own read transaction (WAL readers do not wait for the writer). ``synchronous=FULL``
-by default: a commit is on disk when the method returns.
+One connection per journal, shared by its threads under the journal's lock. A move is one
+statement in autocommit mode: a DML statement's transaction is a write transaction from its
+first step (the write lock is taken when it begins, waiting on the busy timeout, so two
+processes racing for a claim serialize there instead of failing on upgrade), and it commits
+when the statement ends: one commit, no ``BEGIN`` / ``COMMIT`` round of its own. A claim
+writes the ``fencing`` counter + 1 as its token and a trigger moves the counter in the same
+statement. Several statements (a migration, a run lease, a move that renews the run lease)
+run in ``BEGIN IMMEDIATE``. A read is one ``SELECT``, its own read transaction (WAL readers
+do not wait for the writer). ``synchronous=FULL`` by default: a commit is on disk when the
+method returns (the run lease's own moves excepted: ``NORMAL`` for that transaction, see
+``store.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ...core.errors import GateConfigError
@@ -26,6 +31,10 @@ NAMES = {
     "counter": "journal_counter",
     "fencing": "",
     "by_step": "journal_calls_by_step",
+    "runs": "journal_runs",
+    "by_step_qualified": "journal_calls_by_step",
+    "claim_trigger": "journal_claim_moves_counter",
+    "claim_token": "(SELECT value + 1 FROM journal_counter WHERE name = 'fencing')",
     "real": "REAL",
     "bigint": "INTEGER",
 }
@@ -49,6 +58,7 @@ class SqliteJournal(SqlJournal):
             raise GateConfigError("the SQLite journal needs SQLite 3.35 or newer (RETURNING)")
         super().__init__(dict(NAMES), clock=clock, observer=observer)
         self.path = path
+        self._synchronous = synchronous
         try:
             self._conn = sqlite3.connect(
                 path, timeout=timeout, isolation_level=None, check_same_thread=False
@@ -76,19 +86,32 @@ class SqliteJournal(SqlJournal):
             finally:
                 cur.close()
             return
-        cur.execute("BEGIN IMMEDIATE")
+        lax = kind == "lax" and self._synchronous != "NORMAL"
+        if lax:  # a connection setting, read at each commit: this transaction's only
+            cur.execute("PRAGMA synchronous = NORMAL")
         try:
-            yield cur
-        except BaseException:
-            cur.execute("ROLLBACK")
-            raise
-        else:
-            cur.execute("COMMIT")
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                yield cur
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            else:
+                cur.execute("COMMIT")
         finally:
+            if lax:
+                cur.execute(f"PRAGMA synchronous = {self._synchronous}")
             cur.close()
 
-    def _token(self, cur: Cursor) -> tuple[str, list[Any]]:
-        # The counter row moves in the claim's own transaction: rolled back with it.
+    def _execute_one(self, sql: str, params: Sequence[Any]) -> Any:
+        # Autocommit: the statement is its transaction. Reading every row it returns steps
+        # it to its end, where it commits (a RETURNING statement not stepped to the end
+        # would keep the write lock).
+        found = self._conn.execute(sql, params).fetchall()
+        return found[0] if found else None
+
+    def _run_token(self, cur: Cursor) -> tuple[str, list[Any]]:
+        # The counter row moves in the lease's own transaction: rolled back with it.
         cur.execute(
             "UPDATE journal_counter SET value = value + 1 WHERE name = 'fencing' RETURNING value"
         )
