@@ -50,6 +50,10 @@ class PostgresJournal(SqlJournal):
                 "by_step_qualified": q + "journal_calls_by_step",
                 "claim_trigger": "",
                 "claim_token": f"nextval('{q}journal_fencing')",
+                # set_config(..., true) lasts to the end of the statement's own transaction,
+                # whose commit then does not wait for the WAL flush.
+                "lax_with": "WITH lax AS (SELECT set_config('synchronous_commit', 'off', true)) ",
+                "lax_from": " FROM lax",
                 "real": "DOUBLE PRECISION",
                 "bigint": "BIGINT",
             },
@@ -77,10 +81,8 @@ class PostgresJournal(SqlJournal):
 
     @contextlib.contextmanager
     def _begin(self, kind: Kind) -> Iterator[Cursor]:
-        if kind != "read":
+        if kind == "many":
             with self._conn.transaction(), self._conn.cursor() as cur:
-                if kind == "lax":
-                    cur.execute("SET LOCAL synchronous_commit = off")
                 yield cur
         else:
             # One statement on an autocommit connection is its own transaction.
@@ -93,9 +95,9 @@ class PostgresJournal(SqlJournal):
         # statement; the refusal was decided by the write.)
         return self._conn.execute(sql, params).fetchone()
 
-    def _run_token(self, cur: Cursor) -> tuple[str, list[Any]]:
-        # Drawn by the lease's upsert itself.
-        return "nextval('{fencing}')", []
+    def _execute_lax(self, sql: str, params: Sequence[Any]) -> Any:
+        # The statement sets synchronous_commit = off for its own transaction ({lax_with}).
+        return self._conn.execute(sql, params).fetchone()
 
     def _disconnect(self) -> None:
         self._conn.close()

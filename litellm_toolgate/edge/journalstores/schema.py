@@ -6,7 +6,7 @@ newer than :data:`LATEST` is refused (:class:`JournalVersionError`): this code n
 to a schema it does not know.
 
 Templates name tables through ``{calls}``, ``{version}``, ``{counter}``, ``{fencing}``,
-``{runs}``, ``{by_step}`` and ``{claim_trigger}`` (qualified by the store) and column types
+``{runs}``, ``{by_step}`` and the SQLite triggers' names (qualified by the store) and column types
 through ``{real}`` and ``{bigint}``.
 
 Versions:
@@ -105,6 +105,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             WHEN NEW.fencing_token IS NOT NULL BEGIN
                 UPDATE {counter} SET value = NEW.fencing_token
                 WHERE name = 'fencing' AND value < NEW.fencing_token;
+            END""",
+            # And when a run lease takes its token (an insert, or a takeover's update).
+            """CREATE TRIGGER {run_insert_trigger} AFTER INSERT ON {runs} BEGIN
+                UPDATE {counter} SET value = NEW.lease_token
+                WHERE name = 'fencing' AND value < NEW.lease_token;
+            END""",
+            """CREATE TRIGGER {run_update_trigger} AFTER UPDATE OF lease_token ON {runs} BEGIN
+                UPDATE {counter} SET value = NEW.lease_token
+                WHERE name = 'fencing' AND value < NEW.lease_token;
             END""",
         ),
     ),

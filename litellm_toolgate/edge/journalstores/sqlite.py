@@ -34,7 +34,11 @@ NAMES = {
     "runs": "journal_runs",
     "by_step_qualified": "journal_calls_by_step",
     "claim_trigger": "journal_claim_moves_counter",
+    "run_insert_trigger": "journal_run_insert_moves_counter",
+    "run_update_trigger": "journal_run_update_moves_counter",
     "claim_token": "(SELECT value + 1 FROM journal_counter WHERE name = 'fencing')",
+    "lax_with": "",
+    "lax_from": "",
     "real": "REAL",
     "bigint": "INTEGER",
 }
@@ -86,21 +90,15 @@ class SqliteJournal(SqlJournal):
             finally:
                 cur.close()
             return
-        lax = kind == "lax" and self._synchronous != "NORMAL"
-        if lax:  # a connection setting, read at each commit: this transaction's only
-            cur.execute("PRAGMA synchronous = NORMAL")
+        cur.execute("BEGIN IMMEDIATE")
         try:
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                yield cur
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
-            else:
-                cur.execute("COMMIT")
+            yield cur
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        else:
+            cur.execute("COMMIT")
         finally:
-            if lax:
-                cur.execute(f"PRAGMA synchronous = {self._synchronous}")
             cur.close()
 
     def _execute_one(self, sql: str, params: Sequence[Any]) -> Any:
@@ -110,13 +108,15 @@ class SqliteJournal(SqlJournal):
         found = self._conn.execute(sql, params).fetchall()
         return found[0] if found else None
 
-    def _run_token(self, cur: Cursor) -> tuple[str, list[Any]]:
-        # The counter row moves in the lease's own transaction: rolled back with it.
-        cur.execute(
-            "UPDATE journal_counter SET value = value + 1 WHERE name = 'fencing' RETURNING value"
-        )
-        value: Any = cur.fetchone()[0]
-        return "?", [int(value)]
+    def _execute_lax(self, sql: str, params: Sequence[Any]) -> Any:
+        if self._synchronous == "NORMAL":
+            return self._execute_one(sql, params)
+        # A connection setting, read when a transaction commits: this statement's only.
+        self._conn.execute("PRAGMA synchronous = NORMAL")
+        try:
+            return self._execute_one(sql, params)
+        finally:
+            self._conn.execute(f"PRAGMA synchronous = {self._synchronous}")
 
     def _disconnect(self) -> None:
         self._conn.close()

@@ -74,7 +74,7 @@ from ...core.journal import (
 from .schema import LATEST, MIGRATIONS, VERSION_TABLE
 
 Observer = Callable[[str, JournalRow], None]
-Kind = Literal["read", "many", "lax"]
+Kind = Literal["read", "many"]
 Clock = Callable[[], float]
 
 _SELECT = ", ".join(COLUMNS)
@@ -118,11 +118,18 @@ _RENEW = (
     "UPDATE {runs} SET lease_expires_at = ? WHERE run_id = ? AND lease_token = ? "
     "RETURNING lease_token"
 )
+# The run lease's own moves, each one statement committed without waiting for the disk
+# ({lax_with} / {lax_from}: how a dialect says so inside the statement, if it can).
+_RENEW_LAX = (
+    "{lax_with}UPDATE {runs} SET lease_expires_at = ?{lax_from} WHERE run_id = ? "
+    "AND lease_token = ? RETURNING lease_token"
+)
 _ACQUIRE = (
-    "INSERT INTO {runs} AS r (run_id, holder, lease_token, lease_expires_at, acquired_at) "
-    "VALUES (?, ?, {run_token}, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
-    "holder = excluded.holder, lease_token = excluded.lease_token, "
-    "lease_expires_at = excluded.lease_expires_at, acquired_at = excluded.acquired_at "
+    "{lax_with}INSERT INTO {runs} AS r (run_id, holder, lease_token, lease_expires_at, "
+    "acquired_at) SELECT ?, ?, {claim_token}, ?, ?{lax_from} WHERE 1 = 1 "
+    "ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, "
+    "lease_token = excluded.lease_token, lease_expires_at = excluded.lease_expires_at, "
+    "acquired_at = excluded.acquired_at "
     "WHERE r.lease_expires_at <= ? OR r.lease_token = ? RETURNING lease_token"
 )
 _RUN_ROW = "SELECT holder, lease_token, lease_expires_at FROM {runs} WHERE run_id = ?"
@@ -155,9 +162,8 @@ class SqlJournal:
     # -- what a dialect supplies --------------------------------------------------------
 
     def _begin(self, kind: Kind) -> contextlib.AbstractContextManager[Cursor]:
-        """A cursor for ``kind`` of work: ``"read"`` (one consistent read), ``"many"``
-        (several statements in one durable transaction) or ``"lax"`` (the same, committed
-        without waiting for the disk: the run lease's own moves)."""
+        """A cursor for ``kind`` of work: ``"read"`` (one consistent read) or ``"many"``
+        (several statements in one durable transaction)."""
         raise NotImplementedError  # pragma: no cover
 
     def _execute_one(self, sql: str, params: Sequence[Any]) -> Any:
@@ -165,8 +171,8 @@ class SqlJournal:
         (None when it returned none). Called under the journal's lock."""
         raise NotImplementedError  # pragma: no cover
 
-    def _run_token(self, cur: Cursor) -> tuple[str, list[Any]]:
-        """The SQL expression (and its parameters) of a run lease's new fencing token."""
+    def _execute_lax(self, sql: str, params: Sequence[Any]) -> Any:
+        """Like :meth:`_execute_one`, committed without waiting for the disk."""
         raise NotImplementedError  # pragma: no cover
 
     def _placeholder(self, sql: str) -> str:
@@ -416,38 +422,43 @@ class SqlJournal:
         dead_token = -1
         for _ in range(2):
             now = self._clock()
-            with self._tx("lax") as cur:
-                token_sql, token_params = self._run_token(cur)
-                cur.execute(
-                    self._q(_ACQUIRE.replace("{run_token}", token_sql)),
-                    [run_id, holder, *token_params, now + lease, now, now, dead_token],
+            with self._lock:
+                if self._closed:
+                    raise GateConfigError("this journal is closed")
+                found = self._execute_lax(
+                    self._q(_ACQUIRE), [run_id, holder, now + lease, now, now, dead_token]
                 )
-                found = cur.fetchone()
-                if found is None:
-                    cur.execute(self._q(_RUN_ROW), [run_id])
-                    current = cur.fetchone()
             if found is not None:
                 return RunLease(run_id, int(found[0]), lease, now + lease, holder)
-            if current is None or not holder_gone(str(current[0])) or dead_token != -1:
+            current = self.run_holder(run_id)
+            if current is None or dead_token != -1 or not holder_gone(current[0]):
                 break
-            dead_token = int(current[1])  # its holder is gone: take it from that token only
-        raise RunBusy(run_id, None if current is None else float(current[2]))
+            dead_token = current[1]  # its holder is gone: take it from that token only
+        raise RunBusy(run_id, None if current is None else current[2])
 
     def renew_run(self, run: RunLease) -> None:
         """Push the lease's end to now + its length (``RunLeaseLost`` if it is no longer
         the run's current one). Committed without waiting for the disk."""
         expires = self._clock() + run.lease_seconds
-        with self._tx("lax") as cur:
-            self._renew_in(cur, run, expires)
-        run.expires_at = expires
+        with self._lock:
+            if self._closed:
+                raise GateConfigError("this journal is closed")
+            found = self._execute_lax(self._q(_RENEW_LAX), [expires, run.run_id, run.token])
+            if found is not None:
+                run.expires_at = expires
+                return
+        self._check_current(run)
+        raise RunLeaseLost(run.run_id, run.token, run.token)  # pragma: no cover - raced
 
     def release_run(self, run: RunLease) -> None:
-        """End the lease now, if it is still the run's current one (else nothing)."""
+        """End the lease now, if it is still the run's current one (else nothing).
+        Committed without waiting for the disk."""
         now = self._clock()
-        with self._tx("lax") as cur:
-            cur.execute(self._q(_RENEW), [now, run.run_id, run.token])
-            cur.fetchall()
-        run.expires_at = now
+        with self._lock:
+            if self._closed:
+                raise GateConfigError("this journal is closed")
+            self._execute_lax(self._q(_RENEW_LAX), [now, run.run_id, run.token])
+            run.expires_at = now
 
     def check_run(self, run: RunLease) -> bool:
         """Is ``run`` still the run's current lease (whatever its clock says)?"""
