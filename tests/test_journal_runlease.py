@@ -98,6 +98,7 @@ def test_a_stale_driver_commits_nothing_after_a_takeover(url: str) -> None:
             lambda: a.skip(call(1).idempotency_key, reason="stale", run=old),
             lambda: a.reconcile(key, reason="stale", run=old),
             lambda: a.renew_run(old),
+            lambda: a.calls("run-1", run=old),
         ):
             with pytest.raises(RunLeaseLost) as lost:
                 move()

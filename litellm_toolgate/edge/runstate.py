@@ -350,8 +350,10 @@ def call_ids_in(conversation: Sequence[Any], *, api: str) -> set[str]:
 
 class FencedJournal:
     """The journal as one driver of a run moves it: every move carries the run lease (the
-    store commits it only while the lease is current, and renews it when due); reads and
-    ``check_token`` go to the journal as they are."""
+    store commits it only while the lease is current, and renews it when due), and so does
+    the read of the run's rows (``RunLeaseLost`` there too: the loop reads them before a
+    round that follows a write); other reads and ``check_token`` go to the journal as they
+    are."""
 
     def __init__(self, journal: Any, lease: RunLease) -> None:
         self._journal = journal
@@ -359,6 +361,10 @@ class FencedJournal:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._journal, name)
+
+    def calls(self, run_id: str) -> list[JournalRow]:
+        rows: list[JournalRow] = self._journal.calls(run_id, run=self.lease)
+        return rows
 
     def decide(self, call: NewCall) -> JournalRow:
         row: JournalRow = self._journal.decide(call, run=self.lease)

@@ -112,8 +112,8 @@ class Journal(Protocol):
         """The row with this key; ``UnknownCall`` if none."""
         ...
 
-    def calls(self, run_id: str) -> list[JournalRow]:
-        """Every row of a run, by round."""
+    def calls(self, run_id: str, *, run: RunLease | None = None) -> list[JournalRow]:
+        """Every row of a run, by round (with ``run``: ``RunLeaseLost`` if it is stale)."""
         ...
 
     def unfinished(self, run_id: str) -> list[JournalRow]:

@@ -479,10 +479,28 @@ class SqlJournal:
         with self._tx("read") as cur:
             return self._row(cur, key)
 
-    def calls(self, run_id: str) -> list[JournalRow]:
-        """Every row of a run, by round."""
+    def calls(self, run_id: str, *, run: RunLease | None = None) -> list[JournalRow]:
+        """Every row of a run, by round. With ``run``: and ``RunLeaseLost`` if that lease
+        is no longer the run's current one (read in the same statement as the rows)."""
+        if run is None:
+            with self._tx("read") as cur:
+                return self._rows(cur, "run_id = ?", [run_id])
         with self._tx("read") as cur:
-            return self._rows(cur, "run_id = ?", [run_id])
+            cur.execute(
+                self._q(
+                    f"SELECT {_SELECT}, (SELECT lease_token FROM {{runs}} WHERE run_id = ?) "
+                    "FROM {calls} WHERE run_id = ? ORDER BY run_id, round, decided_at, call_id"
+                ),
+                [run_id, run_id],
+            )
+            found = cur.fetchall()
+        if not found:
+            self._check_current(run)
+            return []
+        current = found[0][-1]
+        if current is None or int(current) != run.token:
+            raise RunLeaseLost(run.run_id, run.token, None if current is None else int(current))
+        return [_decode(r[:-1]) for r in found]
 
     def unfinished(self, run_id: str) -> list[JournalRow]:
         """The run's rows at DECIDED or STARTED (what a resume must deal with first)."""
