@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 from litellm_toolgate import ConversationBehind, RunBusy, RunLeaseLost, ToolGate
 from litellm_toolgate.core.journal import Step
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted, answer_stream, recording
+from litellm_toolgate.edge import runstate
 from litellm_toolgate.edge.journalstores import open_journal
 from litellm_toolgate.edge.tools import Tool
 
@@ -118,21 +120,23 @@ def test_the_lease_is_released_when_the_run_ends(upstream: FakeUpstream, journal
 
 
 def test_a_driver_whose_run_was_taken_asks_the_model_nothing(
-    upstream: FakeUpstream, journal: Any, tmp_path: Path
+    upstream: FakeUpstream, journal: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     two_rounds(upstream)
     took: list[Any] = []
+    real = time.time
 
     def stall(index: int) -> None:
-        if index == 1:  # between rounds: another driver takes the run (as after a stall)
-            with sqlite3.connect(tmp_path / "journal.db") as db:  # its lease ran out
+        if index == 1:  # between rounds this process stalls past its lease, and meanwhile
+            with sqlite3.connect(tmp_path / "journal.db") as db:  # another takes the run
                 db.execute("UPDATE journal_runs SET lease_expires_at = 0")
             with open_journal(f"sqlite:///{tmp_path}/journal.db") as other:
                 took.append(other.acquire_run("run-1", lease_seconds=600))
+            monkeypatch.setattr(runstate.time, "time", lambda: real() + 60)
 
     with pytest.raises(RunLeaseLost) as lost:
         ToolGate([MULTIPLY]).run(
-            **options(upstream, journal, before_round=stall, run_lease_seconds=600)
+            **options(upstream, journal, before_round=stall, run_lease_seconds=30)
         )
     assert lost.value.run_id == "run-1"
     assert len(upstream.requests) == 1  # round two was never asked

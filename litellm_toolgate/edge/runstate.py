@@ -351,43 +351,56 @@ def call_ids_in(conversation: Sequence[Any], *, api: str) -> set[str]:
 class FencedJournal:
     """The journal as one driver of a run moves it: every move carries the run lease (the
     store commits it only while the lease is current, and renews it when due), and so does
-    the read of the run's rows (``RunLeaseLost`` there too: the loop reads them before a
-    round that follows a write); other reads and ``check_token`` go to the journal as they
-    are."""
+    the read of the run's rows (``RunLeaseLost`` there too). Other reads and ``check_token``
+    go to the journal as they are.
+
+    ``rows`` is the run as the journal holds it: read once, right after the lease was
+    taken, then each row as a move of this driver committed it (while the lease is held no
+    other driver can commit a row of the run, so this is the journal's count, not a count
+    of its own): the run's bounds are checked against it, and ``RunResult.rows`` is it."""
 
     def __init__(self, journal: Any, lease: RunLease) -> None:
         self._journal = journal
         self.lease = lease
+        self._rows: dict[str, JournalRow] = {}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._journal, name)
 
+    @property
+    def rows(self) -> list[JournalRow]:
+        return sorted(self._rows.values(), key=_row_order)
+
+    def _kept(self, row: JournalRow) -> JournalRow:
+        self._rows[row.idempotency_key] = row
+        return row
+
     def calls(self, run_id: str) -> list[JournalRow]:
         rows: list[JournalRow] = self._journal.calls(run_id, run=self.lease)
+        self._rows = {r.idempotency_key: r for r in rows}
         return rows
 
     def decide(self, call: NewCall) -> JournalRow:
-        row: JournalRow = self._journal.decide(call, run=self.lease)
-        return row
+        return self._kept(self._journal.decide(call, run=self.lease))
 
     def record_approval(self, key: str, **fields: Any) -> JournalRow:
-        row: JournalRow = self._journal.record_approval(key, **fields, run=self.lease)
-        return row
+        return self._kept(self._journal.record_approval(key, **fields, run=self.lease))
 
     def claim(self, key: str, **fields: Any) -> Any:
         return self._journal.claim(key, **fields, run=self.lease)
 
     def finish(self, claim: Any, outcome: Any, **fields: Any) -> JournalRow:
-        row: JournalRow = self._journal.finish(claim, outcome, **fields, run=self.lease)
-        return row
+        return self._kept(self._journal.finish(claim, outcome, **fields, run=self.lease))
 
     def skip(self, key: str, *, reason: str) -> JournalRow:
-        row: JournalRow = self._journal.skip(key, reason=reason, run=self.lease)
-        return row
+        return self._kept(self._journal.skip(key, reason=reason, run=self.lease))
 
     def reconcile(self, key: str, *, reason: str) -> JournalRow:
-        row: JournalRow = self._journal.reconcile(key, reason=reason, run=self.lease)
-        return row
+        return self._kept(self._journal.reconcile(key, reason=reason, run=self.lease))
+
+
+def _row_order(row: JournalRow) -> tuple[int, float, str]:
+    return (row.round, row.decided_at, row.call_id)
 
 
 class RunDriver:

@@ -24,10 +24,12 @@ One driver per run. Before anything is asked of the model the run's lease is tak
 journal (:class:`~.runstate.RunDriver`): a second process resuming the same run id gets
 ``RunBusy`` (or waits, with ``wait_for_run=seconds``), and every move of this driver
 carries the lease, so a driver that stalled past it and was taken over commits nothing
-more (``RunLeaseLost``). The run's bounds are counted from the journal's rows, read again
-at the start of each round after a round that wrote any: a driver that takes a run over
-goes on with its count. A conversation older than the journal (calls journaled that it
-never mentions) is refused (``ConversationBehind``), never asked of the model again.
+more (``RunLeaseLost``). The run's bounds are counted from the journal's rows: read right
+after the lease is taken (a driver that takes a run over goes on with its count), then
+each row as this driver's move committed it (:class:`~.runstate.FencedJournal`: while the
+lease is held, no other driver commits a row of the run). A conversation older than the
+journal (calls journaled that it never mentions) is refused (``ConversationBehind``), never
+asked of the model again.
 """
 
 from __future__ import annotations
@@ -123,29 +125,24 @@ class _Sync:
         behind(s.run_id, rows, s.conversation, s.api)
         seen = {r.call_id for r in rows}
         next_round = 0
-        wrote = False
         if rows:
             calls = s.plan_resume(rows)
             seen.update(c.call_id for c in calls)
             for call in calls:
                 self.resolve(call)
-            wrote = bool(calls)
             next_round = max(r.round for r in rows) + 1
         for rounds, round_index in enumerate(range(next_round, s.limits.max_rounds), start=1):
             if s.before_round is not None:
                 s.before_round(round_index)
             self.driver.live()
-            if wrote:  # the bounds count the journal's rows, not this process's memory
-                rows = self.j.calls(s.run_id)
-                seen.update(r.call_id for r in rows)
             text, stream, output = self.stream_round()
             calls = released_calls(stream)
             if not calls:
-                return RunResult(text, rounds, rows, list(s.conversation))
+                return RunResult(text, rounds, self.j.rows, list(s.conversation))
             ids = [c.call_id for c in calls]
-            s.check(round_index, ids, seen, len(rows), stream)
+            # The run's count: the journal's rows (see FencedJournal.rows).
+            s.check(round_index, ids, seen, len(self.j.rows), stream)
             seen.update(ids)
-            wrote = True
             s.append_turn(text, calls, output)
             for call in calls:
                 call.row = self.j.decide(s.new_call(call, round_index, stream.attempt_id))
@@ -324,30 +321,25 @@ class _Async:
         behind(s.run_id, rows, s.conversation, s.api)
         seen = {r.call_id for r in rows}
         next_round = 0
-        wrote = False
         if rows:
             calls = s.plan_resume(rows)
             seen.update(c.call_id for c in calls)
             for call in calls:
                 await self.resolve(call)
-            wrote = bool(calls)
             next_round = max(r.round for r in rows) + 1
         for rounds, round_index in enumerate(range(next_round, s.limits.max_rounds), start=1):
             if s.before_round is not None:
                 await _async_value(s.before_round(round_index))
             if self.driver.stalled():
                 await self.call(self.driver.live)
-            if wrote:  # the bounds count the journal's rows, not this process's memory
-                rows = await self.call(self.j.calls, s.run_id)
-                seen.update(r.call_id for r in rows)
             text, stream, output = await self.stream_round()
             calls = released_calls(stream)
             if not calls:
-                return RunResult(text, rounds, rows, list(s.conversation))
+                return RunResult(text, rounds, self.j.rows, list(s.conversation))
             ids = [c.call_id for c in calls]
-            s.check(round_index, ids, seen, len(rows), stream)
+            # The run's count: the journal's rows (see FencedJournal.rows).
+            s.check(round_index, ids, seen, len(self.j.rows), stream)
             seen.update(ids)
-            wrote = True
             s.append_turn(text, calls, output)
             for call in calls:
                 new = s.new_call(call, round_index, stream.attempt_id)
