@@ -355,14 +355,15 @@ class FencedJournal:
     go to the journal as they are.
 
     ``rows`` is the run as the journal holds it: read once, right after the lease was
-    taken, then each row as a move of this driver committed it (while the lease is held no
-    other driver can commit a row of the run, so this is the journal's count, not a count
-    of its own): the run's bounds are checked against it, and ``RunResult.rows`` is it."""
+    taken (``begin_run``), then each row as a move of this driver committed it (while the
+    lease is held no other driver can commit a row of the run, so this is the journal's
+    count, not a count of its own): the run's bounds are checked against it, and
+    ``RunResult.rows`` is it."""
 
-    def __init__(self, journal: Any, lease: RunLease) -> None:
+    def __init__(self, journal: Any, lease: RunLease, rows: Sequence[JournalRow]) -> None:
         self._journal = journal
         self.lease = lease
-        self._rows: dict[str, JournalRow] = {}
+        self._rows: dict[str, JournalRow] = {r.idempotency_key: r for r in rows}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._journal, name)
@@ -431,7 +432,7 @@ class RunDriver:
         while True:
             try:
                 return self._held(
-                    self.journal.acquire_run(self.run_id, lease_seconds=self.lease_seconds)
+                    *self.journal.begin_run(self.run_id, lease_seconds=self.lease_seconds)
                 )
             except RunBusy as busy:
                 time.sleep(self._pause(deadline, busy))
@@ -442,20 +443,20 @@ class RunDriver:
         deadline = time.monotonic() + self.wait
         while True:
             try:
-                lease = await asyncio.to_thread(
-                    self.journal.acquire_run, self.run_id, lease_seconds=self.lease_seconds
+                taken = await asyncio.to_thread(
+                    self.journal.begin_run, self.run_id, lease_seconds=self.lease_seconds
                 )
-                return self._held(lease)
+                return self._held(*taken)
             except RunBusy as busy:
                 await asyncio.sleep(self._pause(deadline, busy))
 
-    def _held(self, lease: RunLease) -> FencedJournal:
+    def _held(self, lease: RunLease, rows: Sequence[JournalRow]) -> FencedJournal:
         self.lease = lease
         self._beat = threading.Thread(
             target=self._heartbeat, name=f"toolgate-run-lease-{lease.token}", daemon=True
         )
         self._beat.start()
-        return FencedJournal(self.journal, lease)
+        return FencedJournal(self.journal, lease, rows)
 
     def _heartbeat(self) -> None:
         lease = self.lease

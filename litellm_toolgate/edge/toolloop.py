@@ -121,7 +121,7 @@ class _Sync:
 
     def run(self) -> RunResult:
         s = self.s
-        rows = self.j.calls(s.run_id)
+        rows = self.j.rows  # read when the lease was taken
         behind(s.run_id, rows, s.conversation, s.api)
         seen = {r.call_id for r in rows}
         next_round = 0
@@ -317,7 +317,7 @@ class _Async:
 
     async def run(self) -> RunResult:
         s = self.s
-        rows = await self.call(self.j.calls, s.run_id)
+        rows = self.j.rows  # read when the lease was taken
         behind(s.run_id, rows, s.conversation, s.api)
         seen = {r.call_id for r in rows}
         next_round = 0

@@ -135,6 +135,12 @@ class Journal(Protocol):
         driver's lease is live."""
         ...
 
+    def begin_run(
+        self, run_id: str, *, lease_seconds: float, holder: str | None = None
+    ) -> tuple[RunLease, list[JournalRow]]:
+        """``acquire_run``, then the run's rows read once the lease is taken."""
+        ...
+
     def renew_run(self, run: RunLease) -> None:
         """Extend the lease; ``RunLeaseLost`` if another driver took the run over."""
         ...

@@ -92,8 +92,10 @@ _CLAIM = (
     "UPDATE {calls} SET step = 'started', fencing_token = {claim_token}, "
     "lease_expires_at = ?, started_at = ? WHERE idempotency_key = ? AND (step = 'decided' "
     "OR (? = 1 AND step = 'started' AND (lease_expires_at IS NULL OR lease_expires_at <= ?)))"
-    f"{_GUARD} RETURNING {_SELECT}"
+    f"{_GUARD} RETURNING %RETURNING%"
 )
+_CLAIM_ROW = _CLAIM.replace("%RETURNING%", _SELECT)
+_CLAIM_LEAN = _CLAIM.replace("%RETURNING%", "fencing_token, lease_expires_at")
 _FINISH = (
     "UPDATE {calls} SET step = 'finished', outcome = ?, error_class = ?, result_size = ?, "
     f"result_digest = ?, finished_at = ? WHERE idempotency_key = ? AND step IN "
@@ -133,6 +135,10 @@ _ACQUIRE = (
     "WHERE r.lease_expires_at <= ? OR r.lease_token = ? RETURNING lease_token"
 )
 _RUN_ROW = "SELECT holder, lease_token, lease_expires_at FROM {runs} WHERE run_id = ?"
+_RUN_ROWS = (  # a run's rows, each with the run's current lease token
+    f"SELECT {_SELECT}, (SELECT lease_token FROM {{runs}} WHERE run_id = ?) FROM {{calls}} "
+    "WHERE run_id = ? ORDER BY run_id, round, decided_at, call_id"
+)
 
 
 class Cursor(Protocol):
@@ -327,10 +333,14 @@ class SqlJournal:
         STARTED once the earlier claim's lease has expired. ``AlreadyClaimed`` otherwise."""
         lease = check_lease(lease_seconds)
         now = self._clock()
-        found = self._one(_CLAIM, [now + lease, now, key, 1 if retry_expired else 0, now], run)
+        # The row itself is returned only for an observer; a claim needs its token.
+        sql = _CLAIM_LEAN if self._observer is None else _CLAIM_ROW
+        found = self._one(sql, [now + lease, now, key, 1 if retry_expired else 0, now], run)
         if found is None:
             move = claimable(self._read_row(key), now=now, retry_expired=retry_expired)
             raise IllegalTransition(key, Step.STARTED, move)  # pragma: no cover - raced
+        if self._observer is None:
+            return Claim(key, int(found[0]), float(found[1]))
         row = _decode(found)
         self._notify(Move.CLAIM, row)
         assert row.fencing_token is not None and row.lease_expires_at is not None
@@ -416,6 +426,21 @@ class SqlJournal:
         holds it, its lease expired, or its holder is a process of this machine that is
         gone (:func:`holder_gone`). ``RunBusy`` otherwise. Committed without waiting for the
         disk (see the module's text)."""
+        return self._take(run_id, lease_seconds, holder, read=False)[0]
+
+    def begin_run(
+        self, run_id: str, *, lease_seconds: float, holder: str | None = None
+    ) -> tuple[RunLease, list[JournalRow]]:
+        """:meth:`acquire_run`, then the run's rows as the journal holds them once the lease
+        is taken (read after the lease committed, so a move of a former driver that the
+        taking waited for is among them), each row with the run's current lease token."""
+        lease, rows = self._take(run_id, lease_seconds, holder, read=True)
+        assert rows is not None
+        return lease, rows
+
+    def _take(
+        self, run_id: str, lease_seconds: float, holder: str | None, *, read: bool
+    ) -> tuple[RunLease, list[JournalRow] | None]:
         check_run_id(run_id)
         lease = check_lease(lease_seconds)
         holder = local_holder() if holder is None else holder
@@ -425,16 +450,34 @@ class SqlJournal:
             with self._lock:
                 if self._closed:
                     raise GateConfigError("this journal is closed")
-                found = self._execute_lax(
-                    self._q(_ACQUIRE), [run_id, holder, now + lease, now, now, dead_token]
-                )
+                params = [run_id, holder, now + lease, now, now, dead_token]
+                if read:
+                    found, raw = self._acquire_and_read(params, run_id)
+                else:
+                    found, raw = self._execute_lax(self._q(_ACQUIRE), params), []
             if found is not None:
-                return RunLease(run_id, int(found[0]), lease, now + lease, holder)
+                taken = RunLease(run_id, int(found[0]), lease, now + lease, holder)
+                if not read:
+                    return taken, None
+                if raw and (raw[0][-1] is None or int(raw[0][-1]) != taken.token):
+                    raw = None  # pragma: no cover - taken over in between: read again
+                rows = self.calls(run_id, run=taken) if raw is None else _decode_run(raw)
+                return taken, rows
             current = self.run_holder(run_id)
             if current is None or dead_token != -1 or not holder_gone(current[0]):
                 break
             dead_token = current[1]  # its holder is gone: take it from that token only
         raise RunBusy(run_id, None if current is None else current[2])
+
+    def _acquire_and_read(self, params: list[Any], run_id: str) -> tuple[Any, Any]:
+        """The lease's upsert (committed lax), then the run's rows each with the run's
+        current lease token. Under the journal's lock."""
+        found = self._execute_lax(self._q(_ACQUIRE), params)
+        if found is None:
+            return None, None
+        with self._begin("read") as cur:
+            cur.execute(self._q(_RUN_ROWS), [run_id, run_id])
+            return found, cur.fetchall()
 
     def renew_run(self, run: RunLease) -> None:
         """Push the lease's end to now + its length (``RunLeaseLost`` if it is no longer
@@ -486,13 +529,7 @@ class SqlJournal:
             with self._tx("read") as cur:
                 return self._rows(cur, "run_id = ?", [run_id])
         with self._tx("read") as cur:
-            cur.execute(
-                self._q(
-                    f"SELECT {_SELECT}, (SELECT lease_token FROM {{runs}} WHERE run_id = ?) "
-                    "FROM {calls} WHERE run_id = ? ORDER BY run_id, round, decided_at, call_id"
-                ),
-                [run_id, run_id],
-            )
+            cur.execute(self._q(_RUN_ROWS), [run_id, run_id])
             found = cur.fetchall()
         if not found:
             self._check_current(run)
@@ -500,7 +537,7 @@ class SqlJournal:
         current = found[0][-1]
         if current is None or int(current) != run.token:
             raise RunLeaseLost(run.run_id, run.token, None if current is None else int(current))
-        return [_decode(r[:-1]) for r in found]
+        return _decode_run(found)
 
     def unfinished(self, run_id: str) -> list[JournalRow]:
         """The run's rows at DECIDED or STARTED (what a resume must deal with first)."""
@@ -555,6 +592,11 @@ class SqlJournal:
 
 def _decode(found: Sequence[Any]) -> JournalRow:
     return JournalRow.from_values(found)
+
+
+def _decode_run(found: Sequence[Sequence[Any]]) -> list[JournalRow]:
+    """Rows of ``_RUN_ROWS``: each row's values, less the lease token at its end."""
+    return [JournalRow.from_values(r[:-1]) for r in found]
 
 
 # -- who holds a run lease ------------------------------------------------------------------
