@@ -19,7 +19,6 @@ import pytest
 from litellm_toolgate import ConversationBehind, RunBusy, RunLeaseLost, ToolGate
 from litellm_toolgate.core.journal import Step
 from litellm_toolgate.demo.upstream import FakeUpstream, Scripted, answer_stream, recording
-from litellm_toolgate.edge import runstate
 from litellm_toolgate.edge.journalstores import open_journal
 from litellm_toolgate.edge.tools import Tool
 
@@ -120,25 +119,27 @@ def test_the_lease_is_released_when_the_run_ends(upstream: FakeUpstream, journal
 
 
 def test_a_driver_whose_run_was_taken_asks_the_model_nothing(
-    upstream: FakeUpstream, journal: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    upstream: FakeUpstream, tmp_path: Path
 ) -> None:
     two_rounds(upstream)
     took: list[Any] = []
-    real = time.time
+    offset = [0.0]
+    url = f"sqlite:///{tmp_path}/journal.db"
 
     def stall(index: int) -> None:
         if index == 1:  # between rounds this process stalls past its lease, and meanwhile
+            offset[0] = 60.0  # (its clock moves on: the heartbeat did not run)
             with sqlite3.connect(tmp_path / "journal.db") as db:  # another takes the run
                 db.execute("UPDATE journal_runs SET lease_expires_at = 0")
-            with open_journal(f"sqlite:///{tmp_path}/journal.db") as other:
+            with open_journal(url) as other:
                 took.append(other.acquire_run("run-1", lease_seconds=600))
-            monkeypatch.setattr(runstate.time, "time", lambda: real() + 60)
 
-    with pytest.raises(RunLeaseLost) as lost:
-        ToolGate([MULTIPLY]).run(
-            **options(upstream, journal, before_round=stall, run_lease_seconds=30)
-        )
+    with open_journal(url, clock=lambda: time.time() + offset[0]) as journal:
+        with pytest.raises(RunLeaseLost) as lost:
+            ToolGate([MULTIPLY]).run(
+                **options(upstream, journal, before_round=stall, run_lease_seconds=30)
+            )
+        holder = journal.run_holder("run-1")
     assert lost.value.run_id == "run-1"
     assert len(upstream.requests) == 1  # round two was never asked
-    holder = journal.run_holder("run-1")
     assert holder is not None and holder[1] == took[0].token  # the taker's lease stands

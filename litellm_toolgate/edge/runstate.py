@@ -415,6 +415,8 @@ class RunDriver:
         self.lease_seconds = lease_seconds
         self.wait = wait
         self.lease: RunLease | None = None
+        # Leases are written with the journal's clock: compare them with the same one.
+        self.clock = getattr(journal, "clock", time.time)
         self._stop = threading.Event()
         self._lost = False
         self._beat: threading.Thread | None = None
@@ -462,7 +464,7 @@ class RunDriver:
         lease = self.lease
         assert lease is not None
         while not self._stop.wait(lease.lease_seconds / 6):
-            if not lease.renewal_due(time.time()):
+            if not lease.renewal_due(self.clock()):
                 continue  # a move renewed it
             try:
                 self.journal.renew_run(lease)
@@ -480,7 +482,7 @@ class RunDriver:
         assert lease is not None
         if self._lost:
             raise RunLeaseLost(self.run_id, lease.token, None)
-        return time.time() >= lease.expires_at - lease.lease_seconds / 6
+        return self.clock() >= lease.expires_at - lease.lease_seconds / 6
 
     def live(self) -> None:
         """Before a model round: the lease is still this driver's, or ``RunLeaseLost``

@@ -165,6 +165,11 @@ class SqlJournal:
         self._sql: dict[tuple[str, bool], str] = {}
         self._closed = False
 
+    @property
+    def clock(self) -> Clock:
+        """The clock leases are written and compared with."""
+        return self._clock
+
     # -- what a dialect supplies --------------------------------------------------------
 
     def _begin(self, kind: Kind) -> contextlib.AbstractContextManager[Cursor]:
