@@ -19,7 +19,18 @@ import zlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from .store import Clock, Cursor, Kind, Observer, SqlJournal
+from .store import _ACQUIRE, _SELECT, Clock, Cursor, Kind, Observer, SqlJournal
+
+_BEGIN = (
+    "{lax_with}, acq AS ("
+    + _ACQUIRE.removeprefix("{lax_with}").replace(
+        "RETURNING lease_token", "RETURNING lease_token, (r.xmax = 0) AS fresh"
+    )
+    + ") SELECT acq.lease_token, acq.fresh, "
+    + ", ".join(f"c.{name}" for name in _SELECT.split(", "))
+    + " FROM acq LEFT JOIN {calls} c ON c.run_id = ? "
+    "ORDER BY c.round, c.decided_at, c.call_id"
+)
 
 
 class PostgresJournal(SqlJournal):
@@ -52,7 +63,7 @@ class PostgresJournal(SqlJournal):
                 "claim_token": f"nextval('{q}journal_fencing')",
                 # set_config(..., true) lasts to the end of the statement's own transaction,
                 # whose commit then does not wait for the WAL flush.
-                "lax_with": "WITH lax AS (SELECT set_config('synchronous_commit', 'off', true)) ",
+                "lax_with": "WITH lax AS (SELECT set_config('synchronous_commit', 'off', true))",
                 "lax_from": " FROM lax",
                 "real": "DOUBLE PRECISION",
                 "bigint": "BIGINT",
@@ -98,6 +109,24 @@ class PostgresJournal(SqlJournal):
     def _execute_lax(self, sql: str, params: Sequence[Any]) -> Any:
         # The statement sets synchronous_commit = off for its own transaction ({lax_with}).
         return self._conn.execute(sql, params).fetchone()
+
+    def _acquire_and_read(self, params: list[Any], run_id: str) -> tuple[Any, Any]:
+        # One statement: the lease's upsert (lax) and, when it inserted the run's first
+        # lease row (no driver before it, so no former driver's move can be in flight), the
+        # run's rows from the same snapshot. A lease taken from a former driver is read
+        # again by a statement of its own (its snapshot follows the upsert, which waited for
+        # any move of the former driver that held the run's row).
+        found = self._execute_many(self._q(_BEGIN), [*params, run_id])
+        if not found or found[0][0] is None:
+            return None, None
+        token, fresh = found[0][0], found[0][1]
+        if not fresh:
+            return (token,), None
+        return (token,), [(*r[2:], token) for r in found if r[2] is not None]
+
+    def _execute_many(self, sql: str, params: list[Any]) -> list[Any]:
+        rows: list[Any] = self._conn.execute(sql, params).fetchall()
+        return rows
 
     def _disconnect(self) -> None:
         self._conn.close()

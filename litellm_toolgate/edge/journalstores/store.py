@@ -123,11 +123,11 @@ _RENEW = (
 # The run lease's own moves, each one statement committed without waiting for the disk
 # ({lax_with} / {lax_from}: how a dialect says so inside the statement, if it can).
 _RENEW_LAX = (
-    "{lax_with}UPDATE {runs} SET lease_expires_at = ?{lax_from} WHERE run_id = ? "
+    "{lax_with} UPDATE {runs} SET lease_expires_at = ?{lax_from} WHERE run_id = ? "
     "AND lease_token = ? RETURNING lease_token"
 )
 _ACQUIRE = (
-    "{lax_with}INSERT INTO {runs} AS r (run_id, holder, lease_token, lease_expires_at, "
+    "{lax_with} INSERT INTO {runs} AS r (run_id, holder, lease_token, lease_expires_at, "
     "acquired_at) SELECT ?, ?, {claim_token}, ?, ?{lax_from} WHERE 1 = 1 "
     "ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, "
     "lease_token = excluded.lease_token, lease_expires_at = excluded.lease_expires_at, "
