@@ -18,13 +18,16 @@ the lease's token in its statement, and renews the lease in its transaction when
 
 The loop's journal time per call (``loop`` rows): ``gate.run`` of two rounds (one call,
 then a text answer) with its journal wrapped so that every journal method the loop calls
-is timed (the run lease's acquire and release, the reads of the run's rows, decide, claim,
-finish); beside each of the call's three transitions, the bare durable commit it stands
-for (one ``INSERT``, two ``UPDATE`` s, each its own transaction, same file or server) is
-timed as its floor, right before it in one run and right after it in the next, so the
-floor meets the run's own moment (litellm's threads finishing a stream hold the GIL when a
-commit returns, for both).
-Per run: the loop's journal time over that floor; the budget (1.5) is judged on the median.
+is recorded and timed: ``begin_run`` (the run lease and the run's rows), decide, claim,
+finish, ``release_run``. Judged: those same calls, in that order (the bench asserts the
+run made exactly these), replayed on the same store once the runs are over, each move right
+after the bare durable commit it stands for (one ``INSERT``, two ``UPDATE`` s, each its own
+transaction, same file or server), as the transition rows are timed; per run, the calls'
+time over the three commits' time; the budget (1.5) is judged on the median. Beside it,
+the same ratio inside the run (each move bracketed by its floor, before and after it):
+for reference only, because there the first writes after a stream meet litellm's own
+threads (they hold the GIL when a commit returns) and the ratio of one run ranges from
+0.2 to 10 or more, so its median moves with the machine's load.
 
 PostgreSQL runs when ``TOOLGATE_BENCH_POSTGRES_URL`` or ``TOOLGATE_TEST_POSTGRES_URL``
 names a server; its row says it did not run otherwise. Each run uses a schema of its own,
@@ -226,21 +229,21 @@ def _measure(  # noqa: PLR0917
 
 class _Timed:
     """A journal whose every method call adds its wall time to ``spent`` (and to
-    ``by_method``): what the loop spends in the journal, whatever it calls. Beside each of
-    a call's three transitions, its bare durable commit (``INSERT`` beside decide,
-    ``UPDATE`` beside claim and finish) is timed into ``bare``: the floor meets the same
-    moment of the run (litellm's own threads after a stream, the GIL) as the move. Which
-    of the two goes first alternates from run to run (``floor_first``): the first after a
-    stream meets the most of those threads."""
+    ``by_method``): what the loop spends in the journal, whatever it calls. Each of a
+    call's three transitions is bracketed by its bare durable commit (``INSERT`` around
+    decide, ``UPDATE`` around claim and finish), timed right before and right after it; the
+    mean of the two goes into ``bare``. So the floor meets the same moment of the run as
+    the move: the first write after a stream meets litellm's own threads (they hold the GIL
+    when a commit returns), and that weight falls off over the next few writes."""
 
-    def __init__(self, journal: Any, floor: Floor, *, floor_first: bool) -> None:
+    def __init__(self, journal: Any, floor: Floor) -> None:
         self._journal = journal
         self._floor = floor
-        self._floor_first = floor_first
-        self._key = uuid.uuid4().hex
+        self._keys = (uuid.uuid4().hex, uuid.uuid4().hex)
         self.spent = 0.0
         self.bare = 0.0
         self.by_method: dict[str, float] = {}
+        self.sequence: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._journal, name)
@@ -249,15 +252,15 @@ class _Timed:
         insert, update, _ = self._floor
         bare = {"decide": insert, "claim": update, "finish": update}.get(name)
 
-        def floor() -> None:
+        def floor(key: str) -> None:
             if bare is not None:
                 t0 = time.perf_counter()
-                bare(self._key)
-                self.bare += time.perf_counter() - t0
+                bare(key)
+                self.bare += (time.perf_counter() - t0) / 2
 
         def timed(*args: Any, **kwargs: Any) -> Any:
-            if self._floor_first:
-                floor()
+            self.sequence.append(name)
+            floor(self._keys[0])
             t0 = time.perf_counter()
             try:
                 return method(*args, **kwargs)
@@ -265,8 +268,7 @@ class _Timed:
                 spent = time.perf_counter() - t0
                 self.spent += spent
                 self.by_method[name] = self.by_method.get(name, 0.0) + spent
-                if not self._floor_first:
-                    floor()
+                floor(self._keys[1])
 
         return timed
 
@@ -275,12 +277,13 @@ LOOP_BUDGET = 1.5
 
 
 def _loop(up: Upstream, name: str, url: str, floor: Floor, runs: int) -> Row:
-    """``gate.run`` of one call (two rounds), its journal time against the three bare
-    durable commits timed beside its three transitions, per run (see the module's text)."""
+    """The loop's journal time per call against three bare durable commits: judged on the
+    loop's journal calls replayed beside their floor, with the in-run figure beside it
+    (see the module's text)."""
     from litellm_toolgate import ToolGate
     from litellm_toolgate.edge.tools import Tool
 
-    close = floor[2]
+    insert, update, close = floor
     up.body = text_body(20)
     answer = up.name  # the bench upstream serves the body its last message names
     up.body = tool_body(20)[0]
@@ -290,41 +293,76 @@ def _loop(up: Upstream, name: str, url: str, floor: Floor, runs: int) -> Row:
         str(tool["function"]["name"]): Tool(lambda arguments: answer, effect="idempotent")
         for tool in TOOLS
     }
-    ratios: list[float] = []
+    in_run: list[float] = []
+    methods: dict[str, list[float]] = {}
+    sequence: list[str] = []
+    replayed: list[float] = []
     spent_us: list[float] = []
     floor_us: list[float] = []
-    methods: dict[str, list[float]] = {}
     journal = open_journal(url)
+    clock = time.perf_counter
     try:
         for n in range(runs + 1):  # the first run warms caches and is not counted
-            timed = _Timed(journal, floor, floor_first=n % 2 == 0)
+            # In a run: every journal call gate.run makes, each move bracketed by its floor.
+            timed = _Timed(journal, floor)
             kwargs = up.kwargs()
             del kwargs["stream"]
             kwargs["messages"] = [{"role": "user", "content": ask}]
             result = gate.run(executors=executors, journal=timed, run_id=uuid.uuid4().hex, **kwargs)
             assert result.rounds == 2 and len(result.rows) == 1
-            bare = timed.bare
+            sequence = timed.sequence
             if n:
-                ratios.append(timed.spent / bare)
-                spent_us.append(timed.spent * 1e6)
-                floor_us.append(bare * 1e6)
+                in_run.append(timed.spent / timed.bare)
                 for method, seconds in timed.by_method.items():
                     methods.setdefault(method, []).append(seconds * 1e6)
+        time.sleep(1.0)  # litellm's threads of the last run finish
+        for n in range(runs + 1):
+            # Replayed: the same journal calls, in the same order, each move right after its
+            # bare commit (the way the transition rows above are timed).
+            run_id, key = uuid.uuid4().hex, uuid.uuid4().hex
+            c = NewCall(run_id, "a", 0, "openai", key, "tool", Effect.IDEMPOTENT, DIGEST)
+            t0 = clock()
+            lease, _ = journal.begin_run(run_id, lease_seconds=30)
+            t1 = clock()
+            insert(key)
+            t2 = clock()
+            journal.decide(c, run=lease)
+            t3 = clock()
+            update(key)
+            t4 = clock()
+            claim = journal.claim(c.idempotency_key, lease_seconds=60, run=lease)
+            t5 = clock()
+            update(key)
+            t6 = clock()
+            journal.finish(claim, Outcome.SUCCEEDED, result_size=1, result_digest=DIGEST, run=lease)
+            t7 = clock()
+            journal.release_run(lease)
+            t8 = clock()
+            if n:
+                mine = (t1 - t0) + (t3 - t2) + (t5 - t4) + (t7 - t6) + (t8 - t7)
+                bare = (t2 - t1) + (t4 - t3) + (t6 - t5)
+                replayed.append(mine / bare)
+                spent_us.append(mine * 1e6)
+                floor_us.append(bare * 1e6)
     finally:
         journal.close()
         close()
         gate.close()
+    # The replay is what the loop does: the run's own calls, in order.
+    assert sequence == ["begin_run", "decide", "claim", "finish", "release_run"], sequence
     row: Row = {
         "section": "journal",
         "name": f"{name}, the loop's journal time per call",
         "loop": True,
         "runs": runs,
-        "ratio_wall": summary(ratios),
+        "calls": sequence,
+        "ratio_wall": summary(replayed),
         "us": summary(spent_us),
         "floor_us": summary(floor_us),
+        "in_run_ratio": summary(in_run),
         "method_us": {k: statistics.median(v) for k, v in sorted(methods.items())},
         "budget_ratio": LOOP_BUDGET,
-        "met": statistics.median(ratios) <= LOOP_BUDGET,
+        "met": statistics.median(replayed) <= LOOP_BUDGET,
     }
     log(row)
     return row

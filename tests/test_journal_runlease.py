@@ -70,7 +70,7 @@ def test_one_driver_at_a_time_and_a_second_gets_run_busy(url: str) -> None:
         with pytest.raises(RunBusy) as busy:
             b.acquire_run("run-1", lease_seconds=30)
         assert busy.value.run_id == "run-1" and busy.value.expires_at == 1_030.0
-        assert b.acquire_run("run-2", lease_seconds=30).token > first.token  # another run
+        assert b.acquire_run("run-2", lease_seconds=30).token == first.token == 1  # per run
         clock.now = 1_029.0
         with pytest.raises(RunBusy):  # still live a second before its end
             b.acquire_run("run-1", lease_seconds=30)
@@ -196,12 +196,12 @@ def test_a_version_1_sqlite_journal_opens_and_migrates(tmp_path: Path) -> None:
         row = j.get(old.idempotency_key)
         assert (row.step, row.fencing_token) == (Step.STARTED, 41)
         lease = j.acquire_run("run-1", lease_seconds=30)
-        assert lease.token == 42  # the counter goes on from where version 1 left it
+        assert lease.token == 1  # the run's first lease
         new = j.decide(call(1), run=lease)
         claim = j.claim(new.idempotency_key, lease_seconds=30, run=lease)
-        assert claim.fencing_token == 43
+        assert claim.fencing_token == 42  # the counter goes on from where version 1 left it
         claim = j.claim(old.idempotency_key, lease_seconds=30, retry_expired=True, run=lease)
-        assert claim.fencing_token == 44
+        assert claim.fencing_token == 43
         j.finish(claim, Outcome.SUCCEEDED, run=lease)
     with sqlite3.connect(path) as c:
         versions = [r[0] for r in c.execute("SELECT version FROM journal_schema_version")]

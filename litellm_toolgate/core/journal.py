@@ -51,8 +51,8 @@ run's **lease** (a row per run: holder, fencing token, expiry), acquired before 
 model anything (:class:`RunBusy` when another driver's lease is live). Every row the driver
 writes carries the lease (:class:`RunLease`): the store checks in the same transaction that
 the lease's token is still the run's current one, so a driver whose lease expired and was
-taken over commits nothing more (:class:`RunLeaseLost`). The run lease draws its token from
-the same sequence as the call claims.
+taken over commits nothing more (:class:`RunLeaseLost`). A run lease's token is one more
+than the run's last one: strictly greater than any lease of that run before it.
 """
 
 from __future__ import annotations
@@ -560,8 +560,8 @@ class Claim:
 
 
 class RunLease:
-    """A driver's hold on a run: the run id, the lease's fencing token (from the same
-    sequence as the call claims) and its length. Passed to every move the driver makes
+    """A driver's hold on a run: the run id, the lease's fencing token (one more than the
+    run's last: greater than any lease of the run before it) and its length. Passed to every move the driver makes
     (``run=``): the store commits the move only while ``token`` is the run's current one,
     and renews the lease in the same transaction when a third of it has passed
     (``expires_at`` is the end of the lease as last written, kept by the store).

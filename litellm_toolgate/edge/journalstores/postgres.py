@@ -60,6 +60,7 @@ class PostgresJournal(SqlJournal):
                 "runs": q + "journal_runs",
                 "by_step_qualified": q + "journal_calls_by_step",
                 "claim_trigger": "",
+                "without_rowid": "",
                 "claim_token": f"nextval('{q}journal_fencing')",
                 # set_config(..., true) lasts to the end of the statement's own transaction,
                 # whose commit then does not wait for the WAL flush.

@@ -14,7 +14,8 @@ Versions:
 1. ``journal_calls`` (one row per released call), its indexes, the fencing sequence
    (a counter row on SQLite, a ``SEQUENCE`` on PostgreSQL).
 2. ``journal_runs``: one row per run, the run's lease (holder, fencing token, expiry), so a
-   run has one driver at a time. On SQLite, a trigger moves the fencing counter when a
+   run has one driver at a time (on SQLite ``WITHOUT ROWID``: one B-tree to write). A
+   lease's token is one more than the run's last (per run, like the resource it fences). On SQLite, a trigger moves the fencing counter when a
    claim writes its token, so a claim is one statement (its own transaction) there too.
    The index on (step, run_id) is dropped: every step change paid for it, and it served only
    the listing of started calls across all runs (an operator's command; a run's own rows
@@ -96,7 +97,7 @@ MIGRATIONS: tuple[Migration, ...] = (
                 lease_token {bigint} NOT NULL,
                 lease_expires_at {real} NOT NULL,
                 acquired_at {real} NOT NULL
-            )""",
+            ){without_rowid}""",
         ),
         sqlite=(
             # A claim sets fencing_token to the counter + 1 in its one UPDATE; this moves the
@@ -105,15 +106,6 @@ MIGRATIONS: tuple[Migration, ...] = (
             WHEN NEW.fencing_token IS NOT NULL BEGIN
                 UPDATE {counter} SET value = NEW.fencing_token
                 WHERE name = 'fencing' AND value < NEW.fencing_token;
-            END""",
-            # And when a run lease takes its token (an insert, or a takeover's update).
-            """CREATE TRIGGER {run_insert_trigger} AFTER INSERT ON {runs} BEGIN
-                UPDATE {counter} SET value = NEW.lease_token
-                WHERE name = 'fencing' AND value < NEW.lease_token;
-            END""",
-            """CREATE TRIGGER {run_update_trigger} AFTER UPDATE OF lease_token ON {runs} BEGIN
-                UPDATE {counter} SET value = NEW.lease_token
-                WHERE name = 'fencing' AND value < NEW.lease_token;
             END""",
         ),
     ),

@@ -126,11 +126,11 @@ _RENEW_LAX = (
     "{lax_with} UPDATE {runs} SET lease_expires_at = ?{lax_from} WHERE run_id = ? "
     "AND lease_token = ? RETURNING lease_token"
 )
-_ACQUIRE = (
+_ACQUIRE = (  # a run's first lease has token 1; each later one, one more than the last
     "{lax_with} INSERT INTO {runs} AS r (run_id, holder, lease_token, lease_expires_at, "
-    "acquired_at) SELECT ?, ?, {claim_token}, ?, ?{lax_from} WHERE 1 = 1 "
+    "acquired_at) SELECT ?, ?, 1, ?, ?{lax_from} WHERE 1 = 1 "
     "ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, "
-    "lease_token = excluded.lease_token, lease_expires_at = excluded.lease_expires_at, "
+    "lease_token = r.lease_token + 1, lease_expires_at = excluded.lease_expires_at, "
     "acquired_at = excluded.acquired_at "
     "WHERE r.lease_expires_at <= ? OR r.lease_token = ? RETURNING lease_token"
 )
@@ -635,11 +635,17 @@ def _started(pid: int) -> str | None:
 _MACHINE = _machine()
 
 
+_ME: dict[int, str] = {}  # this process's "machine:pid:start", by PID (a fork differs)
+
+
 def local_holder() -> str:
     """A new driver's holder id: machine, PID and start time of this process, and a random
     part (two drivers of one process differ)."""
     pid = os.getpid()
-    return f"{_MACHINE}:{pid}:{_started(pid) or '-'}:{uuid.uuid4().hex[:12]}"
+    me = _ME.get(pid)
+    if me is None:
+        me = _ME[pid] = f"{_MACHINE}:{pid}:{_started(pid) or '-'}"
+    return f"{me}:{uuid.uuid4().hex[:12]}"
 
 
 def holder_gone(holder: str) -> bool:
