@@ -561,10 +561,11 @@ class Claim:
 
 class RunLease:
     """A driver's hold on a run: the run id, the lease's fencing token (one more than the
-    run's last: greater than any lease of the run before it) and its length. Passed to every move the driver makes
-    (``run=``): the store commits the move only while ``token`` is the run's current one,
-    and renews the lease in the same transaction when a third of it has passed
-    (``expires_at`` is the end of the lease as last written, kept by the store).
+    run's last: greater than any lease of the run before it) and its length. Passed to
+    every move the driver makes (``run=``): the store commits the move only while
+    ``token`` is the run's current one, and renews the lease in the same transaction when
+    a third of it has passed (``expires_at`` is the end of the lease as last written, kept
+    by the store).
 
     Mutable on purpose (the expiry moves with each renewal); a store changes it under its
     lock. Holds ids and times only."""

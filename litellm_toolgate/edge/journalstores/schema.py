@@ -15,8 +15,9 @@ Versions:
    (a counter row on SQLite, a ``SEQUENCE`` on PostgreSQL).
 2. ``journal_runs``: one row per run, the run's lease (holder, fencing token, expiry), so a
    run has one driver at a time (on SQLite ``WITHOUT ROWID``: one B-tree to write). A
-   lease's token is one more than the run's last (per run, like the resource it fences). On SQLite, a trigger moves the fencing counter when a
-   claim writes its token, so a claim is one statement (its own transaction) there too.
+   lease's token is one more than the run's last (per run, like the resource it fences).
+   On SQLite, a trigger moves the fencing counter when a claim writes its token, so a
+   claim is one statement (its own transaction) there too.
    The index on (step, run_id) is dropped: every step change paid for it, and it served only
    the listing of started calls across all runs (an operator's command; a run's own rows
    are found through its ``(run_id, call_id)`` key). A version-1 journal is migrated in
