@@ -580,6 +580,7 @@ def test_resume_after_decide_reports_the_decided_row(upstream: FakeUpstream) -> 
         ({"executors": {"multiply": multiply}}, "executors"),
         ({"executors": {"other": Tool(multiply, effect="read_only")}}, "no executor"),
         ({"journal": None}, "journal="),
+        ({"journal": object()}, "run leases"),
         ({"run_id": ""}, "run_id="),
         ({"api": "messages"}, "api must be"),
         ({"stream": True}, "stream="),

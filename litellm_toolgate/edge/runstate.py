@@ -118,6 +118,10 @@ class RunState:
             journal = open_journal(journal)
         if journal is None:
             raise GateConfigError("run needs journal= (a Journal or a URL: sqlite:///...)")
+        if not callable(getattr(journal, "begin_run", None)):
+            raise GateConfigError(
+                "run needs a journal with run leases (begin_run): one from open_journal"
+            )
         self.journal = journal
         run_id = options.pop("run_id", None)
         if not isinstance(run_id, str) or not run_id:
