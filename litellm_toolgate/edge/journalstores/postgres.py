@@ -1,12 +1,13 @@
 """The fleet store: PostgreSQL through psycopg 3 (the optional extra ``postgres``).
 
 One connection per journal in autocommit mode, shared by its threads under the journal's
-lock; each move is one statement (its own transaction: one round trip), a migration, a run
-lease or a move that renews the run lease one explicit transaction (the lease's own moves
-with ``synchronous_commit = off``, see ``store.py``). A move under a run lease checks the
+lock; each move is one statement (its own transaction: one round trip), and so is each of
+the run lease's own moves (committed with ``synchronous_commit = off``, set inside the
+statement; a run's first lease and its rows are one statement); a migration and a move that
+renews the run lease are one explicit transaction. A move under a run lease checks the
 lease with ``FOR SHARE`` on the run's row: a takeover waits for the move to commit, and a
-move after a takeover sees it. The fencing token is ``nextval`` of a ``SEQUENCE``, drawn by the
-claim's conditional ``UPDATE`` itself: strictly increasing across every claim of every
+move after a takeover sees it. The fencing token is ``nextval`` of a ``SEQUENCE``, drawn by
+the claim's conditional ``UPDATE`` itself: strictly increasing across every claim of every
 worker. The row lock of that ``UPDATE`` lasts its statement, never the tool's run.
 Tables live in one schema (``?schema=NAME``, default ``public``), created on first open;
 concurrent first opens serialize on an advisory lock.

@@ -6,10 +6,10 @@ first step (the write lock is taken when it begins, waiting on the busy timeout,
 processes racing for a claim serialize there instead of failing on upgrade), and it commits
 when the statement ends: one commit, no ``BEGIN`` / ``COMMIT`` round of its own. A claim
 writes the ``fencing`` counter + 1 as its token and a trigger moves the counter in the same
-statement. Several statements (a migration, a run lease, a move that renews the run lease)
-run in ``BEGIN IMMEDIATE``. A read is one ``SELECT``, its own read transaction (WAL readers
+statement. Several statements (a migration, a move that renews the run lease) run in
+``BEGIN IMMEDIATE``. A read is one ``SELECT``, its own read transaction (WAL readers
 do not wait for the writer). ``synchronous=FULL`` by default: a commit is on disk when the
-method returns (the run lease's own moves excepted: ``NORMAL`` for that transaction, see
+method returns (the run lease's own moves excepted: ``NORMAL`` for that statement, see
 ``store.py``).
 """
 

@@ -21,7 +21,7 @@ takeover); a stale lease commits nothing and raises ``RunLeaseLost``. When a thi
 lease has passed, the move renews it: the renewal and the move are one transaction, one
 commit. Acquiring, renewing on its own (the loop's heartbeat, during long tool calls and
 model rounds) and releasing a run lease commit without waiting for the disk (SQLite
-``synchronous=NORMAL`` for that transaction, PostgreSQL ``synchronous_commit = off``): a
+``synchronous=NORMAL`` for that statement, PostgreSQL ``synchronous_commit = off``): a
 lease lost in a power cut fails closed (the holder's next durable move finds its token gone,
 or another driver waits out the expiry), and the log is a prefix, so a later durable commit
 makes every earlier one durable too.
