@@ -72,6 +72,15 @@ def brief(row: Row) -> str:
         )
     if section == "proxyload":
         return _proxyload(row)
+    if section == "journal" and row.get("loop"):
+        return (
+            f"×{fmt_range(row['ratio_wall'], 2)} of three bare durable commits, wall "
+            f"(the run's journal calls replayed); {row['us']['median']:.0f} µs of journal a "
+            f"call (floor {row['floor_us']['median']:.0f} µs); inside the run "
+            f"×{fmt_range(row['in_run_ratio'], 2)} (reference: litellm's threads), "
+            + ", ".join(f"{k} {v:.0f}" for k, v in row["method_us"].items())
+            + " µs"
+        )
     if section == "journal":
         steps, ratio = row["step_us"], row["step_ratio"]
         return (
@@ -164,6 +173,8 @@ def headline(row: Row) -> str:
         return f"{row['diff_ms']['median']:+.2f} ms"
     if section == "loop":
         return f"{row['gate_sections_over_5ms']} over 5 ms"
+    if section == "journal" and row.get("loop"):
+        return f"×{row['ratio_wall']['median']:.2f}"
     if section == "journal":
         return f"×{max(row['step_ratio'].values()):.2f}"
     if section == "proxyload":

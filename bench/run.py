@@ -29,7 +29,9 @@ Sections (each row of the output names its section):
 * ``memory``: tracemalloc peak over the withheld argument bytes, core only.
 * ``journal``: the run journal's three committed transitions per call (decide, claim,
   finish) on SQLite and PostgreSQL against the floor of one bare durable ``INSERT`` /
-  ``UPDATE`` per transition, and claims per second (``bench/journal.py``).
+  ``UPDATE`` per transition, without and with a run lease, and claims per second; and the
+  loop's journal time per call in ``gate.run`` against the three bare durable commits a
+  call needs (``bench/journal.py``).
 * ``metrics``: the gate's own CPU per attempt with its Prometheus metrics on vs off
   (``bench/metrics.py``), same run, paired.
 * ``toolloop``: ``gate.run``'s added time per round against the gated round alone
@@ -90,7 +92,7 @@ def plan(quick: bool) -> dict[str, Any]:
             "ttft": (text_body(20), 2),
             "memory": (16_384, [16]),
             "loop": 16_384,
-            "journal": (10, 1),
+            "journal": (10, 1, 3),
             "metrics": [("tool-call 20 events", tool_body(20)[0], 50, 4)],
             "toolloop": 1,
             "proxyload": ([1, 16, 64], 1, 1, 256),
@@ -116,7 +118,7 @@ def plan(quick: bool) -> dict[str, Any]:
         "ttft": (text_body(200), 15),
         "memory": (1_048_576, [8, 64, 1024]),
         "loop": 1_048_576,
-        "journal": (200, 7),
+        "journal": (200, 7, 200),
         "metrics": [
             ("tool-call 20 events", tool_body(20)[0], 256, 400),
             ("tool-call 200 events", tool_body(200)[0], 50, 150),
@@ -176,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
             ("metrics", lambda: metrics_section(chosen["metrics"])),
             ("ttft", lambda: ttft_section(up, *chosen["ttft"])),
             ("loop", lambda: loop_section(up, chosen["loop"])),
-            ("journal", lambda: journal_section(*chosen["journal"])),
+            ("journal", lambda: journal_section(up, *chosen["journal"])),
             ("toolloop", lambda: toolloop_section(up, chosen["toolloop"])),
             ("e2e", lambda: e2e_section(up, chosen["e2e"])),
             ("sdk", lambda: sdk_section(up, chosen["sdk"])),

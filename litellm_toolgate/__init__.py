@@ -39,6 +39,7 @@ from .core import (
     find_quarantine,
     plugs,
 )
+from .core.rules.journal import ConversationBehind, RunBusy, RunLeaseLost
 from .version import __version__ as __version__
 
 if TYPE_CHECKING:
@@ -104,6 +105,7 @@ __all__ = [
     "AsyncGatedStream",
     "DuplicateCallId",
     "CarrierMismatch",
+    "ConversationBehind",
     "DecisionRecord",
     "GateConfigError",
     "GatedStream",
@@ -128,6 +130,8 @@ __all__ = [
     "ToolGateGuardrail",
     "UngatedCallRefused",
     "RouteNotGated",
+    "RunBusy",
+    "RunLeaseLost",
     "WireNotObservable",
     "WireUnread",
     "find_quarantine",

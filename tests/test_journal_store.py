@@ -361,7 +361,7 @@ def test_reopening_keeps_rows_and_applies_no_migration_twice(url: str) -> None:
     with open_journal(url) as j:
         assert j.get(row.idempotency_key) == row
     versions = schema_versions(url)
-    assert versions == [1]
+    assert versions == [1, 2]  # each migration once, in order
 
 
 def schema_versions(url: str) -> list[int]:
@@ -388,7 +388,7 @@ def test_a_newer_schema_on_disk_is_refused(url: str) -> None:
         pg_query(url, sql.format(t="{schema}.journal_schema_version") + " RETURNING version")
     with pytest.raises(JournalVersionError) as raised:
         open_journal(url)
-    assert (raised.value.found, raised.value.known) == (99, 1)
+    assert (raised.value.found, raised.value.known) == (99, 2)
 
 
 def test_a_closed_journal_refuses_work(url: str) -> None:
@@ -472,15 +472,16 @@ def test_migrations_apply_in_order_once_and_old_code_refuses_the_new_schema(
 
     with open_journal(url) as j:
         key = j.decide(call()).idempotency_key
-    second = schema.Migration(2, common=("ALTER TABLE {calls} ADD COLUMN note TEXT",))
-    third = schema.Migration(3, common=("UPDATE {calls} SET note = 'from v3'",))
+    n = schema.LATEST
+    second = schema.Migration(n + 1, common=("ALTER TABLE {calls} ADD COLUMN note TEXT",))
+    third = schema.Migration(n + 2, common=("UPDATE {calls} SET note = 'from v3'",))
     monkeypatch.setattr(store, "MIGRATIONS", (*schema.MIGRATIONS, second, third))
-    monkeypatch.setattr(store, "LATEST", 3)
+    monkeypatch.setattr(store, "LATEST", n + 2)
     with open_journal(url) as j:
         assert j.get(key).step is Step.DECIDED  # the rows survive
     with open_journal(url) as j:  # nothing is applied twice (ADD COLUMN would fail)
         pass
-    assert schema_versions(url) == [1, 2, 3]
+    assert schema_versions(url) == list(range(1, n + 3))
     notes = (
         _sqlite_rows(url, "SELECT note FROM journal_calls")
         if url.startswith("sqlite")
@@ -490,7 +491,7 @@ def test_migrations_apply_in_order_once_and_old_code_refuses_the_new_schema(
     monkeypatch.undo()
     with pytest.raises(JournalVersionError) as raised:
         open_journal(url)
-    assert (raised.value.found, raised.value.known) == (3, 1)
+    assert (raised.value.found, raised.value.known) == (n + 2, n)
 
 
 def _sqlite_rows(url: str, sql: str) -> list[tuple[object, ...]]:

@@ -580,6 +580,7 @@ def test_resume_after_decide_reports_the_decided_row(upstream: FakeUpstream) -> 
         ({"executors": {"multiply": multiply}}, "executors"),
         ({"executors": {"other": Tool(multiply, effect="read_only")}}, "no executor"),
         ({"journal": None}, "journal="),
+        ({"journal": object()}, "run leases"),
         ({"run_id": ""}, "run_id="),
         ({"api": "messages"}, "api must be"),
         ({"stream": True}, "stream="),
@@ -587,6 +588,14 @@ def test_resume_after_decide_reports_the_decided_row(upstream: FakeUpstream) -> 
         ({"limits": 3}, "LoopLimits"),
         ({"on_text": "print"}, "on_text"),
         ({"lease_seconds": 0}, "lease_seconds"),
+        ({"lease_seconds": "60"}, "lease_seconds"),
+        ({"run_lease_seconds": 0}, "run_lease_seconds"),
+        ({"run_lease_seconds": float("inf")}, "run_lease_seconds"),
+        ({"wait_for_run": -1}, "wait_for_run"),
+        ({"wait_for_run": float("nan")}, "wait_for_run"),
+        ({"wait_for_run": "5"}, "wait_for_run"),
+        ({"wait_for_run": True}, "wait_for_run"),
+        ({"wait_for_run": 86_400}, "wait_for_run"),
     ],
 )
 def test_bad_settings_are_refused(

@@ -14,7 +14,10 @@ The tree::
     │   ├── AmbiguousCalls              unfinished rows on resume (ids, tools, steps)
     │   ├── CallIdReused                a call id journaled in the run for another call
     │   ├── UnknownCall                 no row holds that idempotency key
-    │   └── JournalVersionError         the store's schema is newer than this code
+    │   ├── JournalVersionError         the store's schema is newer than this code
+    │   ├── RunBusy                     another driver holds the run's lease (gate.run)
+    │   ├── RunLeaseLost                this driver's run lease was taken over
+    │   └── ConversationBehind          the journal holds calls the conversation lacks
     └── ToolCallQuarantined             an attempt was quarantined; nothing was released
         ├── StreamFault                 the upstream broke the protocol (remote), including
         │                               a Responses item that skipped or contradicts a stage
@@ -26,6 +29,9 @@ The tree::
         │   └── LoopLimitExceeded       the tool loop's rounds or calls ran out (local)
         ├── DuplicateCallId             a call id seen before in the same run (remote)
         └── CarrierMismatch             litellm's chunks disagree with the wire
+
+    (The journal's errors live with its rules in core/journal.py, which imports this
+    module; RunBusy, RunLeaseLost and ConversationBehind are exported by the package.)
 
     Fault (an Exception, not a ToolGateError)
                                         internal: a reason found by the decoder, normalizer

@@ -19,6 +19,17 @@ result (:func:`..core.loop.pending_calls`), matches them to their journal rows b
 decided or started (:mod:`.tools`); a pending turn none of whose calls was journaled is
 dropped and asked again (nothing of it ran). A tool that raises gives a ``failed`` row
 (its error class only) and the ``tool_error`` text to the model.
+
+One driver per run. Before anything is asked of the model the run's lease is taken in the
+journal (:class:`~.runstate.RunDriver`): a second process resuming the same run id gets
+``RunBusy`` (or waits, with ``wait_for_run=seconds``), and every move of this driver
+carries the lease, so a driver that stalled past it and was taken over commits nothing
+more (``RunLeaseLost``). The run's bounds are counted from the journal's rows: read right
+after the lease is taken (a driver that takes a run over goes on with its count), then
+each row as this driver's move committed it (:class:`~.runstate.FencedJournal`: while the
+lease is held, no other driver commits a row of the run). A conversation older than the
+journal (calls journaled that it never mentions) is refused (``ConversationBehind``), never
+asked of the model again.
 """
 
 from __future__ import annotations
@@ -38,9 +49,12 @@ from .state import (
     NOT_AVAILABLE,
     NOT_JOURNALED,
     TOOL_ERROR,
+    FencedJournal,
     LoopCall,
+    RunDriver,
     RunResult,
     RunState,
+    behind,
     kind_of,
     output_items,
     released_calls,
@@ -59,13 +73,21 @@ def run(gate: Any, options: dict[str, Any]) -> RunResult:
 
 def _run_sync(gate: Any, options: dict[str, Any]) -> RunResult | ToolGateError:
     state = RunState(gate, options, asynchronous=False)
+    driver = _driver(state)
     try:
-        return _Sync(state).run()
+        return _Sync(state, driver.acquire(), driver).run()
     except ToolGateError as exc:
         return exc  # raised again by run(), from a frame that holds no conversation
     finally:
-        if state.owns_journal:
-            state.journal.close()
+        try:
+            driver.release()
+        finally:
+            if state.owns_journal:
+                state.journal.close()
+
+
+def _driver(state: RunState) -> RunDriver:
+    return RunDriver(state.journal, state.run_id, state.run_lease_seconds, state.wait_for_run)
 
 
 def _raise_bare(error: ToolGateError) -> NoReturn:
@@ -92,15 +114,16 @@ def _unsettled_row(s: RunState, call: LoopCall) -> JournalRow | None:
 
 
 class _Sync:
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: RunState, journal: FencedJournal, driver: RunDriver) -> None:
         self.s = state
-        self.j = state.journal
+        self.j = journal
+        self.driver = driver
 
     def run(self) -> RunResult:
         s = self.s
-        rows = self.j.calls(s.run_id)
+        rows = self.j.rows  # read when the lease was taken
+        behind(s.run_id, rows, s.conversation, s.api)
         seen = {r.call_id for r in rows}
-        total = len(rows)
         next_round = 0
         if rows:
             calls = s.plan_resume(rows)
@@ -111,14 +134,15 @@ class _Sync:
         for rounds, round_index in enumerate(range(next_round, s.limits.max_rounds), start=1):
             if s.before_round is not None:
                 s.before_round(round_index)
+            self.driver.live()
             text, stream, output = self.stream_round()
             calls = released_calls(stream)
             if not calls:
-                return RunResult(text, rounds, self.j.calls(s.run_id), list(s.conversation))
+                return RunResult(text, rounds, self.j.rows, list(s.conversation))
             ids = [c.call_id for c in calls]
-            s.check(round_index, ids, seen, total, stream)
+            # The run's count: the journal's rows (see FencedJournal.rows).
+            s.check(round_index, ids, seen, len(self.j.rows), stream)
             seen.update(ids)
-            total += len(ids)
             s.append_turn(text, calls, output)
             for call in calls:
                 call.row = self.j.decide(s.new_call(call, round_index, stream.attempt_id))
@@ -269,28 +293,33 @@ async def arun(gate: Any, options: dict[str, Any]) -> RunResult:
 
 async def _arun(gate: Any, options: dict[str, Any]) -> RunResult | ToolGateError:
     state = RunState(gate, options, asynchronous=True)
+    driver = _driver(state)
     try:
-        return await _Async(state).run()
+        return await _Async(state, await driver.aacquire(), driver).run()
     except ToolGateError as exc:
         return exc
     finally:
-        if state.owns_journal:
-            await asyncio.to_thread(state.journal.close)
+        try:
+            await asyncio.to_thread(driver.release)
+        finally:
+            if state.owns_journal:
+                await asyncio.to_thread(state.journal.close)
 
 
 class _Async:
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: RunState, journal: FencedJournal, driver: RunDriver) -> None:
         self.s = state
-        self.j = state.journal
+        self.j = journal
+        self.driver = driver
 
     async def call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await asyncio.to_thread(method, *args, **kwargs)
 
     async def run(self) -> RunResult:
         s = self.s
-        rows = await self.call(self.j.calls, s.run_id)
+        rows = self.j.rows  # read when the lease was taken
+        behind(s.run_id, rows, s.conversation, s.api)
         seen = {r.call_id for r in rows}
-        total = len(rows)
         next_round = 0
         if rows:
             calls = s.plan_resume(rows)
@@ -301,15 +330,16 @@ class _Async:
         for rounds, round_index in enumerate(range(next_round, s.limits.max_rounds), start=1):
             if s.before_round is not None:
                 await _async_value(s.before_round(round_index))
+            if self.driver.stalled():
+                await self.call(self.driver.live)
             text, stream, output = await self.stream_round()
             calls = released_calls(stream)
             if not calls:
-                rows = await self.call(self.j.calls, s.run_id)
-                return RunResult(text, rounds, rows, list(s.conversation))
+                return RunResult(text, rounds, self.j.rows, list(s.conversation))
             ids = [c.call_id for c in calls]
-            s.check(round_index, ids, seen, total, stream)
+            # The run's count: the journal's rows (see FencedJournal.rows).
+            s.check(round_index, ids, seen, len(self.j.rows), stream)
             seen.update(ids)
-            total += len(ids)
             s.append_turn(text, calls, output)
             for call in calls:
                 new = s.new_call(call, round_index, stream.attempt_id)

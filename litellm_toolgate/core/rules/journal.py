@@ -41,7 +41,18 @@ Errors (all :class:`~litellm_toolgate.core.errors.ToolGateError`)::
     ├── AmbiguousCalls           unfinished rows found on resume (ids, tools, steps)
     ├── CallIdReused             a call id already journaled in the run for another call
     ├── UnknownCall              no row holds that idempotency key
-    └── JournalVersionError      the store's schema is newer than this code knows
+    ├── JournalVersionError      the store's schema is newer than this code knows
+    ├── RunBusy                  another driver holds the run's lease (live)
+    ├── RunLeaseLost             this driver's run lease was taken over: nothing more commits
+    └── ConversationBehind       the journal holds calls of the run the conversation lacks
+
+One driver per run. A run is driven by at most one process at a time: the driver holds the
+run's **lease** (a row per run: holder, fencing token, expiry), acquired before it asks the
+model anything (:class:`RunBusy` when another driver's lease is live). Every row the driver
+writes carries the lease (:class:`RunLease`): the store checks in the same transaction that
+the lease's token is still the run's current one, so a driver whose lease expired and was
+taken over commits nothing more (:class:`RunLeaseLost`). A run lease's token is one more
+than the run's last one: strictly greater than any lease of that run before it.
 """
 
 from __future__ import annotations
@@ -256,6 +267,58 @@ class JournalVersionError(JournalError):
         return (type(self), (self.found, self.known))
 
 
+class RunBusy(JournalError):
+    """Another driver holds this run's lease and it is live: the run is not driven twice.
+
+    Names the run id and when the lease ends (``expires_at``, epoch seconds); never a tool's
+    arguments. Ask again later, or pass ``wait_for_run=seconds`` to ``gate.run``."""
+
+    def __init__(self, run_id: str, expires_at: float | None) -> None:
+        self.run_id = run_id
+        self.expires_at = expires_at
+        super().__init__(
+            f"run {run_id}: another driver holds the run's lease; it is not driven twice"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.run_id, self.expires_at))
+
+
+class RunLeaseLost(JournalError):
+    """This driver's run lease is no longer the run's current one (it expired and another
+    driver took the run over, or it was released): the write was refused, nothing of it
+    committed, and nothing more will."""
+
+    def __init__(self, run_id: str, token: int, current: int | None) -> None:
+        self.run_id = run_id
+        self.token = token
+        self.current = current
+        super().__init__(
+            f"run {run_id}: run lease token {token} is stale (current: {current}); "
+            "another driver has the run"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.run_id, self.token, self.current))
+
+
+class ConversationBehind(JournalError):
+    """The journal holds calls of the run that the given conversation never mentions: it is
+    older than the run (another driver went on with it). Resume from the last checkpoint;
+    the model is not asked again from an old conversation."""
+
+    def __init__(self, run_id: str, call_ids: Sequence[str]) -> None:
+        self.run_id = run_id
+        self.call_ids = tuple(call_ids)
+        super().__init__(
+            f"run {run_id}: the journal holds {len(self.call_ids)} call(s) the conversation "
+            "does not; resume with the run's last checkpointed conversation"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.run_id, self.call_ids))
+
+
 # -- keys and digests ------------------------------------------------------------------------
 
 
@@ -420,13 +483,23 @@ class JournalRow:
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> JournalRow:
         """A row from a store's column mapping (enum columns as their string values)."""
-        values = {f.name: record[f.name] for f in dataclasses.fields(cls)}
-        values["effect"] = Effect(values["effect"])
-        values["step"] = Step(values["step"])
-        for name, kind in (("outcome", Outcome), ("approval_status", ApprovalStatus)):
-            if values[name] is not None:
-                values[name] = kind(values[name])
-        return cls(**values)
+        return cls.from_values([record[name] for name in COLUMNS])
+
+    @classmethod
+    def from_values(cls, values: Sequence[Any]) -> JournalRow:
+        """A row from a store's values in :data:`COLUMNS` order (enums as string values):
+        what a store decodes each returned row with, without a mapping in between."""
+        try:
+            v = list(values)
+            v[_EFFECT_AT] = _EFFECTS[v[_EFFECT_AT]]
+            v[_STEP_AT] = _STEPS[v[_STEP_AT]]
+            if v[_OUTCOME_AT] is not None:
+                v[_OUTCOME_AT] = _OUTCOMES[v[_OUTCOME_AT]]
+            if v[_APPROVAL_AT] is not None:
+                v[_APPROVAL_AT] = _APPROVALS[v[_APPROVAL_AT]]
+        except (KeyError, IndexError):
+            raise GateConfigError("a journal row holds a value this code does not know") from None
+        return cls(*v)
 
     @classmethod
     def decided(cls, call: NewCall, *, now: float) -> JournalRow:
@@ -448,13 +521,33 @@ class JournalRow:
     def to_record(self) -> dict[str, Any]:
         """Column name -> value, enums as their string values (what a store writes)."""
         out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            out[f.name] = value.value if isinstance(value, enum.Enum) else value
+        for name in COLUMNS:
+            value = getattr(self, name)
+            out[name] = value.value if isinstance(value, enum.Enum) else value
         return out
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(JournalRow))
+DECIDED_COLUMNS: tuple[str, ...] = (
+    "idempotency_key", "run_id", "attempt_id", "round", "route", "call_id", "tool", "effect",
+    "argument_digest", "step", "decided_at",
+)  # fmt: skip
+"""What a DECIDE writes (every other column starts NULL)."""
+_EFFECT_AT, _STEP_AT = COLUMNS.index("effect"), COLUMNS.index("step")
+_OUTCOME_AT, _APPROVAL_AT = COLUMNS.index("outcome"), COLUMNS.index("approval_status")
+_EFFECTS = {e.value: e for e in Effect}
+_STEPS = {e.value: e for e in Step}
+_OUTCOMES = {e.value: e for e in Outcome}
+_APPROVALS = {e.value: e for e in ApprovalStatus}
+
+
+def decided_values(row: JournalRow) -> list[Any]:
+    """The values of :data:`DECIDED_COLUMNS` of a row just decided."""
+    return [
+        row.idempotency_key, row.run_id, row.attempt_id, row.round, row.route,
+        row.call_id, row.tool, row.effect.value, row.argument_digest,
+        row.step.value, row.decided_at,
+    ]  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -464,6 +557,43 @@ class Claim:
     idempotency_key: str
     fencing_token: int
     lease_expires_at: float
+
+
+class RunLease:
+    """A driver's hold on a run: the run id, the lease's fencing token (one more than the
+    run's last: greater than any lease of the run before it) and its length. Passed to
+    every move the driver makes (``run=``): the store commits the move only while
+    ``token`` is the run's current one, and renews the lease in the same transaction when
+    a third of it has passed (``expires_at`` is the end of the lease as last written, kept
+    by the store).
+
+    Mutable on purpose (the expiry moves with each renewal); a store changes it under its
+    lock. Holds ids and times only."""
+
+    __slots__ = ("expires_at", "holder", "lease_seconds", "run_id", "token")
+
+    def __init__(
+        self, run_id: str, token: int, lease_seconds: float, expires_at: float, holder: str = ""
+    ) -> None:
+        self.run_id = run_id
+        self.token = token
+        self.lease_seconds = check_lease(lease_seconds)
+        self.expires_at = expires_at
+        self.holder = holder
+
+    def renewal_due(self, now: float) -> bool:
+        """A third of the lease has passed since it was last written."""
+        return now >= self.expires_at - self.lease_seconds * (2.0 / 3.0)
+
+    def __repr__(self) -> str:
+        return f"RunLease(run_id={self.run_id!r}, token={self.token}, expires_at={self.expires_at})"
+
+
+def check_run_id(run_id: str) -> str:
+    """A run id is non-empty text."""
+    if not isinstance(run_id, str) or not run_id:
+        raise GateConfigError("a run id is a non-empty string")
+    return run_id
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -16,6 +16,10 @@ Every store is synchronous and thread-safe; each method is one committed transac
 async caller runs it with ``asyncio.to_thread``). ``observer(move, row)``, if given, is
 called after each committed move (``"decided"``, ``"approval"``, ``"started"``,
 ``"finished"``, ``"skipped"``, ``"reconciled"``): a test can stop the process exactly there.
+
+Every move takes ``run=``, a run lease (``acquire_run``): the move commits only while that
+lease is the run's current one (``RunLeaseLost`` otherwise), and renews it when due, in the
+same transaction. ``gate.run`` passes its lease to every move it makes.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from ...core.rules.journal import (
     JournalRow,
     NewCall,
     Outcome,
+    RunLease,
     RunSummary,
 )
 from .store import Clock, Observer, SqlJournal
@@ -45,7 +50,7 @@ _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 class Journal(Protocol):
     """What every store offers. Each method is one committed transaction."""
 
-    def decide(self, call: NewCall) -> JournalRow:
+    def decide(self, call: NewCall, *, run: RunLease | None = None) -> JournalRow:
         """Insert at DECIDED; the same call again returns the existing row unchanged; its
         call id used in the run for another call (another round, tool or argument digest)
         raises ``CallIdReused``."""
@@ -60,11 +65,19 @@ class Journal(Protocol):
         schema_digest: str,
         policy_version: str,
         expires_at: float | None,
+        run: RunLease | None = None,
     ) -> JournalRow:
         """Bind an approval to the digests and policy version it was given for (at DECIDED)."""
         ...
 
-    def claim(self, key: str, *, lease_seconds: float, retry_expired: bool = False) -> Claim:
+    def claim(
+        self,
+        key: str,
+        *,
+        lease_seconds: float,
+        retry_expired: bool = False,
+        run: RunLease | None = None,
+    ) -> Claim:
         """Atomic DECIDED -> STARTED (or an expired lease at STARTED, with
         ``retry_expired=True``) with a new fencing token, greater than any before it.
         ``AlreadyClaimed`` otherwise."""
@@ -82,15 +95,16 @@ class Journal(Protocol):
         error_class: str | None = None,
         result_size: int | None = None,
         result_digest: str | None = None,
+        run: RunLease | None = None,
     ) -> JournalRow:
         """STARTED -> FINISHED with the current token; ``StaleClaim`` otherwise."""
         ...
 
-    def skip(self, key: str, *, reason: str) -> JournalRow:
+    def skip(self, key: str, *, reason: str, run: RunLease | None = None) -> JournalRow:
         """DECIDED -> FINISHED (SKIPPED): the tool was never run."""
         ...
 
-    def reconcile(self, key: str, *, reason: str) -> JournalRow:
+    def reconcile(self, key: str, *, reason: str, run: RunLease | None = None) -> JournalRow:
         """DECIDED or STARTED -> RECONCILED, an operator's mark with a reason."""
         ...
 
@@ -98,8 +112,8 @@ class Journal(Protocol):
         """The row with this key; ``UnknownCall`` if none."""
         ...
 
-    def calls(self, run_id: str) -> list[JournalRow]:
-        """Every row of a run, by round."""
+    def calls(self, run_id: str, *, run: RunLease | None = None) -> list[JournalRow]:
+        """Every row of a run, by round (with ``run``: ``RunLeaseLost`` if it is stale)."""
         ...
 
     def unfinished(self, run_id: str) -> list[JournalRow]:
@@ -112,6 +126,31 @@ class Journal(Protocol):
 
     def runs(self) -> list[RunSummary]:
         """A summary per run."""
+        ...
+
+    def acquire_run(
+        self, run_id: str, *, lease_seconds: float, holder: str | None = None
+    ) -> RunLease:
+        """The run's lease for one driver (a new fencing token); ``RunBusy`` while another
+        driver's lease is live."""
+        ...
+
+    def begin_run(
+        self, run_id: str, *, lease_seconds: float, holder: str | None = None
+    ) -> tuple[RunLease, list[JournalRow]]:
+        """``acquire_run``, then the run's rows read once the lease is taken."""
+        ...
+
+    def renew_run(self, run: RunLease) -> None:
+        """Extend the lease; ``RunLeaseLost`` if another driver took the run over."""
+        ...
+
+    def release_run(self, run: RunLease) -> None:
+        """End the lease now (if it is still current)."""
+        ...
+
+    def check_run(self, run: RunLease) -> bool:
+        """Is this still the run's current lease?"""
         ...
 
     def close(self) -> None: ...

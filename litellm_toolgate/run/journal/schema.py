@@ -5,8 +5,23 @@ migrations it has not seen, in order, in one transaction, when it opens. A versi
 newer than :data:`LATEST` is refused (:class:`JournalVersionError`): this code never writes
 to a schema it does not know.
 
-Templates name tables through ``{calls}``, ``{version}``, ``{counter}``, ``{fencing}`` and
-``{by_step}`` (qualified by the store) and column types through ``{real}`` and ``{bigint}``.
+Templates name tables through ``{calls}``, ``{version}``, ``{counter}``, ``{fencing}``,
+``{runs}``, ``{by_step}`` and the SQLite triggers' names (qualified by the store) and column types
+through ``{real}`` and ``{bigint}``.
+
+Versions:
+
+1. ``journal_calls`` (one row per released call), its indexes, the fencing sequence
+   (a counter row on SQLite, a ``SEQUENCE`` on PostgreSQL).
+2. ``journal_runs``: one row per run, the run's lease (holder, fencing token, expiry), so a
+   run has one driver at a time (on SQLite ``WITHOUT ROWID``: one B-tree to write). A
+   lease's token is one more than the run's last (per run, like the resource it fences).
+   On SQLite, a trigger moves the fencing counter when a claim writes its token, so a
+   claim is one statement (its own transaction) there too.
+   The index on (step, run_id) is dropped: every step change paid for it, and it served only
+   the listing of started calls across all runs (an operator's command; a run's own rows
+   are found through its ``(run_id, call_id)`` key). A version-1 journal is migrated in
+   place when it is opened: its rows are kept, and the counter goes on from where it was.
 """
 
 from __future__ import annotations
@@ -70,6 +85,30 @@ MIGRATIONS: tuple[Migration, ...] = (
             "INSERT INTO {counter} (name, value) VALUES ('fencing', 0)",
         ),
         postgres=("CREATE SEQUENCE {fencing} AS BIGINT START 1",),
+    ),
+    Migration(
+        2,
+        common=(
+            # Every step change paid for this index; it served only the listing of started
+            # calls across all runs (an operator's command), which now reads the table.
+            "DROP INDEX {by_step_qualified}",
+            """CREATE TABLE {runs} (
+                run_id TEXT PRIMARY KEY,
+                holder TEXT NOT NULL,
+                lease_token {bigint} NOT NULL,
+                lease_expires_at {real} NOT NULL,
+                acquired_at {real} NOT NULL
+            ){without_rowid}""",
+        ),
+        sqlite=(
+            # A claim sets fencing_token to the counter + 1 in its one UPDATE; this moves the
+            # counter in the same statement (so, the same transaction).
+            """CREATE TRIGGER {claim_trigger} AFTER UPDATE OF fencing_token ON {calls}
+            WHEN NEW.fencing_token IS NOT NULL BEGIN
+                UPDATE {counter} SET value = NEW.fencing_token
+                WHERE name = 'fencing' AND value < NEW.fencing_token;
+            END""",
+        ),
     ),
 )
 
