@@ -31,6 +31,7 @@ import pytest
 
 from litellm_toolgate.core.errors import GateConfigError
 from litellm_toolgate.core.rules.commands import Allow, CommandAllowList, check_argv
+from litellm_toolgate.core.rules.policy import ToolCall
 
 EXEC_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -412,27 +413,49 @@ RUNNABLE = [(i, vec) for i, vec in enumerate(VECTORS) if vec.proof != "none"]
     "vector", [pytest.param(vec, id="runs-" + _id(i, vec)) for i, vec in RUNNABLE]
 )
 def test_the_vector_really_runs_its_payload(vector: Vector, tmp_path: Path) -> None:
-    program = vector.argv[0]
-    if shutil.which(program, path=EXEC_PATH) is None:
-        pytest.skip(f"{program} is not installed: the execution half is not shown here")
+    _installed(vector)
+    _run(vector, tmp_path, _scratch(tmp_path))
+    if vector.proof == "gone":
+        assert not (tmp_path / "VICTIM").exists()
+    else:
+        assert (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.parametrize(
+    "vector", [pytest.param(vec, id="gated-" + _id(i, vec)) for i, vec in RUNNABLE]
+)
+def test_through_the_allow_list_the_payload_does_not_run(vector: Vector, tmp_path: Path) -> None:
+    """A tool that runs what the list approves (the policy asked by its public call, as the
+    gate asks it), given the vector that ran its payload above: nothing of it runs."""
+    _installed(vector)
     env = _scratch(tmp_path)
-    argv = _fill(vector.argv, tmp_path)
+    decision = RULES(ToolCall("att", 0, "call_1", "run", {"argv": _fill(vector.argv, tmp_path)}))
+    if decision.approved:
+        _run(vector, tmp_path, env)
+    assert not decision.approved
+    assert not (tmp_path / "PWNED").exists() and (tmp_path / "VICTIM").exists()
+
+
+def _installed(vector: Vector) -> None:
+    if shutil.which(vector.argv[0], path=EXEC_PATH) is None:
+        pytest.skip(f"{vector.argv[0]} is not installed: the execution half is not shown here")
+
+
+def _run(vector: Vector, folder: Path, env: dict[str, str]) -> None:
+    """Run the vector without a shell in the scratch folder :func:`_scratch` prepared."""
+    argv = _fill(vector.argv, folder)
     # A payload that ran before the program hung still counts.
     with contextlib.suppress(subprocess.TimeoutExpired):
         subprocess.run(
             argv,
             shell=False,
-            cwd=tmp_path,
+            cwd=folder,
             env=env,
-            input=_fill((vector.stdin,), tmp_path)[0].encode(),
+            input=_fill((vector.stdin,), folder)[0].encode(),
             capture_output=True,
             timeout=30,
             check=False,
         )
-    if vector.proof == "gone":
-        assert not (tmp_path / "VICTIM").exists()
-    else:
-        assert (tmp_path / "PWNED").exists()
 
 
 def test_the_corpus_is_large_and_its_ids_unique() -> None:
