@@ -10,7 +10,7 @@ core's :class:`~..core.withhold.Withholder`, which passes on at once what may pa
 holds the rest, and re-encodes each message in a form litellm cannot misread (the rule, and
 why, is there). Through litellm's bridge (``cometapi/...``) the wire is chat, so the chat
 rule applies. Before a message goes out it is given to litellm's own parser for the route
-(:mod:`preflight`). When the body has ended cleanly the attempt concludes, the policy runs
+(:mod:`.parsers`). When the body has ended cleanly the attempt concludes, the policy runs
 (awaited right here, on the caller's loop), and only then are the held messages let through.
 A non-streamed body is held whole and let through once it ended cleanly (the callback then
 checks litellm's response against it). On any fault the stream raises the attempt's
@@ -23,7 +23,7 @@ and swallows what a hook raises), which is why litellm is handed the unambiguous
 litellm may still hand over calls shaped otherwise than the wire (``WireSpec.reparsed``:
 Ollama, Anthropic), the owner passes ``parse``: litellm's own parser of the route, run over
 the body held here at the decision, whose calls are cross-checked with the wire by the wire's
-carrier rule before anything held goes out (:func:`.preflight.litellm_parse`). Behind
+carrier rule before anything held goes out (:func:`.parsers.litellm_parse`). Behind
 litellm's Messages entry point on a bridged model the owner passes ``carrier_of`` instead:
 litellm's own bridge, run over the held body the same way (see :mod:`.bridges`).
 """
@@ -220,10 +220,10 @@ class Withholding:
         self.carrier_of = carrier_of
         # litellm's own parser of the call's route, run over the held body at the decision
         # on a wire litellm may re-shape (``WireSpec.reparsed``) and cross-checked with the
-        # wire before anything held goes out (preflight.litellm_parse).
+        # wire before anything held goes out (parsers.litellm_parse).
         self.parse = parse
         # litellm's parsers for the route, asked before a chat message or a Responses event
-        # goes out (preflight).
+        # goes out (parsers).
         self.chunk_check = chunk_check
         self.event_check = event_check
         # A whole body is judged here (on the wire alone) when no later hook can raise: the

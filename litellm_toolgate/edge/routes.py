@@ -129,7 +129,7 @@ def _bridge_unchecked(wire: str, ids: str = "") -> Refused:
 
 # ToolGate cross-checks litellm's chunks against the wire by position, name and arguments
 # (core/wires/gemini.py); the callback runs litellm's own Gemini parser over the withheld body
-# and cross-checks that the same way (preflight), since the wire's spec says litellm may
+# and cross-checks that the same way (parsers), since the wire's spec says litellm may
 # re-shape its calls (WireSpec.reparsed: litellm makes its own ids, for one).
 _GEMINI_CHAT = Gated(Wire.GEMINI, ClientKind.HTTP_HANDLER)
 _BEDROCK_CHAT = Gated(
@@ -197,7 +197,7 @@ model over Anthropic's Messages wire (rawPredict), whose block ids it keeps as t
 sending (:func:`_vertex_responses_fault`)."""
 # litellm (1.110.2) numbers each line's calls from 0, so calls that arrive in two lines reach
 # the caller merged under one tool index: ToolGate cross-checks litellm's chunks; the callback
-# runs litellm's own parser over the withheld body and cross-checks that (preflight), since the
+# runs litellm's own parser over the withheld body and cross-checks that (parsers), since the
 # wire's spec says litellm may re-shape its calls (WireSpec.reparsed).
 _OLLAMA_CHAT = Gated(Wire.OLLAMA, ClientKind.HTTP_HANDLER)
 _OLLAMA_RESPONSES = _bridge_unchecked(

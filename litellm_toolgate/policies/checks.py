@@ -8,8 +8,8 @@ several. At the start of a journaled call the loop needs two things from it:
   (bound to the row, all four checked again, the human asked again when the approval no
   longer holds). The first no is the answer; with no approval policy, approve.
 - :func:`tool_arguments`: the arguments the tool is given: the released value with every
-  :class:`~.pathscope.PathScope`'s declared paths resolved (checked again now). Raises
-  :class:`~.pathscope.PathRefused` when one no longer resolves inside its root.
+  :class:`~.paths.PathScope`'s declared paths resolved (checked again now). Raises
+  :class:`~.paths.PathRefused` when one no longer resolves inside its root.
 """
 
 from __future__ import annotations

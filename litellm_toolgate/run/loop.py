@@ -21,12 +21,12 @@ dropped and asked again (nothing of it ran). A tool that raises gives a ``failed
 (its error class only) and the ``tool_error`` text to the model.
 
 One driver per run. Before anything is asked of the model the run's lease is taken in the
-journal (:class:`~.runstate.RunDriver`): a second process resuming the same run id gets
+journal (:class:`~.state.RunDriver`): a second process resuming the same run id gets
 ``RunBusy`` (or waits, with ``wait_for_run=seconds``), and every move of this driver
 carries the lease, so a driver that stalled past it and was taken over commits nothing
 more (``RunLeaseLost``). The run's bounds are counted from the journal's rows: read right
 after the lease is taken (a driver that takes a run over goes on with its count), then
-each row as this driver's move committed it (:class:`~.runstate.FencedJournal`: while the
+each row as this driver's move committed it (:class:`~.state.FencedJournal`: while the
 lease is held, no other driver commits a row of the run). A conversation older than the
 journal (calls journaled that it never mentions) is refused (``ConversationBehind``), never
 asked of the model again.

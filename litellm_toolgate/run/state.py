@@ -1,6 +1,6 @@
 """One run of the tool loop: its settings, conversation, journal rows and resume plan.
 
-:class:`RunState` is what the sync and async drivers of :mod:`.toolloop` share: the checked
+:class:`RunState` is what the sync and async drivers of :mod:`.loop` share: the checked
 settings of ``gate.run`` (a wrong one is a :class:`GateConfigError` before anything is
 sent), the conversation and its checkpoints, the journal's new rows, the checks at
 ``started`` (the approval confirmed against the row, the path scopes' arguments resolved

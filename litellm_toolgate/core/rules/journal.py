@@ -5,7 +5,7 @@ Theory of operation
 A released tool call is written down *before* it runs, and every step after that is a
 committed compare-and-set, so that after a crash or a retry the journal answers the one
 question a retry needs: *was this call already executed?* The rows live in a store at the
-edge (``edge/journalstores``: SQLite or PostgreSQL); this module holds everything that is not I/O:
+run room (``run/journal``: SQLite or PostgreSQL); this module holds everything that is not I/O:
 the names, the one transition table, the keys and digests, the row types and the errors.
 
 A row moves (the table is :data:`TRANSITIONS`; a move it does not hold raises

@@ -5,15 +5,15 @@ One object serves three ways of use: ``litellm.callbacks = [gate]`` in code, a
 ``mode: post_call``. This module is its face: the settings, the hooks litellm calls, and
 ``close``. The hooks hand the work to the parts that do it:
 
-* :mod:`.admission`: which calls the gate gates (call type, one gate per call, per-request
+* :mod:`.deciders`: which calls the gate gates (call type, one gate per call, per-request
   selection, the route table), async and sync alike.
-* :mod:`.precall`: before an async call is sent (``async_pre_call_deployment_hook``: the
+* :mod:`.request`: before an async call is sent (``async_pre_call_deployment_hook``: the
   proxy, ``litellm.acompletion``, ``aresponses``, ``anthropic.messages.acreate``): the
   call's tap (:mod:`.taps`) and the client that reads its wire, observing or withholding.
-* :mod:`.postcall`: after it answered: the proxy's stream gated, a whole result checked
+* :mod:`.answer`: after it answered: the proxy's stream gated, a whole result checked
   against the wire.
 * :mod:`.taps`: a call's tap, and the proxy's taps waiting between its hooks.
-* :mod:`.reporting`: each decision into litellm's standard logging (the sanitized records,
+* :mod:`.decisionlog`: each decision into litellm's standard logging (the sanitized records,
   never argument text); refusals.
 * **SDK, sync ``litellm.completion`` / ``litellm.responses``.** litellm runs no sync hook
   that can change the request, so the gate arms the call in ``log_pre_api_call`` and a

@@ -1,4 +1,4 @@
-"""Which calls a :class:`~.callback.ToolGateGuardrail` gates: the callback's one admission.
+"""Which calls a :class:`~.callback.ToolGateGuardrail` gates: the callback's one door.
 
 Every call, async or sync, is admitted by one check (:func:`admit`): the call type, the
 gates that decide it (:func:`deciders`), per-request selection (:func:`selected`), the route
@@ -36,7 +36,7 @@ _GATE_SETS = 16
 
 
 class GateGuardrail(CustomGuardrail):
-    """The guardrail as the callback's parts (this module, :mod:`.precall`, :mod:`.postcall`,
+    """The guardrail as the callback's parts (this module, :mod:`.request`, :mod:`.answer`,
     :mod:`.sync.hooks`) see it: the base of :class:`~.callback.ToolGateGuardrail`, which the
     parts never import (it imports them). Its instances in ``litellm.callbacks`` are the
     registered gates; it declares what the parts read of one."""

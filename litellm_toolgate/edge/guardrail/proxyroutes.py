@@ -8,7 +8,7 @@ guardrail's ``async_pre_call_hook`` runs on each request the proxy hands it, bef
 sent:
 
 * **gated**: the chat, Responses and Messages routes; their calls are gated by the hooks of
-  :mod:`.precall` and :mod:`.postcall`.
+  :mod:`.request` and :mod:`.answer`.
 * **refused before sending**: routes whose model turns the gate cannot read (pass-through,
   realtime, assistants runs, interactions, agents, ...). litellm runs the proxy's pre-call
   hooks there with a call type the gate refuses (``pass_through_endpoint`` ...,

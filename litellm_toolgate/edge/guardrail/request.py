@@ -3,7 +3,7 @@
 Every async way of use rests on one hook that litellm runs right before it sends a request
 to a deployment (``async_pre_call_deployment_hook``): the gate swaps in an HTTP client of its
 own, so it reads the raw wire of that request. What that client does depends on who hands
-the result to the caller (:mod:`postcall` has the rest):
+the result to the caller (:mod:`.answer` has the rest):
 
 * **Proxy, streaming.** The client only observes (:class:`AsyncTapTransport`); the tap waits
   for the proxy's stream hook in the gate's :class:`~.taps.Taps`.

@@ -49,7 +49,7 @@ from ..calltypes import (
     sync_route_refused,
     sync_route_sdk,
 )
-from ..guardrail import decisionlog as reporting
+from ..guardrail import decisionlog
 from ..guardrail.deciders import GateGuardrail, admit, registered_gates, selected
 from ..guardrail.deciders import call_type as _call_type
 from ..guardrail.taps import new_tap
@@ -92,7 +92,7 @@ def sync_refusal(kind: str, route: str, streamed: bool) -> str | None:
     Each rule names a sync call the gate could not hand a quarantine to the caller for. They
     are asked at call set-up (from the call's arguments) and again in ``log_pre_api_call``
     (from the request litellm is about to send); the route table itself is applied by
-    :func:`~..admission.admit`, as for async calls.
+    :func:`~..guardrail.deciders.admit`, as for async calls.
     """
     if sync_route_refused(route, kind):
         return (
@@ -320,13 +320,13 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
     )
     if tap.refused:
         emit_records(tap.attempt)
-        reporting.report(gate, request, tap.attempt, time.time())
+        decisionlog.report(gate, request, tap.attempt, time.time())
         fault = tap.attempt.quarantined
         raise UngatedCallRefused(f"{fault}; this sync call was not sent")
     started = time.time()
 
     def report(attempt: Attempt) -> None:
-        reporting.report(gate, request, attempt, started)
+        decisionlog.report(gate, request, attempt, started)
 
     holding = Withholding(
         deciding.policy,
