@@ -35,4 +35,4 @@ exec "${pytest[@]}" \
     tests/test_gate_litellm.py tests/test_gate_loopback.py tests/test_gate_behaviour.py \
     tests/test_gate_lifecycle.py tests/test_callback_release.py tests/test_callback_sync.py \
     tests/test_calltypes.py tests/test_config_strict.py tests/test_no_leak.py \
-    tests/test_policies_gate.py
+    tests/test_policies_gate.py tests/test_house.py

@@ -38,11 +38,13 @@ own_process=(tests/test_sync_footprint.py tests/test_sync_soak.py)
 # The sans-I/O core imports no litellm (tests/test_core_without_litellm.py proves it), so
 # its own suites say nothing new on a second litellm version: they run once, in lane 2.
 core_only=(tests/test_core_*.py tests/test_sse.py tests/test_strictjson*.py tests/test_registry*.py
-           tests/test_schema_differential.py tests/test_ecmaregex.py tests/test_gate_typing.py)
+           tests/test_schema_differential.py tests/test_ecmaregex.py tests/test_gate_typing.py
+           tests/test_policies_command_*.py)
 # Suites whose subject is the project's own machinery (the gate's defences against a hostile
 # upstream, the journal under crashes and races, the built wheel, the bench's rows): one
 # litellm version says all they can, so they run in lane 1 only.
 once=(tests/test_attack_*.py tests/test_loop_crash.py tests/test_journal_race.py
+      tests/test_loop_one_driver.py tests/test_journal_runlease.py
       tests/test_packaging.py tests/test_bench_smoke.py)
 slowest=(--durations=30 --durations-min=1.0)
 
