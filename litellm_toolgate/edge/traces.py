@@ -23,6 +23,7 @@ no attribute is built.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -84,10 +85,8 @@ def trace_decision(attempt: Attempt, parent: Any = None) -> None:
     found = tracer()
     if found is None:
         return
-    try:
+    with contextlib.suppress(Exception):  # a broken exporter must not touch the decision
         _span(found, attempt, parent)
-    except Exception:  # noqa: S110 - a broken exporter must not touch the decision
-        pass
 
 
 def _span(found: Any, attempt: Attempt, parent: Any) -> None:
