@@ -51,9 +51,12 @@ class _Base:
         self._policy = policy
         # litellm hands its success loggers (OpenTelemetry, Langfuse, ...) the answer it
         # assembled, arguments included, as soon as its own stream ends: before the gate
-        # decided. They wait for the decision; a refusal reaches them as a failure with the
-        # sanitized record (guardrail/loghold.py), never the withheld arguments.
-        self._held = getattr(wrapper, "logging_obj", None)
+        # decided. For chat streams (litellm logs on a thread or task of its own) they wait
+        # for the decision; a refusal reaches them as a failure with the sanitized record
+        # (guardrail/loghold.py). litellm's Responses and Messages iterators run their
+        # loggers inline, on the reader's own thread or task, before the last event reaches
+        # the gate: held, they would wait for a decision that cannot come, so they are not.
+        self._held = getattr(wrapper, "logging_obj", None) if carrier is None else None
         loghold.hold(self._held, tap.attempt)
         self._gated = GatedItems(tap.attempt, carrier or CarrierChunks(), self._decided)
 
