@@ -18,11 +18,11 @@ make_env() {
 if [ "${1:-}" = "--matrix" ]; then
     # The two environments are independent: build them side by side (most of the time is
     # downloading and unpacking), then fail if either failed.
-    make_env .venv-litellm-1.108.7 "litellm[proxy]==1.108.7" "test,metrics" &
+    make_env .venv-litellm-1.108.7 "litellm[proxy]==1.108.7" "test,metrics,otel" &
     older=$!
     status=0
-    make_env .venv "litellm==1.110.2" "test,lint,fuzz,metrics" || status=$?
+    make_env .venv "litellm==1.110.2" "test,lint,fuzz,metrics,otel" || status=$?
     wait "$older" || status=$?
     exit "$status"
 fi
-make_env .venv "litellm==1.110.2" "test,lint,fuzz,metrics"
+make_env .venv "litellm==1.110.2" "test,lint,fuzz,metrics,otel"

@@ -7,15 +7,19 @@ structured logs. Released calls log at INFO, quarantined ones at WARNING.
 It is also where the observers (the metrics exporter, the route escalation) are told of
 decided attempts, whatever the logging level: each attempt queued its outcome in
 :data:`observers` as it was decided, and the queue is drained here once as many are
-queued as the most impatient observer lets wait (``core/records/metrics.py``).
+queued as the most impatient observer lets wait (``core/records/metrics.py``). And it is
+where each decided attempt becomes an OpenTelemetry span, when OpenTelemetry is installed
+(``traces.py``).
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from ..core.decision.attempt import Attempt
 from ..core.records.metrics import Observers
+from .traces import trace_decision
 
 logger = logging.getLogger("litellm_toolgate")
 
@@ -23,9 +27,12 @@ observers = Observers()
 """Told of every decided attempt and every gated proxy stream (see ``core/records/metrics.py``)."""
 
 
-def emit_records(attempt: Attempt) -> None:
+def emit_records(attempt: Attempt, parent: Any = None) -> None:
+    """Tell the observers, trace the decision (``traces.py``; ``parent``: the span to trace
+    it under instead of the current one) and log the attempt's records."""
     if observers.due():
         observers.drain()
+    trace_decision(attempt, parent)
     fault = attempt.quarantined
     level = logging.INFO if fault is None else logging.WARNING
     if not logger.isEnabledFor(level):

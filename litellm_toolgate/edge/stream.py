@@ -29,6 +29,7 @@ from ..core.decision.gated import END, FAULT, MORE, CarrierAdapter, GatedItems
 from ..core.errors import raise_clean
 from ..core.rules.policy import Policy, ReleasedCall
 from .carriers.chat import CarrierChunks
+from .guardrail import loghold
 from .judge import ajudge, judge
 from .logs import emit_records
 from .offload import decide_off_loop
@@ -39,12 +40,30 @@ class _Base:
     """What the sync and async streams share: the tap and the core's gated items."""
 
     def __init__(
-        self, tap: WireTap, policy: Policy | None, carrier: CarrierAdapter | None = None
+        self,
+        tap: WireTap,
+        policy: Policy | None,
+        carrier: CarrierAdapter | None = None,
+        wrapper: Any = None,
     ) -> None:
         self.tap = tap
         self.attempt: Attempt = tap.attempt
         self._policy = policy
-        self._gated = GatedItems(tap.attempt, carrier or CarrierChunks(), emit_records)
+        # litellm hands its success loggers (OpenTelemetry, Langfuse, ...) the answer it
+        # assembled, arguments included, as soon as its own stream ends: before the gate
+        # decided. For chat streams (litellm logs on a thread or task of its own) they wait
+        # for the decision; a refusal reaches them as a failure with the sanitized record
+        # (guardrail/loghold.py). litellm's Responses and Messages iterators run their
+        # loggers inline, on the reader's own thread or task, before the last event reaches
+        # the gate: held, they would wait for a decision that cannot come, so they are not.
+        self._held = getattr(wrapper, "logging_obj", None) if carrier is None else None
+        loghold.hold(self._held, tap.attempt)
+        self._gated = GatedItems(tap.attempt, carrier or CarrierChunks(), self._decided)
+
+    def _decided(self, attempt: Attempt) -> None:
+        emit_records(attempt)
+        if self._held is not None:
+            loghold.decided(attempt)
 
     def _forget_wrapper(self) -> None:
         raise NotImplementedError
@@ -81,7 +100,7 @@ class GatedStream(_Base):
         policy: Policy | None,
         carrier: CarrierAdapter | None = None,
     ) -> None:
-        super().__init__(tap, policy, carrier)
+        super().__init__(tap, policy, carrier, wrapper)
         self._it: Iterator[Any] = iter(wrapper)
 
     def __iter__(self) -> GatedStream:
@@ -152,7 +171,7 @@ class AsyncGatedStream(_Base):
         policy: Policy | None,
         carrier: CarrierAdapter | None = None,
     ) -> None:
-        super().__init__(tap, policy, carrier)
+        super().__init__(tap, policy, carrier, wrapper)
         self._it: AsyncIterator[Any] = wrapper.__aiter__()
 
     def __aiter__(self) -> AsyncGatedStream:

@@ -44,6 +44,7 @@ from ..core.errors import QuarantineReason, ToolGateError
 from ..core.rules.journal import Claim, JournalRow, Outcome, Step
 from ..core.rules.loop import result_text
 from ..policies.checks import aconfirm_at_start, confirm_at_start
+from . import traces
 from .state import (
     NOT_APPROVED,
     NOT_AVAILABLE,
@@ -126,10 +127,11 @@ class _Sync:
         seen = {r.call_id for r in rows}
         next_round = 0
         if rows:
-            calls = s.plan_resume(rows)
-            seen.update(c.call_id for c in calls)
-            for call in calls:
-                self.resolve(call)
+            with traces.resume(s.run_id, rows):
+                calls = s.plan_resume(rows)
+                seen.update(c.call_id for c in calls)
+                for call in calls:
+                    self.resolve(call)
             next_round = max(r.round for r in rows) + 1
         for rounds, round_index in enumerate(range(next_round, s.limits.max_rounds), start=1):
             if s.before_round is not None:
@@ -177,9 +179,16 @@ class _Sync:
                     output = output_items(event.response)
         return "".join(text), stream, output
 
-    def execute(self, call: LoopCall, *, retry_expired: bool = False) -> None:
+    def execute(
+        self, call: LoopCall, *, retry_expired: bool = False, resumed: bool = False
+    ) -> None:
+        with traces.tool_run(self.s.run_id, call.name, call.call_id, resumed=resumed) as run:
+            self._execute(call, run, retry_expired)
+
+    def _execute(self, call: LoopCall, run: traces.ToolRun, retry_expired: bool) -> None:
         s = self.s
         assert call.row is not None
+        run.row(call.row)
         # Between decide and claim: the approval is confirmed against the row (asked again
         # if it no longer holds) and the path scopes resolve the tool's arguments again.
         tool_call = s.tool_call(call)
@@ -187,10 +196,12 @@ class _Sync:
         # A resumed row already started takes no new approval columns (the table allows them
         # at decided only): it is confirmed, and asked again, without writing them.
         journal = self.j if call.row.step is Step.DECIDED else None
-        if confirm_at_start(s.gate.policy, call.row, tool_call, journal=journal).approved:
+        approved = confirm_at_start(s.gate.policy, call.row, tool_call, journal=journal).approved
+        run.approval(s.gate.policy, approved)
+        if approved:
             arguments = s.arguments_or_none(tool_call)
         if arguments is None:
-            self.not_run(call)
+            run.row(self.not_run(call))
             return
         call.value = arguments
         claim: Claim = self.j.claim(
@@ -198,8 +209,10 @@ class _Sync:
         )
         tool = s.executors[call.name]
         context = s.context(call, call.row, claim.fencing_token)
+        run.claimed(claim.fencing_token)
         failed: str | None = None
         content = ""
+        run.tool_started()
         try:
             value = (
                 tool.fn(call.value, context=context) if tool.wants_context else tool.fn(call.value)
@@ -210,20 +223,23 @@ class _Sync:
         except Exception as exc:  # the tool's failure is a failed row, never the run's
             failed = type(exc).__name__
             content = s.failure_text(call.name, exc)
+        run.tool_ended(failed)
         if failed is None:
-            self.j.finish(claim, Outcome.SUCCEEDED, **s.finished_fields(content))
+            done = self.j.finish(claim, Outcome.SUCCEEDED, **s.finished_fields(content))
         else:
-            self.j.finish(claim, Outcome.FAILED, error_class=failed)
+            done = self.j.finish(claim, Outcome.FAILED, error_class=failed)
+        run.row(done)
         s.append_result(call.call_id, content)
 
-    def not_run(self, call: LoopCall) -> None:
+    def not_run(self, call: LoopCall) -> JournalRow:
         assert call.row is not None
         key, reason = call.row.idempotency_key, "refused at start: approval or path check"
         if call.row.step is Step.DECIDED:
-            self.j.skip(key, reason=reason)
+            row: JournalRow = self.j.skip(key, reason=reason)
         else:
-            self.j.reconcile(key, reason=reason)
+            row = self.j.reconcile(key, reason=reason)
         self.s.append_result(call.call_id, NOT_APPROVED)
+        return row
 
     def resolve(self, call: LoopCall) -> None:
         """A call of the resumed turn: run it, or not, by its row and its tool's rule."""
@@ -248,7 +264,7 @@ class _Sync:
             s.append_result(call.call_id, NOT_AVAILABLE)
             return
         _wait_for_lease(row)
-        self.execute(call, retry_expired=row.step is Step.STARTED)
+        self.execute(call, retry_expired=row.step is Step.STARTED, resumed=True)
 
 
 def _wait_for_lease(row: JournalRow) -> None:
@@ -322,10 +338,11 @@ class _Async:
         seen = {r.call_id for r in rows}
         next_round = 0
         if rows:
-            calls = s.plan_resume(rows)
-            seen.update(c.call_id for c in calls)
-            for call in calls:
-                await self.resolve(call)
+            with traces.resume(s.run_id, rows):
+                calls = s.plan_resume(rows)
+                seen.update(c.call_id for c in calls)
+                for call in calls:
+                    await self.resolve(call)
             next_round = max(r.round for r in rows) + 1
         for rounds, round_index in enumerate(range(next_round, s.limits.max_rounds), start=1):
             if s.before_round is not None:
@@ -374,17 +391,25 @@ class _Async:
                     output = output_items(event.response)
         return "".join(text), stream, output
 
-    async def execute(self, call: LoopCall, *, retry_expired: bool = False) -> None:
+    async def execute(
+        self, call: LoopCall, *, retry_expired: bool = False, resumed: bool = False
+    ) -> None:
+        with traces.tool_run(self.s.run_id, call.name, call.call_id, resumed=resumed) as run:
+            await self._execute(call, run, retry_expired)
+
+    async def _execute(self, call: LoopCall, run: traces.ToolRun, retry_expired: bool) -> None:
         s = self.s
         assert call.row is not None
+        run.row(call.row)
         tool_call = s.tool_call(call)
         arguments = None
         journal = self.j if call.row.step is Step.DECIDED else None
         decision = await aconfirm_at_start(s.gate.policy, call.row, tool_call, journal=journal)
+        run.approval(s.gate.policy, decision.approved)
         if decision.approved:
             arguments = await self.call(s.arguments_or_none, tool_call)
         if arguments is None:
-            await self.not_run(call)
+            run.row(await self.not_run(call))
             return
         call.value = arguments
         claim: Claim = await self.call(
@@ -395,8 +420,10 @@ class _Async:
         )
         tool = s.executors[call.name]
         context = s.context(call, call.row, claim.fencing_token)
+        run.claimed(claim.fencing_token)
         failed: str | None = None
         content = ""
+        run.tool_started()
         try:
             kwargs = {"context": context} if tool.wants_context else {}
             if inspect.iscoroutinefunction(tool.fn):
@@ -407,20 +434,24 @@ class _Async:
         except Exception as exc:  # the tool's failure is a failed row, never the run's
             failed = type(exc).__name__
             content = s.failure_text(call.name, exc)
+        run.tool_ended(failed)
         if failed is None:
-            await self.call(self.j.finish, claim, Outcome.SUCCEEDED, **s.finished_fields(content))
+            fields = s.finished_fields(content)
+            done = await self.call(self.j.finish, claim, Outcome.SUCCEEDED, **fields)
         else:
-            await self.call(self.j.finish, claim, Outcome.FAILED, error_class=failed)
+            done = await self.call(self.j.finish, claim, Outcome.FAILED, error_class=failed)
+        run.row(done)
         s.append_result(call.call_id, content)
 
-    async def not_run(self, call: LoopCall) -> None:
+    async def not_run(self, call: LoopCall) -> JournalRow:
         assert call.row is not None
         key, reason = call.row.idempotency_key, "refused at start: approval or path check"
         if call.row.step is Step.DECIDED:
-            await self.call(self.j.skip, key, reason=reason)
+            row: JournalRow = await self.call(self.j.skip, key, reason=reason)
         else:
-            await self.call(self.j.reconcile, key, reason=reason)
+            row = await self.call(self.j.reconcile, key, reason=reason)
         self.s.append_result(call.call_id, NOT_APPROVED)
+        return row
 
     async def resolve(self, call: LoopCall) -> None:
         s = self.s
@@ -446,7 +477,7 @@ class _Async:
             s.append_result(call.call_id, NOT_AVAILABLE)
             return
         await _await_lease(row)
-        await self.execute(call, retry_expired=row.step is Step.STARTED)
+        await self.execute(call, retry_expired=row.step is Step.STARTED, resumed=True)
 
 
 __all__ = [
