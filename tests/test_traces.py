@@ -454,11 +454,18 @@ def test_approval_asked_and_answered_are_on_the_span(
     from litellm_toolgate.policies import ApprovalPolicy
 
     answers = iter([True, False])
+    now = [1000.0]
 
     def ask(request: Any) -> bool:
         return next(answers)
 
-    policy = ApprovalPolicy(ask, tools=[TOOL], version="v1", ttl=0.001)
+    def clock() -> float:
+        # Each reading is a minute later: the grant (a second long) has expired by the start,
+        # however fast the machine.
+        now[0] += 60.0
+        return now[0]
+
+    policy = ApprovalPolicy(ask, tools=[TOOL], version="v1", ttl=1.0, clock=clock)
     tracer = trace.get_tracer("tests")
     with FakeUpstream() as upstream, open_journal("sqlite:///:memory:") as journal:
         upstream.enqueue(
