@@ -63,9 +63,11 @@ from ..sync.claiming import (
     SyncCallStopped,
     UngatedCallRefused,
 )
+from ..sync.refusal import AsyncCallStopped
 from . import cacheguard, callsetup
 from .answer import check_proxy_response, check_sdk_response, gate_proxy_stream
 from .deciders import GateGuardrail
+from .deciders import any_gate_acting as _any_gate_acting
 from .deciders import any_gate_registered as _any_gate_registered
 from .deciders import call_type as _call_type
 from .proxyroutes import refuse_before_sending
@@ -217,6 +219,10 @@ class ToolGateGuardrail(GateGuardrail):
         self._release = claiming.INSTALLATION.acquire()
         self._closed = False
         weakref.finalize(self, self._release)
+        # litellm runs no hook of a gate handed to a call in its own callbacks= before it
+        # reads its cache: the litellm.cache there now is guarded from the start (a call
+        # that names a gate is never answered from it; see cacheguard).
+        cacheguard.guard(_any_gate_acting)
 
     # litellm reads every registered guardrail's ``default_on`` first thing on every call,
     # before it looks at its response cache (``get_applied_guardrails`` in its call setup):
@@ -224,7 +230,7 @@ class ToolGateGuardrail(GateGuardrail):
     # (see cacheguard) before a gated call could be answered from it.
     @property
     def default_on(self) -> bool:
-        cacheguard.guard(_any_gate_registered)
+        cacheguard.guard(_any_gate_acting)
         if not self.__dict__.get("_closed", True):
             # litellm registered litellm.custom_provider_map's providers just before (its
             # call set-up): one added since is shadowed before this very call can reach it.
@@ -310,6 +316,7 @@ class ToolGateGuardrail(GateGuardrail):
 
     # ---- sync calls: refused at call set-up, armed, claimed on the wire (sync.hooks) ----
     def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
+        cacheguard.guard(_any_gate_acting)  # a litellm.cache set since (see __init__)
         sync_hooks.log_pre_api_call(self, kwargs)
 
     def log_post_api_call(
@@ -379,4 +386,10 @@ class ToolGateGuardrail(GateGuardrail):
             self._taps.take(kwargs)
 
 
-__all__ = ["GuardrailConfigError", "SyncCallStopped", "ToolGateGuardrail", "UngatedCallRefused"]
+__all__ = [
+    "AsyncCallStopped",
+    "GuardrailConfigError",
+    "SyncCallStopped",
+    "ToolGateGuardrail",
+    "UngatedCallRefused",
+]

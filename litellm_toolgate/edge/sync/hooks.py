@@ -50,7 +50,7 @@ from ..calltypes import (
     sync_route_sdk,
 )
 from ..guardrail import decisionlog
-from ..guardrail.deciders import GateGuardrail, admit, registered_gates, selected
+from ..guardrail.deciders import GateGuardrail, admit, deciders, registered_gates, selected
 from ..guardrail.deciders import call_type as _call_type
 from ..guardrail.taps import new_tap
 from ..httpwithhold import Withholding
@@ -77,6 +77,7 @@ from .claiming import (
     sent,
 )
 from .custom import CustomProviderRefused
+from .refusal import AsyncCallStopped
 from .sdkclaim import arm_sdk, claim_sdk_clients, claim_whole_client
 from .sdkclaim import streamed as sdk_streamed
 
@@ -273,6 +274,8 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
     if handling(kind) is not Handling.NOT_A_MODEL_TURN and not registered_gates():
         _warn_unregistered(gate)
     if handling(kind) is Handling.GATED and kind not in SYNC:
+        if not registered_gates():
+            _stop_async(gate, kind, kwargs)
         return  # an async call: armed by the async hook (gates in litellm.callbacks only)
     call_id = str(kwargs.get("litellm_call_id") or "")
     route = str(kwargs.get("custom_llm_provider") or "")
@@ -351,6 +354,28 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
         arm(kwargs, tap, holding)
 
 
+def _stop_async(gate: GateGuardrail, kind: str, kwargs: Mapping[str, Any]) -> None:
+    """Refuse, unsent, an async model turn litellm runs this gate's hooks for while no gate
+    is in ``litellm.callbacks`` (the gate handed to a call in its own ``callbacks=``, or to
+    an earlier one: litellm keeps it): litellm runs no hook of such a gate that could gate
+    the request, so it is stopped here, before litellm sends it. litellm drops any
+    ``Exception`` raised in this hook, so the refusal is raised as
+    :class:`~.refusal.AsyncCallStopped`, a ``BaseException`` that carries it."""
+    params = kwargs.get("litellm_params")
+    request: dict[str, Any] = params if isinstance(params, dict) else {}
+    vouched = is_vouched(str(kwargs.get("litellm_call_id") or "")) or is_vouched_client(
+        request.get("client") or kwargs.get("client")
+    )
+    if vouched or not deciders(gate, request):
+        return
+    raise AsyncCallStopped(
+        f"toolgate gate {gate.__dict__.get('guardrail_name')!r} was handed to this async "
+        f"litellm.{kind} in its callbacks= (or to an earlier call) and is not in "
+        "litellm.callbacks: litellm runs none of its hooks that could gate an async call, "
+        "so it was refused and not sent. Put the gate in litellm.callbacks, or use ToolGate"
+    )
+
+
 def _warn_unregistered(gate: GateGuardrail) -> None:
     """Say once per gate what it cannot gate from outside ``litellm.callbacks``: handed to
     calls in their own ``callbacks=`` (async calls and cache hits pass it), or taken out of
@@ -370,9 +395,10 @@ def _warn_unregistered(gate: GateGuardrail) -> None:
         return
     logger.warning(
         "toolgate: gate %r was handed to a litellm call in its own callbacks= and is not in "
-        "litellm.callbacks: litellm runs none of its hooks before an async call is sent or a "
-        "cached answer is read, so async calls and cache hits are NOT gated by it (sync calls "
-        "are). Put the gate in litellm.callbacks, or use ToolGate",
+        "litellm.callbacks: litellm runs none of its hooks that could gate an async call, so "
+        "its async model turns are refused unsent (AsyncCallStopped) and its cache reads "
+        "answer miss; sync calls are gated. litellm keeps running it for every later call. "
+        "Put the gate in litellm.callbacks, or use ToolGate",
         name,
     )
 

@@ -67,6 +67,13 @@ class SyncCallStopped(BaseException):
         self.refusal = UngatedCallRefused(message)
 
 
+class AsyncCallStopped(SyncCallStopped):
+    """An async model turn refused unsent by a gate that is not in ``litellm.callbacks``
+    (handed to a call in its own ``callbacks=``): litellm runs only its logging hooks, and
+    drops any ``Exception`` they raise, so the refusal leaves ``log_pre_api_call`` as this
+    ``BaseException`` (catch it by name; ``except Exception`` does not). Nothing was sent."""
+
+
 _THROUGH: dict[type[BaseException], type[BaseException]] = {}
 # What litellm's OpenAIError carries beyond an exception's own fields (1.108.7, 1.110.2).
 _HANDLER_FIELDS = ("request", "response", "headers", "body", "status_code_is_synthesized")
@@ -288,6 +295,7 @@ def _asks_for_stream(request: httpx.Request) -> bool:
 
 __all__ = [
     "RefusedResponse",
+    "AsyncCallStopped",
     "SyncCallStopped",
     "ThroughHandler",
     "UngatedCallRefused",

@@ -1,0 +1,102 @@
+"""A gate handed to a call in its own ``callbacks=`` (none in ``litellm.callbacks``).
+
+Against the real litellm on loopback (issue 38, holes 3 and 4): litellm runs no hook of such
+a gate before an async request is sent or a cached answer is read. A model turn is gated
+exactly, or refused before anything is sent, typed: an async call is refused unsent
+(:class:`AsyncCallStopped`, zero requests at the upstream), whole and streamed, on
+``cometapi/`` and ``openai/``; a sync or async ``caching=True`` call is never answered from a
+``litellm.cache`` an ungated call filled (it is sent, and the sync one gated).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import litellm
+import pytest
+from test_callback_contain import (  # the shared loopback fixtures and helpers
+    BAD,
+    _clean,
+    arguments_of,
+    call,
+    new_cache,
+    upstream,
+)
+from test_callback_contain import run as run_caught
+
+from litellm_toolgate import AsyncCallStopped, SchemaRejected, ToolGateGuardrail
+from litellm_toolgate.demo.run import MULTIPLY
+from litellm_toolgate.loopback.upstream import FakeUpstream
+
+__all__ = ["_clean", "upstream"]  # pytest fixtures, used by name
+
+
+def run(mode: str, stream: bool, kwargs: dict[str, Any]) -> Any:
+    """:func:`test_callback_contain.run`, also returning an :class:`AsyncCallStopped`."""
+    try:
+        return run_caught(mode, stream, kwargs)
+    except AsyncCallStopped as stopped:
+        return stopped
+
+
+@pytest.mark.parametrize("model", ["cometapi/gpt-4o-mini", "openai/gpt-4o-mini"])
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize("prompt", ["bad", "good"])
+def test_an_async_call_handed_a_gate_is_refused_unsent(
+    upstream: FakeUpstream, model: str, stream: bool, prompt: str
+) -> None:
+    gate = ToolGateGuardrail([MULTIPLY])
+    before = len(upstream.requests)
+    kwargs = {**call(upstream, f"{prompt} {uuid.uuid4().hex}"), "model": model}
+    got = run("async", stream, {**kwargs, "callbacks": [gate]})
+    assert isinstance(got, AsyncCallStopped), got
+    assert "callbacks=" in str(got)
+    assert len(upstream.requests) == before
+    # The gate is no worse for it: the same call, sync, is gated on the wire.
+    if prompt == "bad":
+        again = run("sync", stream, {**kwargs, "callbacks": [gate]})
+        assert isinstance(again, SchemaRejected), again
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_cached_invalid_call_is_not_handed_to_a_call_that_names_a_gate(
+    upstream: FakeUpstream, mode: str, stream: bool
+) -> None:
+    litellm.cache = new_cache(type="local")
+    kwargs = {**call(upstream, f"bad {uuid.uuid4().hex}"), "caching": True}
+    filled = run("sync", stream, kwargs)  # no gate: litellm caches the invalid call
+    assert arguments_of(filled) == [BAD]
+    before = len(upstream.requests)
+    assert arguments_of(run(mode, stream, kwargs)) == [BAD]  # a cache hit, no request
+    assert len(upstream.requests) == before
+    gate = ToolGateGuardrail([MULTIPLY])
+    got = run(mode, stream, {**kwargs, "callbacks": [gate]})
+    # Not answered from the cache: sent and gated (sync), or refused unsent (async).
+    if mode == "sync":
+        assert isinstance(got, SchemaRejected), got
+        assert len(upstream.requests) == before + 1
+    else:
+        assert isinstance(got, AsyncCallStopped), got
+        assert len(upstream.requests) == before
+
+
+def test_an_async_call_without_a_gate_goes_through_the_wrapped_clients(
+    upstream: FakeUpstream,
+) -> None:
+    """After a refusal the clients litellm keeps carry the gate's transport; a call that
+    names no gate goes out through them as litellm would send it."""
+    gate = ToolGateGuardrail([MULTIPLY])
+    kwargs = call(upstream, "good")
+    assert isinstance(run("async", True, {**kwargs, "callbacks": [gate]}), AsyncCallStopped)
+    litellm.input_callback[:] = [c for c in litellm.input_callback if c is not gate]
+    gate.close()
+    before = len(upstream.requests)
+
+    async def go() -> Any:
+        return await litellm.acompletion(**kwargs)
+
+    assert arguments_of(asyncio.run(go()))
+    assert len(upstream.requests) == before + 1
