@@ -50,7 +50,7 @@ from ..calltypes import (
     sync_route_sdk,
 )
 from ..guardrail import decisionlog
-from ..guardrail.deciders import GateGuardrail, admit, deciders, registered_gates, selected
+from ..guardrail.deciders import GateGuardrail, admit, registered_gates, selected
 from ..guardrail.deciders import call_type as _call_type
 from ..guardrail.taps import new_tap
 from ..httpwithhold import Withholding
@@ -58,7 +58,7 @@ from ..logs import emit_records, logger
 from ..parsers import chat_chunk_check, client_parse, responses_event_check
 from ..routes import Api, route_for
 from ..seam import privates
-from . import claiming
+from . import asyncclaim, claiming
 from .claiming import (
     CLAIMS,
     MARKER,
@@ -208,6 +208,7 @@ def log_pre_api_call(gate: GateGuardrail, kwargs: Any) -> None:
     if not isinstance(kwargs, Mapping):
         return
     # Every call of this thread starts here: a refusal an earlier call left is void.
+    asyncclaim.void_stale(str(kwargs.get("litellm_call_id") or ""))
     stale = CLAIMS.refusal_here()
     if stale is not None and stale.call_id != str(kwargs.get("litellm_call_id") or ""):
         CLAIMS.settle(stale.call_id)
@@ -220,7 +221,11 @@ def log_pre_api_call(gate: GateGuardrail, kwargs: Any) -> None:
     except ToolGateError as refused:
         refusal = str(refused)  # each says that the call was not sent
     except Exception:
-        refusal = "toolgate could not prepare this sync call to be gated; it was not sent"
+        refusal = "toolgate could not prepare this call to be gated; it was not sent"
+    if refusal is not None and _call_type(kwargs.get("call_type")) not in SYNC:
+        # An async call of a gate handed to it in its callbacks= (.asyncclaim): no transport
+        # holds a refusal for it; the last resort, before anything is sent.
+        raise AsyncCallStopped(refusal)
     if refusal is not None:
         _hold(kwargs, refusal)
 
@@ -273,10 +278,15 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
     # Not in litellm.callbacks, and litellm still runs it (see docs/callbacks.md): said once.
     if handling(kind) is not Handling.NOT_A_MODEL_TURN and not registered_gates():
         _warn_unregistered(gate)
-    if handling(kind) is Handling.GATED and kind not in SYNC:
-        if not registered_gates():
-            _stop_async(gate, kind, kwargs)
-        return  # an async call: armed by the async hook (gates in litellm.callbacks only)
+    asynchronous = kind not in SYNC
+    if handling(kind) is Handling.GATED and asynchronous:
+        if registered_gates():
+            return  # an async call: armed by the async hook (gates in litellm.callbacks)
+        # A gate handed to the call in its callbacks=: no hook of it runs before the request
+        # but this one; the call is claimed on the wire (.asyncclaim), unless vouched for.
+        params = kwargs.get("litellm_params")
+        if is_vouched_client((params if isinstance(params, dict) else {}).get("client")):
+            return
     call_id = str(kwargs.get("litellm_call_id") or "")
     route = str(kwargs.get("custom_llm_provider") or "")
     # The logging kwargs name the model without its provider: the route (and so its
@@ -304,7 +314,7 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
     if admitted is None:
         return
     deciding = admitted[1]
-    refusal = sync_refusal(kind, route, streamed)
+    refusal = None if asynchronous else sync_refusal(kind, route, streamed)
     if refusal is not None:
         raise UngatedCallRefused(refusal)
     # The call's own tools as the caller passed them (litellm's logging kwargs keep them), as
@@ -325,6 +335,8 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
         emit_records(tap.attempt)
         decisionlog.report(gate, request, tap.attempt, time.time())
         fault = tap.attempt.quarantined
+        if asynchronous:
+            raise AsyncCallStopped(f"{fault}; this async call was not sent")
         raise UngatedCallRefused(f"{fault}; this sync call was not sent")
     started = time.time()
 
@@ -340,6 +352,9 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
             str(kwargs.get("model", "")), kwargs.get("custom_llm_provider") or None
         ),
         event_check=responses_event_check(model) if tap.responses_api else None,
+        # An async call: a whole body judged while litellm's request reads it (no later
+        # hook of a per-call gate runs to judge litellm's result).
+        in_read=(lambda url: True) if asynchronous else None,
         parse=client_parse(
             str(kwargs.get("model", "")),
             kwargs.get("custom_llm_provider") or None,
@@ -348,32 +363,12 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
             functions=bool((kwargs.get("optional_params") or {}).get("functions")),
         ),
     )
-    if sync_route_sdk(route, kind):
+    if asynchronous:
+        asyncclaim.arm(kwargs, tap, holding)
+    elif sync_route_sdk(route, kind):
         arm_sdk(kwargs, route, tap, holding)
     else:
         arm(kwargs, tap, holding)
-
-
-def _stop_async(gate: GateGuardrail, kind: str, kwargs: Mapping[str, Any]) -> None:
-    """Refuse, unsent, an async model turn litellm runs this gate's hooks for while no gate
-    is in ``litellm.callbacks`` (the gate handed to a call in its own ``callbacks=``, or to
-    an earlier one: litellm keeps it): litellm runs no hook of such a gate that could gate
-    the request, so it is stopped here, before litellm sends it. litellm drops any
-    ``Exception`` raised in this hook, so the refusal is raised as
-    :class:`~.refusal.AsyncCallStopped`, a ``BaseException`` that carries it."""
-    params = kwargs.get("litellm_params")
-    request: dict[str, Any] = params if isinstance(params, dict) else {}
-    vouched = is_vouched(str(kwargs.get("litellm_call_id") or "")) or is_vouched_client(
-        request.get("client") or kwargs.get("client")
-    )
-    if vouched or not deciders(gate, request):
-        return
-    raise AsyncCallStopped(
-        f"toolgate gate {gate.__dict__.get('guardrail_name')!r} was handed to this async "
-        f"litellm.{kind} in its callbacks= (or to an earlier call) and is not in "
-        "litellm.callbacks: litellm runs none of its hooks that could gate an async call, "
-        "so it was refused and not sent. Put the gate in litellm.callbacks, or use ToolGate"
-    )
 
 
 def _warn_unregistered(gate: GateGuardrail) -> None:
@@ -395,10 +390,10 @@ def _warn_unregistered(gate: GateGuardrail) -> None:
         return
     logger.warning(
         "toolgate: gate %r was handed to a litellm call in its own callbacks= and is not in "
-        "litellm.callbacks: litellm runs none of its hooks that could gate an async call, so "
-        "its async model turns are refused unsent (AsyncCallStopped) and its cache reads "
-        "answer miss; sync calls are gated. litellm keeps running it for every later call. "
-        "Put the gate in litellm.callbacks, or use ToolGate",
+        "litellm.callbacks: litellm runs only its logging hooks, and keeps running them for "
+        "every later call. Sync calls and async openai/ calls are gated on the wire; async "
+        "model turns on other routes are refused unsent (AsyncCallStopped); its cache reads "
+        "answer miss. Put the gate in litellm.callbacks, or use ToolGate",
         name,
     )
 
@@ -408,6 +403,7 @@ def log_post_api_call(kwargs: Any) -> None:
     claiming transport (see :func:`~.claiming.check_claimed`)."""
     # Any call type: a refusal may be held for one the gate does not read.
     if isinstance(kwargs, Mapping):
+        asyncclaim.check_taken(kwargs)
         check_claimed(kwargs)
 
 
