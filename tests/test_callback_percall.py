@@ -27,7 +27,7 @@ from test_callback_contain import (  # the shared loopback fixtures and helpers
 )
 from test_callback_contain import run as run_caught
 
-from litellm_toolgate import AsyncCallStopped, SchemaRejected, ToolGateGuardrail
+from litellm_toolgate import AsyncCallStopped, SchemaRejected, ToolGate, ToolGateGuardrail
 from litellm_toolgate.demo.run import MULTIPLY
 from litellm_toolgate.loopback.upstream import FakeUpstream
 
@@ -121,3 +121,23 @@ def test_the_clients_the_gate_claimed_are_given_back(upstream: FakeUpstream) -> 
 
     assert arguments_of(asyncio.run(go())) == [GOOD]
     assert len(upstream.requests) == before + 1
+
+
+@pytest.mark.parametrize("model", ["cometapi/gpt-4o-mini", "openai/gpt-4o-mini"])
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_toolgates_own_async_calls_are_left_to_it(
+    upstream: FakeUpstream, model: str, stream: bool
+) -> None:
+    """litellm keeps running a gate once handed to a call; a ToolGate's own async calls
+    (vouched for by their client) are left to that ToolGate, which releases a valid call."""
+    gate = ToolGateGuardrail([MULTIPLY])
+    run("async", True, {**call(upstream, "good"), "model": model, "callbacks": [gate]})
+    own = ToolGate([MULTIPLY])
+    kwargs = {**call(upstream, "good"), "model": model}
+    kwargs.pop("num_retries")
+
+    async def go() -> Any:
+        result = await own.acompletion(**kwargs, stream=stream)
+        return [c async for c in result] if stream else result
+
+    assert arguments_of(asyncio.run(go())) == [GOOD]

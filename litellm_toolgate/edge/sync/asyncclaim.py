@@ -51,6 +51,7 @@ from ..seam import privates
 from ..transport import WireTap, _wrap
 from .claiming import INSTALLATION, sent
 from .refusal import AsyncCallStopped, AsyncThroughHandler, UngatedCallRefused, sdk_whole
+from .vouching import is_vouched_client
 
 CLAIMABLE = frozenset({"openai"})
 """The routes whose async calls a gate handed to them in ``callbacks=`` gates on the wire:
@@ -170,6 +171,16 @@ def _async_clients_in(value: Any, steps: int = 2) -> Iterator[httpx.AsyncClient]
         return
     for held in privates.held(value, privates.CLIENT_HOLDERS):
         yield from _async_clients_in(held, steps - 1)
+
+
+def holds_vouched_client() -> bool:
+    """Whether the call under way holds a client a gate vouched for (a :class:`ToolGate`'s
+    own call, which that gate gates): found among the locals of its frames, up to litellm's
+    entry point (the sync one, where litellm runs the hook in an executor thread, or the
+    async one). litellm's logging kwargs do not carry the call's ``client=``."""
+    frames, _entry = frames_of.call_frames(frames_of.caller())
+    found = frames if _entry else frames_of.async_call_frames(frames_of.caller())
+    return any(is_vouched_client(value) for value in frames_of.local_values(found))
 
 
 def claim_held_async_clients() -> int:

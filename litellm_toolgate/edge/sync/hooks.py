@@ -222,9 +222,13 @@ def log_pre_api_call(gate: GateGuardrail, kwargs: Any) -> None:
         refusal = str(refused)  # each says that the call was not sent
     except Exception:
         refusal = "toolgate could not prepare this call to be gated; it was not sent"
-    if refusal is not None and _call_type(kwargs.get("call_type")) not in SYNC:
-        # An async call of a gate handed to it in its callbacks= (.asyncclaim): no transport
-        # holds a refusal for it; the last resort, before anything is sent.
+    if (
+        refusal is not None
+        and _call_type(kwargs.get("call_type")) not in SYNC
+        and not registered_gates()
+    ):
+        # An async call of a gate handed to it in its callbacks= (.asyncclaim): no hook of
+        # the gate's refuses it before it is sent, and no transport holds a refusal for it.
         raise AsyncCallStopped(refusal)
     if refusal is not None:
         _hold(kwargs, refusal)
@@ -284,8 +288,7 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
             return  # an async call: armed by the async hook (gates in litellm.callbacks)
         # A gate handed to the call in its callbacks=: no hook of it runs before the request
         # but this one; the call is claimed on the wire (.asyncclaim), unless vouched for.
-        params = kwargs.get("litellm_params")
-        if is_vouched_client((params if isinstance(params, dict) else {}).get("client")):
+        if asyncclaim.holds_vouched_client():
             return
     call_id = str(kwargs.get("litellm_call_id") or "")
     route = str(kwargs.get("custom_llm_provider") or "")
