@@ -25,8 +25,12 @@ One object serves three ways of use: ``litellm.callbacks = [gate]`` in code, a
   place of the request, since litellm swallows any ``Exception`` a logging hook raises
   (:mod:`.sync.hooks`, which holds the sync hooks; the methods here only delegate). A
   :class:`ToolGate`'s own calls are vouched for by that gate (call id and thread) and left
-  alone. Nothing global changes until the first such call; :meth:`ToolGateGuardrail.close`
+  alone. No client changes until the first such call (``litellm.cache``'s reads are
+  guarded when a gate is built, see :mod:`.cacheguard`); :meth:`ToolGateGuardrail.close`
   puts back what it changed.
+* **A gate handed to a call in its own** ``callbacks=`` (not in ``litellm.callbacks``):
+  litellm runs only its logging hooks. Sync calls as above; async calls on ``openai/`` are
+  claimed on the SDK client litellm holds, others refused unsent (:mod:`.sync.asyncclaim`).
 * **Other call types** are classified once in :mod:`calltypes`: a model turn the gate does
   not read yet (or a call type the table does not list) is refused before sending, and only
   what the table calls "not a model turn" passes untouched.
@@ -213,7 +217,7 @@ class ToolGateGuardrail(GateGuardrail):
         kwargs.setdefault("guardrail_name", "toolgate")
         super().__init__(**kwargs)
         self._taps = Taps()
-        # Nothing global changes here: the first sync call that needs the claim wraps the
+        # No client changes here: the first sync call that needs the claim wraps the
         # clients it goes out on (see sync.claiming); close() (or the last gate dropped)
         # puts them back. Every gate shares the one installation.
         self._release = claiming.INSTALLATION.acquire()
