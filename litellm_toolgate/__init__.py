@@ -45,6 +45,7 @@ from .version import __version__ as __version__
 if TYPE_CHECKING:
     from .edge.gate import ToolGate
     from .edge.guardrail.callback import (
+        AsyncCallStopped,
         GuardrailConfigError,
         SyncCallStopped,
         ToolGateGuardrail,
@@ -63,6 +64,7 @@ _LAZY = {
     "GuardrailConfigError": "edge.guardrail.callback",
     "UngatedCallRefused": "edge.guardrail.callback",
     "SyncCallStopped": "edge.guardrail.callback",
+    "AsyncCallStopped": "edge.guardrail.callback",
     "Tool": "run.tools",
     "ToolContext": "run.tools",
     "open_journal": "run.journal",
@@ -121,6 +123,7 @@ __all__ = [
     "SchemaRejected",
     "StreamFault",
     "SyncCallStopped",
+    "AsyncCallStopped",
     "ToolCall",
     "Tool",
     "ToolCallQuarantined",

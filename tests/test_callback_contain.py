@@ -197,13 +197,14 @@ def test_a_cached_invalid_call_is_never_handed_over(
 
 
 def test_the_guard_answers_miss_only_while_a_gate_is_registered(upstream: FakeUpstream) -> None:
-    """Nothing is wrapped until a call; a read the guard cannot place (no litellm caching
-    handler on the stack) is a miss while a gate is registered; without one reads go
-    through, and closing the last gate puts the cache's own reads back."""
+    """A cache set after the gate was built is wrapped at the next call; a read the guard
+    cannot place (no litellm caching handler on the stack) is a miss while a gate is
+    registered; without one reads go through, and closing the last gate puts the cache's
+    own reads back."""
+    gate = ToolGateGuardrail([MULTIPLY])
     litellm.cache = new_cache(type="local")
     cache: Any = litellm.cache
     cache.add_cache({"x": 1}, cache_key="toolgate-test-key")
-    gate = ToolGateGuardrail([MULTIPLY])
     litellm.callbacks = [gate]
     assert not cacheguard.guarded(litellm.cache)
     assert arguments_of(run("sync", False, call(upstream, "good"))) == [GOOD]
@@ -834,14 +835,17 @@ def test_a_gate_handed_to_one_call_gates_it_sync_and_says_so_async(
 ) -> None:
     """A gate in a call's own ``callbacks=`` (none in ``litellm.callbacks``): litellm runs
     its logging hooks only. The sync call is armed and claimed on the wire; the async call
-    cannot be (docs/callbacks.md, "Two gates, and gates handed to a call"), and the gate says
-    so in its log, once, with no argument text."""
+    cannot be, and is refused unsent (docs/callbacks.md, "Two gates, and gates handed to a
+    call"); the gate says so in its log, once, with no argument text."""
+    from litellm_toolgate import AsyncCallStopped
+
     gate = ToolGateGuardrail([MULTIPLY])
     with caplog.at_level("WARNING", logger="litellm_toolgate"):
         got = run("sync", stream, {**call(upstream, "bad"), "callbacks": [gate]})
         assert isinstance(got, SchemaRejected), got
         for _ in range(2):
-            run("async", stream, {**call(upstream, "good"), "callbacks": [gate]})
+            with pytest.raises(AsyncCallStopped):
+                run("async", stream, {**call(upstream, "good"), "callbacks": [gate]})
     said = [r.getMessage() for r in caplog.records if "callbacks=" in r.getMessage()]
-    assert len(said) == 1 and "async calls and cache hits are NOT gated" in said[0], said
+    assert len(said) == 1 and "refused unsent" in said[0], said
     assert "seven" not in caplog.text

@@ -7,15 +7,19 @@ before the gate existed, or by another process sharing a Redis cache, so nothing
 known to be gated.
 
 So for a model turn (a call type :mod:`calltypes` does not call "not a model turn") made
-while a gate is registered, a read of ``litellm.cache`` answers "miss": the call is sent and
-gated like any other. Writes are left alone, and every other call type (embeddings,
-rerank, ...) reads the cache as before. A gated call is never answered from the cache; it is
-not refused either: a cache shared with an ungated process would otherwise refuse the same
+while a gate acts (registered, or handed to a call in its own ``callbacks=``, which litellm
+copies into its ``input_callback`` list before its cache read and keeps running for every
+later call: :func:`~.deciders.any_gate_acting`), a read of ``litellm.cache`` answers
+"miss": the call is sent and gated like any other (an async call under a gate handed to it
+is refused unsent instead). Writes are left alone, and every other call type (embeddings,
+rerank, ...) reads the cache as before. A gated call is never answered from the cache; it
+is not refused either: a cache shared with an ungated process would otherwise refuse the same
 prompt for ever.
 
 litellm gives a callback no hook before its cache read; what it does run first, on every
 call, is its guardrail bookkeeping, which reads each registered guardrail's ``default_on``.
-The gate guards the cache there (and when it is built and when it arms a call): the read
+The gate guards the cache there (and when it is built, and in every ``log_pre_api_call``,
+which litellm also runs for a gate handed to a call): the read
 methods of the ``litellm.cache`` object in place are wrapped on that object, and
 :func:`unguard` puts them back. Which call a read belongs to is read from litellm's caching
 handler on the stack (its ``original_function``); when it cannot be found, the read is
@@ -53,7 +57,7 @@ async def _miss() -> None:
 def guard(active: Active) -> None:
     """Wrap the reads of the ``litellm.cache`` in place (once per cache object).
 
-    ``active`` says whether a gate is registered right now; when none is, reads go through.
+    ``active`` says whether a gate acts right now; when none does, reads go through.
     """
     cache = getattr(litellm, "cache", None)
     if cache is None or guarded(cache):

@@ -25,8 +25,12 @@ One object serves three ways of use: ``litellm.callbacks = [gate]`` in code, a
   place of the request, since litellm swallows any ``Exception`` a logging hook raises
   (:mod:`.sync.hooks`, which holds the sync hooks; the methods here only delegate). A
   :class:`ToolGate`'s own calls are vouched for by that gate (call id and thread) and left
-  alone. Nothing global changes until the first such call; :meth:`ToolGateGuardrail.close`
+  alone. No client changes until the first such call (``litellm.cache``'s reads are
+  guarded when a gate is built, see :mod:`.cacheguard`); :meth:`ToolGateGuardrail.close`
   puts back what it changed.
+* **A gate handed to a call in its own** ``callbacks=`` (not in ``litellm.callbacks``):
+  litellm runs only its logging hooks. Sync calls as above; async calls on ``openai/`` are
+  claimed on the SDK client litellm holds, others refused unsent (:mod:`.sync.asyncclaim`).
 * **Other call types** are classified once in :mod:`calltypes`: a model turn the gate does
   not read yet (or a call type the table does not list) is refused before sending, and only
   what the table calls "not a model turn" passes untouched.
@@ -63,9 +67,11 @@ from ..sync.claiming import (
     SyncCallStopped,
     UngatedCallRefused,
 )
+from ..sync.refusal import AsyncCallStopped
 from . import cacheguard, callsetup
 from .answer import check_proxy_response, check_sdk_response, gate_proxy_stream
 from .deciders import GateGuardrail
+from .deciders import any_gate_acting as _any_gate_acting
 from .deciders import any_gate_registered as _any_gate_registered
 from .deciders import call_type as _call_type
 from .proxyroutes import refuse_before_sending
@@ -211,12 +217,16 @@ class ToolGateGuardrail(GateGuardrail):
         kwargs.setdefault("guardrail_name", "toolgate")
         super().__init__(**kwargs)
         self._taps = Taps()
-        # Nothing global changes here: the first sync call that needs the claim wraps the
+        # No client changes here: the first sync call that needs the claim wraps the
         # clients it goes out on (see sync.claiming); close() (or the last gate dropped)
         # puts them back. Every gate shares the one installation.
         self._release = claiming.INSTALLATION.acquire()
         self._closed = False
         weakref.finalize(self, self._release)
+        # litellm runs no hook of a gate handed to a call in its own callbacks= before it
+        # reads its cache: the litellm.cache there now is guarded from the start (a call
+        # that names a gate is never answered from it; see cacheguard).
+        cacheguard.guard(_any_gate_acting)
 
     # litellm reads every registered guardrail's ``default_on`` first thing on every call,
     # before it looks at its response cache (``get_applied_guardrails`` in its call setup):
@@ -224,7 +234,7 @@ class ToolGateGuardrail(GateGuardrail):
     # (see cacheguard) before a gated call could be answered from it.
     @property
     def default_on(self) -> bool:
-        cacheguard.guard(_any_gate_registered)
+        cacheguard.guard(_any_gate_acting)
         if not self.__dict__.get("_closed", True):
             # litellm registered litellm.custom_provider_map's providers just before (its
             # call set-up): one added since is shadowed before this very call can reach it.
@@ -310,6 +320,7 @@ class ToolGateGuardrail(GateGuardrail):
 
     # ---- sync calls: refused at call set-up, armed, claimed on the wire (sync.hooks) ----
     def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
+        cacheguard.guard(_any_gate_acting)  # a litellm.cache set since (see __init__)
         sync_hooks.log_pre_api_call(self, kwargs)
 
     def log_post_api_call(
@@ -379,4 +390,10 @@ class ToolGateGuardrail(GateGuardrail):
             self._taps.take(kwargs)
 
 
-__all__ = ["GuardrailConfigError", "SyncCallStopped", "ToolGateGuardrail", "UngatedCallRefused"]
+__all__ = [
+    "AsyncCallStopped",
+    "GuardrailConfigError",
+    "SyncCallStopped",
+    "ToolGateGuardrail",
+    "UngatedCallRefused",
+]

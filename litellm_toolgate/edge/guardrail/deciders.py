@@ -115,6 +115,23 @@ def any_gate_registered() -> bool:
     return bool(registered_gates())
 
 
+def any_gate_acting() -> bool:
+    """Whether a gate acts on litellm's calls now: one in ``litellm.callbacks``, or one
+    handed to a call in its own ``callbacks=`` (never registered, not closed), which litellm
+    has copied into its ``input_callback`` list by the time it reads its cache and keeps
+    running for every later call. The cache guard answers "miss" to model turns while one
+    does (:mod:`cacheguard`): litellm's call set-up pops ``callbacks=`` from the call's
+    kwargs, so a cache read cannot tell which call named the gate."""
+    if registered_gates():
+        return True
+    return any(
+        isinstance(c, GateGuardrail)
+        and not c.__dict__.get("_registered", False)
+        and not c.__dict__.get("_closed", True)
+        for c in list(getattr(litellm, "input_callback", None) or ())
+    )
+
+
 def admit(
     gate: GateGuardrail,
     kind: str,
@@ -143,7 +160,7 @@ def admit(
         # Responses bridge making its chat call with this gate's client from the outer
         # call. One attempt per wire, one policy run per call.
         return None
-    cacheguard.guard(any_gate_registered)
+    cacheguard.guard(any_gate_acting)
     chosen = deciders(gate, request)
     if not chosen:
         return None  # another gate acts for this call, or none is selected for it
@@ -155,6 +172,7 @@ def admit(
 
 __all__ = [
     "admit",
+    "any_gate_acting",
     "any_gate_registered",
     "call_type",
     "deciders",

@@ -37,6 +37,9 @@ it takes a whole sync call's SDK client from, *after* ``log_pre_api_call`` (1.10
 1.110.2), with these locals of its own as the arguments:"""
 AZURE_CLIENT_ARGS = ("api_key", "api_base", "api_version", "client", "litellm_params", "model")
 
+ASYNC_ENTRY = "wrapper_async"
+"""The function litellm's ``client`` decorator wraps each async entry point in (litellm
+1.108.7, 1.110.2): frames above it are not the call's own."""
 _CACHE_DEPTH = 16
 _MESSAGES_DEPTH = 120
 CALL_DEPTH = 64
@@ -107,6 +110,21 @@ def call_frames(start: FrameType | None) -> tuple[list[FrameType], bool]:
     return frames, False
 
 
+def async_call_frames(start: FrameType | None) -> list[FrameType]:
+    """The frames of an async litellm call from ``start`` (a logging hook litellm runs
+    inside the call's coroutines) up to litellm's :data:`ASYNC_ENTRY`, at most
+    :data:`CALL_DEPTH`; empty when that entry is not found (nothing is known to be the
+    call's own)."""
+    frames: list[FrameType] = []
+    frame = start
+    while frame is not None and len(frames) < CALL_DEPTH:
+        frames.append(frame)
+        if frame.f_code.co_name == ASYNC_ENTRY and _in_litellm(frame):
+            return frames
+        frame = frame.f_back
+    return []
+
+
 def azure_whole_client(frames: list[FrameType]) -> Any:
     """The SDK client litellm's Azure chat handler (:data:`AZURE_CHAT`), found among
     ``frames``, will send its whole sync call on: made now by that handler's own method, with
@@ -154,6 +172,8 @@ def missing() -> list[str]:
     client = getattr(utils, "client", None)
     if client is None or f"def {ENTRY}(" not in inspect.getsource(client):
         gone.append(f"litellm.utils.client's {ENTRY}")
+    if client is None or f"def {ASYNC_ENTRY}(" not in inspect.getsource(client):
+        gone.append(f"litellm.utils.client's {ASYNC_ENTRY}")
     gone.extend(_missing_azure())
     return gone
 

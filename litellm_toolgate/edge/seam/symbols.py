@@ -27,6 +27,7 @@ from litellm.llms.custom_httpx.http_handler import (
     AsyncHTTPHandler,
     HTTPHandler,
     _get_httpx_client,
+    get_async_httpx_client,
 )
 
 # The Responses API stream litellm hands its caller (1.108.7, 1.110.2).
@@ -99,6 +100,10 @@ LAZY: dict[str, tuple[str, str]] = {
     # Its twin in litellm's Azure chat handler (``AzureChatCompletion.completion``: ``except
     # AzureOpenAIError: raise``, anything else wrapped in a new one; 1.108.7, 1.110.2).
     "AzureOpenAIError": ("litellm.llms.azure.common_utils", "AzureOpenAIError"),
+    # The one error litellm's async OpenAI chat handler (``OpenAIChatCompletion.acompletion``,
+    # 1.108.7, 1.110.2) re-raises as it is (``except openai.UnprocessableEntityError: ...
+    # raise e`` unless ``drop_params``); it wraps any other exception in a new OpenAIError.
+    "UnprocessableEntityError": ("openai", "UnprocessableEntityError"),
 }
 """Name: (litellm module, attribute), imported on first use."""
 
@@ -190,6 +195,7 @@ __all__ = [
     "ResponsesAPIResponse",
     "StreamingChoices",
     "_get_httpx_client",
+    "get_async_httpx_client",
     "lazy",
     "messages_module",
     "missing",

@@ -397,6 +397,8 @@ class Installation:
         self._gates = 0
         self._wrapped: dict[int, _Wrapped] = {}
         self.custom = CustomProviders()
+        # What else puts back what it changed when the last gate is closed (.asyncclaim).
+        self.on_restore: list[Callable[[], None]] = []
 
     @property
     def gates(self) -> int:
@@ -460,6 +462,8 @@ class Installation:
 
     def _restore(self) -> None:
         self.custom.restore()
+        for restore in self.on_restore:
+            restore()
         for entry in list(self._wrapped.values()):
             client = entry.client()
             if client is None:

@@ -58,7 +58,7 @@ from ..logs import emit_records, logger
 from ..parsers import chat_chunk_check, client_parse, responses_event_check
 from ..routes import Api, route_for
 from ..seam import privates
-from . import claiming
+from . import asyncclaim, claiming
 from .claiming import (
     CLAIMS,
     MARKER,
@@ -77,6 +77,7 @@ from .claiming import (
     sent,
 )
 from .custom import CustomProviderRefused
+from .refusal import AsyncCallStopped
 from .sdkclaim import arm_sdk, claim_sdk_clients, claim_whole_client
 from .sdkclaim import streamed as sdk_streamed
 
@@ -207,6 +208,7 @@ def log_pre_api_call(gate: GateGuardrail, kwargs: Any) -> None:
     if not isinstance(kwargs, Mapping):
         return
     # Every call of this thread starts here: a refusal an earlier call left is void.
+    asyncclaim.void_stale(str(kwargs.get("litellm_call_id") or ""))
     stale = CLAIMS.refusal_here()
     if stale is not None and stale.call_id != str(kwargs.get("litellm_call_id") or ""):
         CLAIMS.settle(stale.call_id)
@@ -219,7 +221,15 @@ def log_pre_api_call(gate: GateGuardrail, kwargs: Any) -> None:
     except ToolGateError as refused:
         refusal = str(refused)  # each says that the call was not sent
     except Exception:
-        refusal = "toolgate could not prepare this sync call to be gated; it was not sent"
+        refusal = "toolgate could not prepare this call to be gated; it was not sent"
+    if (
+        refusal is not None
+        and _call_type(kwargs.get("call_type")) not in SYNC
+        and not registered_gates()
+    ):
+        # An async call of a gate handed to it in its callbacks= (.asyncclaim): no hook of
+        # the gate's refuses it before it is sent, and no transport holds a refusal for it.
+        raise AsyncCallStopped(refusal)
     if refusal is not None:
         _hold(kwargs, refusal)
 
@@ -272,8 +282,14 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
     # Not in litellm.callbacks, and litellm still runs it (see docs/callbacks.md): said once.
     if handling(kind) is not Handling.NOT_A_MODEL_TURN and not registered_gates():
         _warn_unregistered(gate)
-    if handling(kind) is Handling.GATED and kind not in SYNC:
-        return  # an async call: armed by the async hook (gates in litellm.callbacks only)
+    asynchronous = kind not in SYNC
+    if handling(kind) is Handling.GATED and asynchronous:
+        if registered_gates():
+            return  # an async call: armed by the async hook (gates in litellm.callbacks)
+        # A gate handed to the call in its callbacks=: no hook of it runs before the request
+        # but this one; the call is claimed on the wire (.asyncclaim), unless vouched for.
+        if asyncclaim.holds_vouched_client():
+            return
     call_id = str(kwargs.get("litellm_call_id") or "")
     route = str(kwargs.get("custom_llm_provider") or "")
     # The logging kwargs name the model without its provider: the route (and so its
@@ -301,7 +317,7 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
     if admitted is None:
         return
     deciding = admitted[1]
-    refusal = sync_refusal(kind, route, streamed)
+    refusal = None if asynchronous else sync_refusal(kind, route, streamed)
     if refusal is not None:
         raise UngatedCallRefused(refusal)
     # The call's own tools as the caller passed them (litellm's logging kwargs keep them), as
@@ -322,6 +338,8 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
         emit_records(tap.attempt)
         decisionlog.report(gate, request, tap.attempt, time.time())
         fault = tap.attempt.quarantined
+        if asynchronous:
+            raise AsyncCallStopped(f"{fault}; this async call was not sent")
         raise UngatedCallRefused(f"{fault}; this sync call was not sent")
     started = time.time()
 
@@ -337,6 +355,9 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
             str(kwargs.get("model", "")), kwargs.get("custom_llm_provider") or None
         ),
         event_check=responses_event_check(model) if tap.responses_api else None,
+        # An async call: a whole body judged while litellm's request reads it (no later
+        # hook of a per-call gate runs to judge litellm's result).
+        in_read=(lambda url: True) if asynchronous else None,
         parse=client_parse(
             str(kwargs.get("model", "")),
             kwargs.get("custom_llm_provider") or None,
@@ -345,7 +366,9 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
             functions=bool((kwargs.get("optional_params") or {}).get("functions")),
         ),
     )
-    if sync_route_sdk(route, kind):
+    if asynchronous:
+        asyncclaim.arm(kwargs, tap, holding)
+    elif sync_route_sdk(route, kind):
         arm_sdk(kwargs, route, tap, holding)
     else:
         arm(kwargs, tap, holding)
@@ -370,9 +393,10 @@ def _warn_unregistered(gate: GateGuardrail) -> None:
         return
     logger.warning(
         "toolgate: gate %r was handed to a litellm call in its own callbacks= and is not in "
-        "litellm.callbacks: litellm runs none of its hooks before an async call is sent or a "
-        "cached answer is read, so async calls and cache hits are NOT gated by it (sync calls "
-        "are). Put the gate in litellm.callbacks, or use ToolGate",
+        "litellm.callbacks: litellm runs only its logging hooks, and keeps running them for "
+        "every later call. Sync calls and async openai/ calls are gated on the wire; async "
+        "model turns on other routes are refused unsent (AsyncCallStopped); its cache reads "
+        "answer miss. Put the gate in litellm.callbacks, or use ToolGate",
         name,
     )
 
@@ -382,6 +406,7 @@ def log_post_api_call(kwargs: Any) -> None:
     claiming transport (see :func:`~.claiming.check_claimed`)."""
     # Any call type: a refusal may be held for one the gate does not read.
     if isinstance(kwargs, Mapping):
+        asyncclaim.check_taken(kwargs)
         check_claimed(kwargs)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -67,7 +67,14 @@ class SyncCallStopped(BaseException):
         self.refusal = UngatedCallRefused(message)
 
 
-_THROUGH: dict[type[BaseException], type[BaseException]] = {}
+class AsyncCallStopped(SyncCallStopped):
+    """An async model turn refused unsent by a gate that is not in ``litellm.callbacks``
+    (handed to a call in its own ``callbacks=``): litellm runs only its logging hooks, and
+    drops any ``Exception`` they raise, so the refusal leaves ``log_pre_api_call`` as this
+    ``BaseException`` (catch it by name; ``except Exception`` does not). Nothing was sent."""
+
+
+_THROUGH: dict[tuple[type[BaseException], bool], type[BaseException]] = {}
 # What litellm's OpenAIError carries beyond an exception's own fields (1.108.7, 1.110.2).
 _HANDLER_FIELDS = ("request", "response", "headers", "body", "status_code_is_synthesized")
 
@@ -85,7 +92,9 @@ def _reduce_plain(self: BaseException) -> Any:
     return _plain(self).__reduce__()
 
 
-def through_openai_handler(error: Exception, request: httpx.Request | None = None) -> Exception:
+def through_openai_handler(
+    error: Exception, request: httpx.Request | None = None, *, asynchronous: bool = False
+) -> Exception:
     """``error`` (the gate's refusal of a sync whole call on an OpenAI SDK route) as an
     exception litellm's OpenAI SDK chat handler hands on as it is.
 
@@ -100,12 +109,15 @@ def through_openai_handler(error: Exception, request: httpx.Request | None = Non
     SDK under it lets any exception that is not an ``httpx`` transport error or a timeout
     through unretried (openai 3.60)."""
     bases: tuple[type[Exception], ...] = (lazy("OpenAIError"), lazy("AzureOpenAIError"))
+    if asynchronous:
+        # litellm's async OpenAI handler hands on only this one as it is (see symbols).
+        bases = (lazy("UnprocessableEntityError"),)
     if all(isinstance(error, base) for base in bases):
         return error
     cls = type(error)
-    mixed = _THROUGH.get(cls)
+    mixed = _THROUGH.get((cls, asynchronous))
     if mixed is None:
-        mixed = _THROUGH[cls] = type(
+        mixed = _THROUGH[(cls, asynchronous)] = type(
             cls.__name__,
             (cls, *bases),
             {
@@ -165,6 +177,31 @@ class ThroughHandler(httpx.SyncByteStream):
 
     def close(self) -> None:
         self._inner.close()
+
+
+class AsyncThroughHandler(httpx.AsyncByteStream):
+    """:class:`ThroughHandler` for an async whole body the OpenAI SDK reads inside its
+    request (a gate handed to an async call in its ``callbacks=``, see :mod:`.asyncclaim`)."""
+
+    def __init__(self, inner: httpx.AsyncByteStream, request: httpx.Request) -> None:
+        self._inner = inner
+        self._sent = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        failure: ToolGateError | None = None
+        try:
+            async for piece in self._inner:
+                yield piece
+        except ToolGateError as refused:
+            failure = refused
+        if failure is not None:
+            through = through_openai_handler(failure, self._sent, asynchronous=True)
+            failure = None
+            through.__traceback__ = None
+            raise through
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 class _Refused(httpx.SyncByteStream):
@@ -288,6 +325,8 @@ def _asks_for_stream(request: httpx.Request) -> bool:
 
 __all__ = [
     "RefusedResponse",
+    "AsyncCallStopped",
+    "AsyncThroughHandler",
     "SyncCallStopped",
     "ThroughHandler",
     "UngatedCallRefused",
