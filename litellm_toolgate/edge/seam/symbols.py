@@ -104,6 +104,11 @@ LAZY: dict[str, tuple[str, str]] = {
     # 1.108.7, 1.110.2) re-raises as it is (``except openai.UnprocessableEntityError: ...
     # raise e`` unless ``drop_params``); it wraps any other exception in a new OpenAIError.
     "UnprocessableEntityError": ("openai", "UnprocessableEntityError"),
+    # The OpenAI SDK's own base error: openai 2.x's request loop (``SyncAPIClient.request``,
+    # read from 2.54.0) re-raises it as it is (``except OpenAIError: raise``) and wraps any
+    # other exception raised while sending in a retried ``APIConnectionError``; 3.60 lets
+    # every exception but httpx's transport errors and timeouts through.
+    "SDKError": ("openai", "OpenAIError"),
 }
 """Name: (litellm module, attribute), imported on first use."""
 

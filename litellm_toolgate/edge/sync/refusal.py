@@ -107,8 +107,14 @@ def through_openai_handler(
     litellm's exception mapping then sees a
     guardrail intervention and hands it to the caller as it is, never re-sent. The OpenAI
     SDK under it lets any exception that is not an ``httpx`` transport error or a timeout
-    through unretried (openai 3.60)."""
-    bases: tuple[type[Exception], ...] = (lazy("OpenAIError"), lazy("AzureOpenAIError"))
+    through unretried (openai 3.60); openai 2.x lets only its own ``OpenAIError`` through
+    (any other is wrapped in a retried connection error), so the refusal is one of those
+    too."""
+    bases: tuple[type[Exception], ...] = (
+        lazy("OpenAIError"),
+        lazy("AzureOpenAIError"),
+        lazy("SDKError"),
+    )
     if asynchronous:
         # litellm's async OpenAI handler hands on only this one as it is (see symbols).
         bases = (lazy("UnprocessableEntityError"),)
