@@ -36,6 +36,12 @@ from .offload import decide_off_loop
 from .transport import WireTap
 
 
+def _emit_and_release(attempt: Attempt) -> None:
+    """The decision's records, then litellm's held success loggers let go."""
+    emit_records(attempt)
+    loghold.decided(attempt)
+
+
 class _Base:
     """What the sync and async streams share: the tap and the core's gated items."""
 
@@ -56,14 +62,13 @@ class _Base:
         # (guardrail/loghold.py). litellm's Responses and Messages iterators run their
         # loggers inline, on the reader's own thread or task, before the last event reaches
         # the gate: held, they would wait for a decision that cannot come, so they are not.
-        self._held = getattr(wrapper, "logging_obj", None) if carrier is None else None
-        loghold.hold(self._held, tap.attempt)
-        self._gated = GatedItems(tap.attempt, carrier or CarrierChunks(), self._decided)
-
-    def _decided(self, attempt: Attempt) -> None:
-        emit_records(attempt)
-        if self._held is not None:
-            loghold.decided(attempt)
+        held = getattr(wrapper, "logging_obj", None) if carrier is None else None
+        loghold.hold(held, tap.attempt)
+        # Neither the logging object (it holds litellm's copy of the answer and its error
+        # text) nor this stream (a cycle through the gated items) is kept by what is called
+        # on the decision: both go when the caller lets go, without the garbage collector.
+        decided = emit_records if held is None else _emit_and_release
+        self._gated = GatedItems(tap.attempt, carrier or CarrierChunks(), decided)
 
     def _forget_wrapper(self) -> None:
         raise NotImplementedError

@@ -107,42 +107,53 @@ def hold(logging_obj: Any, attempt: Attempt) -> None:
         return
     if getattr(logging_obj, _WRAPPED, False):
         return
+    # The class's own handlers, called with the object: a bound method, or a closure over
+    # the object, kept on the object would make a cycle that keeps litellm's copy of the
+    # answer alive until the garbage collector runs. The object is reached weakly.
+    kind = type(logging_obj)
     try:
-        async_success: Any = logging_obj.async_success_handler
-        sync_success: Any = logging_obj.success_handler
-        async_failure: Any = logging_obj.async_failure_handler
-        sync_failure: Any = logging_obj.failure_handler
-    except AttributeError:
+        async_success: Any = kind.async_success_handler
+        sync_success: Any = kind.success_handler
+        async_failure: Any = kind.async_failure_handler
+        sync_failure: Any = kind.failure_handler
+        owner = weakref.ref(logging_obj)
+    except (AttributeError, TypeError):
         return
     if not all(callable(f) for f in (async_success, sync_success, async_failure, sync_failure)):
         return
 
-    def bound() -> tuple[Attempt, _Decision]:
-        current: Attempt = getattr(logging_obj, _HELD)
+    def bound(obj: Any) -> tuple[Attempt, _Decision]:
+        current: Attempt = getattr(obj, _HELD)
         return current, _decision(current)
 
     async def held_async_success(*args: Any, **kwargs: Any) -> Any:
-        current, decision = bound()
+        obj = owner()
+        if obj is None:
+            return None
+        current, decision = bound(obj)
         if not await _decided_in_time(decision):
             return None  # undecided: no success event (fail closed)
         fault = current.quarantined
         if fault is None:
-            return await async_success(*args, **kwargs)
-        _sanitize(logging_obj, current)
+            return await async_success(obj, *args, **kwargs)
+        _sanitize(obj, current)
         with contextlib.suppress(Exception):
-            await async_failure(fault, "")
+            await async_failure(obj, fault, "")
         return None
 
     def held_sync_success(*args: Any, **kwargs: Any) -> Any:
-        current, decision = bound()
+        obj = owner()
+        if obj is None:
+            return None
+        current, decision = bound(obj)
         if not decision.event.wait(HOLD_LIMIT):
             return None  # undecided: no success event (fail closed)
         fault = current.quarantined
         if fault is None:
-            return sync_success(*args, **kwargs)
-        _sanitize(logging_obj, current)
+            return sync_success(obj, *args, **kwargs)
+        _sanitize(obj, current)
         with contextlib.suppress(Exception):
-            sync_failure(fault, "")
+            sync_failure(obj, fault, "")
         return None
 
     try:
