@@ -1,0 +1,134 @@
+"""The frameworks lane: agent frameworks as real clients of the gate in ``litellm.callbacks``.
+
+For every framework, call shape (streamed, whole, sync, async, as the framework makes them),
+model route (``cometapi/``, ``openai/``) and scenario (``tests/fwscript.py``), the
+framework's own agent runs against a loopback upstream: the valid flow runs the tool once
+and ends in the final answer; a schema-invalid call, an unknown tool, duplicate keys, a
+truncated stream, a ``finish_reason: "length"`` stop and bad JSON never reach the tool and
+surface as the gate's typed error (itself, or in the chain of the framework's wrapper).
+
+Each framework runs in a subprocess of its own virtualenv (their pins clash with each other:
+``scripts/setup.sh --frameworks``), one case after another under a watchdog that kills a case
+outliving ``CASE_LIMIT``; the whole subprocess is killed if it outlives the sum. A framework
+whose environment or package is missing fails under CI and is reported as not run elsewhere.
+Run alone: ``bash scripts/frameworks.sh``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fwclients  # noqa: E402
+from fwscript import ANSWER, CASE_LIMIT, EXPECTED, MARK, answer  # noqa: E402
+
+from litellm_toolgate.loopback.upstream import FakeUpstream  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
+# Which virtualenv holds which framework (setup.sh --frameworks builds them).
+ENVS = {
+    "agents": ".venv",
+    "smolagents": ".venv-frameworks",
+    "langchain": ".venv-frameworks",
+    "adk": ".venv-frameworks",
+    "strands": ".venv-frameworks-2",
+}
+ONLY = [f for f in os.environ.get("TOOLGATE_FRAMEWORKS", "").split(",") if f]
+FRAMEWORKS = [f for f in ENVS if not ONLY or f in ONLY]
+_results: dict[str, dict[str, dict[str, Any]]] = {}
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[FakeUpstream]:
+    with FakeUpstream(answer) as server:
+        yield server
+
+
+def not_run(why: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"NOT RUN: {why}")
+    pytest.skip(f"NOT RUN (this did not run; under CI it fails): {why}")
+
+
+def results_of(framework: str, upstream: FakeUpstream) -> dict[str, dict[str, Any]]:
+    if framework in _results:
+        return _results[framework]
+    python = ROOT / ENVS[framework] / "bin" / "python"
+    out: dict[str, dict[str, Any]] = {}
+    if not python.exists():
+        out["*"] = {"absent": f"{python} does not exist (bash scripts/setup.sh --frameworks)"}
+        _results[framework] = out
+        return out
+    ids = fwclients.case_ids(framework)
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env.update({"OPENAI_API_KEY": "sk-fw", "COMETAPI_KEY": "sk-fw", "CI": ""})
+    try:
+        proc = subprocess.run(
+            [str(python), str(HERE / "fwscript.py"), framework, upstream.base_url],
+            capture_output=True,
+            text=True,
+            timeout=CASE_LIMIT * len(ids) + 60,
+            env=env,
+            cwd=ROOT,
+        )
+        stdout, stderr, code = proc.stdout, proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as expired:
+        stdout = (expired.stdout or b"").decode() if isinstance(expired.stdout, bytes) else ""
+        stderr, code = "the framework's process outlived its limit and was killed", -9
+    started = None
+    for line in stdout.splitlines():
+        if not line.startswith(MARK):
+            continue
+        row = json.loads(line[len(MARK) :])
+        if row.get("start"):
+            started = row["case"]
+        elif "case" in row:
+            out[row["case"]] = row
+            started = None
+    if started is not None:
+        out[started] = {"killed": f"exit {code}; the watchdog's dump:\n{stderr[-4000:]}"}
+    if not out and ("ModuleNotFoundError" in stderr or "ImportError" in stderr):
+        out["*"] = {"absent": f"the framework did not import:\n{stderr[-2000:]}"}
+    out.setdefault("", {"stderr": stderr[-4000:], "code": code})
+    _results[framework] = out
+    return out
+
+
+def params() -> list[Any]:
+    return [
+        pytest.param(fw, case, id=f"{fw}-{case}")
+        for fw in FRAMEWORKS
+        for case in fwclients.case_ids(fw)
+    ]
+
+
+@pytest.mark.parametrize(("framework", "case"), params())
+def test_framework_case(upstream: FakeUpstream, framework: str, case: str) -> None:
+    results = results_of(framework, upstream)
+    if "*" in results:
+        not_run(f"{framework}: {results['*']['absent']}")
+    row = results.get(case)
+    assert row is not None, f"{case} never ran: {results['']}"
+    assert "killed" not in row, f"{case} outlived {CASE_LIMIT} s and was killed: {row['killed']}"
+    scenario = case.rsplit("-", 1)[1]
+    assert not row["leak"], "argument text in the exception chain's messages"
+    if scenario == "valid":
+        assert row["chain"] == [], f"the valid flow raised {row['chain']}:\n{row['detail']}"
+        assert row["ran"] == 1, f"the tool ran {row['ran']} times"
+        assert ANSWER in (row["answer"] or ""), f"final answer {row['answer']!r}"
+        return
+    assert row["ran"] == 0, f"the tool ran {row['ran']} times on a refused call"
+    assert row["gate"] in EXPECTED[scenario], (
+        f"expected {EXPECTED[scenario]} in the chain, got {row['chain']} "
+        f"(gate: {row['gate']}, reason {row['reason']}):\n{row['detail']}"
+    )
