@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import textwrap
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from fwscript import SCENARIOS, Tally
@@ -22,13 +24,22 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 MODELS = {"cometapi": "cometapi/gpt-4o-mini", "openai": "openai/gpt-4o-mini"}
 
 
-def register_gate() -> None:
-    """The docs' three lines: the gate, with each request's own tools as its registry."""
-    import litellm
-
-    from litellm_toolgate import ToolGateGuardrail
-
-    litellm.callbacks = [ToolGateGuardrail(tools="request")]
+def recipes() -> dict[str, str]:
+    """Each framework's recipe (the lines between ``# recipe: NAME`` and ``# end recipe``),
+    dedented: docs/frameworks.md shows them byte for byte (the lane checks)."""
+    out: dict[str, str] = {}
+    name = None
+    lines: list[str] = []
+    for line in Path(__file__).read_text(encoding="utf-8").splitlines():
+        mark = line.strip()
+        if mark.startswith("# recipe: "):
+            name, lines = mark.removeprefix("# recipe: "), []
+        elif mark == "# end recipe" and name:
+            out[name] = textwrap.dedent("\n".join(lines)) + "\n"
+            name = None
+        elif name:
+            lines.append(line)
+    return out
 
 
 # --- OpenAI Agents SDK (LitellmModel): async, streamed or whole; run_sync -----------------
@@ -36,17 +47,23 @@ def register_gate() -> None:
 
 def run_agents(shape: str, model: str, api_base: str, prompt: str, tally: Tally) -> Any:
     import agents
-    from agents.extensions.models.litellm_model import LitellmModel
 
     agents.set_tracing_disabled(True)
-    register_gate()
+    # recipe: agents
+    import litellm
+    from agents.extensions.models.litellm_model import LitellmModel
+
+    from litellm_toolgate import ToolGateGuardrail
+
+    litellm.callbacks = [ToolGateGuardrail(tools="request")]
+    llm = LitellmModel(model=model, base_url=api_base, api_key="sk-fw")
+    # end recipe
 
     @agents.function_tool
     def multiply(a: float, b: float) -> float:
         """Multiply two numbers."""
         return tally.multiply(a, b)
 
-    llm = LitellmModel(model=model, base_url=api_base, api_key="sk-fw")
     agent = agents.Agent(name="calc", instructions="Use tools.", tools=[multiply], model=llm)
     if shape == "sync":
         return agents.Runner.run_sync(agent, prompt).final_output
@@ -66,9 +83,15 @@ def run_agents(shape: str, model: str, api_base: str, prompt: str, tally: Tally)
 
 
 def run_smolagents(shape: str, model: str, api_base: str, prompt: str, tally: Tally) -> Any:
+    # recipe: smolagents
+    import litellm
     from smolagents import LiteLLMModel, ToolCallingAgent, tool
 
-    register_gate()
+    from litellm_toolgate import ToolGateGuardrail
+
+    litellm.callbacks = [ToolGateGuardrail(tools="request")]
+    llm = LiteLLMModel(model_id=model, api_base=api_base, api_key="sk-fw")
+    # end recipe
 
     @tool
     def multiply(a: float, b: float) -> float:
@@ -80,9 +103,12 @@ def run_smolagents(shape: str, model: str, api_base: str, prompt: str, tally: Ta
         """
         return tally.multiply(a, b)
 
-    llm = LiteLLMModel(model_id=model, api_base=api_base, api_key="sk-fw")
     agent = ToolCallingAgent(
-        tools=[multiply], model=llm, max_steps=3, verbosity_level=0, stream_outputs=shape == "streamed"
+        tools=[multiply],
+        model=llm,
+        max_steps=3,
+        verbosity_level=0,
+        stream_outputs=shape == "streamed",
     )
     return agent.run(prompt)
 
@@ -92,35 +118,37 @@ def run_smolagents(shape: str, model: str, api_base: str, prompt: str, tally: Ta
 
 def run_langchain(shape: str, model: str, api_base: str, prompt: str, tally: Tally) -> Any:
     from langchain_core.tools import tool
+
+    streamed = shape.endswith("streamed")
+    # recipe: langchain
+    import litellm
     from langchain_litellm import ChatLiteLLM
     from langgraph.prebuilt import create_react_agent
 
-    register_gate()
+    from litellm_toolgate import ToolGateGuardrail
+
+    litellm.callbacks = [ToolGateGuardrail(tools="request")]
+    llm = ChatLiteLLM(model=model, api_base=api_base, api_key="sk-fw", streaming=streamed)
+    # end recipe
 
     @tool
     def multiply(a: float, b: float) -> float:
         """Multiply two numbers."""
         return tally.multiply(a, b)
 
-    streamed = shape.endswith("streamed")
-    llm = ChatLiteLLM(model=model, api_base=api_base, api_key="sk-fw", streaming=streamed)
     agent = create_react_agent(llm, [multiply])
     state = {"messages": [("user", prompt)]}
     if shape == "sync-whole":
         return agent.invoke(state)["messages"][-1].content
     if shape == "sync-streamed":
-        last = None
-        for last in agent.stream(state, stream_mode="values"):
-            pass
-        return last["messages"][-1].content if last else None
+        states = list(agent.stream(state, stream_mode="values"))
+        return states[-1]["messages"][-1].content
 
     async def go() -> Any:
         if shape == "async-whole":
             return (await agent.ainvoke(state))["messages"][-1].content
-        last = None
-        async for last in agent.astream(state, stream_mode="values"):
-            pass
-        return last["messages"][-1].content if last else None
+        states = [s async for s in agent.astream(state, stream_mode="values")]
+        return states[-1]["messages"][-1].content
 
     return asyncio.run(go())
 
@@ -129,10 +157,16 @@ def run_langchain(shape: str, model: str, api_base: str, prompt: str, tally: Tal
 
 
 def run_strands(shape: str, model: str, api_base: str, prompt: str, tally: Tally) -> Any:
+    # recipe: strands
+    import litellm
     from strands import Agent, tool
     from strands.models.litellm import LiteLLMModel
 
-    register_gate()
+    from litellm_toolgate import ToolGateGuardrail
+
+    litellm.callbacks = [ToolGateGuardrail(tools="request")]
+    llm = LiteLLMModel(client_args={"api_key": "sk-fw", "api_base": api_base}, model_id=model)
+    # end recipe
 
     @tool
     def multiply(a: float, b: float) -> float:
@@ -144,7 +178,6 @@ def run_strands(shape: str, model: str, api_base: str, prompt: str, tally: Tally
         """
         return tally.multiply(a, b)
 
-    llm = LiteLLMModel(client_args={"api_key": "sk-fw", "api_base": api_base}, model_id=model)
     agent = Agent(model=llm, tools=[multiply], callback_handler=None)
     if shape == "sync":
         return str(agent(prompt)).strip()
@@ -164,19 +197,24 @@ def run_strands(shape: str, model: str, api_base: str, prompt: str, tally: Tally
 
 
 def run_adk(shape: str, model: str, api_base: str, prompt: str, tally: Tally) -> Any:
+    # recipe: adk
+    import litellm
     from google.adk.agents import Agent
     from google.adk.agents.run_config import RunConfig, StreamingMode
     from google.adk.models.lite_llm import LiteLlm
     from google.adk.runners import InMemoryRunner
     from google.genai import types
 
-    register_gate()
+    from litellm_toolgate import ToolGateGuardrail
+
+    litellm.callbacks = [ToolGateGuardrail(tools="request")]
+    llm = LiteLlm(model=model, api_base=api_base, api_key="sk-fw")
+    # end recipe
 
     def multiply(a: float, b: float) -> float:
         """Multiply two numbers."""
         return tally.multiply(a, b)
 
-    llm = LiteLlm(model=model, api_base=api_base, api_key="sk-fw")
     agent = Agent(name="calc", model=llm, instruction="Use tools.", tools=[multiply])
     runner = InMemoryRunner(agent=agent, app_name="fw")
     message = types.Content(role="user", parts=[types.Part(text=prompt)])

@@ -21,8 +21,8 @@ final answer. Nothing here imports a framework or litellm at module level.
 from __future__ import annotations
 
 import faulthandler
-import os
 import json
+import os
 import sys
 import time
 import traceback
@@ -140,7 +140,7 @@ def run_case(run: Callable[[str, Tally], Any], prompt: str) -> dict[str, Any]:
     result: Any = None
     try:
         result = run(prompt, tally)
-    except BaseException as exc:  # noqa: BLE001 - a case reports whatever ended it
+    except BaseException as exc:
         error = exc
     chain = chain_of(error)
     gate = next((e for e in chain if isinstance(e, ToolCallQuarantined)), None)
