@@ -173,11 +173,11 @@ def main(framework: str, api_base: str) -> None:
         scenario = case_id.rsplit("-", 1)[1]
         prompt = f"What is 7 times 8? Use multiply. scenario-{scenario}"
         faulthandler.dump_traceback_later(CASE_LIMIT, exit=True)
-        print(MARK + json.dumps({"case": case_id, "start": True}), flush=True)
+        print("\n" + MARK + json.dumps({"case": case_id, "start": True}), flush=True)
         outcome = run_case(run, prompt)
         faulthandler.cancel_dump_traceback_later()
-        print(MARK + json.dumps({"case": case_id, **outcome}), flush=True)
-    print(MARK + json.dumps({"done": True}), flush=True)
+        print("\n" + MARK + json.dumps({"case": case_id, **outcome}), flush=True)
+    print("\n" + MARK + json.dumps({"done": True}), flush=True)
 
 
 if __name__ == "__main__":

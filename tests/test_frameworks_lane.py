@@ -88,9 +88,9 @@ def results_of(framework: str, upstream: FakeUpstream) -> dict[str, dict[str, An
         stderr, code = "the framework's process outlived its limit and was killed", -9
     started = None
     for line in stdout.splitlines():
-        if not line.startswith(MARK):
+        if MARK not in line:
             continue
-        row = json.loads(line[len(MARK) :])
+        row = json.loads(line[line.index(MARK) + len(MARK) :])
         if row.get("start"):
             started = row["case"]
         elif "case" in row:
@@ -105,9 +105,27 @@ def results_of(framework: str, upstream: FakeUpstream) -> dict[str, dict[str, An
     return out
 
 
+# Found by this lane (4 December 2026), not fixed yet: on ``openai/``, a sync whole call made
+# after another sync whole call in the same process is refused as ungated
+# (``UngatedCallRefused``, inside litellm's ``APIConnectionError``) instead of being gated:
+# the first call of a process is gated, the next ones are not sent. Nothing reaches the tool
+# (the lane checks that), but a valid call would be refused too. Strict: fixed, these fail.
+UNGATED_AFTER_FIRST = pytest.mark.xfail(
+    strict=True, reason="openai/ sync whole: calls after the first refused as ungated"
+)
+
+
+def marks(framework: str, case: str) -> list[Any]:
+    shape, provider, scenario = case.rsplit("-", 2)
+    sync_whole = (framework, shape) in {("smolagents", "whole"), ("langchain", "sync-whole")}
+    if sync_whole and provider == "openai" and scenario != "valid":
+        return [UNGATED_AFTER_FIRST]
+    return []
+
+
 def params() -> list[Any]:
     return [
-        pytest.param(fw, case, id=f"{fw}-{case}")
+        pytest.param(fw, case, id=f"{fw}-{case}", marks=marks(fw, case))
         for fw in FRAMEWORKS
         for case in fwclients.case_ids(fw)
     ]
