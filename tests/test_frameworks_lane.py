@@ -151,3 +151,13 @@ def test_framework_case(upstream: FakeUpstream, framework: str, case: str) -> No
         f"expected {EXPECTED[scenario]} in the chain, got {row['chain']} "
         f"(gate: {row['gate']}, reason {row['reason']}):\n{row['detail']}"
     )
+
+
+def test_docs_recipes_are_the_code_the_lane_runs() -> None:
+    """docs/frameworks.md shows each recipe byte for byte as tests/fwclients.py runs it."""
+    page = (ROOT / "docs" / "frameworks.md").read_text(encoding="utf-8")
+    recipes = fwclients.recipes()
+    assert set(recipes) == set(ENVS), f"recipes for {sorted(recipes)}, frameworks {sorted(ENVS)}"
+    for name, code in recipes.items():
+        block = f"<!-- recipe: {name} -->\n```text\n{code}```\n"
+        assert block in page, f"docs/frameworks.md's {name} recipe differs from the lane's code"
