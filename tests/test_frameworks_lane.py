@@ -161,3 +161,54 @@ def test_docs_recipes_are_the_code_the_lane_runs() -> None:
     for name, code in recipes.items():
         block = f"<!-- recipe: {name} -->\n```text\n{code}```\n"
         assert block in page, f"docs/frameworks.md's {name} recipe differs from the lane's code"
+
+
+def run_probe(name: str, env_dir: str, upstream: FakeUpstream) -> dict[str, str]:
+    python = ROOT / env_dir / "bin" / "python"
+    if not python.exists():
+        not_run(f"{python} does not exist (bash scripts/setup.sh --frameworks)")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{HERE}", "CI": ""}
+    env.update({"LITELLM_LOCAL_MODEL_COST_MAP": "True", "COMETAPI_KEY": "sk-fw"})
+    try:
+        proc = subprocess.run(
+            [str(python), str(HERE / "fwprobes.py"), name, upstream.base_url],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            env=env,
+            cwd=ROOT,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the {name} probe outlived 90 s and was killed")
+    found = dict(
+        line.removeprefix("@probe ").split("=", 1)
+        for line in proc.stdout.splitlines()
+        if line.startswith("@probe ")
+    )
+    assert found, (
+        f"the {name} probe printed nothing (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
+    )
+    return found
+
+
+def test_crewai_llm_empties_callbacks_the_gate_warns_and_callbacks_puts_it_back(
+    upstream: FakeUpstream,
+) -> None:
+    found = run_probe("crewai", ".venv-frameworks-2", upstream)
+    assert found == {
+        "emptied": "True",
+        "released_after_reset": "True",
+        "warned": "True",
+        "refused_with_callbacks": "True",
+    }
+
+
+def test_smolagents_reads_a_429_in_the_attempt_id_as_a_rate_limit(upstream: FakeUpstream) -> None:
+    """Why a quarantine once took minutes under smolagents (docs/frameworks.md); with
+    ``retry=False`` the run ends at once with the gate's error, the tool never run."""
+    found = run_probe("smolagents429", ".venv-frameworks", upstream)
+    assert found["gate_error"] == "True"
+    assert found["looks_like_rate_limit"] == "True"
+    assert found["ran"] == "0"
+    assert float(found["seconds"]) < 20
