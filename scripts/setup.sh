@@ -25,4 +25,24 @@ if [ "${1:-}" = "--matrix" ]; then
     wait "$older" || status=$?
     exit "$status"
 fi
+if [ "${1:-}" = "--frameworks" ]; then
+    # The frameworks lane (tests/test_frameworks_lane.py): the agent frameworks, pinned, on
+    # litellm 1.110.2, in two environments of their own, since their pins clash: strands-agents
+    # needs mcp<2.2 where langchain-litellm needs litellm[mcp] (mcp>=2.3); google-adk needs
+    # opentelemetry-api<=1.44 where crewai needs >=1.45.1; the OpenAI Agents SDK (openai 3)
+    # stays in .venv. Both are built side by side; either failing fails.
+    make_frameworks() {
+        local dir="$1"; shift
+        [ -x "$dir/bin/python" ] || "$PY" -m venv "$dir"
+        "$dir/bin/python" -m pip install --quiet --disable-pip-version-check "litellm==1.110.2" \
+            "pytest>=8" -e . "$@"
+    }
+    make_frameworks .venv-frameworks-2 strands-agents==1.62.0 crewai==1.15.30 &
+    second=$!
+    status=0
+    make_frameworks .venv-frameworks "openai<3" smolagents==1.26.0 langchain-litellm==0.11.2 \
+        langgraph==1.2.24 dspy==3.4.1 google-adk==2.13.0 || status=$?
+    wait "$second" || status=$?
+    exit "$status"
+fi
 make_env .venv "litellm==1.110.2" "test,lint,fuzz,metrics,otel"

@@ -47,6 +47,10 @@ once=(tests/test_attack_*.py tests/test_loop_crash.py tests/test_journal_race.py
       tests/test_loop_one_driver.py tests/test_journal_runlease.py
       tests/test_packaging.py tests/test_bench_smoke.py)
 slowest=(--durations=30 --durations-min=1.0)
+# The frameworks lane (agent frameworks as real clients, each in its own virtualenv) runs at
+# the end of lane 2 only, on litellm 1.110.2: its environments are built there, while lane 1
+# is still testing.
+frameworks=(tests/test_frameworks_lane.py)
 
 lane_new() {
     echo "== lane 1: tests on litellm $(.venv/bin/python -c 'from importlib.metadata import version; print(version("litellm"))') =="
@@ -56,7 +60,8 @@ lane_new() {
     local rc=0
     echo "   (the core's own suites, ${#core_only[@]} files, run in lane 2)"
     TOOLGATE_MATRIX=rotate "${pytest_new[@]}" "${slowest[@]}" "${proxy_tests[@]/#/--ignore=}" \
-        "${core_only[@]/#/--ignore=}" "${own_process[@]/#/--ignore=}" "$@" || rc=1
+        "${core_only[@]/#/--ignore=}" "${own_process[@]/#/--ignore=}" \
+        "${frameworks[@]/#/--ignore=}" "$@" || rc=1
     "${pytest_new[@]}" tests/test_sync_footprint.py "$@" || rc=1
     echo "== the 10,000-call soak, on litellm 1.110.2 (.venv), in a process of its own =="
     "${pytest_new[@]}" tests/test_sync_soak.py "$@" || rc=1
@@ -68,7 +73,8 @@ lane_old() {
     local rc=0
     echo "   (${once[*]} run in lane 1 only)"
     TOOLGATE_REQUIRE_PROXY=1 "${pytest_old[@]}" "${slowest[@]}" "${core_only[@]/#/--ignore=}" \
-        "${own_process[@]/#/--ignore=}" "${once[@]/#/--ignore=}" "$@" || rc=1
+        "${own_process[@]/#/--ignore=}" "${once[@]/#/--ignore=}" \
+        "${frameworks[@]/#/--ignore=}" "$@" || rc=1
     "${pytest_old[@]}" tests/test_sync_footprint.py "$@" || rc=1
     # The typing check runs mypy: only in .venv.
     echo "== the core's own suites, litellm-independent, once (.venv) =="
@@ -76,6 +82,8 @@ lane_old() {
     # The fuzzers need atheris, in .venv only.
     echo "== fuzzing, time-boxed (tests/fuzz/run.py) =="
     .venv/bin/python tests/fuzz/run.py --seconds 6 || rc=1
+    echo "== the frameworks lane, on litellm 1.110.2 (scripts/frameworks.sh) =="
+    bash scripts/frameworks.sh "$@" || rc=1
     return "$rc"
 }
 
