@@ -4,9 +4,9 @@ each printing ``@probe KEY=VALUE`` lines for tests/test_frameworks_lane.py to ju
 * ``crewai``: a gate registered, then a ``crewai.LLM(...)`` created: is ``litellm.callbacks``
   emptied, does the gate's "no longer there" warning fire, is a schema-invalid call then
   released; and with the gate passed as the LLM's ``callbacks=``, is it refused again.
-* ``smolagents429``: the gate's attempt id made to contain ``429``: does smolagents take the
-  quarantine for a rate limit (the minutes-long retry), and with ``retry=False`` does the run
-  end with the gate's error.
+* ``smolagents429``: an attempt id made from a uuid whose hex holds ``429``: does smolagents
+  take the quarantine for a rate limit (the minutes-long retry), or does the run end at once
+  with the gate's error.
 """
 
 from __future__ import annotations
@@ -87,9 +87,7 @@ def smolagents_probe(api_base: str) -> None:
         ran.append(a)
         return a * b
 
-    model = LiteLLMModel(
-        model_id="cometapi/gpt-4o-mini", api_base=api_base, api_key="sk", retry=False
-    )
+    model = LiteLLMModel(model_id="cometapi/gpt-4o-mini", api_base=api_base, api_key="sk")
     agent = ToolCallingAgent(tools=[multiply], model=model, max_steps=3, verbosity_level=0)
     started = time.monotonic()
     try:

@@ -86,6 +86,12 @@ _TEXT, _ARGUMENTS = StreamInput.TEXT, StreamInput.ARGUMENTS
 _APPROVED, _RELEASE_CALL, _CLIENT = CallInput.APPROVED, CallInput.RELEASE, Executor.CLIENT
 
 
+_ID_LETTERS = str.maketrans("0123456789", "ghijklmnop")
+"""An attempt id is 32 letters (a uuid's hex digits moved to g-p): no run of digits, so error
+text naming an attempt never reads as an HTTP status to code that greps for one (smolagents
+waits minutes before retrying a call whose error mentions ``429``)."""
+
+
 class Attempt:
     """The gate's state for one attempt (on any wire of ``wires.WIRES``). See the module
     docstring."""
@@ -106,7 +112,7 @@ class Attempt:
     ) -> None:
         self.registry = registry
         self.limits = limits or Limits()
-        self.attempt_id = attempt_id or f"att-{uuid.uuid4().hex}"
+        self.attempt_id = attempt_id or "att-" + uuid.uuid4().hex.translate(_ID_LETTERS)
         self.run_id = run_id or self.attempt_id
         self.route = route
         self.profile = profile_for(route, route_profiles)
