@@ -36,7 +36,7 @@ from typing import Any
 import litellm
 
 from ..calltypes import Handling, handling
-from ..seam import frames
+from ..seam import frames, privates
 
 _MARK = "_toolgate_cache_reads"
 
@@ -83,20 +83,15 @@ def guard(active: Active) -> None:
         unguard(cache)
 
 
-def _attributes(cache: Any) -> dict[str, Any]:
-    found = getattr(cache, "__dict__", None)
-    return found if isinstance(found, dict) else {}
-
-
 def guarded(cache: Any) -> bool:
     """Whether ``cache``'s reads are the gate's wrappers."""
-    return _MARK in _attributes(cache)
+    return _MARK in (privates.attributes(cache) or {})
 
 
 def unguard(cache: Any = None) -> None:
     """Put back the reads of ``cache`` (by default ``litellm.cache``)."""
     cache = getattr(litellm, "cache", None) if cache is None else cache
-    attributes = _attributes(cache)
+    attributes = privates.attributes(cache) or {}
     for name in ("get_cache", "async_get_cache", _MARK):
         attributes.pop(name, None)
 
