@@ -74,8 +74,10 @@ def brief(row: Row) -> str:
         return _proxyload(row)
     if section == "journal" and row.get("loop"):
         return (
-            f"×{fmt_range(row['ratio_wall'], 2)} of three bare durable commits, wall "
-            f"(the run's journal calls replayed); {row['us']['median']:.0f} µs of journal a "
+            f"×{fmt_range(row['ratio_wall'], 2)} of the five bare commits a one-call run needs "
+            "(three durable, the run lease's two not waiting for the disk), wall (the run's "
+            f"journal calls replayed); ×{fmt_range(row['ratio_wall_durable'], 2)} of the three "
+            f"durable ones alone; {row['us']['median']:.0f} µs of journal a "
             f"call (floor {row['floor_us']['median']:.0f} µs); inside the run "
             f"×{fmt_range(row['in_run_ratio'], 2)} (reference: litellm's threads), "
             + ", ".join(f"{k} {v:.0f}" for k, v in row["method_us"].items())

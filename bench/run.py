@@ -30,8 +30,9 @@ Sections (each row of the output names its section):
 * ``journal``: the run journal's three committed transitions per call (decide, claim,
   finish) on SQLite and PostgreSQL against the floor of one bare durable ``INSERT`` /
   ``UPDATE`` per transition, without and with a run lease, and claims per second; and the
-  loop's journal time per call in ``gate.run`` against the three bare durable commits a
-  call needs (``bench/journal.py``).
+  loop's journal time per call in ``gate.run`` against the bare commits a one-call run
+  needs: three durable, and the run lease's take and release, which do not wait for the
+  disk (``bench/journal.py``).
 * ``metrics``: the gate's own CPU per attempt with its Prometheus metrics on vs off
   (``bench/metrics.py``), same run, paired.
 * ``toolloop``: ``gate.run``'s added time per round against the gated round alone
