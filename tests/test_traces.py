@@ -245,11 +245,6 @@ def test_every_decision_is_a_span_under_the_callers(  # noqa: PLR0917
         litellm.callbacks = [ToolGateGuardrail([TOOL]), otel_callback]
     else:
         litellm.callbacks = [otel_callback]
-        if not streamed and outcome == "quarantined":
-            # litellm hands a whole answer to its success loggers before it returns it to
-            # the wrapper, which decides only then (docs/operating.md, "Traces"): here its
-            # span carries no message content.
-            monkeypatch.setattr(litellm, "turn_off_message_logging", True)
     arguments = GOOD if outcome == "released" else BAD
     tracer = trace.get_tracer("tests")
     with FakeUpstream(answer(arguments, streamed)) as upstream:

@@ -51,9 +51,11 @@ from .clients import (
     is_async_client,
 )
 from .config import REQUEST_TOOLS
+from .guardrail import loghold
 from .judge import aapprove_whole, approve_whole
 from .logs import emit_records, observers
 from .routes import Api, ClientKind, route_for
+from .seam import frames
 from .seam.symbols import ModelResponse, ResponsesAPIResponse
 from .stream import AsyncGatedStream, GatedStream
 from .sync.vouching import vouch_client, vouched
@@ -431,13 +433,18 @@ class ToolGate:
         handler = self._client_for(kwargs, asynchronous=False, api=api)
         handler.tap.wire_path = wire_path
         kwargs["client"] = handler
-        result = self._invoke_sync(handler, call, kwargs)
-        if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
-            return GatedStream(result, handler.tap, self.policy, carrier and carrier())
-        if approve_whole(handler.tap.attempt, carrier_of(result), self.policy):
-            return self._release_response(handler.tap.attempt, result)
-        del result  # litellm's result holds the arguments: not in a frame of the raise
-        self._raise_quarantine(handler.tap.attempt)
+        held = _hold_whole_logging(handler.tap, kwargs)
+        try:
+            result = self._invoke_sync(handler, call, kwargs)
+            if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
+                return GatedStream(result, handler.tap, self.policy, carrier and carrier())
+            if approve_whole(handler.tap.attempt, carrier_of(result), self.policy):
+                return self._release_response(handler.tap.attempt, result)
+            del result  # litellm's result holds the arguments: not in a frame of the raise
+            self._raise_quarantine(handler.tap.attempt)
+        finally:
+            if held:
+                loghold.settle(handler.tap.attempt)
 
     async def _agated(
         self,
@@ -452,13 +459,18 @@ class ToolGate:
         handler = self._client_for(kwargs, asynchronous=True, api=api)
         handler.tap.wire_path = wire_path
         kwargs["client"] = handler
-        result = await self._ainvoke(handler, call, kwargs)
-        if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
-            return AsyncGatedStream(result, handler.tap, self.policy, carrier and carrier())
-        if await aapprove_whole(handler.tap.attempt, carrier_of, result, self.policy):
-            return self._release_response(handler.tap.attempt, result)
-        del result  # litellm's result holds the arguments: not in a frame of the raise
-        self._raise_quarantine(handler.tap.attempt)
+        held = _hold_whole_logging(handler.tap, kwargs)
+        try:
+            result = await self._ainvoke(handler, call, kwargs)
+            if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
+                return AsyncGatedStream(result, handler.tap, self.policy, carrier and carrier())
+            if await aapprove_whole(handler.tap.attempt, carrier_of, result, self.policy):
+                return self._release_response(handler.tap.attempt, result)
+            del result  # litellm's result holds the arguments: not in a frame of the raise
+            self._raise_quarantine(handler.tap.attempt)
+        finally:
+            if held:
+                loghold.settle(handler.tap.attempt)
 
     def guard(self, stream: Any, client: Any = None) -> GatedStream | AsyncGatedStream:
         """Gate a stream made elsewhere, if this gate observed its wire; else refuse at once."""
@@ -520,6 +532,30 @@ class ToolGate:
         attempt.release()
         emit_records(attempt)
         return response
+
+
+def _hold_whole_logging(tap: WireTap, kwargs: Mapping[str, Any]) -> bool:
+    """For a whole (non-streamed) call: litellm hands the answer to its success loggers
+    (OpenTelemetry, Langfuse, ...) before it returns it to the gate, arguments included. So
+    as the call's request is prepared (inside litellm's call) the logging objects of the
+    litellm entry points it runs under are held until the gate decided
+    (:mod:`.guardrail.loghold`): released, they log as always; quarantined, they hear a
+    failure with the sanitized record instead. A stream's loggers are held by the gated
+    stream itself (chat), or cannot be (litellm's Responses and Messages iterators log
+    inline, on the reader's thread: see :mod:`.stream`). True when held: the caller then
+    settles the hold (:func:`.guardrail.loghold.settle`) however the call ends."""
+    if kwargs.get("stream"):
+        return False
+    tap.on_prepare = _hold_entry_logging
+    return True
+
+
+def _hold_entry_logging(tap: WireTap) -> None:
+    # litellm dispatches a whole answer's success logging to a thread or a task of its own
+    # (its client wrapper, 1.108.7 and 1.110.2), so a held handler never waits on the
+    # thread that decides.
+    for logging_obj in frames.entry_logging_objects(frames.caller()):
+        loghold.hold(logging_obj, tap.attempt)
 
 
 class GateSet(ToolGate):

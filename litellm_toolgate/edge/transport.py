@@ -72,10 +72,15 @@ class WireTap(BodyReader):
         self.policy: Policy | None = None
         self.close_sync: Callable[[], None] | None = None
         self.close_async: Callable[[], Awaitable[None]] | None = None
+        # Run with this tap as each request is prepared, inside litellm's call (the owner's
+        # hook: ToolGate holds litellm's success logging of a whole answer there).
+        self.on_prepare: Callable[[WireTap], None] | None = None
 
     def prepare(self, request: httpx.Request) -> None:
         """Hand the attempt the request's fields; lower a stream's read timeout to the idle
         limit (a whole response keeps its own: :meth:`~..core.body.BodyReader.read_timeout`)."""
+        if self.on_prepare is not None:
+            self.on_prepare(self)
         self.bind_request(request.url.path, _request_fields(request))
         if self.wire_path is not None and not request.url.path.rstrip("/").endswith(self.wire_path):
             # litellm took another bridge than it said: a wire the gate was not set up for.

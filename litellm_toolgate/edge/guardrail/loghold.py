@@ -1,4 +1,4 @@
-"""A proxy stream's success logging held until the gate decided, and a refusal logged as one.
+"""litellm's success logging held until the gate decided, and a refusal logged as one.
 
 litellm reports a proxy stream to its success loggers (``async_log_success_event``: Langfuse,
 OpenTelemetry, the spend log, ...) once litellm's own stream ended, with the assembled answer,
@@ -10,12 +10,17 @@ its success handlers held (:func:`hold`): they wait for the gate's decision
 :data:`HOLD_LIMIT` seconds): no success event at all; the refusal goes to litellm's failure
 handlers instead, with the quarantine (ids and a reason, no argument text) as the exception
 and the attempt's sanitized record where litellm keeps the raw answer.
+
+The same hold serves ``ToolGate``'s chat streams and its whole answers, which litellm logs
+before it hands them to the wrapper; :func:`settle` ends a whole call's hold however the call
+ended (undecided: no success event).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import threading
 import weakref
@@ -25,7 +30,6 @@ from ...core.decision.attempt import Attempt
 
 HOLD_LIMIT = 300.0
 _HELD = "_toolgate_held_for"  # the attempt the held handlers wait for
-_WRAPPED = "_toolgate_held"
 # Where litellm's logging object keeps the answer it assembled (or read) for its loggers.
 _ANSWER_KEYS = ("complete_streaming_response", "async_complete_streaming_response", "response")
 
@@ -34,11 +38,13 @@ class _Decision:
     """Whether an attempt was decided, and the held async handlers waiting for it (each a
     future on its own event loop, woken from whichever thread decides)."""
 
-    __slots__ = ("event", "waiters")
+    __slots__ = ("dropped", "event", "waiters")
 
     def __init__(self) -> None:
         self.event = threading.Event()
         self.waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        # Ended without a decision (the call failed after litellm answered): no event.
+        self.dropped = False
 
 
 _decisions: weakref.WeakKeyDictionary[Attempt, _Decision] = weakref.WeakKeyDictionary()
@@ -69,6 +75,14 @@ def decided(attempt: Attempt) -> None:
             loop.call_soon_threadsafe(_wake, future)
 
 
+def settle(attempt: Attempt) -> None:
+    """The call of ``attempt`` is over: its held logging goes on as decided, and if it ended
+    undecided (something failed after litellm answered), with no success event at all."""
+    if not attempt.decided:
+        _decision(attempt).dropped = True
+    decided(attempt)
+
+
 async def _decided_in_time(decision: _Decision) -> bool:
     """Wait, without holding the loop, until the decision is made or HOLD_LIMIT passed."""
     loop = asyncio.get_running_loop()
@@ -96,72 +110,81 @@ def _sanitize(logging_obj: Any, attempt: Attempt) -> None:
 
 def hold(logging_obj: Any, attempt: Attempt) -> None:
     """Hold ``logging_obj``'s success handlers until ``attempt`` is decided (see the module
-    docstring). The handlers are replaced once per object; a later call (a retried request
-    on the same logging object) binds them to its own attempt, the one the loggers then
-    hear of. Does nothing for an object that is not litellm's logging object."""
+    docstring). A later call (a retried request on the same logging object) binds them to
+    its own attempt, the one the loggers then hear of. Does nothing for an object that is
+    not litellm's logging object.
+
+    The handlers are held on the object's class, once (:class:`_Held`): looked up on a held
+    object, a success handler is a function over that object that waits for the decision.
+    Nothing is stored on the object but the attempt, so it holds no function that holds it
+    back (a cycle would keep litellm's copy of the answer until the garbage collector ran),
+    and whatever litellm queued the handler in (a logging thread's queue, a task) keeps the
+    object, as a bound method would, until the handler ran: a whole answer's object has no
+    other owner by then."""
     if logging_obj is None:
+        return
+    kind = type(logging_obj)
+    if not all(callable(getattr(kind, name, None)) for name in _HANDLERS):
         return
     try:
         setattr(logging_obj, _HELD, attempt)
     except (AttributeError, TypeError):
         return
-    if getattr(logging_obj, _WRAPPED, False):
-        return
-    # The class's own handlers, called with the object: a bound method, or a closure over
-    # the object, kept on the object would make a cycle that keeps litellm's copy of the
-    # answer alive until the garbage collector runs. The object is reached weakly.
-    kind = type(logging_obj)
-    try:
-        async_success: Any = kind.async_success_handler
-        sync_success: Any = kind.success_handler
-        async_failure: Any = kind.async_failure_handler
-        sync_failure: Any = kind.failure_handler
-        owner = weakref.ref(logging_obj)
-    except (AttributeError, TypeError):
-        return
-    if not all(callable(f) for f in (async_success, sync_success, async_failure, sync_failure)):
-        return
+    for name in ("async_success_handler", "success_handler"):
+        if not isinstance(vars(kind).get(name), _Held):
+            try:
+                setattr(kind, name, _Held(getattr(kind, name), name))
+            except (AttributeError, TypeError):  # pragma: no cover - a class that refuses
+                return
 
-    def bound(obj: Any) -> tuple[Attempt, _Decision]:
-        current: Attempt = getattr(obj, _HELD)
-        return current, _decision(current)
 
-    async def held_async_success(*args: Any, **kwargs: Any) -> Any:
-        obj = owner()
+_HANDLERS = ("async_success_handler", "success_handler", "async_failure_handler", "failure_handler")
+
+
+class _Held:
+    """One success handler of litellm's logging class, held for the objects the gate holds
+    (:data:`_HELD` set on the object): else the class's own, bound as always."""
+
+    def __init__(self, own: Any, name: str) -> None:
+        self.own = own
+        self.asynchronous = name.startswith("async")
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
         if obj is None:
-            return None
-        current, decision = bound(obj)
-        if not await _decided_in_time(decision):
-            return None  # undecided: no success event (fail closed)
-        fault = current.quarantined
-        if fault is None:
-            return await async_success(obj, *args, **kwargs)
-        _sanitize(obj, current)
-        with contextlib.suppress(Exception):
-            await async_failure(obj, fault, "")
-        return None
-
-    def held_sync_success(*args: Any, **kwargs: Any) -> Any:
-        obj = owner()
-        if obj is None:
-            return None
-        current, decision = bound(obj)
-        if not decision.event.wait(HOLD_LIMIT):
-            return None  # undecided: no success event (fail closed)
-        fault = current.quarantined
-        if fault is None:
-            return sync_success(obj, *args, **kwargs)
-        _sanitize(obj, current)
-        with contextlib.suppress(Exception):
-            sync_failure(obj, fault, "")
-        return None
-
-    try:
-        logging_obj.async_success_handler = held_async_success
-        logging_obj.success_handler = held_sync_success
-        setattr(logging_obj, _WRAPPED, True)
-    except (AttributeError, TypeError):
-        return
+            return self.own
+        current = vars(obj).get(_HELD) if hasattr(obj, "__dict__") else None
+        if not isinstance(current, Attempt):
+            return self.own.__get__(obj, owner)
+        if self.asynchronous:
+            return functools.partial(_held_async_success, obj, self.own)
+        return functools.partial(_held_sync_success, obj, self.own)
 
 
-__all__ = ["HOLD_LIMIT", "decided", "hold"]
+async def _held_async_success(obj: Any, success: Any, *args: Any, **kwargs: Any) -> Any:
+    current: Attempt = vars(obj)[_HELD]
+    if not await _decided_in_time(_decision(current)) or _decision(current).dropped:
+        return None  # undecided: no success event (fail closed)
+    fault = current.quarantined
+    if fault is None:
+        return await success(obj, *args, **kwargs)
+    _sanitize(obj, current)
+    with contextlib.suppress(Exception):
+        await type(obj).async_failure_handler(obj, fault, "")
+    return None
+
+
+def _held_sync_success(obj: Any, success: Any, *args: Any, **kwargs: Any) -> Any:
+    current: Attempt = vars(obj)[_HELD]
+    decision = _decision(current)
+    if not decision.event.wait(HOLD_LIMIT) or decision.dropped:
+        return None  # undecided: no success event (fail closed)
+    fault = current.quarantined
+    if fault is None:
+        return success(obj, *args, **kwargs)
+    _sanitize(obj, current)
+    with contextlib.suppress(Exception):
+        type(obj).failure_handler(obj, fault, "")
+    return None
+
+
+__all__ = ["HOLD_LIMIT", "decided", "hold", "settle"]

@@ -3,7 +3,8 @@
 Where no hook of litellm's hands the gate what it needs, the gate reads it off the stack,
 by the names of litellm's functions: the call type and arguments at litellm's call set-up,
 the caching handler whose read is under way, the Messages entry point a sync call runs
-under, and the frames of a sync call up to litellm's entry point. Each reader answers None
+under, the frames of a sync call up to litellm's entry point, and the logging objects of
+the entry points a call runs under. Each reader answers None
 or False when the frames are not as read from litellm 1.108.7 and 1.110.2, and every caller
 takes that as "cannot tell", which refuses or falls back, never passes.
 """
@@ -146,6 +147,26 @@ def azure_whole_client(frames: list[FrameType]) -> Any:
     return None
 
 
+def entry_logging_objects(start: FrameType | None) -> list[Any]:
+    """The logging object (local ``logging_obj``) of every litellm entry point
+    (:data:`ENTRY`, :data:`ASYNC_ENTRY`) on the stack above ``start``, innermost first: a
+    call litellm makes inside another (a bridge calling its chat entry point) has one of its
+    own, and the outer one is the one that logs the answer the caller gets. Searched over at
+    most ``4 * CALL_DEPTH`` frames; an async call's frames are its awaiting coroutines.
+    Empty when none is found."""
+    found: list[Any] = []
+    frame = start
+    for _ in range(4 * CALL_DEPTH):
+        if frame is None:
+            break
+        if frame.f_code.co_name in (ENTRY, ASYNC_ENTRY) and _in_litellm(frame):
+            logging_obj = frame.f_locals.get("logging_obj")
+            if logging_obj is not None and all(logging_obj is not f for f in found):
+                found.append(logging_obj)
+        frame = frame.f_back
+    return found
+
+
 def local_values(frames: list[FrameType]) -> Iterator[Any]:
     """Every local value of ``frames``, innermost frame first (a snapshot of each)."""
     for frame in frames:
@@ -174,6 +195,8 @@ def missing() -> list[str]:
         gone.append(f"litellm.utils.client's {ENTRY}")
     if client is None or f"def {ASYNC_ENTRY}(" not in inspect.getsource(client):
         gone.append(f"litellm.utils.client's {ASYNC_ENTRY}")
+    if client is None or "logging_obj.success_handler" not in inspect.getsource(client):
+        gone.append(f"litellm.utils.client's {ENTRY} local logging_obj")
     gone.extend(_missing_azure())
     return gone
 
@@ -204,6 +227,7 @@ __all__ = [
     "call_setup",
     "caller",
     "caching_call_type",
+    "entry_logging_objects",
     "local_values",
     "missing",
     "under_messages_handler",
