@@ -69,6 +69,7 @@ _CHAT_SUFFIXES = (
     # :streamRawPredict, Anthropic's Messages wire (the request says "stream": true).
     ":streamRawPredict",
     ":rawPredict",
+    "/v2/chat",  # Cohere (cohere/): api_base is the whole URL, .../v2/chat
 )
 _STREAM_SUFFIX = (":streamGenerateContent", "/converse-stream")
 """Gemini and Bedrock's Converse ask for a stream by the path (Gemini with ``?alt=sse`` too),
