@@ -328,6 +328,13 @@ class FakeUpstream:
         with self._lock:
             self._queue.extend(scripted)
 
+    def discard(self) -> int:
+        """Drop every queued response (one a refused, never sent, request left): how many."""
+        with self._lock:
+            dropped = len(self._queue)
+            self._queue.clear()
+        return dropped
+
     @property
     def port(self) -> int:
         if self._server is None:
