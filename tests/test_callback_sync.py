@@ -459,7 +459,7 @@ def test_the_other_sdk_routes_are_refused_unsent(upstream: Recorder, model: str)
     "model",
     [
         "bedrock/invoke/anthropic.claude-3-5-sonnet-20240620-v1:0",
-        "cohere/command-r",
+        "cohere/v1/command-r",  # Cohere's v1 chat API: another wire
     ],
 )
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])

@@ -259,6 +259,7 @@ STAGES = {
     Wire.OLLAMA: (CI.ARGUMENTS, CI.TERMINAL),  # a call arrives whole: its one fragment
     Wire.GEMINI: (CI.ARGUMENTS, CI.TERMINAL),  # a functionCall part arrives whole too
     Wire.BEDROCK: (CI.ARGUMENTS, CI.ARGUMENTS, CI.ITEM_DONE, CI.TERMINAL),  # contentBlockStop
+    Wire.COHERE: (CI.ARGUMENTS, CI.ARGUMENTS, CI.ITEM_DONE, CI.TERMINAL),  # tool-call-end
 }
 
 

@@ -20,7 +20,16 @@ from litellm_toolgate.core.decision.state import (
     wire_of,
 )
 from litellm_toolgate.core.errors import QuarantineReason
-from litellm_toolgate.core.wires import WIRES, anthropic, bedrock, chat, gemini, ollama, responses
+from litellm_toolgate.core.wires import (
+    WIRES,
+    anthropic,
+    bedrock,
+    chat,
+    cohere,
+    gemini,
+    ollama,
+    responses,
+)
 from litellm_toolgate.core.wires.base import WireSpec
 
 CORE = Path(__file__).resolve().parent.parent / "litellm_toolgate" / "core" / "decision"
@@ -40,6 +49,7 @@ def test_every_wire_has_one_spec_tables_and_a_path() -> None:
         ollama.WIRE,
         gemini.WIRE,
         bedrock.WIRE,
+        cohere.WIRE,
     )
 
 

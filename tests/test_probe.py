@@ -589,8 +589,30 @@ def test_verify_refuses_a_wire_it_does_not_read(
 ) -> None:
     folder = some_fixtures("ollama", ["multiply_basic"], tmp_path)
     manifest = json.loads((folder / "manifest.json").read_text())
-    (folder / "manifest.json").write_text(json.dumps({**manifest, "wire": "cohere"}))
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "wire": "nosuchwire"}))
     code = main(["verify", str(tmp_path)])
     captured = capsys.readouterr()
     assert code == 2 and captured.out == ""
-    assert "the wire 'cohere' is not one the gate reads" in captured.err
+    assert "the wire 'nosuchwire' is not one the gate reads" in captured.err
+
+
+def test_verify_replays_the_cohere_fixtures_where_the_route_gates_them(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Cohere's route gates only sync whole calls under the callback: a whole case is replayed
+    there (released, or quarantined for its reason); its async run and a streamed case must
+    be refused by the route table before sending."""
+    some_fixtures("cohere", ["multiply_basic", "whole_two_calls", "whole_unknown_tool"], tmp_path)
+    code, out = verify(capsys, tmp_path)
+    assert code == 0, out
+    assert "cohere (route cohere/command-a-03-2025, wire cohere)" in out
+    assert "ok    multiply_basic: refused by the route table" in out
+    assert "ok    whole_two_calls: sync release (2 call(s)); async refused by the route" in out
+    assert "ok    whole_unknown_tool: sync quarantine unknown_tool; async refused" in out
+    assert "3 fixture(s), 0 with differences" in out
+    body = tmp_path / "cohere" / "whole_two_calls.json"
+    body.write_bytes(body.read_bytes().replace(b"TOOL_CALL", b"MAX_TOKENS"))
+    code, out = verify(capsys, tmp_path / "cohere")
+    assert code == 1
+    assert "DIFF  whole_two_calls" in out
+    assert "sync: expected release (2 call(s)), got quarantine finish_reason_mismatch" in out

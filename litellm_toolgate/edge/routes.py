@@ -63,10 +63,21 @@ class Gated:
     """Where a route gates some of its models on ``wire`` and others on another wire (picked
     by the path litellm calls) or not at all: (which models are on ``wire``, what becomes of
     the others), for ``toolgate routes``; None: every model, on ``wire``."""
+    streams: str | None = None
+    """Why a streamed call is refused on this route, where only whole calls are gated; None:
+    streamed and whole calls are gated."""
+    unclaimed: str | None = None
+    """Why ``ToolGate`` and an async call under the callback refuse this route: litellm's
+    handler for it drops the call's ``client=`` (both hand the gate's client over that way),
+    so only the sync callback, which claims litellm's own clients, gates it; None: all do."""
 
     def describe(self) -> str:
         how = "bridged to chat, " if self.bridged else ""
         only = "" if self.callback is None else "; ToolGate only, the callback refuses it"
+        if self.unclaimed is not None:
+            only += "; sync calls under the callback only, ToolGate and async calls refused"
+        if self.streams is not None:
+            only += "; whole calls only, streams refused"
         which, others = ("", "")
         if self.models is not None:
             which, others = f"{self.models[0]}: ", f"; {self.models[1]}"
@@ -205,6 +216,28 @@ _OLLAMA_RESPONSES = _bridge_unchecked(
     "; and litellm's bridge hands every streamed call out under an id of its own, not the wire's",
 )
 
+# Cohere's v2 chat (core/wires/cohere.py), for the models litellm sends to /v2/chat (the
+# others, cohere/v1/..., are refused by _cohere_model_fault). litellm's reader of a streamed
+# /v2/chat body (CohereV2ModelResponseIterator, 1.108.7 and 1.110.2) takes each line of the
+# SSE body as one bare JSON text: Cohere's first "event:" or "data:" line makes it raise, so
+# no streamed call can reach its caller, and streams are refused before sending. litellm
+# hands a whole result's calls over under the wire's ids, names and argument text. Its
+# Cohere handler (main._complete_cohere_chat, 1.108.7 and 1.110.2) passes no client= on: the
+# request goes over litellm's own cached client, which only the sync callback claims.
+_COHERE_STREAMS = (
+    "litellm's reader of Cohere's v2 chat stream reads each SSE line as bare JSON and fails "
+    "on the first event of every stream; only whole (stream=False) calls are gated"
+)
+_COHERE_UNCLAIMED = (
+    "litellm's Cohere handler drops the call's client=, so the gate's client would not carry "
+    "the request; only a sync call under the callback (litellm.callbacks, which claims "
+    "litellm's own clients) is gated"
+)
+_COHERE_CHAT = Gated(
+    Wire.COHERE, ClientKind.HTTP_HANDLER, streams=_COHERE_STREAMS, unclaimed=_COHERE_UNCLAIMED
+)
+_COHERE_RESPONSES = _bridge_unchecked("Cohere's v2 chat")
+
 ROUTES: Mapping[str, Route] = {
     route.provider: route
     for route in (
@@ -254,8 +287,12 @@ ROUTES: Mapping[str, Route] = {
         # other model is refused per model (_vertex_model_fault). The Responses API, bridged
         # to chat, is gated for Claude models only (ToolGate only).
         Route("vertex_ai", _VERTEX_CHAT, _VERTEX_RESPONSES),
+        # Cohere's v2 chat (core/wires/cohere.py): whole calls only (_COHERE_STREAMS);
+        # cohere_chat/ is the same handler. litellm bridges the Responses API to chat there,
+        # which is not cross-checked (_bridge_unchecked).
+        Route("cohere", _COHERE_CHAT, _COHERE_RESPONSES),
+        Route("cohere_chat", _COHERE_CHAT, _COHERE_RESPONSES),
         # Wires the gate does not read (yet).
-        Route("cohere", *[_wire("Cohere's chat stream")] * 2),
         Route("watsonx", *[_wire("watsonx.ai's chat stream")] * 2),
     )
 }
@@ -322,6 +359,11 @@ def route_for(request: Mapping[str, Any], api: Api, *, callback: bool = False) -
             raise RouteNotGated(decisions[0][1], api.value, reason)
     if callback and gated.callback is not None:
         raise RouteNotGated(decisions[0][1], api.value, gated.callback)
+    if gated.streams is not None and request.get("stream"):
+        raise RouteNotGated(decisions[0][1], api.value, gated.streams)
+    if not callback and gated.unclaimed is not None:
+        # Asked for the client= of a ToolGate call or of an async call under the callback.
+        raise RouteNotGated(decisions[0][1], api.value, gated.unclaimed)
     return gated
 
 
@@ -409,7 +451,25 @@ def _vertex_model_fault(model: str) -> str | None:
     return _VERTEX_OTHER
 
 
-_MODEL_FAULTS = {"bedrock": _bedrock_model_fault, "vertex_ai": _vertex_model_fault}
+def _cohere_model_fault(model: str) -> str | None:
+    """Why a ``cohere/`` model cannot be gated, or None when litellm sends it to Cohere's v2
+    chat (its own answer, ``CohereModelInfo.get_cohere_route``: a model named ``v1/...`` goes
+    to the v1 chat API, another wire)."""
+    try:
+        route = _litellm_symbol("CohereModelInfo").get_cohere_route(model)
+    except Exception:
+        return "cannot tell which Cohere API litellm sends this model to"
+    if route != "v2":
+        return "litellm sends this model to Cohere's v1 chat API, a wire the gate does not read"
+    return None
+
+
+_MODEL_FAULTS = {
+    "bedrock": _bedrock_model_fault,
+    "vertex_ai": _vertex_model_fault,
+    "cohere": _cohere_model_fault,
+    "cohere_chat": _cohere_model_fault,
+}
 """Providers whose one entry covers several of litellm's APIs, chosen per model: why a model
 cannot be gated, or None."""
 

@@ -69,6 +69,7 @@ _CHAT_SUFFIXES = (
     # :streamRawPredict, Anthropic's Messages wire (the request says "stream": true).
     ":streamRawPredict",
     ":rawPredict",
+    "/v2/chat",  # Cohere (cohere/): api_base is the whole URL, .../v2/chat
 )
 _STREAM_SUFFIX = (":streamGenerateContent", "/converse-stream")
 """Gemini and Bedrock's Converse ask for a stream by the path (Gemini with ``?alt=sse`` too),
@@ -326,6 +327,13 @@ class FakeUpstream:
         """Queue responses; each request takes the oldest one."""
         with self._lock:
             self._queue.extend(scripted)
+
+    def discard(self) -> int:
+        """Drop every queued response (one a refused, never sent, request left): how many."""
+        with self._lock:
+            dropped = len(self._queue)
+            self._queue.clear()
+        return dropped
 
     @property
     def port(self) -> int:

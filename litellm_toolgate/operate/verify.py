@@ -21,7 +21,12 @@ Where a case runs:
 * Gemini, Ollama and Bedrock wires (``fixtures/gemini``, ``fixtures/ollama``,
   ``fixtures/bedrock``): ``gate.completion`` on ``gemini/gemini-2.5-flash``,
   ``ollama_chat/qwen3:8b`` and ``bedrock/converse/<the manifest's model>`` (with throwaway
-  AWS credentials: litellm signs the request), each body served with its wire's media type.
+  AWS credentials: litellm signs the request), each body served with its wire's media type;
+* Cohere's v2 chat wire (``fixtures/cohere``): the route gates only whole sync calls under
+  the callback (``edge/routes.py``), so a whole case is replayed sync as
+  ``litellm.completion`` on ``cohere/command-a-03-2025`` with a ``ToolGateGuardrail`` in
+  ``litellm.callbacks``; its async run, and both runs of a streamed case, go through
+  ``ToolGate`` as any other and must be refused before sending, for the table's reason.
 
 A manifest's wire is its ``wire`` entry, or else its folder's name when that names a wire,
 or else chat (``fixtures/profiles``, a folder of chat recordings); a ``wire`` entry that
@@ -45,7 +50,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -53,6 +58,7 @@ from ..core.decision.limits import Limits
 from ..core.decision.profiles import PROFILES
 from ..core.decision.state import Wire
 from ..core.wires import WIRES
+from ..edge.routes import Api, decision_for
 from ..loopback.upstream import FakeUpstream, Scripted
 from .observed import ObservedGate
 from .probe import run_request
@@ -78,6 +84,8 @@ class _Replay:
     model: str | None
     root: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
+    path: str = ""
+    """Appended to the server's URL for ``api_base`` (a route that takes the whole URL)."""
 
 
 _REPLAYS: dict[str, _Replay] = {
@@ -87,7 +95,12 @@ _REPLAYS: dict[str, _Replay] = {
     "gemini": _Replay("gemini/gemini-2.5-flash"),
     "ollama": _Replay("ollama_chat/qwen3:8b"),
     "bedrock": _Replay(None, extra=_AWS),  # bedrock/converse/<the manifest's model>
+    "cohere": _Replay("cohere/command-a-03-2025", path="/v2/chat"),
 }
+_CALLBACK_SYNC_WHOLE = frozenset({"cohere"})
+"""Wires whose route only the callback gates, and only on sync whole calls (litellm's Cohere
+handler drops ``client=``; its Cohere stream reader fails on every stream): see the module
+text."""
 
 
 class UnknownWire(ValueError):
@@ -229,13 +242,63 @@ def _kwargs(case: Case, upstream: FakeUpstream) -> tuple[str, dict[str, Any]]:
         **common,
         **replay.extra,
         "messages": message,
-        "api_base": base,
+        "api_base": base + replay.path,
         "num_retries": 0,
     }
 
 
+def expected_in(case: Case, mode: str) -> Case:
+    """The case as ``mode`` (sync or async) must end: on a route gated only for sync whole
+    calls under the callback, every other run is refused before sending."""
+    if case.wire in _CALLBACK_SYNC_WHOLE and (case.streamed or mode == "async"):
+        # ToolGate refuses the route (it cannot hand litellm its client there): the table's
+        # reason, whatever the call.
+        provider = case.model.split("/", 1)[0]
+        gated = decision_for(provider, Api.CHAT)
+        reason = getattr(gated, "unclaimed", None) or getattr(gated, "reason", "")
+        return replace(case, expect="refused", reason=reason, calls=None)
+    return case
+
+
+def _callback_replay(case: Case, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """One sync whole call under the callback: its outcome, reason and released calls."""
+    import litellm
+
+    from ..core.errors import ToolCallQuarantined, ToolGateError, find_quarantine
+    from ..edge.guardrail.callback import ToolGateGuardrail
+
+    gate = ToolGateGuardrail(case.tools, limits=Limits(idle_timeout=2.0))
+    saved = litellm.callbacks
+    litellm.callbacks = [gate]
+    try:
+        result = litellm.completion(**kwargs)
+    except Exception as exc:
+        fault = find_quarantine(exc)
+        outcome: tuple[str, str, str | None]
+        if isinstance(fault, ToolCallQuarantined):
+            outcome = ("quarantined", fault.reason.value, fault.party.value)
+        elif isinstance(exc, ToolGateError):
+            reason = getattr(exc, "reason", None)
+            outcome = ("refused", str(getattr(reason, "value", reason) or ""), None)
+        else:  # litellm's error: its type only (its message may quote)
+            outcome = ("error", type(exc).__name__, None)
+        return {"outcome": outcome[0], "reason": outcome[1], "party": outcome[2], "calls": []}
+    finally:
+        litellm.callbacks = saved
+        gate.close()
+    calls = [[c.id, c.function.name] for c in result.choices[0].message.tool_calls or []]
+    return {"outcome": "released", "reason": None, "party": None, "calls": calls}
+
+
 def replay(case: Case, upstream: FakeUpstream, *, asynchronous: bool) -> dict[str, Any]:
     """One replay of ``case``: its outcome, reason and released calls."""
+    if case.wire in _CALLBACK_SYNC_WHOLE and not (case.streamed or asynchronous):
+        api, kwargs = _kwargs(case, upstream)
+        upstream.enqueue(_scripted(case))
+        result = _callback_replay(case, kwargs)
+        if result["outcome"] == "refused":
+            upstream.discard()
+        return result
     gate = ObservedGate(
         case.tools,
         route_profiles=case.route_profiles,
@@ -250,6 +313,8 @@ def replay(case: Case, upstream: FakeUpstream, *, asynchronous: bool) -> dict[st
             outcome, reason, party = run_request(gate, api, kwargs)
     finally:
         gate.close()
+    if outcome == "refused":
+        upstream.discard()  # nothing was sent: the scripted answer is no other case's
     attempt = gate.attempt
     records = [] if attempt is None else attempt.records()
     calls = [
@@ -314,6 +379,8 @@ def differences(case: Case, actual: dict[str, Any]) -> list[str]:
 
 
 def describe_expected(case: Case) -> str:
+    if case.expect == "refused":
+        return "refused by the route table"
     if case.expect == "release":
         count = "" if case.calls is None else f" ({len(case.calls)} call(s))"
         return f"release{count}"
@@ -349,14 +416,24 @@ def verify(root: Path, out: TextIO, *, json_path: Path | None = None) -> int:
                 mode: replay(case, upstream, asynchronous=mode == "async")
                 for mode in ("sync", "async")
             }
-            diffs = {mode: differences(case, actual) for mode, actual in runs.items()}
+            diffs = {
+                mode: differences(expected_in(case, mode), actual) for mode, actual in runs.items()
+            }
             ok = not any(diffs.values())
             failed += not ok
             name = case.ident.rsplit("/", 1)[1]
+            wanted = {describe_expected(expected_in(case, mode)) for mode in runs}
+            said = (
+                wanted.pop()
+                if len(wanted) == 1
+                else "; ".join(
+                    f"{mode} {describe_expected(expected_in(case, mode))}" for mode in runs
+                )
+            )
             if ok:
-                out.write(f"  ok    {name}: {describe_expected(case)}\n")
+                out.write(f"  ok    {name}: {said}\n")
             else:
-                out.write(f"  DIFF  {name}: expected {describe_expected(case)}\n")
+                out.write(f"  DIFF  {name}: expected {said}\n")
                 for mode, lines in diffs.items():
                     for line in lines:
                         out.write(f"          {mode}: {line}\n")

@@ -1,13 +1,15 @@
 """Every rule that changes a stream's or a call's state, as transition tables per wire.
 
-Six wires are read: chat-completions SSE (:attr:`Wire.CHAT`), Responses SSE
+Seven wires are read: chat-completions SSE (:attr:`Wire.CHAT`), Responses SSE
 (:attr:`Wire.RESPONSES`), Anthropic Messages SSE (:attr:`Wire.ANTHROPIC`), Ollama's
 newline-delimited JSON (:attr:`Wire.OLLAMA`, on the chat tables: its ``done`` line is the
 finish and the end marker at once, ``wires/ollama.py``), Gemini's ``generateContent``
 SSE (:attr:`Wire.GEMINI`, on the chat tables: the message with the ``finishReason`` is the
 finish and the end marker at once, ``wires/gemini.py``) and Bedrock's Converse stream of
 AWS event-stream frames (:attr:`Wire.BEDROCK`, on the Anthropic tables: ``messageStop`` is
-the finish, ``metadata`` the end marker, ``wires/bedrock.py``). On a chat wire
+the finish, ``metadata`` the end marker, ``wires/bedrock.py``) and Cohere's v2 chat SSE
+(:attr:`Wire.COHERE`, on the Anthropic tables: ``message-end`` is the finish and the end
+marker at once, ``tool-call-end`` a call's own stage, ``wires/cohere.py``). On a chat wire
 a stream (one HTTP response of one attempt) moves::
 
     RECEIVING --finish--> FINISHED --[DONE]--> DONE --eof--> CLOSED --conclude--> CLOSED
@@ -74,6 +76,7 @@ class Wire(IdentityEnum):
     OLLAMA = "ollama"
     GEMINI = "gemini"
     BEDROCK = "bedrock"
+    COHERE = "cohere"
 
 
 class StreamState(IdentityEnum):
@@ -242,6 +245,9 @@ STREAM_TABLES = {
     # Bedrock Converse: the Anthropic tables; messageStop is the finish, metadata the end
     # marker, contentBlockStop a tool block's own stage (wires/bedrock.py).
     Wire.BEDROCK: ANTHROPIC_STREAM_TABLE,
+    # Cohere v2: the Anthropic tables; message-end is the finish and the end marker at once,
+    # tool-call-end a call's own stage (wires/cohere.py).
+    Wire.COHERE: ANTHROPIC_STREAM_TABLE,
 }
 CALL_TABLES = {
     Wire.CHAT: CALL_TABLE,
@@ -250,6 +256,7 @@ CALL_TABLES = {
     Wire.OLLAMA: CALL_TABLE,  # a call arrives whole: opened, then its one fragment
     Wire.GEMINI: CALL_TABLE,  # a functionCall part arrives whole, as Ollama's calls do
     Wire.BEDROCK: ANTHROPIC_CALL_TABLE,
+    Wire.COHERE: ANTHROPIC_CALL_TABLE,
 }
 del S, I, R, C, CI
 
@@ -312,6 +319,7 @@ WIRE_PATHS: tuple[tuple[str, Wire], ...] = (
     # Bedrock's runtime: /model/{modelId}/converse-stream, and /converse for a whole result.
     ("/converse-stream", Wire.BEDROCK),
     ("/converse", Wire.BEDROCK),
+    ("/v2/chat", Wire.COHERE),  # Cohere's v2 chat, streamed or whole
 )
 """The end of the request path each wire is served on, tried in this order."""
 

@@ -1,6 +1,7 @@
 """One module per wire: the one answer to "what is this event?" for everything that reads it.
 
-Each wire module (``chat``, ``responses``, ``anthropic``, ``ollama``, ``gemini``) holds its
+Each wire module (``chat``, ``responses``, ``anthropic``, ``ollama``, ``gemini``, ``bedrock``,
+``cohere``) holds its
 wire's normalizer (a decoded SSE message, or a whole body, in; the gate's events out),
 classifies its own wire's events (text, a call's stage, lifecycle, a report, the terminal,
 unknown), names the places where a call could hide outside the events the gate withholds.
@@ -23,12 +24,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..decision.state import Wire
-from . import anthropic, bedrock, chat, gemini, ollama, responses
+from . import anthropic, bedrock, chat, cohere, gemini, ollama, responses
 from .base import WireSpec
 
 WIRES: Mapping[Wire, WireSpec] = {
     spec.wire: spec
-    for spec in (chat.WIRE, responses.WIRE, anthropic.WIRE, ollama.WIRE, gemini.WIRE, bedrock.WIRE)
+    for spec in (
+        chat.WIRE,
+        responses.WIRE,
+        anthropic.WIRE,
+        ollama.WIRE,
+        gemini.WIRE,
+        bedrock.WIRE,
+        cohere.WIRE,
+    )
 }
 """Every wire the gate reads, by the :class:`~..state.Wire` it is."""
 

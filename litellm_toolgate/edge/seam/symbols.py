@@ -83,6 +83,8 @@ LAZY: dict[str, tuple[str, str]] = {
         "get_vertex_ai_model_route",
     ),
     "VertexAIModelRoute": ("litellm.llms.vertex_ai.common_utils", "VertexAIModelRoute"),
+    # Which Cohere chat API (v1 or v2) litellm sends a model to (1.108.7, 1.110.2).
+    "CohereModelInfo": ("litellm.llms.cohere.common_utils", "CohereModelInfo"),
     "VertexAIPartnerModels": (
         "litellm.llms.vertex_ai.vertex_ai_partner_models.main",
         "VertexAIPartnerModels",
