@@ -178,7 +178,6 @@ def test_every_profile_entry_has_citations_and_a_fixture() -> None:
     [
         ("lm_studio_arguments_only_in_done", R.ITEM_MISMATCH),
         ("copilot_rotating_response_id", R.SPLICED_RESPONSE),
-        ("program_call_in_progress", R.INCOMPLETE_ITEM),
     ],
 )
 def test_a_responses_profile_releases_only_on_its_route(name: str, strict_reason: Any) -> None:

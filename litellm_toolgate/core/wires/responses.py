@@ -37,9 +37,15 @@ It checks what the *shape* of the protocol guarantees:
   ``output_item.done`` or in the completed listing is ``incomplete_item``.
 * Calls hide nowhere else: a tool item inside a lifecycle event's ``response`` snapshot or
   inside an unknown event is ``item_mismatch`` (:func:`hidden_items`).
+* Programmatic tool calling is the protocol's own (openai-python
+  ``types/responses/response_function_tool_call.py``: ``caller`` is ``{"type": "program",
+  "caller_id": ...}``; ``response_output_item.py``: ``program`` and ``program_output``): a
+  call a program made may be ``in_progress`` at ``output_item.done``, because the program that
+  waits on it has not ended; ``response.completed`` is its terminal and must list it
+  ``completed``, or ``in_progress`` while the listed program that made it has no
+  ``program_output``. On every route: the item says who made it, the route does not.
 * What a route really sends, where it departs from the above, is its profile's business
-  (``core/decision/profiles.py``): arguments only in ``.done``, a rotating response id, a program's
-  call still ``in_progress`` at ``output_item.done``.
+  (``core/decision/profiles.py``): arguments only in ``.done``, a rotating response id.
 * ``error`` and ``response.failed`` are in-stream errors; ``response.incomplete``, or a
   final response whose status is not ``completed``, is an incomplete response; refusal
   events and refusal content parts are refusals. A later event naming another response id
@@ -433,11 +439,7 @@ class ResponsesNormalizer:
         if not isinstance(output, list):
             raise WireFault(R.MALFORMED_EVENT)
         calls: list[CompletedCall] = []
-        waiting = (
-            _waiting_programs(output)
-            if self._profile.accepts(Deviation.PROGRAM_CALL_IN_PROGRESS)
-            else frozenset()
-        )
+        waiting = _waiting_programs(output)
         for item in output:
             kind = self._item_kind(item)
             rule = ITEMS[kind]
@@ -552,15 +554,16 @@ class ResponsesNormalizer:
         rule = ITEMS[kind]
         if rule.executor is Executor.NOBODY:
             return [Metadata()]
-        if rule.executor is Executor.CLIENT and item.get("status") not in (None, "completed"):
-            program = (
-                item.get("status") == "in_progress"
-                and self._profile.accepts(Deviation.PROGRAM_CALL_IN_PROGRESS)
-                and _by_program(item)
-            )
-            # A program's call is resolved by the completed listing, which must say completed.
-            if not program:
-                raise WireFault(R.INCOMPLETE_ITEM, index)
+        status = item.get("status")
+        # Programmatic tool calling: a call a program made stays ``in_progress`` at its
+        # ``output_item.done`` (the program has not ended); the completed listing settles it,
+        # and must say ``completed``, or ``in_progress`` while its program waits.
+        if (
+            rule.executor is Executor.CLIENT
+            and status not in (None, "completed")
+            and not (status == "in_progress" and _by_program(item))
+        ):
+            raise WireFault(R.INCOMPLETE_ITEM, index)
         if self._identity_of(kind, item) != self._identity[index]:
             raise WireFault(R.ITEM_MISMATCH, index)
         if rule.input in _TEXT_INPUTS:
