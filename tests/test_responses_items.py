@@ -41,7 +41,6 @@ NAMES = [
     "mcp_approval_request",
     "mcp_approval_request_bad_arguments",
     "shell_call_run_by_server",
-    "tool_search_run_by_server",
     "program_call_waiting",
     "program_call_waiting_strict",
     "program_call_in_progress_after_program_ended",

@@ -145,7 +145,7 @@ def test_the_taxonomy_covers_the_issue_item_types() -> None:
     client |= {"apply_patch_call", "computer_call"}
     server = {"web_search_call", "file_search_call", "code_interpreter_call"}
     server |= {"image_generation_call", "mcp_list_tools", "mcp_call", "mcp_approval_request"}
-    server |= {"tool_search_call"}
+    server |= {"tool_search_call", "tool_search_output", "shell_call_output"}
     nobody = {"message", "reasoning", "compaction", "program", "program_output"}
     for kinds, who in ((client, Executor.CLIENT), (server, Executor.SERVER), (nobody, None)):
         for kind in kinds:

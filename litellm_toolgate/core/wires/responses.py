@@ -97,7 +97,7 @@ from .base import (
     verdict,
 )
 from .loads import WireFault, load_object
-from .responses_items import INPUT_FIELDS, ITEMS, PASSING_ITEMS, Executor, Input
+from .responses_items import INPUT_FIELDS, ITEMS, PASSING_ITEMS, SERVER_EXECUTION, Executor, Input
 
 if TYPE_CHECKING:
     from ..decision.call import CallAccumulator
@@ -454,6 +454,8 @@ class ResponsesNormalizer:
                 # A completed response cannot list a call that did not complete, unless it
                 # is a call its listed program still waits on (programmatic tool calling).
                 raise WireFault(R.INCOMPLETE_ITEM)
+            if rule.settled and item_status != "completed":
+                raise WireFault(R.INCOMPLETE_ITEM)
             if rule.input in _TEXT_INPUTS:
                 text = _text(item.get(rule.field))
             else:
@@ -478,7 +480,8 @@ class ResponsesNormalizer:
         kind: str = item["type"]
         if kind == "message":
             _check_message(item)
-        elif kind not in ITEMS:
+        elif kind not in ITEMS or (kind in SERVER_EXECUTION and item.get("execution") != "server"):
+            # A type the taxonomy does not know, or a tool search the client is to run.
             raise WireFault(R.UNSUPPORTED_TOOL_TYPE)
         return kind
 
