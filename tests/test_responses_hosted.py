@@ -235,10 +235,12 @@ def x_search(b: Body, *, done: bool = True) -> None:
 
 
 def custom_call(b: Body, *, done: bool = True) -> None:
-    """A custom tool call (openai-python response_custom_tool_call.py: no status field)."""
+    """A custom tool call: its type has no status (openai-python
+    response_custom_tool_call.py), yet the server sends the added item's ``in_progress``
+    again at ``output_item.done`` and in the listing; its events finish it."""
     b.start()
     item = {"id": "ctc_0", "type": "custom_tool_call", "call_id": "call_c0", "name": "run_sql",
-            "input": f"SELECT 7 * 8 -- {CANARY}"}  # fmt: skip
+            "input": f"SELECT 7 * 8 -- {CANARY}", "status": "in_progress"}  # fmt: skip
     b.event("response.output_item.added", output_index=0, item={**item, "input": ""})
     b.event(
         "response.custom_tool_call_input.delta",

@@ -97,7 +97,15 @@ from .base import (
     verdict,
 )
 from .loads import WireFault, load_object
-from .responses_items import INPUT_FIELDS, ITEMS, PASSING_ITEMS, SERVER_EXECUTION, Executor, Input
+from .responses_items import (
+    INPUT_FIELDS,
+    ITEMS,
+    PASSING_ITEMS,
+    SERVER_EXECUTION,
+    Executor,
+    Input,
+    ItemRule,
+)
 
 if TYPE_CHECKING:
     from ..decision.call import CallAccumulator
@@ -325,6 +333,14 @@ def _waiting_programs(output: list[Any]) -> frozenset[str]:
     return frozenset(programs - ended)
 
 
+def _status(rule: ItemRule, item: Mapping[str, Any]) -> Any:
+    """An item's status as its type knows it: a type without a status (a custom tool call,
+    openai-python ``response_custom_tool_call.py``) is finished by its events, so an
+    ``in_progress`` it carries anyway counts as none."""
+    status = item.get("status")
+    return None if status == "in_progress" and not rule.has_status else status
+
+
 def _by_program(item: Mapping[str, Any]) -> bool:
     caller = item.get("caller")
     return isinstance(caller, dict) and caller.get("type") == "program"
@@ -445,7 +461,7 @@ class ResponsesNormalizer:
             rule = ITEMS[kind]
             if rule.executor is Executor.NOBODY:
                 continue
-            item_status = item.get("status")
+            item_status = _status(rule, item)
             if (
                 rule.executor is Executor.CLIENT
                 and item_status not in (None, "completed")
@@ -557,7 +573,7 @@ class ResponsesNormalizer:
         rule = ITEMS[kind]
         if rule.executor is Executor.NOBODY:
             return [Metadata()]
-        status = item.get("status")
+        status = _status(rule, item)
         # Programmatic tool calling: a call a program made stays ``in_progress`` at its
         # ``output_item.done`` (the program has not ended); the completed listing settles it,
         # and must say ``completed``, or ``in_progress`` while its program waits.

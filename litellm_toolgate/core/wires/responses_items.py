@@ -76,6 +76,11 @@ class ItemRule:
     hosted_by: frozenset[str] = frozenset()
     """Request declarations under which the server runs a client item itself: the item is
     then the server's report (:func:`runs_on_server`), never released to run."""
+    has_status: bool = True
+    """Whether the item's type has a ``status`` (openai-python ``types/responses/``). One
+    without it (a custom tool call) is finished by its events, not by a status: an
+    ``in_progress`` it carries anyway at ``output_item.done`` or in the completed listing
+    says nothing; any other status but ``completed`` still contradicts a completed item."""
     settled: bool = False
     """A report whose status the completed listing must give as ``completed`` (its type's
     status is ``in_progress``, ``completed`` or ``incomplete``, nothing else)."""
@@ -103,6 +108,7 @@ ITEMS: Mapping[str, ItemRule] = {
         ("response.custom_tool_call_input.",),
         "withheld; must be a declared custom tool; a text format needs nothing more, a "
         "grammar's (lark, regex) must accept the whole input (core/values/grammar.py); policy",
+        has_status=False,  # response_custom_tool_call.py: call_id, input, name, id...
         hosted_by=frozenset({"x_search"}),
         hosted_names=frozenset({
             "x_keyword_search", "x_semantic_search", "x_user_search", "x_thread_fetch",
