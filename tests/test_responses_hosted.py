@@ -339,7 +339,16 @@ def unknown_item(name: str) -> bytes:
     return b.completed()
 
 
+def another_response(name: str) -> bytes:
+    """The terminal of another response spliced onto this one (its id differs)."""
+    b = Body()
+    SHAPES[name].build(b)
+    b.response_id = "resp_other"
+    return b.completed()
+
+
 BROKEN: dict[str, tuple[Callable[[str], bytes], QuarantineReason]] = {
+    "another_responses_terminal": (another_response, R.SPLICED_RESPONSE),
     "cut_before_terminal": (cut_before_terminal, R.MISSING_FINISH),
     "without_item_done": (without_item_done, R.INCOMPLETE_ITEM),
     "status_contradicts_terminal": (contradicted, R.INCOMPLETE_ITEM),
