@@ -41,10 +41,15 @@ NAMES = [
     "mcp_approval_request",
     "mcp_approval_request_bad_arguments",
     "shell_call_run_by_server",
-    "tool_search_run_by_server",
     "program_call_waiting",
     "program_call_waiting_strict",
     "program_call_in_progress_after_program_ended",
+    "program_call_in_progress",
+    "program_call_in_progress_strict",
+    "program_call_listed_incomplete",
+    "program_call_without_item_done",
+    "direct_call_in_progress_at_done",
+    "program_call_cut_before_completed",
 ]
 # What the policy sees for each released case: (item type, executor, name, arguments).
 SEEN = {
@@ -56,6 +61,9 @@ SEEN = {
     ),
     "custom_grammar_regex": ("custom_tool_call", "client", "set_timer", {"input": "07:30"}),
     "program_call_waiting": ("function_call", "client", "multiply", {"a": 7, "b": 8}),
+    "program_call_waiting_strict": ("function_call", "client", "multiply", {"a": 7, "b": 8}),
+    "program_call_in_progress": ("function_call", "client", "multiply", {"a": 7, "b": 8}),
+    "program_call_in_progress_strict": ("function_call", "client", "multiply", {"a": 7, "b": 8}),
     "mcp_approval_request": (
         "mcp_approval_request",
         "server",

@@ -145,7 +145,7 @@ def test_the_taxonomy_covers_the_issue_item_types() -> None:
     client |= {"apply_patch_call", "computer_call"}
     server = {"web_search_call", "file_search_call", "code_interpreter_call"}
     server |= {"image_generation_call", "mcp_list_tools", "mcp_call", "mcp_approval_request"}
-    server |= {"tool_search_call"}
+    server |= {"tool_search_call", "tool_search_output", "shell_call_output"}
     nobody = {"message", "reasoning", "compaction", "program", "program_output"}
     for kinds, who in ((client, Executor.CLIENT), (server, Executor.SERVER), (nobody, None)):
         for kind in kinds:
@@ -178,7 +178,6 @@ def test_every_profile_entry_has_citations_and_a_fixture() -> None:
     [
         ("lm_studio_arguments_only_in_done", R.ITEM_MISMATCH),
         ("copilot_rotating_response_id", R.SPLICED_RESPONSE),
-        ("program_call_in_progress", R.INCOMPLETE_ITEM),
     ],
 )
 def test_a_responses_profile_releases_only_on_its_route(name: str, strict_reason: Any) -> None:

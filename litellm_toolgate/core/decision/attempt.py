@@ -54,7 +54,7 @@ from ..values.registry import ToolRegistry
 from ..wires import WIRES
 from ..wires.base import Normalizer
 from ..wires.responses_items import Executor
-from .call import EXECUTOR_NAMES, CallAccumulator
+from .call import CallAccumulator
 from .carrier import Carrier, CarrierCall
 from .events import ArgumentDelta, TextDelta, WireEvent
 from .ledger import Ledger
@@ -420,7 +420,7 @@ class Attempt:
         attempt_id = self.attempt_id
         concluded: list[ToolCall] = []
         for c in calls:
-            executor = EXECUTOR_NAMES[c.kind]
+            executor = c.executor.value
             concluded.append(
                 ToolCall(attempt_id, c.index, c.call_id, c.name, c.value or {}, c.kind, executor)
             )

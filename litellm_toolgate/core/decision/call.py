@@ -34,7 +34,7 @@ from ..records.record import DecisionRecord, JsonStatus, PolicyStatus, SchemaSta
 from ..values.registry import ToolRegistry
 from ..values.strictjson import ArgumentsError, parse_utf8_arguments
 from ..wires.loads import WireFault
-from ..wires.responses_items import ITEMS, Executor, Input, check_input
+from ..wires.responses_items import ITEMS, Executor, Input, check_input, runs_on_server
 from .state import CALL_TABLES, CallInput, CallState, Wire, next_call_state
 
 R = QuarantineReason
@@ -80,6 +80,8 @@ class CallAccumulator:
     arguments: str | None = field(default=None, repr=False)
     value: dict[str, Any] | None = field(default=None, repr=False)
     digest: str | None = None
+    hosted: bool = False
+    """A client item type the server ran itself (``runs_on_server``): a report, not a call."""
 
     def move(self, event: CallInput) -> None:
         """Take one stage; a move the wire's table refuses raises its :class:`WireFault`."""
@@ -140,7 +142,7 @@ class CallAccumulator:
 
     @property
     def executor(self) -> Executor:
-        return ITEMS[self.kind].executor
+        return Executor.SERVER if self.hosted else ITEMS[self.kind].executor
 
     def validate(
         self,
@@ -155,6 +157,8 @@ class CallAccumulator:
         if hmac_key is not None:
             self.digest = hmac.new(hmac_key, data, sha256).hexdigest()
         kind = _INPUT_OF[self.kind]
+        if self.wire is Wire.RESPONSES and ITEMS[self.kind].hosted_by:
+            self.hosted = runs_on_server(self.kind, self.name, registry.declared)
         if kind is _FREE_TEXT:
             self._validate_free_text(registry, self.join())
             self.validation_ms = (clock() - started) * 1000
@@ -199,6 +203,11 @@ class CallAccumulator:
         """
         self.json_status, self.trailing = "not_parsed", None
         self.move(CallInput.PARSED)
+        if self.hosted:
+            # The server ran it (an xAI X search step): its input is its report.
+            self.value = {"input": text}
+            self.move(CallInput.SCHEMA_VALID)
+            return
         if f"custom:{self.name}" not in registry.declared:
             self.schema_status, self.error = "unknown_tool", R.UNKNOWN_TOOL
             return
@@ -214,7 +223,12 @@ class CallAccumulator:
     def _validate_structure(self, registry: ToolRegistry, value: dict[str, Any]) -> None:
         """A structured client item (its shape, and that it was declared), or a report."""
         rule = ITEMS[self.kind]
-        if rule.executor is Executor.CLIENT:
+        if rule.declared_by and registry.declared.isdisjoint(rule.declared_by | rule.hosted_by):
+            # A call, or the report of a tool the server runs (a hosted shell's output),
+            # that no declaration of the request allows.
+            self.schema_status, self.error = "unknown_tool", R.UNKNOWN_TOOL
+            return
+        if self.executor is Executor.CLIENT:
             if registry.declared.isdisjoint(rule.declared_by):
                 self.schema_status, self.error = "unknown_tool", R.UNKNOWN_TOOL
                 return

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..errors import GateConfigError
 
-VERSION = "2026-11-30.1"
+VERSION = "2026-12-04.1"
 
 
 class Deviation(enum.Enum):
@@ -42,10 +42,6 @@ class Deviation(enum.Enum):
     """Responses: no argument deltas; the whole arguments first appear in ``.done``."""
     ROTATING_RESPONSE_ID = "rotating_response_id"
     """Responses: ``response.id`` differs between the lifecycle events of one response."""
-    PROGRAM_CALL_IN_PROGRESS = "program_call_in_progress"
-    """Responses: a call made by a hosted program is ``in_progress`` at ``output_item.done``
-    and listed ``completed`` by ``response.completed``, or still ``in_progress`` there while
-    the listed program that made it has not ended (it waits on the client's answer)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,17 +98,6 @@ PROFILES: Mapping[str, Profile] = {
                     "https://github.com/SecretiveShell/MCP-Bridge/pull/96",
                 ),
                 "profiles/forced_choice_stop_with_calls",
-            ),
-            Entry(
-                Deviation.PROGRAM_CALL_IN_PROGRESS,
-                "responses",
-                'the item carries caller {"type": "program"}; still in_progress in the '
-                "listing only while that program is listed and has not ended",
-                (
-                    "https://github.com/openai/openai-agents-python/pull/3833",
-                    "https://github.com/openai/codex/issues/40749",
-                ),
-                "responses/program_call_in_progress",
             ),
         ),
     ),

@@ -62,7 +62,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
 from ..errors import GateConfigError
-from ..wires.responses_items import DECLARED_TOOL_TYPES
+from ..wires.responses_items import DECLARED_TOOL_TYPES, declaration
 from .ecmaschema import ecma_dialect, pattern_problem, schema_formats
 from .fastschema import fast_validator
 from .grammar import Grammar, format_of
@@ -291,7 +291,7 @@ def _declared_of(index: int, tool: object) -> str | None:
         return None  # a function tool, or a type nobody knows: _spec_of judges it
     assert isinstance(tool, Mapping)
     if kind != "custom":
-        return str(kind)
+        return declaration(tool)
     name = tool.get("name")
     if not isinstance(name, str) or not name:
         raise GateConfigError(f"tools[{index}]: a custom tool needs a non-empty string 'name'")

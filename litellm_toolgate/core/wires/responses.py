@@ -37,9 +37,15 @@ It checks what the *shape* of the protocol guarantees:
   ``output_item.done`` or in the completed listing is ``incomplete_item``.
 * Calls hide nowhere else: a tool item inside a lifecycle event's ``response`` snapshot or
   inside an unknown event is ``item_mismatch`` (:func:`hidden_items`).
+* Programmatic tool calling is the protocol's own (openai-python
+  ``types/responses/response_function_tool_call.py``: ``caller`` is ``{"type": "program",
+  "caller_id": ...}``; ``response_output_item.py``: ``program`` and ``program_output``): a
+  call a program made may be ``in_progress`` at ``output_item.done``, because the program that
+  waits on it has not ended; ``response.completed`` is its terminal and must list it
+  ``completed``, or ``in_progress`` while the listed program that made it has no
+  ``program_output``. On every route: the item says who made it, the route does not.
 * What a route really sends, where it departs from the above, is its profile's business
-  (``core/decision/profiles.py``): arguments only in ``.done``, a rotating response id, a program's
-  call still ``in_progress`` at ``output_item.done``.
+  (``core/decision/profiles.py``): arguments only in ``.done``, a rotating response id.
 * ``error`` and ``response.failed`` are in-stream errors; ``response.incomplete``, or a
   final response whose status is not ``completed``, is an incomplete response; refusal
   events and refusal content parts are refusals. A later event naming another response id
@@ -91,7 +97,15 @@ from .base import (
     verdict,
 )
 from .loads import WireFault, load_object
-from .responses_items import INPUT_FIELDS, ITEMS, PASSING_ITEMS, Executor, Input
+from .responses_items import (
+    INPUT_FIELDS,
+    ITEMS,
+    PASSING_ITEMS,
+    SERVER_EXECUTION,
+    Executor,
+    Input,
+    ItemRule,
+)
 
 if TYPE_CHECKING:
     from ..decision.call import CallAccumulator
@@ -319,6 +333,14 @@ def _waiting_programs(output: list[Any]) -> frozenset[str]:
     return frozenset(programs - ended)
 
 
+def _status(rule: ItemRule, item: Mapping[str, Any]) -> Any:
+    """An item's status as its type knows it: a type without a status (a custom tool call,
+    openai-python ``response_custom_tool_call.py``) is finished by its events, so an
+    ``in_progress`` it carries anyway counts as none."""
+    status = item.get("status")
+    return None if status == "in_progress" and not rule.has_status else status
+
+
 def _by_program(item: Mapping[str, Any]) -> bool:
     caller = item.get("caller")
     return isinstance(caller, dict) and caller.get("type") == "program"
@@ -433,17 +455,13 @@ class ResponsesNormalizer:
         if not isinstance(output, list):
             raise WireFault(R.MALFORMED_EVENT)
         calls: list[CompletedCall] = []
-        waiting = (
-            _waiting_programs(output)
-            if self._profile.accepts(Deviation.PROGRAM_CALL_IN_PROGRESS)
-            else frozenset()
-        )
+        waiting = _waiting_programs(output)
         for item in output:
             kind = self._item_kind(item)
             rule = ITEMS[kind]
             if rule.executor is Executor.NOBODY:
                 continue
-            item_status = item.get("status")
+            item_status = _status(rule, item)
             if (
                 rule.executor is Executor.CLIENT
                 and item_status not in (None, "completed")
@@ -451,6 +469,8 @@ class ResponsesNormalizer:
             ):
                 # A completed response cannot list a call that did not complete, unless it
                 # is a call its listed program still waits on (programmatic tool calling).
+                raise WireFault(R.INCOMPLETE_ITEM)
+            if rule.settled and item_status != "completed":
                 raise WireFault(R.INCOMPLETE_ITEM)
             if rule.input in _TEXT_INPUTS:
                 text = _text(item.get(rule.field))
@@ -476,7 +496,8 @@ class ResponsesNormalizer:
         kind: str = item["type"]
         if kind == "message":
             _check_message(item)
-        elif kind not in ITEMS:
+        elif kind not in ITEMS or (kind in SERVER_EXECUTION and item.get("execution") != "server"):
+            # A type the taxonomy does not know, or a tool search the client is to run.
             raise WireFault(R.UNSUPPORTED_TOOL_TYPE)
         return kind
 
@@ -552,15 +573,16 @@ class ResponsesNormalizer:
         rule = ITEMS[kind]
         if rule.executor is Executor.NOBODY:
             return [Metadata()]
-        if rule.executor is Executor.CLIENT and item.get("status") not in (None, "completed"):
-            program = (
-                item.get("status") == "in_progress"
-                and self._profile.accepts(Deviation.PROGRAM_CALL_IN_PROGRESS)
-                and _by_program(item)
-            )
-            # A program's call is resolved by the completed listing, which must say completed.
-            if not program:
-                raise WireFault(R.INCOMPLETE_ITEM, index)
+        status = _status(rule, item)
+        # Programmatic tool calling: a call a program made stays ``in_progress`` at its
+        # ``output_item.done`` (the program has not ended); the completed listing settles it,
+        # and must say ``completed``, or ``in_progress`` while its program waits.
+        if (
+            rule.executor is Executor.CLIENT
+            and status not in (None, "completed")
+            and not (status == "in_progress" and _by_program(item))
+        ):
+            raise WireFault(R.INCOMPLETE_ITEM, index)
         if self._identity_of(kind, item) != self._identity[index]:
             raise WireFault(R.ITEM_MISMATCH, index)
         if rule.input in _TEXT_INPUTS:

@@ -10,9 +10,12 @@ executes it and therefore what the gate does with it:
   the policy sees each with its type.
 * **server** items report a tool the upstream already ran (``web_search_call``,
   ``file_search_call``, ``code_interpreter_call``, ``image_generation_call``,
-  ``mcp_list_tools``, ``mcp_call``, ``mcp_approval_request``, ``tool_search_call``). They are
-  held with the calls, shown to the policy and the records, and never handed back as
-  something to run.
+  ``mcp_list_tools``, ``mcp_call``, ``mcp_approval_request``, ``tool_search_call``,
+  ``tool_search_output``, ``shell_call_output``). They are held with the calls, shown to
+  the policy and the records, and never handed back as something to run. A client item type
+  the request's declarations say the server runs itself (a ``shell_call`` under a hosted
+  shell, an xAI X search step streamed as a ``custom_tool_call``: :func:`runs_on_server`)
+  is such a report too.
 * **nobody**: items that are no tool at all (``message``, ``reasoning``, ``compaction``,
   ``program``, ``program_output``) pass.
 
@@ -70,6 +73,19 @@ class ItemRule:
     """Prefixes of the events that stream this item's progress or input."""
     label: str = ""
     """What the gate does, in words (for the documentation table)."""
+    hosted_by: frozenset[str] = frozenset()
+    """Request declarations under which the server runs a client item itself: the item is
+    then the server's report (:func:`runs_on_server`), never released to run."""
+    has_status: bool = True
+    """Whether the item's type has a ``status`` (openai-python ``types/responses/``). One
+    without it (a custom tool call) is finished by its events, not by a status: an
+    ``in_progress`` it carries anyway at ``output_item.done`` or in the completed listing
+    says nothing; any other status but ``completed`` still contradicts a completed item."""
+    settled: bool = False
+    """A report whose status the completed listing must give as ``completed`` (its type's
+    status is ``in_progress``, ``completed`` or ``incomplete``, nothing else)."""
+    hosted_names: frozenset[str] = frozenset()
+    """The names a hosted item may carry (empty: any), for tools the server names itself."""
 
 
 C, S, N = Executor.CLIENT, Executor.SERVER, Executor.NOBODY
@@ -81,20 +97,38 @@ ITEMS: Mapping[str, ItemRule] = {
         ("response.function_call_arguments.",),
         "withheld; strict JSON + the tool's JSON Schema; policy; released on approval",
     ),
+    # xAI runs its own X search on the server and streams each of its steps as a
+    # custom_tool_call named by xAI (docs.x.ai "Tools overview": built-in tools run on xAI's
+    # servers; "X Search": the x_search tool; the recorded stream of vercel/ai
+    # packages/xai/src/responses/__fixtures__/xai-x-search-tool.chunks.txt names them
+    # x_keyword_search, view_x_video...). Client tools on xAI are function tools, so such a
+    # call, under a declared x_search and with no custom tool of its name, is a report.
     "custom_tool_call": ItemRule(
         C, Input.FREE_TEXT, "input", None, frozenset({"custom"}),
         ("response.custom_tool_call_input.",),
         "withheld; must be a declared custom tool; a text format needs nothing more, a "
         "grammar's (lark, regex) must accept the whole input (core/values/grammar.py); policy",
+        has_status=False,  # response_custom_tool_call.py: call_id, input, name, id...
+        hosted_by=frozenset({"x_search"}),
+        hosted_names=frozenset({
+            "x_keyword_search", "x_semantic_search", "x_user_search", "x_thread_fetch",
+            "view_x_video", "view_image",
+        }),
     ),
     "local_shell_call": ItemRule(
         C, Input.STRUCTURE, "action", "local_shell", frozenset({"local_shell"}), (),
         "withheld; the exec action's shape (a non-empty list of strings) checked; policy",
     ),
+    # The hosted shell: a shell tool declared with a container environment
+    # (openai-python types/responses/function_shell_tool.py: environment container_auto or
+    # container_reference; a local environment, or none, is the caller's own shell) is run
+    # by the server, which answers each shell_call with its shell_call_output in the same
+    # response (response_function_shell_tool_call_output.py). Declared as ``shell:hosted``.
     "shell_call": ItemRule(
         C, Input.STRUCTURE, "action", "shell", frozenset({"shell"}),
         ("response.shell_call",),
         "withheld; the commands' shape checked; policy; released on approval",
+        hosted_by=frozenset({"shell:hosted"}),
     ),
     "apply_patch_call": ItemRule(
         C, Input.STRUCTURE, "operation", "apply_patch", frozenset({"apply_patch"}),
@@ -138,9 +172,25 @@ ITEMS: Mapping[str, ItemRule] = {
         label="held with the calls; its `arguments` parsed strictly (a JSON object) and "
         "shown to the policy as an object; never released to run",
     ),
+    # openai-python types/responses/response_tool_search_call.py and
+    # response_tool_search_output_item.py: ``execution`` says who ran the search; the gate
+    # reads those the server ran (``execution: "server"``; any other is not supported yet,
+    # :data:`SERVER_EXECUTION`), and the tools they loaded.
     "tool_search_call": ItemRule(
         S, Input.REPORT, None, "tool_search", events=("response.tool_search_call.",),
-        label=_REPORT,
+        label=_REPORT, settled=True,
+    ),
+    "tool_search_output": ItemRule(
+        S, Input.REPORT, None, "tool_search",
+        label="held with the calls (the tools a server-run search loaded); shown to the "
+        "policy and the records; never released to run", settled=True,
+    ),
+    # The output of a shell call the hosted shell ran: only under a declared hosted shell.
+    "shell_call_output": ItemRule(
+        S, Input.REPORT, None, "shell", frozenset({"shell:hosted"}),
+        label="held with the calls, only under a declared hosted shell (its shell_call is "
+        "then a report too); shown to the policy and the records; never released to run",
+        settled=True,
     ),
     **{
         kind: ItemRule(N, Input.NONE, label="passes (no tool)")
@@ -149,16 +199,11 @@ ITEMS: Mapping[str, ItemRule] = {
 }  # fmt: skip
 del C, S, N
 
+SERVER_EXECUTION = frozenset({"tool_search_call", "tool_search_output"})
+"""Items whose ``execution`` field says who ran them: only ``"server"`` is read; a search the
+client is to run (``"client"``) is refused ``unsupported_tool_type``, not supported yet."""
+
 NOT_SUPPORTED_YET: Mapping[str, str] = {
-    # openai-python types/responses/response_function_shell_tool_call_output.py: the output
-    # of a shell call the server ran itself (the hosted shell, a container environment) in
-    # the same response. Its shell_call is then no call for the client to run, but the item
-    # does not say so until its output arrives, and the gate does not yet turn a client
-    # item into a report: the whole response is refused.
-    "shell_call_output": "a shell_call the server ran itself (answered in the same response)",
-    # openai-python types/responses/response_tool_search_output_item.py: the tools a
-    # tool_search_call loaded (``execution: "server"``), to be registered for later calls.
-    "tool_search_output": "a tool search the server ran (the tools it loaded)",
     # Outputs the client sends back: an upstream streaming one is not a shape the gate reads.
     "custom_tool_call_output": "a custom tool's output (an input item, never streamed)",
     "function_call_output": "a function's output (an input item, never streamed)",
@@ -180,9 +225,38 @@ DECLARED_TOOL_TYPES = frozenset(
     {t for r in ITEMS.values() for t in r.declared_by}
     | {
         "web_search", "web_search_preview", "file_search", "code_interpreter",
-        "image_generation", "mcp", "tool_search", "programmatic_tool_calling",
+        "image_generation", "mcp", "tool_search", "programmatic_tool_calling", "x_search",
     }
-) - {"function"}  # fmt: skip
+) - {"function", "shell:hosted"}  # fmt: skip
+
+HOSTED_ENVIRONMENTS = frozenset({"container_auto", "container_reference"})
+"""A shell tool's ``environment`` types under which the server runs it (the hosted shell)."""
+
+
+def declaration(tool: Mapping[str, object]) -> str:
+    """What a non-function tool of the taxonomy declares: its type, or ``shell:hosted`` for
+    a shell in a container (:data:`HOSTED_ENVIRONMENTS`)."""
+    kind = str(tool.get("type"))
+    environment = tool.get("environment")
+    if (
+        kind == "shell"
+        and isinstance(environment, Mapping)
+        and environment.get("type") in HOSTED_ENVIRONMENTS
+    ):
+        return "shell:hosted"
+    return kind
+
+
+def runs_on_server(kind: str, name: str, declared: frozenset[str]) -> bool:
+    """Whether a client item of this kind and name was run by the server itself, given the
+    request's declarations (:attr:`ItemRule.hosted_by`): a custom tool the request declared
+    by that name is always the caller's."""
+    rule = ITEMS[kind]
+    if declared.isdisjoint(rule.hosted_by):
+        return False
+    if kind == "custom_tool_call" and f"custom:{name}" in declared:
+        return False
+    return not rule.hosted_names or name in rule.hosted_names
 
 
 # ---- inputs ----------------------------------------------------------------------------------
