@@ -245,12 +245,67 @@ def run_adk(shape: str, model: str, api_base: str, prompt: str, tally: Tally) ->
     return answer
 
 
+# --- DSPy (dspy.LM on litellm, native function calling): sync, async, streamed ------------
+
+
+def run_dspy(shape: str, model: str, api_base: str, prompt: str, tally: Tally) -> Any:
+    # recipe: dspy
+    import dspy
+    import litellm
+
+    from litellm_toolgate import ToolGateGuardrail
+
+    litellm.callbacks = [ToolGateGuardrail(tools="request")]
+    litellm.register_model({model: {"supports_function_calling": True}})
+    lm = dspy.LM(model, api_base=api_base, api_key="sk-fw", engine="litellm", cache=False)
+    dspy.configure(lm=lm, adapter=dspy.ChatAdapter(use_native_function_calling=True))
+    # end recipe
+
+    def multiply(a: float, b: float) -> float:
+        """Multiply two numbers."""
+        return tally.multiply(a, b)
+
+    # (built from a dict: this module's annotations are strings, which DSPy cannot resolve
+    # for classes defined inside a function)
+    inp, out = dspy.InputField, dspy.OutputField
+    pick_fields = {"question": (str, inp()), "tools": (list[dspy.Tool], inp())}
+    pick_fields["tool_calls"] = (dspy.ToolCalls, out())
+    Pick = dspy.Signature(pick_fields, "Answer with tool calls.")
+    answer_fields = {"question": (str, inp()), "tool_result": (str, inp())}
+    Answer = dspy.Signature({**answer_fields, "answer": (str, out())}, "Answer the question.")
+
+    pick, final, tools = dspy.Predict(Pick), dspy.Predict(Answer), [dspy.Tool(multiply)]
+
+    def results(calls: Any) -> str:
+        return "\n".join(str(call.execute(functions=tools)) for call in calls.tool_calls)
+
+    if shape == "sync":
+        calls = pick(question=prompt, tools=tools).tool_calls
+        return final(question=prompt, tool_result=results(calls)).answer
+
+    async def streamed(program: Any, **inputs: Any) -> Any:
+        prediction = None
+        async for item in dspy.streamify(program, is_async_program=True)(**inputs):
+            prediction = item if isinstance(item, dspy.Prediction) else prediction
+        return prediction
+
+    async def go() -> Any:
+        if shape == "async":
+            calls = (await pick.acall(question=prompt, tools=tools)).tool_calls
+            return (await final.acall(question=prompt, tool_result=results(calls))).answer
+        calls = (await streamed(pick, question=prompt, tools=tools)).tool_calls
+        return (await streamed(final, question=prompt, tool_result=results(calls))).answer
+
+    return asyncio.run(go())
+
+
 SHAPES: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
     "agents": (run_agents, ("streamed", "whole", "sync")),
     "smolagents": (run_smolagents, ("whole", "streamed")),
     "langchain": (run_langchain, ("sync-whole", "sync-streamed", "async-whole", "async-streamed")),
     "strands": (run_strands, ("sync", "async", "streamed")),
     "adk": (run_adk, ("whole", "streamed", "sync")),
+    "dspy": (run_dspy, ("sync", "async", "streamed")),
 }
 
 
