@@ -299,6 +299,52 @@ def run_dspy(shape: str, model: str, api_base: str, prompt: str, tally: Tally) -
     return asyncio.run(go())
 
 
+# --- CrewAI (a Crew of one Agent on crewai.LLM via litellm): kickoff, streamed, async -----
+
+
+def run_crewai(shape: str, model: str, api_base: str, prompt: str, tally: Tally) -> Any:
+    # recipe: crewai
+    import crewai
+    import litellm
+
+    from litellm_toolgate import ToolGateGuardrail
+
+    gate = ToolGateGuardrail(tools="request")
+
+    class GatedLLM(crewai.LLM):
+        # CrewAI sets litellm.callbacks to a list of its own at every model call: keep the gate in
+        @staticmethod
+        def set_callbacks(callbacks: list[object]) -> None:
+            crewai.LLM.set_callbacks([gate, *(c for c in callbacks if c is not gate)])
+
+    litellm.register_model({model: {"supports_function_calling": True}})
+    llm = GatedLLM(model=model, base_url=api_base, api_key="sk-fw", is_litellm=True)
+    # end recipe
+    from crewai import Agent, Crew, Task
+    from crewai.tools import tool
+
+    llm.stream = shape == "streamed"
+
+    @tool("multiply")
+    def multiply(a: float, b: float) -> float:
+        """Multiply two numbers."""
+        return tally.multiply(a, b)
+
+    agent = Agent(
+        role="calc",
+        goal="multiply",
+        backstory="a calculator",
+        llm=llm,
+        tools=[multiply],
+        max_iter=3,
+    )
+    task = Task(description=prompt, expected_output="the product", agent=agent)
+    crew = Crew(agents=[agent], tasks=[task], verbose=False)
+    if shape == "async":
+        return str(asyncio.run(crew.kickoff_async()))
+    return str(crew.kickoff())
+
+
 SHAPES: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
     "agents": (run_agents, ("streamed", "whole", "sync")),
     "smolagents": (run_smolagents, ("whole", "streamed")),
@@ -306,6 +352,7 @@ SHAPES: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
     "strands": (run_strands, ("sync", "async", "streamed")),
     "adk": (run_adk, ("whole", "streamed", "sync")),
     "dspy": (run_dspy, ("sync", "async", "streamed")),
+    "crewai": (run_crewai, ("sync", "streamed", "async")),
 }
 
 
