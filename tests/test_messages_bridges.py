@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,6 @@ from conftest import CANARY, body_of
 from conftest import CASES as CHAT_CASES
 
 from litellm_toolgate import (
-    RouteNotGated,
     ToolCallQuarantined,
     ToolGate,
     ToolGateGuardrail,
@@ -366,12 +366,48 @@ def test_gate_amessages_on_the_responses_bridge(
         _clean(error)
 
 
-def test_gate_messages_stream_on_the_responses_bridge_is_refused_unsent(upstream: Upstream) -> None:
-    upstream.fixture = ("responses", "multiply_basic")
+def _messages(gate: ToolGate, **kwargs: Any) -> tuple[list[Any], BaseException | None]:
+    out: list[Any] = []
+    try:
+        for piece in gate.messages(**kwargs):
+            out.append(piece)
+    except Exception as exc:
+        return out, exc
+    return out, None
+
+
+@pytest.mark.parametrize("name", GOOD_RESPONSES + BROKEN_RESPONSES)
+def test_gate_messages_stream_on_the_responses_bridge(upstream: Upstream, name: str) -> None:
+    """litellm's sync stream on the Responses bridge is an async iterator: the gate reads it
+    on a loop of its own and hands the sync caller a gated sync stream."""
+    upstream.fixture = ("responses", name)
     upstream.paths.clear()
-    with pytest.raises(RouteNotGated, match="async iterator"):
-        ToolGate(TOOLS).messages(**_args(upstream, "openai/gpt-4o", True))
-    assert upstream.paths == []
+    out, error = _messages(ToolGate(TOOLS), **_args(upstream, "openai/gpt-4o", True))
+    assert upstream.paths == ["/v1/responses"]
+    # the private loop's thread ended with the stream
+    assert not [t for t in threading.enumerate() if t.name == "toolgate-drive"]
+    if name in GOOD_RESPONSES:
+        assert error is None, error
+        assert _blocks(out) == _want(name)
+        return
+    assert isinstance(error, ToolCallQuarantined), repr(error)
+    assert _blocks(out) == [], "a tool_use block of a broken call was released"
+    assert CANARY.encode() not in b"".join(out)
+    _clean(error)
+
+
+def test_gate_messages_stream_on_the_responses_bridge_inside_a_running_loop(
+    upstream: Upstream,
+) -> None:
+    """The sync call made from code a loop is running (a sync helper in async code)."""
+    upstream.fixture = ("responses", "multiply_basic")
+
+    async def inside() -> tuple[list[Any], BaseException | None]:
+        return _messages(ToolGate(TOOLS), **_args(upstream, "openai/gpt-4o", True))
+
+    out, error = asyncio.run(inside())
+    assert error is None, error
+    assert _blocks(out) == _want("multiply_basic")
 
 
 @pytest.mark.parametrize("name", ["multiply_basic", "arguments_trailing_data"])
