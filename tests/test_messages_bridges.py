@@ -450,26 +450,54 @@ def test_callback_acreate_whole_chat_bridge_broken_arguments(upstream: Upstream,
 
 # ---- sync create under the callback on the bridges -------------------------------------------
 @pytest.mark.usefixtures("callback")
-@pytest.mark.parametrize("model", ["cometapi/gpt-4o-mini", "openai/gpt-4o"])
-def test_callback_sync_create_stream_on_a_bridge_is_refused_unsent(
-    upstream: Upstream, model: str
+def test_callback_sync_create_stream_on_the_chat_bridge_is_refused_unsent(
+    upstream: Upstream,
 ) -> None:
-    """litellm's sync Messages adapter ends its stream quietly on any error: refused, typed."""
+    """litellm's sync Messages adapter on the chat bridge ends its stream quietly on any
+    error: refused, typed."""
     from litellm_toolgate import UngatedCallRefused
 
-    upstream.fixture = (
-        ("responses", "multiply_basic")
-        if model.startswith("openai/")
-        else (
-            "chat",
-            "multiply_basic",
-        )
-    )
+    upstream.fixture = ("chat", "multiply_basic")
     upstream.paths.clear()
     with pytest.raises(UngatedCallRefused):
-        result = litellm.anthropic.messages.create(**_args(upstream, model, True))
-        list(result)  # litellm 1.x hands back an async iterator on the Responses bridge
+        list(litellm.anthropic.messages.create(**_args(upstream, "cometapi/gpt-4o-mini", True)))
     assert upstream.paths == []
+
+
+@pytest.mark.usefixtures("callback")
+@pytest.mark.parametrize("name", GOOD_RESPONSES + BROKEN_RESPONSES)
+def test_callback_sync_create_stream_on_the_responses_bridge(upstream: Upstream, name: str) -> None:
+    """Sync create(stream=True) on openai/: litellm sends the request sync and hands back its
+    async Messages iterator, which reads the claimed wire on worker threads. Gated as on
+    acreate: good answers exactly, a broken call never as a tool_use block, the quarantine
+    as the stream's error event (or raised, typed), no argument text."""
+    upstream.fixture = ("responses", name)
+    upstream.paths.clear()
+    pieces: list[Any] = []
+    error: BaseException | None = None
+    try:
+        result = litellm.anthropic.messages.create(**_args(upstream, "openai/gpt-4o", True))
+
+        async def read() -> None:
+            async for piece in result:
+                pieces.append(piece)
+
+        asyncio.run(read())
+    except Exception as exc:
+        error = exc
+    assert upstream.paths == ["/v1/responses"]
+    if name in GOOD_RESPONSES:
+        assert error is None, error
+        assert _blocks(pieces) == _want(name)
+        return
+    assert _blocks(pieces) == [], "a tool_use block of a broken call was released"
+    body = b"".join(pieces)
+    if error is None:
+        assert b"event: error" in body and b"quarantined" in body
+    else:
+        assert isinstance(find_quarantine(error), ToolCallQuarantined), repr(error)
+        _clean(error)
+    assert CANARY.encode() not in body
 
 
 @pytest.mark.usefixtures("callback")
