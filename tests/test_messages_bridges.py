@@ -396,6 +396,20 @@ def test_gate_messages_stream_on_the_responses_bridge(upstream: Upstream, name: 
     _clean(error)
 
 
+def test_gate_messages_stream_on_the_responses_bridge_closed_early(upstream: Upstream) -> None:
+    """A caller that stops reading and closes the stream: nothing withheld is released, and
+    the private loop's thread ends."""
+    upstream.fixture = ("responses", "multiply_basic")
+    stream = ToolGate(TOOLS).messages(**_args(upstream, "openai/gpt-4o", True))
+    first = next(stream)
+    stream.close()
+    with pytest.raises(ToolCallQuarantined) as caught:  # read after close: the cancellation
+        next(stream)
+    assert caught.value.reason.value == "cancelled"
+    assert _blocks([first]) == []
+    assert not [t for t in threading.enumerate() if t.name == "toolgate-drive"]
+
+
 def test_gate_messages_stream_on_the_responses_bridge_inside_a_running_loop(
     upstream: Upstream,
 ) -> None:
