@@ -11,6 +11,7 @@ inside the framework's own virtualenv.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import textwrap
 from collections.abc import Callable
@@ -354,6 +355,24 @@ SHAPES: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
     "dspy": (run_dspy, ("sync", "async", "streamed")),
     "crewai": (run_crewai, ("sync", "streamed", "async")),
 }
+
+
+# What each framework's cases import: imported once before the first case's watchdog starts.
+WARM = {
+    "agents": ("agents", "agents.extensions.models.litellm_model"),
+    "smolagents": ("smolagents",),
+    "langchain": ("langchain_litellm", "langgraph.prebuilt", "langchain_core.tools"),
+    "strands": ("strands", "strands.models.litellm"),
+    "adk": ("google.adk.agents", "google.adk.models.lite_llm", "google.adk.runners"),
+    "dspy": ("dspy",),
+    "crewai": ("crewai", "crewai.tools"),
+}
+
+
+def warm(framework: str) -> None:
+    """Import litellm, the gate and the framework (a missing one raises here)."""
+    for name in ("litellm", "litellm_toolgate", *WARM[framework]):
+        importlib.import_module(name)
 
 
 def case_ids(framework: str) -> list[str]:

@@ -56,6 +56,9 @@ REASONS = {
     "badjson": ("invalid_json",),
 }
 CASE_LIMIT = 40.0  # seconds per case, watchdog-enforced
+# Seconds for importing the framework and litellm before the first case: on a loaded machine
+# that alone has outlived CASE_LIMIT, which then killed the first case and every case after.
+WARM_LIMIT = 240.0
 MARK = "@fwcase "  # the prefix of the lines the lane reads
 
 
@@ -188,6 +191,9 @@ def run_case(run: Callable[[str, Tally], Any], prompt: str) -> dict[str, Any]:
 def main(framework: str, api_base: str) -> None:
     import fwclients
 
+    faulthandler.dump_traceback_later(WARM_LIMIT, exit=True)
+    fwclients.warm(framework)
+    faulthandler.cancel_dump_traceback_later()
     cases = fwclients.cases(framework, api_base)
     only = os.environ.get("TOOLGATE_FRAMEWORK_CASES", "")
     for case_id, run in cases:

@@ -29,7 +29,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fwclients
-from fwscript import ANSWER, CASE_LIMIT, EXPECTED, MARK, REASONS, answer
+from fwscript import ANSWER, CASE_LIMIT, EXPECTED, MARK, REASONS, WARM_LIMIT, answer
 
 from litellm_toolgate.loopback.upstream import FakeUpstream
 
@@ -85,7 +85,7 @@ def results_of(framework: str, upstream: FakeUpstream) -> dict[str, dict[str, An
             check=False,
             capture_output=True,
             text=True,
-            timeout=CASE_LIMIT * len(ids) + 60,
+            timeout=CASE_LIMIT * len(ids) + WARM_LIMIT + 60,
             env=env,
             cwd=ROOT,
         )
