@@ -11,6 +11,7 @@ inside the framework's own virtualenv.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import textwrap
 from collections.abc import Callable
@@ -245,13 +246,133 @@ def run_adk(shape: str, model: str, api_base: str, prompt: str, tally: Tally) ->
     return answer
 
 
+# --- DSPy (dspy.LM on litellm, native function calling): sync, async, streamed ------------
+
+
+def run_dspy(shape: str, model: str, api_base: str, prompt: str, tally: Tally) -> Any:
+    # recipe: dspy
+    import dspy
+    import litellm
+
+    from litellm_toolgate import ToolGateGuardrail
+
+    litellm.callbacks = [ToolGateGuardrail(tools="request")]
+    litellm.register_model({model: {"supports_function_calling": True}})
+    lm = dspy.LM(model, api_base=api_base, api_key="sk-fw", engine="litellm", cache=False)
+    dspy.configure(lm=lm, adapter=dspy.ChatAdapter(use_native_function_calling=True))
+    # end recipe
+
+    def multiply(a: float, b: float) -> float:
+        """Multiply two numbers."""
+        return tally.multiply(a, b)
+
+    # (built from a dict: this module's annotations are strings, which DSPy cannot resolve
+    # for classes defined inside a function)
+    inp, out = dspy.InputField, dspy.OutputField
+    pick_fields = {"question": (str, inp()), "tools": (list[dspy.Tool], inp())}
+    pick_fields["tool_calls"] = (dspy.ToolCalls, out())
+    Pick = dspy.Signature(pick_fields, "Answer with tool calls.")
+    answer_fields = {"question": (str, inp()), "tool_result": (str, inp())}
+    Answer = dspy.Signature({**answer_fields, "answer": (str, out())}, "Answer the question.")
+
+    pick, final, tools = dspy.Predict(Pick), dspy.Predict(Answer), [dspy.Tool(multiply)]
+
+    def results(calls: Any) -> str:
+        return "\n".join(str(call.execute(functions=tools)) for call in calls.tool_calls)
+
+    if shape == "sync":
+        calls = pick(question=prompt, tools=tools).tool_calls
+        return final(question=prompt, tool_result=results(calls)).answer
+
+    async def streamed(program: Any, **inputs: Any) -> Any:
+        prediction = None
+        async for item in dspy.streamify(program, is_async_program=True)(**inputs):
+            prediction = item if isinstance(item, dspy.Prediction) else prediction
+        return prediction
+
+    async def go() -> Any:
+        if shape == "async":
+            calls = (await pick.acall(question=prompt, tools=tools)).tool_calls
+            return (await final.acall(question=prompt, tool_result=results(calls))).answer
+        calls = (await streamed(pick, question=prompt, tools=tools)).tool_calls
+        return (await streamed(final, question=prompt, tool_result=results(calls))).answer
+
+    return asyncio.run(go())
+
+
+# --- CrewAI (a Crew of one Agent on crewai.LLM via litellm): kickoff, streamed, async -----
+
+
+def run_crewai(shape: str, model: str, api_base: str, prompt: str, tally: Tally) -> Any:
+    # recipe: crewai
+    import crewai
+    import litellm
+
+    from litellm_toolgate import ToolGateGuardrail
+
+    gate = ToolGateGuardrail(tools="request")
+
+    class GatedLLM(crewai.LLM):
+        # CrewAI sets litellm.callbacks to a list of its own at every model call: keep the gate in
+        @staticmethod
+        def set_callbacks(callbacks: list[object]) -> None:
+            crewai.LLM.set_callbacks([gate, *(c for c in callbacks if c is not gate)])
+
+    litellm.register_model({model: {"supports_function_calling": True}})
+    llm = GatedLLM(model=model, base_url=api_base, api_key="sk-fw", is_litellm=True)
+    # end recipe
+    from crewai import Agent, Crew, Task
+    from crewai.tools import tool
+
+    llm.stream = shape == "streamed"
+
+    @tool("multiply")
+    def multiply(a: float, b: float) -> float:
+        """Multiply two numbers."""
+        return tally.multiply(a, b)
+
+    agent = Agent(
+        role="calc",
+        goal="multiply",
+        backstory="a calculator",
+        llm=llm,
+        tools=[multiply],
+        max_iter=3,
+    )
+    task = Task(description=prompt, expected_output="the product", agent=agent)
+    crew = Crew(agents=[agent], tasks=[task], verbose=False)
+    if shape == "async":
+        return str(asyncio.run(crew.kickoff_async()))
+    return str(crew.kickoff())
+
+
 SHAPES: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
     "agents": (run_agents, ("streamed", "whole", "sync")),
     "smolagents": (run_smolagents, ("whole", "streamed")),
     "langchain": (run_langchain, ("sync-whole", "sync-streamed", "async-whole", "async-streamed")),
     "strands": (run_strands, ("sync", "async", "streamed")),
     "adk": (run_adk, ("whole", "streamed", "sync")),
+    "dspy": (run_dspy, ("sync", "async", "streamed")),
+    "crewai": (run_crewai, ("sync", "streamed", "async")),
 }
+
+
+# What each framework's cases import: imported once before the first case's watchdog starts.
+WARM = {
+    "agents": ("agents", "agents.extensions.models.litellm_model"),
+    "smolagents": ("smolagents",),
+    "langchain": ("langchain_litellm", "langgraph.prebuilt", "langchain_core.tools"),
+    "strands": ("strands", "strands.models.litellm"),
+    "adk": ("google.adk.agents", "google.adk.models.lite_llm", "google.adk.runners"),
+    "dspy": ("dspy",),
+    "crewai": ("crewai", "crewai.tools"),
+}
+
+
+def warm(framework: str) -> None:
+    """Import litellm, the gate and the framework (a missing one raises here)."""
+    for name in ("litellm", "litellm_toolgate", *WARM[framework]):
+        importlib.import_module(name)
 
 
 def case_ids(framework: str) -> list[str]:

@@ -4,6 +4,8 @@ each printing ``@probe KEY=VALUE`` lines for tests/test_frameworks_lane.py to ju
 * ``crewai``: a gate registered, then a ``crewai.LLM(...)`` created: is ``litellm.callbacks``
   emptied, does the gate's "no longer there" warning fire, is a schema-invalid call then
   released; and with the gate passed as the LLM's ``callbacks=``, is it refused again.
+  And a real Agent on an LLM given the gate as ``callbacks=``: does a call with duplicate keys
+  reach the tool (CrewAI replaces ``litellm.callbacks`` again at every model call).
 * ``smolagents429``: an attempt id made from a uuid whose hex holds ``429``: does smolagents
   take the quarantine for a rate limit (the minutes-long retry), or does the run end at once
   with the gate's error.
@@ -36,6 +38,7 @@ class _Seen(logging.Handler):
 
 def crewai_probe(api_base: str) -> None:
     import crewai
+    from crewai.tools import tool
 
     seen = _Seen()
     logging.getLogger("litellm_toolgate").addHandler(seen)
@@ -61,6 +64,28 @@ def crewai_probe(api_base: str) -> None:
         probe("refused_with_callbacks", False)
     except SchemaRejected:
         probe("refused_with_callbacks", True)
+    # ... but an Agent's every model call hands CrewAI's own callbacks (its token counter) to
+    # LLM.call, which writes them into litellm.callbacks: the gate is gone again
+    litellm.register_model({"cometapi/gpt-4o-mini": {"supports_function_calling": True}})
+    ran: list[float] = []
+
+    @tool("multiply")
+    def multiply(a: float, b: float) -> float:
+        """Multiply two numbers."""
+        ran.append(a)
+        return a * b
+
+    llm = crewai.LLM(
+        model="cometapi/gpt-4o-mini",
+        is_litellm=True,
+        base_url=api_base,
+        api_key="sk",
+        callbacks=[ToolGateGuardrail(tools="request")],
+    )
+    agent = crewai.Agent(role="calc", goal="multiply", backstory="b", llm=llm, tools=[multiply])
+    task = crewai.Task(description="7 times 8? scenario-dupkeys", expected_output="x", agent=agent)
+    crewai.Crew(agents=[agent], tasks=[task]).kickoff()
+    probe("agent_ran_duplicate_keys_with_llm_callbacks", len(ran) == 1)
 
 
 def smolagents_probe(api_base: str) -> None:

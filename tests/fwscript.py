@@ -23,6 +23,7 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -44,7 +45,20 @@ EXPECTED = {
     "length": ("StreamFault",),
     "badjson": ("ArgumentsRejected",),
 }
+# The gate's reasons for each bad scenario, for a framework whose wrapper keeps the gate's
+# message but cuts the chain (the lane's CUT_CHAIN).
+REASONS = {
+    "schema": ("schema_invalid",),
+    "unknown": ("unknown_tool",),
+    "dupkeys": ("duplicate_key",),
+    "truncated": ("missing_finish", "invalid_json"),
+    "length": ("finish_reason_mismatch",),
+    "badjson": ("invalid_json",),
+}
 CASE_LIMIT = 40.0  # seconds per case, watchdog-enforced
+# Seconds for importing the framework and litellm before the first case: on a loaded machine
+# that alone has outlived CASE_LIMIT, which then killed the first case and every case after.
+WARM_LIMIT = 240.0
 MARK = "@fwcase "  # the prefix of the lines the lane reads
 
 
@@ -117,18 +131,27 @@ class Tally:
         return a * b
 
 
-def chain_of(exc: BaseException | None) -> list[BaseException]:
-    seen: list[BaseException] = []
+def chain_of(
+    exc: BaseException | None, seen: list[BaseException] | None = None
+) -> list[BaseException]:
+    """``exc``, its causes and contexts, and those of any exceptions it groups
+    (frameworks that gather errors keep the gate's inside an ExceptionGroup), each once:
+    a group's member whose context is the group again ends the walk."""
+    seen = [] if seen is None else seen
+    start = len(seen)
     while exc is not None and exc not in seen:
         seen.append(exc)
         exc = exc.__cause__ or exc.__context__
-        # frameworks that gather errors (ExceptionGroup) keep the gate's inside
-    more: list[BaseException] = []
-    for item in seen:
+    for item in seen[start:]:
         for inner in getattr(item, "exceptions", ()) or ():
             if isinstance(inner, BaseException):
-                more.extend(chain_of(inner))
-    return seen + [e for e in more if e not in seen]
+                chain_of(inner, seen)
+    return seen
+
+
+def _said(message: str) -> str | None:
+    found = re.search(r"quarantined: ([a-z_]+) ", message)
+    return found.group(1) if found else None
 
 
 def run_case(run: Callable[[str, Tally], Any], prompt: str) -> dict[str, Any]:
@@ -156,6 +179,9 @@ def run_case(run: Callable[[str, Tally], Any], prompt: str) -> dict[str, Any]:
         "chain": [type(e).__name__ for e in chain],
         "gate": None if gate is None else type(gate).__name__,
         "reason": None if gate is None else gate.reason.value,
+        # the reason the caller's own exception names in the gate's words, for a framework
+        # that cuts the chain (DSPy's streamify re-raises its wrapper ``from None``)
+        "said": None if error is None else _said(str(error)),
         "leak": CANARY in rendered,
         "seconds": round(time.monotonic() - started, 2),
         "detail": detail[-3000:],
@@ -165,6 +191,9 @@ def run_case(run: Callable[[str, Tally], Any], prompt: str) -> dict[str, Any]:
 def main(framework: str, api_base: str) -> None:
     import fwclients
 
+    faulthandler.dump_traceback_later(WARM_LIMIT, exit=True)
+    fwclients.warm(framework)
+    faulthandler.cancel_dump_traceback_later()
     cases = fwclients.cases(framework, api_base)
     only = os.environ.get("TOOLGATE_FRAMEWORK_CASES", "")
     for case_id, run in cases:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,6 @@ from conftest import CANARY, body_of
 from conftest import CASES as CHAT_CASES
 
 from litellm_toolgate import (
-    RouteNotGated,
     ToolCallQuarantined,
     ToolGate,
     ToolGateGuardrail,
@@ -366,12 +366,62 @@ def test_gate_amessages_on_the_responses_bridge(
         _clean(error)
 
 
-def test_gate_messages_stream_on_the_responses_bridge_is_refused_unsent(upstream: Upstream) -> None:
-    upstream.fixture = ("responses", "multiply_basic")
+def _messages(gate: ToolGate, **kwargs: Any) -> tuple[list[Any], BaseException | None]:
+    out: list[Any] = []
+    try:
+        for piece in gate.messages(**kwargs):
+            out.append(piece)
+    except Exception as exc:
+        return out, exc
+    return out, None
+
+
+@pytest.mark.parametrize("name", GOOD_RESPONSES + BROKEN_RESPONSES)
+def test_gate_messages_stream_on_the_responses_bridge(upstream: Upstream, name: str) -> None:
+    """litellm's sync stream on the Responses bridge is an async iterator: the gate reads it
+    on a loop of its own and hands the sync caller a gated sync stream."""
+    upstream.fixture = ("responses", name)
     upstream.paths.clear()
-    with pytest.raises(RouteNotGated, match="async iterator"):
-        ToolGate(TOOLS).messages(**_args(upstream, "openai/gpt-4o", True))
-    assert upstream.paths == []
+    out, error = _messages(ToolGate(TOOLS), **_args(upstream, "openai/gpt-4o", True))
+    assert upstream.paths == ["/v1/responses"]
+    # the private loop's thread ended with the stream
+    assert not [t for t in threading.enumerate() if t.name == "toolgate-drive"]
+    if name in GOOD_RESPONSES:
+        assert error is None, error
+        assert _blocks(out) == _want(name)
+        return
+    assert isinstance(error, ToolCallQuarantined), repr(error)
+    assert _blocks(out) == [], "a tool_use block of a broken call was released"
+    assert CANARY.encode() not in b"".join(out)
+    _clean(error)
+
+
+def test_gate_messages_stream_on_the_responses_bridge_closed_early(upstream: Upstream) -> None:
+    """A caller that stops reading and closes the stream: nothing withheld is released, and
+    the private loop's thread ends."""
+    upstream.fixture = ("responses", "multiply_basic")
+    stream = ToolGate(TOOLS).messages(**_args(upstream, "openai/gpt-4o", True))
+    first = next(stream)
+    stream.close()
+    with pytest.raises(ToolCallQuarantined) as caught:  # read after close: the cancellation
+        next(stream)
+    assert caught.value.reason.value == "cancelled"
+    assert _blocks([first]) == []
+    assert not [t for t in threading.enumerate() if t.name == "toolgate-drive"]
+
+
+def test_gate_messages_stream_on_the_responses_bridge_inside_a_running_loop(
+    upstream: Upstream,
+) -> None:
+    """The sync call made from code a loop is running (a sync helper in async code)."""
+    upstream.fixture = ("responses", "multiply_basic")
+
+    async def inside() -> tuple[list[Any], BaseException | None]:
+        return _messages(ToolGate(TOOLS), **_args(upstream, "openai/gpt-4o", True))
+
+    out, error = asyncio.run(inside())
+    assert error is None, error
+    assert _blocks(out) == _want("multiply_basic")
 
 
 @pytest.mark.parametrize("name", ["multiply_basic", "arguments_trailing_data"])
@@ -414,26 +464,54 @@ def test_callback_acreate_whole_chat_bridge_broken_arguments(upstream: Upstream,
 
 # ---- sync create under the callback on the bridges -------------------------------------------
 @pytest.mark.usefixtures("callback")
-@pytest.mark.parametrize("model", ["cometapi/gpt-4o-mini", "openai/gpt-4o"])
-def test_callback_sync_create_stream_on_a_bridge_is_refused_unsent(
-    upstream: Upstream, model: str
+def test_callback_sync_create_stream_on_the_chat_bridge_is_refused_unsent(
+    upstream: Upstream,
 ) -> None:
-    """litellm's sync Messages adapter ends its stream quietly on any error: refused, typed."""
+    """litellm's sync Messages adapter on the chat bridge ends its stream quietly on any
+    error: refused, typed."""
     from litellm_toolgate import UngatedCallRefused
 
-    upstream.fixture = (
-        ("responses", "multiply_basic")
-        if model.startswith("openai/")
-        else (
-            "chat",
-            "multiply_basic",
-        )
-    )
+    upstream.fixture = ("chat", "multiply_basic")
     upstream.paths.clear()
     with pytest.raises(UngatedCallRefused):
-        result = litellm.anthropic.messages.create(**_args(upstream, model, True))
-        list(result)  # litellm 1.x hands back an async iterator on the Responses bridge
+        list(litellm.anthropic.messages.create(**_args(upstream, "cometapi/gpt-4o-mini", True)))
     assert upstream.paths == []
+
+
+@pytest.mark.usefixtures("callback")
+@pytest.mark.parametrize("name", GOOD_RESPONSES + BROKEN_RESPONSES)
+def test_callback_sync_create_stream_on_the_responses_bridge(upstream: Upstream, name: str) -> None:
+    """Sync create(stream=True) on openai/: litellm sends the request sync and hands back its
+    async Messages iterator, which reads the claimed wire on worker threads. Gated as on
+    acreate: good answers exactly, a broken call never as a tool_use block, the quarantine
+    as the stream's error event (or raised, typed), no argument text."""
+    upstream.fixture = ("responses", name)
+    upstream.paths.clear()
+    pieces: list[Any] = []
+    error: BaseException | None = None
+    try:
+        result = litellm.anthropic.messages.create(**_args(upstream, "openai/gpt-4o", True))
+
+        async def read() -> None:
+            async for piece in result:
+                pieces.append(piece)
+
+        asyncio.run(read())
+    except Exception as exc:
+        error = exc
+    assert upstream.paths == ["/v1/responses"]
+    if name in GOOD_RESPONSES:
+        assert error is None, error
+        assert _blocks(pieces) == _want(name)
+        return
+    assert _blocks(pieces) == [], "a tool_use block of a broken call was released"
+    body = b"".join(pieces)
+    if error is None:
+        assert b"event: error" in body and b"quarantined" in body
+    else:
+        assert isinstance(find_quarantine(error), ToolCallQuarantined), repr(error)
+        _clean(error)
+    assert CANARY.encode() not in body
 
 
 @pytest.mark.usefixtures("callback")

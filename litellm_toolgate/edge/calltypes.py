@@ -113,11 +113,13 @@ def sync_route_sdk(route: str, call_type: str) -> bool:
 def in_messages_entry_point() -> bool:
     """Whether the call being made runs under litellm's Anthropic Messages entry point.
 
-    A sync ``litellm.anthropic.messages.create`` on a chat or Responses model makes a sync
-    ``litellm.completion`` / ``litellm.responses`` whose stream litellm's Messages adapter
-    reads, and that adapter ends the stream quietly on any ``Exception`` (it logs it and stops
-    iterating): a quarantine raised there could never reach the caller. The hook that arms
-    the call asks this, on the caller's thread, and refuses such a stream before it is sent.
+    A sync ``litellm.anthropic.messages.create`` on a chat model makes a sync
+    ``litellm.completion`` whose stream litellm's Messages adapter reads, and that adapter
+    ends the stream quietly on any ``Exception`` (it logs it and stops iterating): a
+    quarantine raised there could never reach the caller. The hook that arms the call asks
+    this, on the caller's thread, and refuses such a stream before it is sent. (On a
+    Responses model the inner call is a sync ``litellm.responses`` whose stream litellm's
+    async Messages iterator reads: a quarantine there is its stream's error event, gated.)
     Only a refusal can follow from the answer: if litellm renames the function, the call is
     armed as before and a quarantine ends the stream without releasing anything.
     """

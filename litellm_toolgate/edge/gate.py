@@ -30,7 +30,6 @@ from ..core.decision.limits import Limits
 from ..core.decision.profiles import check_overrides
 from ..core.errors import (
     GateConfigError,
-    RouteNotGated,
     WireNotObservable,
     raise_clean,
 )
@@ -38,7 +37,7 @@ from ..core.rules.compose import all_of
 from ..core.rules.loop import RunResult
 from ..core.rules.policy import Policy
 from ..core.values.registry import ToolRegistry
-from .bridges import Bridge, bridge_path, messages_bridge
+from .bridges import bridge_path, messages_bridge
 from .carriers.chat import response_carrier
 from .carriers.messages import AnthropicEvents, message_carrier
 from .carriers.responses import CarrierEvents, carrier_events, carrier_of_response
@@ -51,6 +50,7 @@ from .clients import (
     is_async_client,
 )
 from .config import REQUEST_TOOLS
+from .drive import DrivenStream
 from .guardrail import loghold
 from .judge import aapprove_whole, approve_whole
 from .logs import emit_records, observers
@@ -380,20 +380,11 @@ class ToolGate:
         The stream is handed back as Anthropic SSE bytes, tool blocks withheld and released
         right before ``message_delta`` / ``message_stop`` (:mod:`.carriers.messages`).
         litellm has no sync path for ``anthropic/`` models (it raises ``ValueError`` before
-        sending); bridged models work sync too, except a stream on a model litellm bridges
-        to the Responses API (``openai/``), refused before sending (litellm hands back an
-        async iterator).
+        sending); bridged models work sync. On a model litellm bridges to the Responses API
+        (``openai/``) litellm's sync stream is an async iterator: the gate reads it on a
+        private event loop thread (:mod:`.drive`) and hands back a sync stream as well.
         """
         bridge = messages_bridge(kwargs)
-        if bridge is Bridge.RESPONSES and kwargs.get("stream"):
-            # litellm's sync Responses bridge hands back an async iterator for stream=True,
-            # which no sync caller can read: refused before anything is sent.
-            raise RouteNotGated(
-                str(kwargs.get("model")),
-                "messages",
-                "litellm's sync Messages stream on a model it bridges to the Responses API is "
-                "an async iterator no sync caller can read; use gate.amessages(...)",
-            )
         return self._gated(
             bridge.api,
             anthropic_interface.messages.create,
@@ -437,6 +428,9 @@ class ToolGate:
         try:
             result = self._invoke_sync(handler, call, kwargs)
             if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
+                if not hasattr(result, "__iter__") and hasattr(result, "__aiter__"):
+                    # litellm's sync Messages stream on the Responses bridge: async only
+                    result = DrivenStream(result)
                 return GatedStream(result, handler.tap, self.policy, carrier and carrier())
             if approve_whole(handler.tap.attempt, carrier_of(result), self.policy):
                 return self._release_response(handler.tap.attempt, result)

@@ -101,13 +101,16 @@ def sync_refusal(kind: str, route: str, streamed: bool) -> str | None:
             f"gate cannot claim under litellm.callbacks; it was not sent. Use "
             f"ToolGate.{kind}(...) or litellm.a{kind}(...)"
         )
-    if streamed and in_messages_entry_point():
-        # litellm's sync Messages adapter ends the stream quietly on any exception.
+    if streamed and kind != "responses" and in_messages_entry_point():
+        # litellm's sync Messages adapter on the chat bridge ends the stream quietly on any
+        # exception. On the Responses bridge (its inner call a sync litellm.responses) litellm
+        # hands back its async Messages iterator, which reads the claimed wire on worker
+        # threads and turns a quarantine into its stream's error event, as on acreate: gated.
         return (
             "a sync litellm.anthropic.messages.create(stream=True) on a model litellm "
-            "bridges to chat or Responses ends its stream quietly on any error, so a "
-            "quarantine could not reach you; it was not sent. Use "
-            "litellm.anthropic.messages.acreate(...) or ToolGate.messages(...)"
+            "bridges to chat ends its stream quietly on any error, so a quarantine could "
+            "not reach you; it was not sent. Use litellm.anthropic.messages.acreate(...) or "
+            "ToolGate.messages(...)"
         )
     return None
 
