@@ -122,6 +122,20 @@ BROKEN = {
     "/converse-stream": (BEDROCK / "arguments_cut.eventstream").read_bytes(),
     ":streamRawPredict": (ANTHROPIC / "arguments_truncated.sse").read_bytes(),
 }
+
+
+def _whole(case: str) -> bytes:
+    """The whole Responses body of a recording: its ``response.completed`` event's response
+    (what litellm asks for where it replays a whole result as a stream)."""
+    body = (RESPONSES / RESP_CASES[case]["body"]).read_text(encoding="utf-8")
+    for line in body.splitlines():
+        if line.startswith("data: ") and '"response.completed"' in line:
+            return json.dumps(json.loads(line[6:])["response"]).encode()
+    raise AssertionError(f"{case}: no response.completed")
+
+
+WHOLE_GOOD = {"/responses": _whole("multiply_basic")}
+WHOLE_BROKEN = {"/responses": _whole("arguments_trailing_data")}
 CONTENT_TYPES = {
     "/api/chat": "application/x-ndjson",
     "/converse-stream": "application/vnd.amazon.eventstream",
@@ -231,6 +245,7 @@ def test_route_is_gated_exactly_or_refused_before_sending(
     outcomes = []
     for bodies in (GOOD, BROKEN):
         server.answers = dict(bodies)
+        server.wholes = dict(WHOLE_GOOD if bodies is GOOD else WHOLE_BROKEN)
         server.requests.clear()
         items: list[Any] = []
         try:

@@ -27,6 +27,7 @@ refused). ``toolgate routes`` prints this table.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import enum
 import io
 from collections.abc import Mapping
@@ -55,17 +56,25 @@ class ClientKind(enum.Enum):
 class Gated:
     wire: Wire
     client: ClientKind
-    bridged: bool = False  # Responses made by litellm from a chat call
+    bridged: bool | None = False
+    """Responses made by litellm from a chat call (True), from the upstream's own Responses
+    wire (False), or either, as litellm serves the model (None: litellm asked per call)."""
     callback: str | None = None
     """Why the callback (``ToolGateGuardrail``) refuses this route, where only ``ToolGate``
     gates it; None: both gate it."""
+    replayed: bool = False
+    """For this call (never in the table): litellm asks the upstream for a whole Responses
+    result and replays it to the caller as events. The wire is that whole body, decided
+    before litellm replays it (:func:`route_for` sets it)."""
     models: tuple[str, str] | None = None
     """Where a route gates some of its models on ``wire`` and others on another wire (picked
     by the path litellm calls) or not at all: (which models are on ``wire``, what becomes of
     the others), for ``toolgate routes``; None: every model, on ``wire``."""
 
     def describe(self) -> str:
-        how = "bridged to chat, " if self.bridged else ""
+        how = {True: "bridged to chat, ", False: "", None: "natively or bridged to chat, "}[
+            self.bridged
+        ]
         only = "" if self.callback is None else "; ToolGate only, the callback refuses it"
         which, others = ("", "")
         if self.models is not None:
@@ -104,10 +113,10 @@ _AZURE_CHAT = Gated(Wire.CHAT, ClientKind.AZURE_SDK)
 _NATIVE_RESPONSES = Gated(Wire.RESPONSES, ClientKind.HTTP_HANDLER)
 _BRIDGED_HTTP = Gated(Wire.CHAT, ClientKind.HTTP_HANDLER, bridged=True)
 _BRIDGED_OPENAI = Gated(Wire.CHAT, ClientKind.OPENAI_SDK, bridged=True)
-_FAKE_STREAM = Refused(
-    "litellm asks this provider for a whole Responses result and replays it as a stream; "
-    "there is no wire stream to gate"
-)
+_EITHER_RESPONSES = Gated(Wire.RESPONSES, ClientKind.HTTP_HANDLER, bridged=None)
+"""litellm serves some models of the route natively and bridges the others to chat (its own
+answer per model: Databricks' GPT models, Azure AI's models with a Responses endpoint): the
+wire is the path litellm calls, Responses or chat, each gated as on its own route."""
 
 
 def _wire(name: str) -> Refused:
@@ -226,17 +235,17 @@ ROUTES: Mapping[str, Route] = {
             Refused("litellm's Responses API on custom_openai/ has not been checked"),
         ),
         # Chat SSE through litellm's own HTTP handler.
-        Route("azure_ai", _HTTP_CHAT, _FAKE_STREAM),
+        Route("azure_ai", _HTTP_CHAT, _EITHER_RESPONSES),
         Route("cometapi", _HTTP_CHAT, _BRIDGED_HTTP),
-        Route("openrouter", _HTTP_CHAT, _FAKE_STREAM),
+        Route("openrouter", _HTTP_CHAT, _NATIVE_RESPONSES),
         Route("groq", _HTTP_CHAT, _BRIDGED_HTTP),
         Route("deepseek", _HTTP_CHAT, _BRIDGED_HTTP),
-        Route("xai", _HTTP_CHAT, _FAKE_STREAM),
+        Route("xai", _HTTP_CHAT, _NATIVE_RESPONSES),
         Route("mistral", _HTTP_CHAT, _BRIDGED_HTTP),
         Route("together_ai", _HTTP_CHAT, _BRIDGED_HTTP),
-        Route("fireworks_ai", _HTTP_CHAT, _FAKE_STREAM),
-        Route("hosted_vllm", _HTTP_CHAT, _FAKE_STREAM),
-        Route("databricks", _HTTP_CHAT, _FAKE_STREAM),
+        Route("fireworks_ai", _HTTP_CHAT, _NATIVE_RESPONSES),
+        Route("hosted_vllm", _HTTP_CHAT, _NATIVE_RESPONSES),
+        Route("databricks", _HTTP_CHAT, _EITHER_RESPONSES),
         # Chat (and litellm's Anthropic messages entry point) on the Anthropic Messages wire;
         # litellm bridges its Responses API to chat there, cross-checked (ToolGate only).
         Route("anthropic", Gated(Wire.ANTHROPIC, ClientKind.HTTP_HANDLER), _ANTHROPIC_RESPONSES),
@@ -304,11 +313,21 @@ def route_for(request: Mapping[str, Any], api: Api, *, callback: bool = False) -
         if other is not None and other != found:
             candidates.append(other)
     decisions = [(model, provider, decision_for(provider, api)) for model, provider in candidates]
+    served: list[tuple[bool, bool]] = []  # (replayed, bridged) per candidate
     for model, provider, decision in decisions:
         if isinstance(decision, Refused):
             raise RouteNotGated(provider, api.value, decision.reason)
         if api is Api.RESPONSES:
-            _check_responses(model, provider, decision, bool(request.get("stream")))
+            stream = bool(request.get("stream"))
+            served.append(
+                _check_responses(model, provider, decision, stream, request.get("api_base"))
+            )
+    if len(set(served)) > 1:
+        # litellm resolves the provider with or without the api_base (by version): both
+        # must be served alike, or the gate cannot tell which wire it will read.
+        raise RouteNotGated(
+            decisions[0][1], api.value, "litellm may serve this call two ways (by version)"
+        )
     gated = decisions[0][2]
     assert isinstance(gated, Gated)
     model_fault = _MODEL_FAULTS.get(decisions[0][1])
@@ -322,6 +341,9 @@ def route_for(request: Mapping[str, Any], api: Api, *, callback: bool = False) -
             raise RouteNotGated(decisions[0][1], api.value, reason)
     if callback and gated.callback is not None:
         raise RouteNotGated(decisions[0][1], api.value, gated.callback)
+    if served:
+        # What litellm does with this very call: replays a whole result, bridges to chat.
+        return dataclasses.replace(gated, replayed=served[0][0], bridged=served[0][1])
     return gated
 
 
@@ -438,13 +460,20 @@ def decision_for(provider: str, api: Api) -> Decision:
     return _UNKNOWN if route is None else route.decision(api)
 
 
-def _check_responses(model: str, provider: str, gated: Gated, stream: bool) -> None:
-    """Refuse when litellm would serve this Responses call another way than the table says."""
+def _check_responses(
+    model: str, provider: str, gated: Gated, stream: bool, api_base: object
+) -> tuple[bool, bool]:
+    """Refuse when litellm would serve this Responses call another way than the table says;
+    else (whether litellm replays a whole result as the stream, so the wire is a whole body;
+    whether it bridges the call to chat). litellm picks its Responses config from the model
+    and the ``api_base`` (Azure AI serves Responses natively only on some endpoints)."""
     try:
         from .seam.symbols import LlmProviders, ProviderConfigManager
 
         config = ProviderConfigManager.get_provider_responses_api_config(
-            provider=LlmProviders(provider), model=model
+            provider=LlmProviders(provider),
+            model=model,
+            api_base=api_base if isinstance(api_base, str) else None,
         )
         fake = config is not None and bool(
             config.should_fake_stream(model=model, stream=stream, custom_llm_provider=provider)
@@ -453,13 +482,12 @@ def _check_responses(model: str, provider: str, gated: Gated, stream: bool) -> N
         raise RouteNotGated(
             provider, Api.RESPONSES.value, "cannot tell how litellm serves this model"
         ) from None
-    if (config is None) != gated.bridged:
+    if gated.bridged is not None and (config is None) != gated.bridged:
         how = "bridges it to chat" if config is None else "serves it natively"
         raise RouteNotGated(
             provider, Api.RESPONSES.value, f"litellm {how} for this model, unlike the table"
         )
-    if fake:
-        raise RouteNotGated(provider, Api.RESPONSES.value, _FAKE_STREAM.reason)
+    return fake, config is None
 
 
 def table() -> list[tuple[str, str, str]]:
