@@ -347,6 +347,18 @@ def route_for(request: Mapping[str, Any], api: Api, *, callback: bool = False) -
     return gated
 
 
+def replays(request: Mapping[str, Any], api: Api) -> bool:
+    """Whether litellm asks the upstream for a whole Responses result and replays it as this
+    streamed call's events (the call already passed :func:`route_for`; False if it now
+    would not)."""
+    if api is not Api.RESPONSES or not request.get("stream"):
+        return False
+    try:
+        return route_for(request, api).replayed
+    except RouteNotGated:
+        return False
+
+
 _NOT_CONVERSE = (
     "litellm sends this Bedrock model to another API than Converse (invoke, chat "
     "completions, ...), a wire the gate does not read"
@@ -498,4 +510,14 @@ def table() -> list[tuple[str, str, str]]:
     ]
 
 
-__all__ = ["ROUTES", "Api", "ClientKind", "Gated", "Refused", "Route", "route_for", "table"]
+__all__ = [
+    "ROUTES",
+    "Api",
+    "ClientKind",
+    "Gated",
+    "Refused",
+    "Route",
+    "replays",
+    "route_for",
+    "table",
+]

@@ -56,7 +56,7 @@ from ..guardrail.taps import new_tap
 from ..httpwithhold import Withholding
 from ..logs import emit_records, logger
 from ..parsers import chat_chunk_check, client_parse, responses_event_check
-from ..routes import Api, route_for
+from ..routes import Api, replays, route_for
 from ..seam import privates
 from . import asyncclaim, claiming
 from .claiming import (
@@ -317,6 +317,10 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
     if admitted is None:
         return
     deciding = admitted[1]
+    if replays(where, admitted[0]):
+        # litellm asks for a whole Responses result and replays it as the stream: the wire
+        # is that whole body (litellm logged it without "stream").
+        streamed = False
     refusal = None if asynchronous else sync_refusal(kind, route, streamed)
     if refusal is not None:
         raise UngatedCallRefused(refusal)
