@@ -493,9 +493,7 @@ RESPONSES = Path(__file__).resolve().parent.parent / "fixtures" / "responses"
         ("openai/my-model", "arguments_trailing_data", "replayed"),
     ],
 )
-def test_sync_responses_on_the_sdk_routes_are_gated(
-    model: str, name: str, outcome: str
-) -> None:
+def test_sync_responses_on_the_sdk_routes_are_gated(model: str, name: str, outcome: str) -> None:
     """Sync Responses calls go through litellm's own HTTP handler on openai/ and azure/,
     replayed ones too (a whole body decided before litellm replays it)."""
     manifest = json.loads((RESPONSES / "manifest.json").read_text(encoding="utf-8"))
