@@ -20,13 +20,16 @@ from typing import Any
 
 import litellm
 import pytest
-from conftest import CANARY, no_leak
+from conftest import CANARY, body_of, no_leak
+from conftest import CASES as CHAT_CASES
+from routeserver import RouteServer
 
 from litellm_toolgate import (
     QuarantineReason,
     ToolCallQuarantined,
     ToolGate,
     ToolGateGuardrail,
+    UngatedCallRefused,
     find_quarantine,
 )
 from litellm_toolgate.edge.routes import Api, route_for
@@ -202,3 +205,58 @@ def test_a_replayed_whole_result_is_decided_before_litellm_replays_it(
         if stream:
             assert not any(_is_call_event(e) for e in events), f"{name}: a call event went out"
         no_leak(error)
+
+
+# ---- custom_openai/: litellm bridges the Responses API to its chat call ------------------------
+def _chat_whole(arguments: str) -> bytes:
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "multiply", "arguments": arguments},
+    }
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+    obj = {"id": "c1", "object": "chat.completion", "created": 1, "model": "m", "choices": [choice]}
+    return json.dumps(obj).encode()
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+@pytest.mark.parametrize(
+    ("entry", "mode"),
+    [("toolgate", "sync"), ("toolgate", "async"), ("callback", "async"), ("callback", "sync")],
+)
+def test_custom_openai_responses_are_bridged_to_chat_and_gated(
+    entry: str, mode: str, stream: bool
+) -> None:
+    """litellm has no Responses config for custom_openai/ (1.108.7, 1.110.2): it makes a chat
+    call with the OpenAI SDK client, as on cerebras/. A sync call under the callback is
+    refused unsent there, as on every bridged OpenAI SDK route."""
+    good = (body_of(CHAT_CASES["multiply_basic"]), _chat_whole(ARGS))
+    broken = (body_of(CHAT_CASES["args_invalid_json"]), _chat_whole('{"a": 7, "b": "' + CANARY))
+    for sse, whole in (good, broken):
+        answers = {"/chat/completions": sse}
+        with RouteServer(answers=answers, wholes={"/chat/completions": whole}) as server:
+            kwargs = {
+                "model": "custom_openai/gpt-4o-mini",
+                "input": "What is 7 times 8?",
+                "tools": TOOLS,
+                "stream": stream,
+                "api_base": server.base_url,
+                "api_key": "sk-test",
+                "num_retries": 0,
+            }
+            result, error = _call(entry, mode, kwargs)
+            if entry == "callback" and mode == "sync":
+                assert isinstance(error, UngatedCallRefused), repr(error)
+                assert server.requests == []
+                continue
+            assert [r.path for r in server.requests] == ["/v1/chat/completions"]
+        if sse is good[0]:
+            assert error is None, repr(error)
+            assert [a for _, a in _released(result, stream)] == [ARGS]
+        else:
+            fault = error if isinstance(error, ToolCallQuarantined) else find_quarantine(error)
+            assert fault is not None and fault.reason is R.INVALID_JSON, repr(error)
+            if stream:
+                assert not any(_is_call_event(e) for e in result)
+            no_leak(error)

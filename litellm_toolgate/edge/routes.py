@@ -72,17 +72,20 @@ class Gated:
     the others), for ``toolgate routes``; None: every model, on ``wire``."""
 
     def describe(self) -> str:
-        how = {True: "bridged to chat, ", False: "", None: "natively or bridged to chat, "}[
-            self.bridged
-        ]
+        wire = f"{self.wire.value} {WIRES[self.wire].framing}"
+        if self.bridged is None:
+            chat = f"{Wire.CHAT.value} {WIRES[Wire.CHAT].framing}"
+            how = f"as litellm serves the model: natively, {wire}, or bridged to chat, {chat}"
+        else:
+            how = f"bridged to chat, {wire}" if self.bridged else wire
         only = "" if self.callback is None else "; ToolGate only, the callback refuses it"
         which, others = ("", "")
         if self.models is not None:
             which, others = f"{self.models[0]}: ", f"; {self.models[1]}"
-        return (
-            f"gated ({which}{how}{self.wire.value} {WIRES[self.wire].framing}, "
-            f"{self.client.value}{only}{others})"
-        )
+        replay = ""
+        if self.wire is Wire.RESPONSES and self.bridged is not True:
+            replay = "; a whole result litellm replays as a stream is judged whole first"
+        return f"gated ({which}{how}, {self.client.value}{only}{replay}{others})"
 
 
 @dataclass(frozen=True)
@@ -228,12 +231,9 @@ ROUTES: Mapping[str, Route] = {
         Route("cerebras", _OPENAI_CHAT, _BRIDGED_OPENAI),
         Route("litellm_proxy", _OPENAI_CHAT, _NATIVE_RESPONSES),
         # Any OpenAI-compatible server: litellm sends its chat through openai/'s own handler
-        # and SDK client (1.108.7, 1.110.2); its Responses calls have not been checked.
-        Route(
-            "custom_openai",
-            _OPENAI_CHAT,
-            Refused("litellm's Responses API on custom_openai/ has not been checked"),
-        ),
+        # and SDK client (1.108.7, 1.110.2); it has no Responses config for custom_openai/
+        # and bridges the Responses API to that chat call, with the same SDK client.
+        Route("custom_openai", _OPENAI_CHAT, _BRIDGED_OPENAI),
         # Chat SSE through litellm's own HTTP handler.
         Route("azure_ai", _HTTP_CHAT, _EITHER_RESPONSES),
         Route("cometapi", _HTTP_CHAT, _BRIDGED_HTTP),
