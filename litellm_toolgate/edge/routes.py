@@ -191,10 +191,9 @@ _VERTEX_CHAT = Gated(
 )
 """The table's entry for vertex_ai/ chat: the wire named is that of its Gemini models; the
 gate reads the wire by the path litellm calls (core/decision/state.py ``wire_of``), which for
-a Claude
-model is Anthropic's (``PUBLISHER_PATHS``); :func:`_vertex_model_fault` lets only these two
-through. A deployment whose ``base_model`` sends another model name to Gemini is refused by
-its name (the check reads the model, not the deployment's ``base_model``)."""
+a Claude model is Anthropic's (``PUBLISHER_PATHS``); :func:`_vertex_model_fault` lets only
+these two through. A deployment whose ``base_model`` names a Gemini model goes to Gemini
+whatever its own name (litellm's rule), and is judged so."""
 _VERTEX_GEMINI_RESPONSES = _GEMINI_RESPONSES  # the same wire, the same bridge
 _VERTEX_RESPONSES = Gated(
     Wire.ANTHROPIC,
@@ -330,13 +329,14 @@ def route_for(request: Mapping[str, Any], api: Api, *, callback: bool = False) -
         )
     gated = decisions[0][2]
     assert isinstance(gated, Gated)
+    base_model = _base_model(request)
     model_fault = _MODEL_FAULTS.get(decisions[0][1])
-    reason = None if model_fault is None else model_fault(decisions[0][0])
+    reason = None if model_fault is None else model_fault(decisions[0][0], base_model)
     if reason is not None:
         raise RouteNotGated(decisions[0][1], api.value, reason)
     if api is Api.RESPONSES:
         responses_fault = _RESPONSES_MODEL_FAULTS.get(decisions[0][1])
-        reason = None if responses_fault is None else responses_fault(decisions[0][0])
+        reason = None if responses_fault is None else responses_fault(decisions[0][0], base_model)
         if reason is not None:
             raise RouteNotGated(decisions[0][1], api.value, reason)
     if callback and gated.callback is not None:
@@ -372,7 +372,17 @@ def _litellm_symbol(name: str) -> Any:
     return lazy(name)
 
 
-def _bedrock_model_fault(model: str) -> str | None:
+def _base_model(request: Mapping[str, Any]) -> str | None:
+    """The deployment's ``base_model``, where litellm reads it: the call's ``base_model``, or
+    its ``model_info``'s (litellm's completion, 1.108.7 and 1.110.2)."""
+    base = request.get("base_model")
+    info = request.get("model_info")
+    if not base and isinstance(info, Mapping):
+        base = info.get("base_model")
+    return base if isinstance(base, str) and base else None
+
+
+def _bedrock_model_fault(model: str, base_model: str | None = None) -> str | None:
     """Why a ``bedrock/`` model cannot be gated, or None when litellm sends it to Converse and
     streams it for real. litellm's own answer (``BedrockModelInfo.get_bedrock_route``; the
     caller's params can only turn a chat-completions route into Converse, never the other
@@ -403,24 +413,28 @@ _VERTEX_OTHER = (
 _VERTEX_UNKNOWN = "cannot tell which Vertex AI API litellm sends this model to"
 
 
-def _vertex_route(model: str) -> Any:
-    """The Vertex AI API litellm sends ``model`` to (its ``get_vertex_ai_model_route``), or
-    None when litellm cannot tell."""
+def _vertex_route(model: str, base_model: str | None) -> Any:
+    """The Vertex AI API litellm sends ``model`` to (its ``get_vertex_ai_model_route``, given
+    the deployment's ``base_model`` as litellm's completion gives it), or None when litellm
+    cannot tell."""
+    params = None if base_model is None else {"base_model": base_model}
     try:
-        return _litellm_symbol("get_vertex_ai_model_route")(model=model, litellm_params=None)
+        return _litellm_symbol("get_vertex_ai_model_route")(model=model, litellm_params=params)
     except Exception:
         return None
 
 
-def _vertex_model_fault(model: str) -> str | None:
+def _vertex_model_fault(model: str, base_model: str | None = None) -> str | None:
     """Why a ``vertex_ai/`` model cannot be gated, or None when litellm sends it to Gemini's
     generateContent (a Gemini model) or to Anthropic's Messages through rawPredict (a Claude
     model). litellm's own answer (``get_vertex_ai_model_route``, and for a partner model the
     handler it picks by name, as ``VertexAIPartnerModels.completion`` does): Llama, Mistral,
     Jamba, the OpenAI-compatible partner models, Model Garden, Gemma and the legacy models
     are other wires. A numbered endpoint (a tuned model) is refused: the gate has not been
-    checked against the URL litellm builds for it."""
-    route = _vertex_route(model)
+    checked against the URL litellm builds for it. A deployment whose ``base_model`` names a
+    Gemini model is sent to generateContent whatever its own name (litellm's first rule), and
+    is judged as the Gemini model it is."""
+    route = _vertex_route(model, base_model)
     try:
         openai_like = bool(
             _litellm_symbol("VertexAIPartnerModels").should_use_openai_handler(model)
@@ -430,7 +444,8 @@ def _vertex_model_fault(model: str) -> str | None:
     if route is None:
         return _VERTEX_UNKNOWN
     routes = _litellm_symbol("VertexAIModelRoute")
-    if route == routes.GEMINI and "gemini" in model and not model.isdigit():
+    named_gemini = "gemini" in model and not model.isdigit()
+    if route == routes.GEMINI and (named_gemini or _gemini_base(base_model)):
         return None
     other_partner = ("mistral", "codestral", "jamba")
     if (
@@ -448,10 +463,16 @@ _MODEL_FAULTS = {"bedrock": _bedrock_model_fault, "vertex_ai": _vertex_model_fau
 cannot be gated, or None."""
 
 
-def _vertex_responses_fault(model: str) -> str | None:
+def _gemini_base(base_model: str | None) -> bool:
+    """Whether litellm sends a Vertex deployment to Gemini for its ``base_model`` (the rule
+    litellm's ``get_vertex_ai_model_route`` applies first, 1.108.7 and 1.110.2)."""
+    return base_model is not None and "gemini" in base_model
+
+
+def _vertex_responses_fault(model: str, base_model: str | None = None) -> str | None:
     """Why a ``vertex_ai/`` model that :func:`_vertex_model_fault` lets through cannot be gated
     on the Responses API: a Gemini model (litellm's bridge replaces the ids of its calls)."""
-    route = _vertex_route(model)
+    route = _vertex_route(model, base_model)
     if route is None:
         return _VERTEX_UNKNOWN
     return (

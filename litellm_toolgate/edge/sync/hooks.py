@@ -312,6 +312,10 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
         "custom_llm_provider": route or None,
         "api_base": request.get("api_base"),
         "stream": streamed,
+        # The deployment's base_model, as litellm's completion reads it (the Vertex API a
+        # model goes to may follow it).
+        "base_model": request.get("base_model") or kwargs.get("base_model"),
+        "model_info": request.get("model_info") or kwargs.get("model_info"),
     }
     admitted = admit(gate, kind, request, where, vouched=is_vouched(call_id))
     if admitted is None:
