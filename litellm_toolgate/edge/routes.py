@@ -17,11 +17,13 @@ table is refused. The provider of a call is litellm's own answer
 (``litellm.get_llm_provider``), from the model string, ``custom_llm_provider`` and
 ``api_base`` (``azure_ai/gpt-4o`` on an Azure OpenAI endpoint is the ``azure`` route).
 
-On the Responses API litellm serves a provider one of three ways: natively (the upstream
-speaks Responses SSE), bridged (litellm makes a chat call and converts it: the wire is that
-provider's chat wire, through its chat client) or natively but with a made-up stream (litellm
-asks for a whole response and replays it as events: there is no stream to gate, so those are
-refused). ``toolgate routes`` prints this table.
+On the Responses API litellm serves a call one of three ways, which it decides per model
+(and, for Azure AI, per ``api_base``): natively (the upstream speaks Responses SSE), bridged
+(litellm makes a chat call and converts it: the wire is that provider's chat wire, through
+its chat client) or replayed (litellm asks for a whole response and makes the events up from
+it: the wire is that whole body, which the gate decides on while litellm's request reads it,
+before litellm makes any event of it). :func:`route_for` asks litellm which, per call, and
+says so in the :class:`Gated` it returns. ``toolgate routes`` prints this table.
 """
 
 from __future__ import annotations
