@@ -74,6 +74,7 @@ def arm_async(
         streamed=streamed,
         body=kwargs,
     )
+    tap.replayed = replayed
     if tap.refused:
         # A request the gate cannot gate as asked (``n > 1``), refused before it was sent.
         refuse(guardrail, kwargs, tap.attempt, time.time(), in_proxy=in_proxy)
@@ -82,7 +83,9 @@ def arm_async(
     if bridge is not None:
         tap.wire_path = bridge_path(bridge)
     wrap: Callable[[Any], Any]
-    if in_proxy and streamed:
+    if in_proxy and (streamed or replayed):
+        # The proxy's stream hook gates litellm's events (replayed ones too: the whole body
+        # read here, then judged there with the events, as ToolGate does).
         # The proxy's success loggers wait for the gate's decision (loghold).
         loghold.hold(kwargs.get("litellm_logging_obj"), tap.attempt)
 
