@@ -18,8 +18,10 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import litellm
 import pytest
+import respx
 from conftest import CANARY, body_of, no_leak
 from conftest import CASES as CHAT_CASES
 from routeserver import RouteServer
@@ -260,3 +262,50 @@ def test_custom_openai_responses_are_bridged_to_chat_and_gated(
             if stream:
                 assert not any(_is_call_event(e) for e in result)
             no_leak(error)
+
+
+# ---- azure_ai/: native (and replayed) only on an Azure OpenAI v1 host -------------------------
+AZURE_BASE = "https://toolgate-test.openai.azure.com/openai/v1"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+@pytest.mark.parametrize("entry", ["toolgate", "callback"])
+def test_azure_ai_replays_on_an_azure_host_and_is_decided_whole(
+    entry: str, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """litellm has a Responses config for ``azure_ai/`` only where the ``api_base`` is an Azure
+    OpenAI v1 host (1.108.7, 1.110.2; elsewhere it bridges to chat, as the route matrix
+    shows): a model it does not know is replayed there. respx at the httpx edge stands for
+    the host."""
+    monkeypatch.setattr(litellm, "disable_aiohttp_transport", True)
+    model = "azure_ai/my-model"
+    kwargs = {
+        "model": model,
+        "input": "What is 7 times 8?",
+        "tools": TOOLS,
+        "stream": True,
+        "api_base": AZURE_BASE,
+        "api_key": "k",
+        "num_retries": 0,
+    }
+    assert route_for(kwargs, Api.RESPONSES).replayed
+    cases = [("good", body(), None), *[(n, b, r) for n, (b, r) in BROKEN.items()]]
+    for name, answer, reason in cases:
+        with respx.mock(assert_all_called=False) as mock:
+            reply = httpx.Response(
+                200, content=answer, headers={"content-type": "application/json"}
+            )
+            route = mock.post(url__regex=r".*/openai/v1/responses.*").mock(return_value=reply)
+            events, error = _call(entry, mode, dict(kwargs))
+            assert [json.loads(c.request.content).get("stream") for c in route.calls] == [None]
+        if reason is None and name == "good":
+            assert error is None, repr(error)
+            assert _released(events, True) == [("call_1", ARGS)]
+            continue
+        assert error is not None, f"{name}: released"
+        fault = error if isinstance(error, ToolCallQuarantined) else find_quarantine(error)
+        assert fault is not None, f"{name}: {error!r}"
+        if reason is not None:
+            assert fault.reason is reason, name
+        assert not any(_is_call_event(e) for e in events), f"{name}: a call event went out"
+        no_leak(error)
