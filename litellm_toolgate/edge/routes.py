@@ -21,9 +21,10 @@ On the Responses API litellm serves a call one of three ways, which it decides p
 (and, for Azure AI, per ``api_base``): natively (the upstream speaks Responses SSE), bridged
 (litellm makes a chat call and converts it: the wire is that provider's chat wire, through
 its chat client) or replayed (litellm asks for a whole response and makes the events up from
-it: the wire is that whole body, which the gate decides on while litellm's request reads it,
-before litellm makes any event of it). :func:`route_for` asks litellm which, per call, and
-says so in the :class:`Gated` it returns. ``toolgate routes`` prints this table.
+it: the wire is that whole body, which the gate decides on, every event of a call withheld
+until then; under the callback's SDK calls, before litellm makes any event of it).
+:func:`route_for` asks litellm which, per call, and says so in the :class:`Gated` it
+returns. ``toolgate routes`` prints this table.
 """
 
 from __future__ import annotations
