@@ -10,12 +10,20 @@ Used by the route matrix (a refused route must send nothing) and the request-fid
 
 from __future__ import annotations
 
+import json
 import ssl
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
+
+
+def _asks_stream(body: bytes) -> bool:
+    try:
+        return bool(json.loads(body).get("stream"))
+    except (ValueError, AttributeError):
+        return False
 
 
 @dataclass
@@ -32,6 +40,9 @@ class RouteServer:
     content_type: str = "text/event-stream"
     content_types: dict[str, str] = field(default_factory=dict)
     """A path suffix's own content type (Ollama's ``/api/chat`` streams NDJSON)."""
+    wholes: dict[str, bytes] = field(default_factory=dict)
+    """A path suffix's whole JSON body, served where the request did not ask for a stream
+    (litellm asking for a whole Responses result it replays as events)."""
     requests: list[Seen] = field(default_factory=list)
     tls: ssl.SSLContext | None = None
     """Serve HTTPS with this server-side context (a failed handshake reaches no handler, so
@@ -54,6 +65,10 @@ class RouteServer:
                 return body
         return None
 
+    def whole(self, path: str) -> bytes | None:
+        bare = path.split("?", 1)[0].rstrip("/")
+        return next((b for s, b in self.wholes.items() if bare.endswith(s)), None)
+
     def __enter__(self) -> RouteServer:
         owner = self
 
@@ -71,6 +86,16 @@ class RouteServer:
                         Seen(self.command, self.path, dict(self.headers.items()), body)
                     )
                 answer = owner.answer(self.path)
+                whole = None if _asks_stream(body) else owner.whole(self.path)
+                if whole is not None:
+                    self.close_connection = True
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(whole)))
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.write(whole)
+                    return
                 # Each answer closes its connection, and says so: a client that is not told
                 # may reuse the socket for its next request while this side closes it.
                 self.close_connection = True

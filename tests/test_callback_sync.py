@@ -37,6 +37,7 @@ from litellm_toolgate import (
     ToolGateError,
     ToolGateGuardrail,
     UngatedCallRefused,
+    find_quarantine,
 )
 from litellm_toolgate.demo.serve import as_requested
 from litellm_toolgate.edge.sync import claiming as synccall
@@ -485,19 +486,27 @@ RESPONSES = Path(__file__).resolve().parent.parent / "fixtures" / "responses"
     [
         ("azure/gpt-4o", "multiply_basic", "released"),
         ("azure/gpt-4o", "arguments_only_in_done", "quarantined"),
-        # A model missing from litellm's map: litellm asks for a whole result and replays it.
-        ("azure/my-deployment", "multiply_basic", "refused"),
-        ("openai/my-model", "multiply_basic", "refused"),
+        # A model missing from litellm's map: litellm asks for a whole result and replays
+        # it; the gate decides that whole body before litellm replays it.
+        ("azure/my-deployment", "multiply_basic", "replayed"),
+        ("openai/my-model", "multiply_basic", "replayed"),
+        ("openai/my-model", "arguments_trailing_data", "replayed"),
     ],
 )
-def test_sync_responses_on_the_sdk_routes_are_gated_or_refused_unsent(
-    model: str, name: str, outcome: str
-) -> None:
-    """Sync Responses calls go through litellm's own HTTP handler on openai/ and azure/."""
+def test_sync_responses_on_the_sdk_routes_are_gated(model: str, name: str, outcome: str) -> None:
+    """Sync Responses calls go through litellm's own HTTP handler on openai/ and azure/,
+    replayed ones too (a whole body decided before litellm replays it)."""
     manifest = json.loads((RESPONSES / "manifest.json").read_text(encoding="utf-8"))
     case = {c["name"]: c for c in manifest["cases"]}[name]
     body = (RESPONSES / case["body"]).read_bytes()
-    with RouteServer(answers={"/responses": body}) as server:
+    # The whole result litellm asks for where it replays: the recording's completed response.
+    completed = [
+        json.loads(line[6:])["response"]
+        for line in body.decode().splitlines()
+        if line.startswith("data: ") and '"response.completed"' in line
+    ]
+    whole = json.dumps(completed[-1]).encode()
+    with RouteServer(answers={"/responses": body}, wholes={"/responses": whole}) as server:
         base = server.base_url
         call = {
             "model": model,
@@ -510,7 +519,13 @@ def test_sync_responses_on_the_sdk_routes_are_gated_or_refused_unsent(
             "num_retries": 0,
         }
         litellm.callbacks = [ToolGateGuardrail(manifest["tools"])]
-        if outcome == "released":
+        if outcome == "replayed" and case["expect"] != "release":
+            with pytest.raises(Exception) as refused:
+                list(litellm.responses(**call))
+            fault = find_quarantine(refused.value)
+            assert fault is not None and fault.reason is R(case["reason"])
+            assert len(server.requests) == 1
+        elif outcome in ("released", "replayed"):
             events = list(litellm.responses(**call))
             done = "response.output_item.done"
             items = [e.item for e in events if getattr(e, "type", "") == done]
@@ -522,9 +537,7 @@ def test_sync_responses_on_the_sdk_routes_are_gated_or_refused_unsent(
                 list(litellm.responses(**call))
             assert caught.value.reason is R(case["reason"])
         else:
-            with pytest.raises(UngatedCallRefused, match="whole Responses result"):
-                litellm.responses(**call)
-            assert server.requests == []
+            raise AssertionError(outcome)
 
 
 def test_sdk_streams_from_threads_keep_their_own_wire(upstream: Recorder) -> None:

@@ -45,7 +45,7 @@ from litellm_toolgate import (
     WireNotObservable,
 )
 from litellm_toolgate.edge.logs import observers
-from litellm_toolgate.edge.routes import ROUTES, Api, Gated, route_for
+from litellm_toolgate.edge.routes import ROUTES, Api, ClientKind, Gated, route_for
 
 litellm.suppress_debug_info = True
 # litellm looks up Hugging Face tokenizers for some models (retrying for seconds offline).
@@ -92,10 +92,16 @@ MODELS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 # Also: an OpenAI model on azure_ai is litellm's azure route; vertex_ai/ gates Claude (on
 # Anthropic's wire) and refuses its other partner models.
-ROWS = [*MODELS, "azure_ai:openai-model", "vertex_ai:claude", "vertex_ai:mistral"]
 MODELS["azure_ai:openai-model"] = ("azure_ai/gpt-4o", {"api_version": "2024-10-21"})
 MODELS["vertex_ai:claude"] = (CLAUDE_MODEL, vertex_args())
 MODELS["vertex_ai:mistral"] = ("vertex_ai/mistral-large@2407", vertex_args())
+# A deployment named otherwise whose base_model is a Gemini model: litellm sends it to
+# generateContent (its base_model rule), and the gate judges it as the Gemini model it is.
+MODELS["vertex_ai:base_model"] = (
+    "vertex_ai/my-tuned-endpoint",
+    {**vertex_args(), "base_model": "vertex_ai/gemini-2.5-flash"},
+)
+ROWS = [*MODELS]
 
 ANTHROPIC = RESPONSES.parent / "anthropic"
 OLLAMA = RESPONSES.parent / "ollama"
@@ -122,6 +128,20 @@ BROKEN = {
     "/converse-stream": (BEDROCK / "arguments_cut.eventstream").read_bytes(),
     ":streamRawPredict": (ANTHROPIC / "arguments_truncated.sse").read_bytes(),
 }
+
+
+def _whole(case: str) -> bytes:
+    """The whole Responses body of a recording: its ``response.completed`` event's response
+    (what litellm asks for where it replays a whole result as a stream)."""
+    body = (RESPONSES / RESP_CASES[case]["body"]).read_text(encoding="utf-8")
+    for line in body.splitlines():
+        if line.startswith("data: ") and '"response.completed"' in line:
+            return json.dumps(json.loads(line[6:])["response"]).encode()
+    raise AssertionError(f"{case}: no response.completed")
+
+
+WHOLE_GOOD = {"/responses": _whole("multiply_basic")}
+WHOLE_BROKEN = {"/responses": _whole("arguments_trailing_data")}
 CONTENT_TYPES = {
     "/api/chat": "application/x-ndjson",
     "/converse-stream": "application/vnd.amazon.eventstream",
@@ -204,8 +224,14 @@ def _fragments(items: list[Any], api: Api) -> bool:
     )
 
 
+def _route(row: str) -> dict[str, Any]:
+    """What route_for reads of the row's call (its model, api_base and base_model)."""
+    model, extra = MODELS[row]
+    return {"model": model, "api_base": "http://127.0.0.1:1/v1", **extra}
+
+
 def _want(row: str, api: Api) -> list[tuple[str, str]]:
-    gated = route_for({"model": MODELS[row][0], "api_base": "http://127.0.0.1:1/v1"}, api)
+    gated = route_for(_route(row), api)
     if api is Api.RESPONSES and not gated.bridged:
         case = RESP_CASES["multiply_basic"]
     else:
@@ -215,7 +241,7 @@ def _want(row: str, api: Api) -> list[tuple[str, str]]:
 
 def _table_says_gated(row: str, api: Api) -> bool:
     try:
-        route_for({"model": MODELS[row][0], "api_base": "http://127.0.0.1:1/v1"}, api)
+        route_for(_route(row), api)
     except RouteNotGated:
         return False
     return True
@@ -231,6 +257,7 @@ def test_route_is_gated_exactly_or_refused_before_sending(
     outcomes = []
     for bodies in (GOOD, BROKEN):
         server.answers = dict(bodies)
+        server.wholes = dict(WHOLE_GOOD if bodies is GOOD else WHOLE_BROKEN)
         server.requests.clear()
         items: list[Any] = []
         try:
@@ -476,3 +503,26 @@ def test_the_vertex_token_fetch_is_not_the_gate_s(
     assert len(server.requests) == 1 and "token" not in server.requests[0].path
     assert [(o.wire.value, o.released, o.calls) for o in decided.outcomes] == [(wire, True, 1)]
     assert _released(items, Api.CHAT) == _want("vertex_ai", Api.CHAT)
+
+
+def test_a_vertex_deployment_is_judged_by_its_base_model(server: RouteServer) -> None:
+    """litellm sends a Vertex deployment whose ``base_model`` names a Gemini model to
+    generateContent whatever the deployment's own name (1.108.7, 1.110.2): the gate gates it
+    as that Gemini model, on chat, and refuses its Responses API as for any Gemini model."""
+    model, extra = MODELS["vertex_ai:base_model"]
+    assert route_for(_route("vertex_ai:base_model"), Api.CHAT).client is ClientKind.HTTP_HANDLER
+    with pytest.raises(RouteNotGated, match="another API"):
+        route_for({"model": model}, Api.CHAT)  # without its base_model: no Gemini model
+    with pytest.raises(RouteNotGated, match="Gemini's generateContent"):
+        route_for(_route("vertex_ai:base_model"), Api.RESPONSES)
+    # In the model_info, where litellm also reads it.
+    info = {"model": model, "model_info": {"base_model": extra["base_model"]}}
+    assert route_for(info, Api.CHAT).client is ClientKind.HTTP_HANDLER
+    for asynchronous in (False, True):
+        server.answers = dict(GOOD)
+        server.requests.clear()
+        items = _call("vertex_ai:base_model", Api.CHAT, server.base_url, asynchronous)
+        assert _released(items, Api.CHAT) == _want("vertex_ai:base_model", Api.CHAT)
+        assert [r.path.split("?")[0].rsplit(":", 1)[-1] for r in server.requests] == [
+            "streamGenerateContent"
+        ]

@@ -266,7 +266,10 @@ class ToolGate:
         def wrap(inner: Any) -> Any:
             return tap_type(inner, tap)
 
-        request = {**settings, "model": model, "client": client}
+        request = {**settings, "model": model, "client": client, "stream": stream}
+        if model and stream and api is Api.RESPONSES and route_for(request, api).replayed:
+            # litellm asks for a whole result and replays it as events: the wire is whole.
+            tap.streamed = False
         return self.tapped_client(request, api, wrap, asynchronous=asynchronous)
 
     def tapped_client(

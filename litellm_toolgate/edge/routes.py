@@ -17,16 +17,20 @@ table is refused. The provider of a call is litellm's own answer
 (``litellm.get_llm_provider``), from the model string, ``custom_llm_provider`` and
 ``api_base`` (``azure_ai/gpt-4o`` on an Azure OpenAI endpoint is the ``azure`` route).
 
-On the Responses API litellm serves a provider one of three ways: natively (the upstream
-speaks Responses SSE), bridged (litellm makes a chat call and converts it: the wire is that
-provider's chat wire, through its chat client) or natively but with a made-up stream (litellm
-asks for a whole response and replays it as events: there is no stream to gate, so those are
-refused). ``toolgate routes`` prints this table.
+On the Responses API litellm serves a call one of three ways, which it decides per model
+(and, for Azure AI, per ``api_base``): natively (the upstream speaks Responses SSE), bridged
+(litellm makes a chat call and converts it: the wire is that provider's chat wire, through
+its chat client) or replayed (litellm asks for a whole response and makes the events up from
+it: the wire is that whole body, which the gate decides on, every event of a call withheld
+until then; under the callback's SDK calls, before litellm makes any event of it).
+:func:`route_for` asks litellm which, per call, and says so in the :class:`Gated` it
+returns. ``toolgate routes`` prints this table.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import enum
 import io
 from collections.abc import Mapping
@@ -55,10 +59,16 @@ class ClientKind(enum.Enum):
 class Gated:
     wire: Wire
     client: ClientKind
-    bridged: bool = False  # Responses made by litellm from a chat call
+    bridged: bool | None = False
+    """Responses made by litellm from a chat call (True), from the upstream's own Responses
+    wire (False), or either, as litellm serves the model (None: litellm asked per call)."""
     callback: str | None = None
     """Why the callback (``ToolGateGuardrail``) refuses this route, where only ``ToolGate``
     gates it; None: both gate it."""
+    replayed: bool = False
+    """For this call (never in the table): litellm asks the upstream for a whole Responses
+    result and replays it to the caller as events. The wire is that whole body, decided
+    before litellm replays it (:func:`route_for` sets it)."""
     models: tuple[str, str] | None = None
     """Where a route gates some of its models on ``wire`` and others on another wire (picked
     by the path litellm calls) or not at all: (which models are on ``wire``, what becomes of
@@ -72,7 +82,12 @@ class Gated:
     so only the sync callback, which claims litellm's own clients, gates it; None: all do."""
 
     def describe(self) -> str:
-        how = "bridged to chat, " if self.bridged else ""
+        wire = f"{self.wire.value} {WIRES[self.wire].framing}"
+        if self.bridged is None:
+            chat = f"{Wire.CHAT.value} {WIRES[Wire.CHAT].framing}"
+            how = f"as litellm serves the model: natively, {wire}, or bridged to chat, {chat}"
+        else:
+            how = f"bridged to chat, {wire}" if self.bridged else wire
         only = "" if self.callback is None else "; ToolGate only, the callback refuses it"
         if self.unclaimed is not None:
             only += "; sync calls under the callback only, ToolGate and async calls refused"
@@ -81,10 +96,10 @@ class Gated:
         which, others = ("", "")
         if self.models is not None:
             which, others = f"{self.models[0]}: ", f"; {self.models[1]}"
-        return (
-            f"gated ({which}{how}{self.wire.value} {WIRES[self.wire].framing}, "
-            f"{self.client.value}{only}{others})"
-        )
+        replay = ""
+        if self.wire is Wire.RESPONSES and self.bridged is not True:
+            replay = "; a whole result litellm replays as a stream is judged whole first"
+        return f"gated ({which}{how}, {self.client.value}{only}{replay}{others})"
 
 
 @dataclass(frozen=True)
@@ -115,10 +130,10 @@ _AZURE_CHAT = Gated(Wire.CHAT, ClientKind.AZURE_SDK)
 _NATIVE_RESPONSES = Gated(Wire.RESPONSES, ClientKind.HTTP_HANDLER)
 _BRIDGED_HTTP = Gated(Wire.CHAT, ClientKind.HTTP_HANDLER, bridged=True)
 _BRIDGED_OPENAI = Gated(Wire.CHAT, ClientKind.OPENAI_SDK, bridged=True)
-_FAKE_STREAM = Refused(
-    "litellm asks this provider for a whole Responses result and replays it as a stream; "
-    "there is no wire stream to gate"
-)
+_EITHER_RESPONSES = Gated(Wire.RESPONSES, ClientKind.HTTP_HANDLER, bridged=None)
+"""litellm serves some models of the route natively and bridges the others to chat (its own
+answer per model: Databricks' GPT models, Azure AI's models with a Responses endpoint): the
+wire is the path litellm calls, Responses or chat, each gated as on its own route."""
 
 
 def _wire(name: str) -> Refused:
@@ -190,10 +205,9 @@ _VERTEX_CHAT = Gated(
 )
 """The table's entry for vertex_ai/ chat: the wire named is that of its Gemini models; the
 gate reads the wire by the path litellm calls (core/decision/state.py ``wire_of``), which for
-a Claude
-model is Anthropic's (``PUBLISHER_PATHS``); :func:`_vertex_model_fault` lets only these two
-through. A deployment whose ``base_model`` sends another model name to Gemini is refused by
-its name (the check reads the model, not the deployment's ``base_model``)."""
+a Claude model is Anthropic's (``PUBLISHER_PATHS``); :func:`_vertex_model_fault` lets only
+these two through. A deployment whose ``base_model`` names a Gemini model goes to Gemini
+whatever its own name (litellm's rule), and is judged so."""
 _VERTEX_GEMINI_RESPONSES = _GEMINI_RESPONSES  # the same wire, the same bridge
 _VERTEX_RESPONSES = Gated(
     Wire.ANTHROPIC,
@@ -252,24 +266,21 @@ ROUTES: Mapping[str, Route] = {
         Route("cerebras", _OPENAI_CHAT, _BRIDGED_OPENAI),
         Route("litellm_proxy", _OPENAI_CHAT, _NATIVE_RESPONSES),
         # Any OpenAI-compatible server: litellm sends its chat through openai/'s own handler
-        # and SDK client (1.108.7, 1.110.2); its Responses calls have not been checked.
-        Route(
-            "custom_openai",
-            _OPENAI_CHAT,
-            Refused("litellm's Responses API on custom_openai/ has not been checked"),
-        ),
+        # and SDK client (1.108.7, 1.110.2); it has no Responses config for custom_openai/
+        # and bridges the Responses API to that chat call, with the same SDK client.
+        Route("custom_openai", _OPENAI_CHAT, _BRIDGED_OPENAI),
         # Chat SSE through litellm's own HTTP handler.
-        Route("azure_ai", _HTTP_CHAT, _FAKE_STREAM),
+        Route("azure_ai", _HTTP_CHAT, _EITHER_RESPONSES),
         Route("cometapi", _HTTP_CHAT, _BRIDGED_HTTP),
-        Route("openrouter", _HTTP_CHAT, _FAKE_STREAM),
+        Route("openrouter", _HTTP_CHAT, _NATIVE_RESPONSES),
         Route("groq", _HTTP_CHAT, _BRIDGED_HTTP),
         Route("deepseek", _HTTP_CHAT, _BRIDGED_HTTP),
-        Route("xai", _HTTP_CHAT, _FAKE_STREAM),
+        Route("xai", _HTTP_CHAT, _NATIVE_RESPONSES),
         Route("mistral", _HTTP_CHAT, _BRIDGED_HTTP),
         Route("together_ai", _HTTP_CHAT, _BRIDGED_HTTP),
-        Route("fireworks_ai", _HTTP_CHAT, _FAKE_STREAM),
-        Route("hosted_vllm", _HTTP_CHAT, _FAKE_STREAM),
-        Route("databricks", _HTTP_CHAT, _FAKE_STREAM),
+        Route("fireworks_ai", _HTTP_CHAT, _NATIVE_RESPONSES),
+        Route("hosted_vllm", _HTTP_CHAT, _NATIVE_RESPONSES),
+        Route("databricks", _HTTP_CHAT, _EITHER_RESPONSES),
         # Chat (and litellm's Anthropic messages entry point) on the Anthropic Messages wire;
         # litellm bridges its Responses API to chat there, cross-checked (ToolGate only).
         Route("anthropic", Gated(Wire.ANTHROPIC, ClientKind.HTTP_HANDLER), _ANTHROPIC_RESPONSES),
@@ -341,20 +352,31 @@ def route_for(request: Mapping[str, Any], api: Api, *, callback: bool = False) -
         if other is not None and other != found:
             candidates.append(other)
     decisions = [(model, provider, decision_for(provider, api)) for model, provider in candidates]
+    served: list[tuple[bool, bool]] = []  # (replayed, bridged) per candidate
     for model, provider, decision in decisions:
         if isinstance(decision, Refused):
             raise RouteNotGated(provider, api.value, decision.reason)
         if api is Api.RESPONSES:
-            _check_responses(model, provider, decision, bool(request.get("stream")))
+            stream = bool(request.get("stream"))
+            served.append(
+                _check_responses(model, provider, decision, stream, request.get("api_base"))
+            )
+    if len(set(served)) > 1:
+        # litellm resolves the provider with or without the api_base (by version): both
+        # must be served alike, or the gate cannot tell which wire it will read.
+        raise RouteNotGated(
+            decisions[0][1], api.value, "litellm may serve this call two ways (by version)"
+        )
     gated = decisions[0][2]
     assert isinstance(gated, Gated)
+    base_model = _base_model(request)
     model_fault = _MODEL_FAULTS.get(decisions[0][1])
-    reason = None if model_fault is None else model_fault(decisions[0][0])
+    reason = None if model_fault is None else model_fault(decisions[0][0], base_model)
     if reason is not None:
         raise RouteNotGated(decisions[0][1], api.value, reason)
     if api is Api.RESPONSES:
         responses_fault = _RESPONSES_MODEL_FAULTS.get(decisions[0][1])
-        reason = None if responses_fault is None else responses_fault(decisions[0][0])
+        reason = None if responses_fault is None else responses_fault(decisions[0][0], base_model)
         if reason is not None:
             raise RouteNotGated(decisions[0][1], api.value, reason)
     if callback and gated.callback is not None:
@@ -364,7 +386,22 @@ def route_for(request: Mapping[str, Any], api: Api, *, callback: bool = False) -
     if not callback and gated.unclaimed is not None:
         # Asked for the client= of a ToolGate call or of an async call under the callback.
         raise RouteNotGated(decisions[0][1], api.value, gated.unclaimed)
+    if served:
+        # What litellm does with this very call: replays a whole result, bridges to chat.
+        return dataclasses.replace(gated, replayed=served[0][0], bridged=served[0][1])
     return gated
+
+
+def replays(request: Mapping[str, Any], api: Api) -> bool:
+    """Whether litellm asks the upstream for a whole Responses result and replays it as this
+    streamed call's events (the call already passed :func:`route_for`; False if it now
+    would not)."""
+    if api is not Api.RESPONSES or not request.get("stream"):
+        return False
+    try:
+        return route_for(request, api).replayed
+    except RouteNotGated:
+        return False
 
 
 _NOT_CONVERSE = (
@@ -380,7 +417,17 @@ def _litellm_symbol(name: str) -> Any:
     return lazy(name)
 
 
-def _bedrock_model_fault(model: str) -> str | None:
+def _base_model(request: Mapping[str, Any]) -> str | None:
+    """The deployment's ``base_model``, where litellm reads it: the call's ``base_model``, or
+    its ``model_info``'s (litellm's completion, 1.108.7 and 1.110.2)."""
+    base = request.get("base_model")
+    info = request.get("model_info")
+    if not base and isinstance(info, Mapping):
+        base = info.get("base_model")
+    return base if isinstance(base, str) and base else None
+
+
+def _bedrock_model_fault(model: str, base_model: str | None = None) -> str | None:
     """Why a ``bedrock/`` model cannot be gated, or None when litellm sends it to Converse and
     streams it for real. litellm's own answer (``BedrockModelInfo.get_bedrock_route``; the
     caller's params can only turn a chat-completions route into Converse, never the other
@@ -411,24 +458,28 @@ _VERTEX_OTHER = (
 _VERTEX_UNKNOWN = "cannot tell which Vertex AI API litellm sends this model to"
 
 
-def _vertex_route(model: str) -> Any:
-    """The Vertex AI API litellm sends ``model`` to (its ``get_vertex_ai_model_route``), or
-    None when litellm cannot tell."""
+def _vertex_route(model: str, base_model: str | None) -> Any:
+    """The Vertex AI API litellm sends ``model`` to (its ``get_vertex_ai_model_route``, given
+    the deployment's ``base_model`` as litellm's completion gives it), or None when litellm
+    cannot tell."""
+    params = None if base_model is None else {"base_model": base_model}
     try:
-        return _litellm_symbol("get_vertex_ai_model_route")(model=model, litellm_params=None)
+        return _litellm_symbol("get_vertex_ai_model_route")(model=model, litellm_params=params)
     except Exception:
         return None
 
 
-def _vertex_model_fault(model: str) -> str | None:
+def _vertex_model_fault(model: str, base_model: str | None = None) -> str | None:
     """Why a ``vertex_ai/`` model cannot be gated, or None when litellm sends it to Gemini's
     generateContent (a Gemini model) or to Anthropic's Messages through rawPredict (a Claude
     model). litellm's own answer (``get_vertex_ai_model_route``, and for a partner model the
     handler it picks by name, as ``VertexAIPartnerModels.completion`` does): Llama, Mistral,
     Jamba, the OpenAI-compatible partner models, Model Garden, Gemma and the legacy models
     are other wires. A numbered endpoint (a tuned model) is refused: the gate has not been
-    checked against the URL litellm builds for it."""
-    route = _vertex_route(model)
+    checked against the URL litellm builds for it. A deployment whose ``base_model`` names a
+    Gemini model is sent to generateContent whatever its own name (litellm's first rule), and
+    is judged as the Gemini model it is."""
+    route = _vertex_route(model, base_model)
     try:
         openai_like = bool(
             _litellm_symbol("VertexAIPartnerModels").should_use_openai_handler(model)
@@ -438,7 +489,8 @@ def _vertex_model_fault(model: str) -> str | None:
     if route is None:
         return _VERTEX_UNKNOWN
     routes = _litellm_symbol("VertexAIModelRoute")
-    if route == routes.GEMINI and "gemini" in model and not model.isdigit():
+    named_gemini = "gemini" in model and not model.isdigit()
+    if route == routes.GEMINI and (named_gemini or _gemini_base(base_model)):
         return None
     other_partner = ("mistral", "codestral", "jamba")
     if (
@@ -451,7 +503,7 @@ def _vertex_model_fault(model: str) -> str | None:
     return _VERTEX_OTHER
 
 
-def _cohere_model_fault(model: str) -> str | None:
+def _cohere_model_fault(model: str, base_model: str | None = None) -> str | None:
     """Why a ``cohere/`` model cannot be gated, or None when litellm sends it to Cohere's v2
     chat (its own answer, ``CohereModelInfo.get_cohere_route``: a model named ``v1/...`` goes
     to the v1 chat API, another wire)."""
@@ -474,10 +526,16 @@ _MODEL_FAULTS = {
 cannot be gated, or None."""
 
 
-def _vertex_responses_fault(model: str) -> str | None:
+def _gemini_base(base_model: str | None) -> bool:
+    """Whether litellm sends a Vertex deployment to Gemini for its ``base_model`` (the rule
+    litellm's ``get_vertex_ai_model_route`` applies first, 1.108.7 and 1.110.2)."""
+    return base_model is not None and "gemini" in base_model
+
+
+def _vertex_responses_fault(model: str, base_model: str | None = None) -> str | None:
     """Why a ``vertex_ai/`` model that :func:`_vertex_model_fault` lets through cannot be gated
     on the Responses API: a Gemini model (litellm's bridge replaces the ids of its calls)."""
-    route = _vertex_route(model)
+    route = _vertex_route(model, base_model)
     if route is None:
         return _VERTEX_UNKNOWN
     return (
@@ -498,13 +556,20 @@ def decision_for(provider: str, api: Api) -> Decision:
     return _UNKNOWN if route is None else route.decision(api)
 
 
-def _check_responses(model: str, provider: str, gated: Gated, stream: bool) -> None:
-    """Refuse when litellm would serve this Responses call another way than the table says."""
+def _check_responses(
+    model: str, provider: str, gated: Gated, stream: bool, api_base: object
+) -> tuple[bool, bool]:
+    """Refuse when litellm would serve this Responses call another way than the table says;
+    else (whether litellm replays a whole result as the stream, so the wire is a whole body;
+    whether it bridges the call to chat). litellm picks its Responses config from the model
+    and the ``api_base`` (Azure AI serves Responses natively only on some endpoints)."""
     try:
         from .seam.symbols import LlmProviders, ProviderConfigManager
 
         config = ProviderConfigManager.get_provider_responses_api_config(
-            provider=LlmProviders(provider), model=model
+            provider=LlmProviders(provider),
+            model=model,
+            api_base=api_base if isinstance(api_base, str) else None,
         )
         fake = config is not None and bool(
             config.should_fake_stream(model=model, stream=stream, custom_llm_provider=provider)
@@ -513,13 +578,12 @@ def _check_responses(model: str, provider: str, gated: Gated, stream: bool) -> N
         raise RouteNotGated(
             provider, Api.RESPONSES.value, "cannot tell how litellm serves this model"
         ) from None
-    if (config is None) != gated.bridged:
+    if gated.bridged is not None and (config is None) != gated.bridged:
         how = "bridges it to chat" if config is None else "serves it natively"
         raise RouteNotGated(
             provider, Api.RESPONSES.value, f"litellm {how} for this model, unlike the table"
         )
-    if fake:
-        raise RouteNotGated(provider, Api.RESPONSES.value, _FAKE_STREAM.reason)
+    return fake, config is None
 
 
 def table() -> list[tuple[str, str, str]]:
@@ -530,4 +594,14 @@ def table() -> list[tuple[str, str, str]]:
     ]
 
 
-__all__ = ["ROUTES", "Api", "ClientKind", "Gated", "Refused", "Route", "route_for", "table"]
+__all__ = [
+    "ROUTES",
+    "Api",
+    "ClientKind",
+    "Gated",
+    "Refused",
+    "Route",
+    "replays",
+    "route_for",
+    "table",
+]

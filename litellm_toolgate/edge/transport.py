@@ -63,6 +63,9 @@ class WireTap(BodyReader):
         super().__init__(attempt, streamed=streamed)
         # Whether litellm hands the caller Responses events (either route) or chat chunks.
         self.responses_api = False
+        # Whether litellm replays a whole Responses result as the caller's stream: the wire
+        # is whole (``streamed`` False), litellm's events a stream all the same.
+        self.replayed = False
         # Whether litellm hands the caller Anthropic Messages events (``/v1/messages``).
         self.messages_api = False
         # Where the call's request must go (``/v1/messages``: the bridge litellm was asked

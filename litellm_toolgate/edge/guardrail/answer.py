@@ -59,7 +59,7 @@ async def gate_proxy_stream(
         async for chunk in response:
             yield chunk
         return
-    if tap is None or not tap.streamed:
+    if tap is None or not (tap.streamed or tap.replayed):
         refuse_unobserved(guardrail, guardrail.gate, request, started)
     # litellm's success loggers wait for the decision (loghold): a refusal is a failure.
     loghold.hold(request.get("litellm_logging_obj"), tap.attempt)

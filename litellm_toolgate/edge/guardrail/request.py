@@ -35,13 +35,17 @@ from ..bridges import Bridge, bridge_carrier, bridge_path, messages_bridge
 from ..calltypes import SYNC
 from ..httpwithhold import Withholding, WithholdingTransport
 from ..parsers import chat_chunk_check, client_parse, responses_event_check
-from ..routes import Api
+from ..routes import Api, replays
 from ..sync.claiming import gemini_whole, is_vouched_client, vouch_client
 from ..transport import AsyncTapTransport
 from . import loghold
 from .deciders import GateGuardrail, admit
 from .decisionlog import refuse, report
 from .taps import Taps, new_tap
+
+
+def _any_url(url: str) -> bool:
+    return True
 
 
 def arm_async(
@@ -57,6 +61,10 @@ def arm_async(
         return None  # not gated here: the request goes out untouched
     api, gate = admitted
     streamed = bool(kwargs.get("stream"))
+    # litellm asks for a whole Responses result and replays it as the stream: the wire is
+    # that whole body, judged while litellm's request reads it (before any event is made).
+    replayed = streamed and replays(kwargs, api)
+    streamed = streamed and not replayed
     in_proxy = "proxy_server_request" in kwargs
     tap = new_tap(
         gate,
@@ -66,6 +74,7 @@ def arm_async(
         streamed=streamed,
         body=kwargs,
     )
+    tap.replayed = replayed
     if tap.refused:
         # A request the gate cannot gate as asked (``n > 1``), refused before it was sent.
         refuse(guardrail, kwargs, tap.attempt, time.time(), in_proxy=in_proxy)
@@ -74,7 +83,9 @@ def arm_async(
     if bridge is not None:
         tap.wire_path = bridge_path(bridge)
     wrap: Callable[[Any], Any]
-    if in_proxy and streamed:
+    if in_proxy and (streamed or replayed):
+        # The proxy's stream hook gates litellm's events (replayed ones too: the whole body
+        # read here, then judged there with the events, as ToolGate does).
         # The proxy's success loggers wait for the gate's decision (loghold).
         loghold.hold(kwargs.get("litellm_logging_obj"), tap.attempt)
 
@@ -96,7 +107,7 @@ def arm_async(
             intervene=not in_proxy or (bridged is not None and not streamed),
             # A bridged whole body is judged (and litellm's message of it checked) in
             # the transport: litellm's bridge parses it before any later hook runs.
-            whole_here=bridged is not None and not streamed,
+            whole_here=(bridged is not None and not streamed) or replayed,
             retry_stream_faults=guardrail.retry_stream_faults,
             chunk_check=chat_chunk_check(model, provider),
             event_check=(
@@ -116,7 +127,7 @@ def arm_async(
             ),
             # A whole Gemini body: judged while litellm's request reads it, since litellm's
             # Gemini handler parses it in a catch-all that would hide the quarantine.
-            in_read=None if in_proxy else gemini_whole,
+            in_read=_any_url if replayed else None if in_proxy else gemini_whole,
         )
 
         def wrap(base: Any) -> Any:

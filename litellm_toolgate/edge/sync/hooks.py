@@ -56,7 +56,7 @@ from ..guardrail.taps import new_tap
 from ..httpwithhold import Withholding
 from ..logs import emit_records, logger
 from ..parsers import chat_chunk_check, client_parse, responses_event_check
-from ..routes import Api, route_for
+from ..routes import Api, replays, route_for
 from ..seam import privates
 from . import asyncclaim, claiming
 from .claiming import (
@@ -315,11 +315,19 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
         "custom_llm_provider": route or None,
         "api_base": request.get("api_base"),
         "stream": streamed,
+        # The deployment's base_model, as litellm's completion reads it (the Vertex API a
+        # model goes to may follow it).
+        "base_model": request.get("base_model") or kwargs.get("base_model"),
+        "model_info": request.get("model_info") or kwargs.get("model_info"),
     }
     admitted = admit(gate, kind, request, where, vouched=is_vouched(call_id))
     if admitted is None:
         return
     deciding = admitted[1]
+    if replays(where, admitted[0]):
+        # litellm asks for a whole Responses result and replays it as the stream: the wire
+        # is that whole body (litellm logged it without "stream").
+        streamed = False
     refusal = None if asynchronous else sync_refusal(kind, route, streamed)
     if refusal is not None:
         raise UngatedCallRefused(refusal)
