@@ -319,15 +319,17 @@ def test_custom_llm_provider_picks_the_route() -> None:
         with pytest.raises(RouteNotGated) as refused:
             route_for({"model": model, "custom_llm_provider": "vertex_ai"}, Api.CHAT)
         assert refused.value.route == "vertex_ai", model
-    # The Responses API (litellm's bridge to chat): Claude on vertex_ai/ and bedrock/'s
-    # Converse models are gated by ToolGate and refused by the callback; vertex_ai/'s Gemini
-    # models are refused (the bridge replaces their call ids), and so are its other models.
-    for model in ("vertex_ai/claude-sonnet-4@20250514", f"bedrock/{claude}"):
-        decision = route_for({"model": model}, Api.RESPONSES)
-        assert isinstance(decision, Gated) and decision.bridged, model
-        with pytest.raises(RouteNotGated) as refused:
-            route_for({"model": model}, Api.RESPONSES, callback=True)
-        assert "use ToolGate" in refused.value.reason
+    # The Responses API (litellm's bridge to chat): Claude on vertex_ai/, anthropic/ and
+    # bedrock/'s Converse models are gated by ToolGate and by the callback; vertex_ai/'s
+    # Gemini models are refused (the bridge replaces their call ids), and so are its others.
+    for model in (
+        "vertex_ai/claude-sonnet-4@20250514",
+        f"bedrock/{claude}",
+        "anthropic/claude-sonnet-4-5",
+    ):
+        for callback in (False, True):
+            decision = route_for({"model": model}, Api.RESPONSES, callback=callback)
+            assert isinstance(decision, Gated) and decision.bridged, model
     for model, gemini in (("gemini-2.5-flash", True), ("mistral-large@2407", False)):
         with pytest.raises(RouteNotGated) as refused:
             route_for({"model": f"vertex_ai/{model}"}, Api.RESPONSES)

@@ -139,24 +139,17 @@ _BEDROCK_CHAT = Gated(
 """Bedrock's Converse stream (``/model/<id>/converse-stream``, AWS event-stream frames;
 ``core/wires/bedrock.py``), for the models litellm sends to Converse: the others are refused
 by :func:`_bedrock_model_fault` before sending."""
-_BRIDGED_CALLBACK = (
-    "the callback has not been checked against litellm's Responses bridge over this wire: "
-    "use ToolGate"
-)
-_ANTHROPIC_RESPONSES = Gated(
-    Wire.ANTHROPIC, ClientKind.HTTP_HANDLER, bridged=True, callback=_BRIDGED_CALLBACK
-)
+_ANTHROPIC_RESPONSES = Gated(Wire.ANTHROPIC, ClientKind.HTTP_HANDLER, bridged=True)
 """litellm bridges the Responses API to chat over the Anthropic Messages stream and keeps
 each ``tool_use`` block's id as its function-call item's ``call_id``: the Anthropic wire's
 carrier rule matches those items (``core/wires/base.py`` ``bridged_responses_fault``), as for
-Claude on vertex_ai/."""
-_BEDROCK_RESPONSES = Gated(
-    Wire.BEDROCK, ClientKind.HTTP_HANDLER, bridged=True, callback=_BRIDGED_CALLBACK
-)
+Claude on vertex_ai/. ``ToolGate`` reads litellm's events; the callback runs litellm's parser
+and bridge over the body it withholds (``responsesbridge``) and matches what they make."""
+_BEDROCK_RESPONSES = Gated(Wire.BEDROCK, ClientKind.HTTP_HANDLER, bridged=True)
 """litellm bridges the Responses API to chat over Converse and keeps each ``toolUseId`` as
 its function-call item's ``call_id``: the Bedrock wire's carrier rule matches those items
-(``core/wires/base.py`` ``bridged_responses_fault``). The same models as chat
-(:func:`_bedrock_model_fault`)."""
+(``core/wires/base.py`` ``bridged_responses_fault``), for ``ToolGate`` and the callback as
+on anthropic/. The same models as chat (:func:`_bedrock_model_fault`)."""
 _GEMINI_RESPONSES = _bridge_unchecked(
     "Gemini's generateContent stream",
     "; and litellm's bridge hands a call the wire sent without an id out under an id of its own",
@@ -188,7 +181,6 @@ _VERTEX_RESPONSES = Gated(
     Wire.ANTHROPIC,
     ClientKind.HTTP_HANDLER,
     bridged=True,
-    callback=_BRIDGED_CALLBACK,
     models=("Claude models", "Gemini models refused: " + _VERTEX_GEMINI_RESPONSES.reason),
 )
 """The table's entry for vertex_ai/ Responses: litellm bridges it to chat, and for a Claude
@@ -238,7 +230,7 @@ ROUTES: Mapping[str, Route] = {
         Route("hosted_vllm", _HTTP_CHAT, _FAKE_STREAM),
         Route("databricks", _HTTP_CHAT, _FAKE_STREAM),
         # Chat (and litellm's Anthropic messages entry point) on the Anthropic Messages wire;
-        # litellm bridges its Responses API to chat there, cross-checked (ToolGate only).
+        # litellm bridges its Responses API to chat there, cross-checked.
         Route("anthropic", Gated(Wire.ANTHROPIC, ClientKind.HTTP_HANDLER), _ANTHROPIC_RESPONSES),
         # Ollama's NDJSON /api/chat wire (core/wires/ollama.py); litellm bridges its
         # Responses API to chat there, which is not cross-checked (_bridge_unchecked).
@@ -248,11 +240,11 @@ ROUTES: Mapping[str, Route] = {
         Route("gemini", _GEMINI_CHAT, _GEMINI_RESPONSES),
         # Bedrock's Converse stream (core/wires/bedrock.py); its other routes (invoke/,
         # chat_completions/, ...) are refused per model (_bedrock_model_fault). litellm
-        # bridges its Responses API to chat over Converse, cross-checked (ToolGate only).
+        # bridges its Responses API to chat over Converse, cross-checked.
         Route("bedrock", _BEDROCK_CHAT, _BEDROCK_RESPONSES),
         # Vertex AI: Gemini models on Gemini's wire, Claude models on Anthropic's; every
         # other model is refused per model (_vertex_model_fault). The Responses API, bridged
-        # to chat, is gated for Claude models only (ToolGate only).
+        # to chat, is gated for Claude models only.
         Route("vertex_ai", _VERTEX_CHAT, _VERTEX_RESPONSES),
         # Wires the gate does not read (yet).
         Route("cohere", *[_wire("Cohere's chat stream")] * 2),
@@ -460,6 +452,15 @@ def _check_responses(model: str, provider: str, gated: Gated, stream: bool) -> N
         )
     if fake:
         raise RouteNotGated(provider, Api.RESPONSES.value, _FAKE_STREAM.reason)
+
+
+def reshaped_bridge(request: Mapping[str, Any]) -> bool:
+    """Whether litellm bridges this Responses call to chat over a wire whose calls it may
+    re-shape (``WireSpec.reparsed``: Anthropic's, Bedrock's), where the callback runs
+    litellm's parser and bridge over the body it holds (``responsesbridge``)."""
+    found = provider_of(request)
+    decision = None if found is None else decision_for(found[1], Api.RESPONSES)
+    return isinstance(decision, Gated) and decision.bridged and WIRES[decision.wire].reparsed
 
 
 def table() -> list[tuple[str, str, str]]:
