@@ -114,17 +114,20 @@ def _wire(name: str) -> Refused:
     return Refused(f"the upstream speaks {name}, a wire the gate does not read")
 
 
-def _bridge_unchecked(wire: str, ids: str = "") -> Refused:
+_NEW_IDS_CALLBACK = (
+    "litellm's Responses bridge hands the calls of this wire out under ids it draws when it "
+    "parses the body, after the callback decided: the callback cannot know which ids it "
+    "released; use ToolGate"
+)
+
+
+def _bridged_new_ids(wire: Wire) -> Gated:
     """A route litellm bridges to chat for the Responses API (no Responses config for it, on
-    both supported versions) over a wire whose carrier check reads litellm's chat chunks
-    only: the gate would quarantine every call of a good stream (``carrier_mismatch``), so
-    the route is refused before sending. ``ids``: what litellm's bridge does to the wire's
-    call ids, which the Responses carrier hands on unchanged."""
-    return Refused(
-        "litellm bridges the Responses API to chat here, and the gate does not cross-check "
-        f"the Responses events it makes against {wire}: that wire's carrier check reads "
-        f"litellm's chat chunks only, so every call would be quarantined{ids}"
-    )
+    both supported versions) over a wire of whole calls whose ids litellm replaces: the
+    items are matched to the wire by position, name and JSON value (``core/wires/whole.py``
+    ``bridged_by_position_fault``) and released under the wire's identity, through
+    ``ToolGate`` only."""
+    return Gated(wire, ClientKind.HTTP_HANDLER, bridged=True, callback=_NEW_IDS_CALLBACK)
 
 
 # ToolGate cross-checks litellm's chunks against the wire by position, name and arguments
@@ -150,10 +153,7 @@ _BEDROCK_RESPONSES = Gated(Wire.BEDROCK, ClientKind.HTTP_HANDLER, bridged=True)
 its function-call item's ``call_id``: the Bedrock wire's carrier rule matches those items
 (``core/wires/base.py`` ``bridged_responses_fault``), for ``ToolGate`` and the callback as
 on anthropic/. The same models as chat (:func:`_bedrock_model_fault`)."""
-_GEMINI_RESPONSES = _bridge_unchecked(
-    "Gemini's generateContent stream",
-    "; and litellm's bridge hands a call the wire sent without an id out under an id of its own",
-)
+_GEMINI_RESPONSES = _bridged_new_ids(Wire.GEMINI)
 # vertex_ai/: litellm sends each model to one of several of Vertex's APIs (its own answer,
 # get_vertex_ai_model_route, on both supported versions). Gemini models go to generateContent
 # (``.../publishers/google/models/<model>:streamGenerateContent?alt=sse``: Gemini's wire,
@@ -176,12 +176,15 @@ a Claude
 model is Anthropic's (``PUBLISHER_PATHS``); :func:`_vertex_model_fault` lets only these two
 through. A deployment whose ``base_model`` sends another model name to Gemini is refused by
 its name (the check reads the model, not the deployment's ``base_model``)."""
-_VERTEX_GEMINI_RESPONSES = _GEMINI_RESPONSES  # the same wire, the same bridge
 _VERTEX_RESPONSES = Gated(
     Wire.ANTHROPIC,
     ClientKind.HTTP_HANDLER,
     bridged=True,
-    models=("Claude models", "Gemini models refused: " + _VERTEX_GEMINI_RESPONSES.reason),
+    models=(
+        "Claude models",
+        "Gemini models: bridged to chat, gemini SSE, ToolGate only, the callback refuses "
+        "them; any other model refused",
+    ),
 )
 """The table's entry for vertex_ai/ Responses: litellm bridges it to chat, and for a Claude
 model over Anthropic's Messages wire (rawPredict), whose block ids it keeps as the items'
@@ -192,10 +195,7 @@ sending (:func:`_vertex_responses_fault`)."""
 # runs litellm's own parser over the withheld body and cross-checks that (parsers), since the
 # wire's spec says litellm may re-shape its calls (WireSpec.reparsed).
 _OLLAMA_CHAT = Gated(Wire.OLLAMA, ClientKind.HTTP_HANDLER)
-_OLLAMA_RESPONSES = _bridge_unchecked(
-    "Ollama's /api/chat stream",
-    "; and litellm's bridge hands every streamed call out under an id of its own, not the wire's",
-)
+_OLLAMA_RESPONSES = _bridged_new_ids(Wire.OLLAMA)
 
 ROUTES: Mapping[str, Route] = {
     route.provider: route
@@ -233,10 +233,10 @@ ROUTES: Mapping[str, Route] = {
         # litellm bridges its Responses API to chat there, cross-checked.
         Route("anthropic", Gated(Wire.ANTHROPIC, ClientKind.HTTP_HANDLER), _ANTHROPIC_RESPONSES),
         # Ollama's NDJSON /api/chat wire (core/wires/ollama.py); litellm bridges its
-        # Responses API to chat there, which is not cross-checked (_bridge_unchecked).
+        # Responses API to chat there, matched by position (ToolGate only).
         Route("ollama_chat", _OLLAMA_CHAT, _OLLAMA_RESPONSES),
         # Gemini's generateContent SSE (core/wires/gemini.py); litellm bridges its
-        # Responses API to chat there, which is not cross-checked (_bridge_unchecked).
+        # Responses API to chat there, matched by position (ToolGate only).
         Route("gemini", _GEMINI_CHAT, _GEMINI_RESPONSES),
         # Bedrock's Converse stream (core/wires/bedrock.py); its other routes (invoke/,
         # chat_completions/, ...) are refused per model (_bedrock_model_fault). litellm
@@ -244,7 +244,7 @@ ROUTES: Mapping[str, Route] = {
         Route("bedrock", _BEDROCK_CHAT, _BEDROCK_RESPONSES),
         # Vertex AI: Gemini models on Gemini's wire, Claude models on Anthropic's; every
         # other model is refused per model (_vertex_model_fault). The Responses API, bridged
-        # to chat, is gated for Claude models only.
+        # to chat, likewise (Gemini models through ToolGate only: _vertex_callback_fault).
         Route("vertex_ai", _VERTEX_CHAT, _VERTEX_RESPONSES),
         # Wires the gate does not read (yet).
         Route("cohere", *[_wire("Cohere's chat stream")] * 2),
@@ -310,6 +310,11 @@ def route_for(request: Mapping[str, Any], api: Api, *, callback: bool = False) -
     if api is Api.RESPONSES:
         responses_fault = _RESPONSES_MODEL_FAULTS.get(decisions[0][1])
         reason = None if responses_fault is None else responses_fault(decisions[0][0])
+        if reason is not None:
+            raise RouteNotGated(decisions[0][1], api.value, reason)
+    if callback and api is Api.RESPONSES:
+        callback_fault = _CALLBACK_MODEL_FAULTS.get(decisions[0][1])
+        reason = None if callback_fault is None else callback_fault(decisions[0][0])
         if reason is not None:
             raise RouteNotGated(decisions[0][1], api.value, reason)
     if callback and gated.callback is not None:
@@ -408,20 +413,27 @@ cannot be gated, or None."""
 
 def _vertex_responses_fault(model: str) -> str | None:
     """Why a ``vertex_ai/`` model that :func:`_vertex_model_fault` lets through cannot be gated
-    on the Responses API: a Gemini model (litellm's bridge replaces the ids of its calls)."""
+    on the Responses API: none (Claude on Anthropic's wire, Gemini on Gemini's, both bridged
+    by litellm), unless litellm cannot tell where it sends it."""
+    return _VERTEX_UNKNOWN if _vertex_route(model) is None else None
+
+
+def _vertex_callback_fault(model: str) -> str | None:
+    """Why the callback refuses a ``vertex_ai/`` model on the Responses API: a Gemini model
+    (litellm's bridge replaces its calls' ids after the callback decided)."""
     route = _vertex_route(model)
     if route is None:
         return _VERTEX_UNKNOWN
-    return (
-        None
-        if route == _litellm_symbol("VertexAIModelRoute").PARTNER_MODELS
-        else _VERTEX_GEMINI_RESPONSES.reason
-    )
+    partner = route == _litellm_symbol("VertexAIModelRoute").PARTNER_MODELS
+    return None if partner else _NEW_IDS_CALLBACK
 
 
 _RESPONSES_MODEL_FAULTS = {"vertex_ai": _vertex_responses_fault}
 """Providers whose Responses entry gates fewer models than their chat entry: why a model
 (one :data:`_MODEL_FAULTS` lets through) cannot be gated on the Responses API, or None."""
+_CALLBACK_MODEL_FAULTS = {"vertex_ai": _vertex_callback_fault}
+"""Providers whose Responses entry the callback gates for some models only: why it refuses
+a model, or None."""
 
 
 def decision_for(provider: str, api: Api) -> Decision:
