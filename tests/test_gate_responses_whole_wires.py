@@ -146,6 +146,13 @@ def test_every_fixture(upstream: FakeUpstream, route: str, name: str, asynchrono
             assert [(c["call_id"], c["name"], json.loads(c["arguments"])) for c in got] == want
             assert kinds[-1] == "response.completed"
             assert _calls(list(out[-1].response.output)) == want
+            # No event shows litellm's own id: each function-call item (added and done).
+            shown = {
+                e.item.call_id
+                for e in out
+                if getattr(getattr(e, "item", None), "type", None) == "function_call"
+            }
+            assert shown == {c[0] for c in want}
             if want:  # every call event withheld, then released together before completed
                 positions = [i for i, e in enumerate(out) if is_call_event(e)]
                 assert positions == list(range(positions[0], len(out) - 1))
