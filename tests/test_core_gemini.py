@@ -173,10 +173,39 @@ def test_the_chat_carrier_is_matched_by_position_name_and_arguments_never_by_id(
         _carrier(("multiply", '{"a":7,"b":8}')),
         _carrier(("multiply", '{"a":7,"b":8}'), ("write_file", json.dumps(write)), finish="stop"),
         Carrier(ok.calls, "tool_calls", foreign=True),
-        Carrier(ok.calls, "completed", kind="responses"),
+        Carrier(ok.calls, "completed", kind="responses"),  # a chat rule's carrier: chat only
+    ):
+        if carrier.kind == "responses":
+            continue  # litellm's Responses bridge over this wire: the next test
+        _, _, fault, _ = replay([data], carrier=carrier)
+        assert fault is not None and fault.reason is R.CARRIER_MISMATCH
+
+
+def test_the_responses_bridge_is_matched_by_position_name_and_argument_value() -> None:
+    """litellm's Responses events over this wire (its bridge to chat, ids of its own): the
+    items in output order by name and JSON value, ending ``completed``; never by id."""
+    data = body("two_calls_one_message")
+    write = json.loads(CASES["two_calls_one_message"]["calls"][1]["arguments"])
+    ok = _carrier(("multiply", '{"a": 7, "b": 8}'), ("write_file", json.dumps(write)))
+    items = Carrier(ok.calls, "completed", kind="responses")
+    released, _, fault, _ = replay([data], carrier=items)
+    assert fault is None and len(released) == 2
+    swapped = _carrier(("write_file", json.dumps(write)), ("multiply", '{"a":7,"b":8}'))
+    wrong = _carrier(("multiply", '{"a":7,"b":9}'), ("write_file", json.dumps(write)))
+    for carrier in (
+        Carrier(swapped.calls, "completed", kind="responses"),
+        Carrier(wrong.calls, "completed", kind="responses"),
+        Carrier({0: ok.calls[0]}, "completed", kind="responses"),
+        Carrier(ok.calls, "incomplete", kind="responses"),
+        Carrier(ok.calls, "completed", foreign=True, kind="responses"),
     ):
         _, _, fault, _ = replay([data], carrier=carrier)
         assert fault is not None and fault.reason is R.CARRIER_MISMATCH
+    # Text the wire cut short is an incomplete response, whatever the bridge says.
+    fault = replay(
+        [body("text_cut_by_max_tokens")], carrier=Carrier({}, "completed", kind="responses")
+    )[2]
+    assert fault is not None and fault.reason is R.RESPONSE_INCOMPLETE
 
 
 def test_a_text_only_carrier_must_say_the_wire_s_finish() -> None:

@@ -21,10 +21,9 @@ from conftest import CASES as CHAT_CASES
 from conftest import MANIFEST as CHAT_MANIFEST
 from conftest import body_of, expected, no_leak
 from loopback import call
-from vertexauth import GEMINI_MODEL, vertex_args
 from wirecases import Fixtures
 
-from litellm_toolgate import QuarantineReason, RouteNotGated, ToolCallQuarantined, ToolGate
+from litellm_toolgate import QuarantineReason, ToolCallQuarantined, ToolGate
 from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True
@@ -172,63 +171,11 @@ def test_bridged_route(upstream: FakeUpstream, name: str, asynchronous: bool) ->
     assert upstream.requests[-1].get("messages") is not None  # it went to chat completions
 
 
-# ---- the bridge over the other wires: refused, and why ------------------------------------------
-# litellm bridges the Responses API to chat on these routes too (no Responses config for them, on
-# both supported versions), but each wire's carrier check reads litellm's chat chunks only, so
-# the route table refuses them (edge/routes.py, _bridge_unchecked). Were the table to gate one,
-# the gate would still fail closed: a good stream's call is quarantined, none handed out. A
-# carrier rule for Responses events on these wires is what would let the table gate them, and
-# litellm's bridge replaces their call ids. (Bedrock's Converse and Claude on Vertex have that
-# rule and are gated: test_gate_responses_wires.py.)
-OTHER_WIRES = {
-    "gemini": ("gemini", "gemini/gemini-2.5-flash", "text/event-stream"),
-    "ollama_chat": ("ollama", "ollama_chat/qwen3:8b", "application/x-ndjson"),
-    "vertex_ai-gemini": ("gemini", GEMINI_MODEL, "text/event-stream"),
-}
-
-
-@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
-@pytest.mark.parametrize("row", sorted(OTHER_WIRES))
-def test_the_bridge_over_other_wires_is_refused_and_would_fail_closed(
-    upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch, row: str, asynchronous: bool
-) -> None:
-    from litellm_toolgate.core.decision.state import Wire
-    from litellm_toolgate.edge import routes
-    from litellm_toolgate.edge.routes import ClientKind, Gated
-
-    folder, model, media = OTHER_WIRES[row]
-    fixtures = Fixtures(folder)
-    provider = row.partition("-")[0]
-    extra = vertex_args() if provider == "vertex_ai" else {"api_key": "k"}
-    kwargs = {
-        "model": model,
-        "input": "What is 7 times 8? Use multiply.",
-        "tools": fixtures.manifest["tools"],
-        "api_base": upstream.root_url,
-        "stream": True,
-        "num_retries": 0,
-        **extra,
-    }
-    gate = ToolGate(fixtures.manifest["tools"])
-    sent = len(upstream.requests)
-    with pytest.raises(RouteNotGated) as refused:
-        call(gate.responses, gate.aresponses, dict(kwargs), asynchronous=asynchronous)
-    assert refused.value.route == provider and "carrier check" in refused.value.reason
-    assert len(upstream.requests) == sent  # refused before sending
-    # Gated as a bridged chat route instead (litellm agrees it bridges: route_for asks it).
-    bridged = Gated(Wire.CHAT, ClientKind.HTTP_HANDLER, bridged=True)
-    table = dict(routes.ROUTES)
-    table[provider] = routes.Route(provider, table[provider].chat, bridged)
-    monkeypatch.setattr(routes, "ROUTES", table)
-    monkeypatch.setattr(routes, "_RESPONSES_MODEL_FAULTS", {})  # vertex_ai/: Gemini too
-    body = fixtures.body("multiply_basic")
-    upstream.enqueue(Scripted(body, content_type=media))
-    events, error = call(gate.responses, gate.aresponses, kwargs, asynchronous=asynchronous)
-    assert len(upstream.requests) == sent + 1
-    assert error is not None and error.reason is R.CARRIER_MISMATCH
-    assert not [e for e in events if is_call_event(e)]
-    assert "response.completed" not in collect(events)[2]
-    gate.close()
+# ---- the bridge over the other wires ------------------------------------------------------------
+# litellm bridges the Responses API to chat over Anthropic's, Bedrock's, Gemini's and Ollama's
+# wires too: every recording of those wires goes through gate.responses in
+# test_gate_responses_wires.py (ids kept) and test_gate_responses_whole_wires.py (ids replaced
+# by litellm, matched by position).
 
 
 # ---- non-streamed responses -------------------------------------------------------------------

@@ -511,31 +511,80 @@ def test_canary_no_argument_text_in_errors_or_the_proxy_log(proxy: Proxy) -> Non
         assert text not in log, "argument text reached the proxy log"
 
 
-@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
-def test_responses_on_the_anthropic_deployment_refused_unsent(
-    proxy: Proxy, scripted_upstream: FakeUpstream, stream: bool
+RESPONSES_ON_ANTHROPIC = [
+    "multiply_basic",
+    "text_only",
+    "arguments_schema_invalid",
+    "unknown_tool",
+    "arguments_duplicate_key",
+    "arguments_truncated",
+    "max_tokens_mid_arguments",
+    "malformed_data",
+    "eof_mid_arguments",
+    "whole_tool_use",
+    "whole_schema_invalid",
+]
+
+
+@pytest.mark.parametrize("name", RESPONSES_ON_ANTHROPIC)
+def test_responses_on_the_anthropic_deployment(
+    proxy: Proxy, scripted_upstream: FakeUpstream, name: str
 ) -> None:
-    """``/v1/responses`` on the ``anthropic/`` deployment: litellm would bridge it to chat over
-    the Messages stream, a bridge the callback has not been checked against (the route
-    table; ``ToolGate`` gates it). The proxy refuses it before anything goes upstream, with
-    the gate's typed status and reason, never a function call; chat on the same deployment
-    still goes through (``test_anthropic_deployment_stream``)."""
+    """``/v1/responses`` on the ``anthropic/`` deployment: litellm bridges it to chat over the
+    Messages stream, and the gate cross-checks litellm's Responses events (a whole body:
+    litellm's bridge run over the held body) with the wire. A valid answer arrives with the
+    wire's calls under the wire's ids; a broken one is refused (an HTTP error, or the proxy's
+    error event once events went out) with the quarantine's reason, and nothing of a
+    function call (no item, no argument text) reaches the client."""
+    case = CASES[name]
+    stream = bool(case["streamed"])
     client = openai.OpenAI(base_url=proxy.base_url, api_key=proxy.key, max_retries=0)
     tools = [
         {"type": "function", "name": t["name"], "parameters": t["input_schema"]} for t in TOOLS
     ]
     sent = len(scripted_upstream.requests)
     events: list[Any] = []
-    with pytest.raises(openai.APIStatusError) as info:
+    whole: Any = None
+    error: BaseException | None = None
+    try:
         made = client.responses.create(
             model="claude-sonnet-4-5",
-            input="anthropic:multiply_basic",  # released on the Messages route
+            input=f"anthropic:{name}",
             tools=tools,  # type: ignore[arg-type]
             stream=stream,
         )
         if stream:
             events.extend(made)  # type: ignore[arg-type]
-    assert info.value.status_code == 501, info.value
-    assert "use ToolGate" in str(info.value), info.value
-    assert not [e for e in events if "function_call" in getattr(e, "type", "")]
-    assert len(scripted_upstream.requests) == sent, "the refused request reached the upstream"
+        else:
+            whole = made
+    except openai.APIError as exc:
+        error = exc
+    # A refusal after the first events went out arrives as the proxy's error event.
+    error = error or next((e for e in events if e.type in ("error", "response.failed")), None)
+    assert len(scripted_upstream.requests) == sent + 1  # the wire's own chat call, once
+    done = [e.item for e in events if e.type == "response.output_item.done"]
+    if whole is not None:
+        done = list(whole.output)
+    calls = [
+        {"call_id": i.call_id, "name": i.name, "arguments": i.arguments}
+        for i in done
+        if i.type == "function_call"
+    ]
+    if case["expect"] == "release":
+        assert error is None, f"{name}: {error!r}"
+        want = case.get("calls", [])
+        if stream:
+            assert calls == want
+            assert events[-1].type == "response.completed"
+        else:  # a whole body's input object, serialized again by litellm: the same value
+            assert [(c["call_id"], c["name"], json.loads(c["arguments"])) for c in calls] == [
+                (c["call_id"], c["name"], json.loads(c["arguments"])) for c in want
+            ]
+    else:
+        assert error is not None, f"{name}: released {calls!r}"
+        rendered = f"{error} {error!r}"
+        assert "quarantined" in rendered and case["reason"] in rendered, rendered
+        assert calls == [] and whole is None
+        assert not [e for e in events if "function_call" in e.type]
+        assert "response.completed" not in [e.type for e in events]
+        assert CANARY not in rendered

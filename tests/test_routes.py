@@ -346,20 +346,28 @@ def test_custom_llm_provider_picks_the_route() -> None:
         with pytest.raises(RouteNotGated) as refused:
             route_for({"model": model, "custom_llm_provider": "vertex_ai"}, Api.CHAT)
         assert refused.value.route == "vertex_ai", model
-    # The Responses API (litellm's bridge to chat): Claude on vertex_ai/ and bedrock/'s
-    # Converse models are gated by ToolGate and refused by the callback; vertex_ai/'s Gemini
-    # models are refused (the bridge replaces their call ids), and so are its other models.
-    for model in ("vertex_ai/claude-sonnet-4@20250514", f"bedrock/{claude}"):
+    # The Responses API (litellm's bridge to chat): Claude on vertex_ai/, anthropic/ and
+    # bedrock/'s Converse models are gated by ToolGate and by the callback; vertex_ai/'s
+    # Gemini models are refused (the bridge replaces their call ids), and so are its others.
+    for model in (
+        "vertex_ai/claude-sonnet-4@20250514",
+        f"bedrock/{claude}",
+        "anthropic/claude-sonnet-4-5",
+    ):
+        for callback in (False, True):
+            decision = route_for({"model": model}, Api.RESPONSES, callback=callback)
+            assert isinstance(decision, Gated) and decision.bridged, model
+    # Gemini models on vertex_ai/ (and gemini/, ollama_chat/): litellm's bridge replaces the
+    # calls' ids, matched by position through ToolGate; the callback refuses them.
+    for model in ("vertex_ai/gemini-2.5-flash", "gemini/gemini-2.5-flash", "ollama_chat/qwen3"):
         decision = route_for({"model": model}, Api.RESPONSES)
         assert isinstance(decision, Gated) and decision.bridged, model
         with pytest.raises(RouteNotGated) as refused:
             route_for({"model": model}, Api.RESPONSES, callback=True)
-        assert "use ToolGate" in refused.value.reason
-    for model, gemini in (("gemini-2.5-flash", True), ("mistral-large@2407", False)):
-        with pytest.raises(RouteNotGated) as refused:
-            route_for({"model": f"vertex_ai/{model}"}, Api.RESPONSES)
-        assert refused.value.route == "vertex_ai", model
-        assert ("an id of its own" in refused.value.reason) is gemini, model
+        assert "use ToolGate" in refused.value.reason, model
+    with pytest.raises(RouteNotGated) as refused:
+        route_for({"model": "vertex_ai/mistral-large@2407"}, Api.RESPONSES)
+    assert refused.value.route == "vertex_ai"
     with pytest.raises(RouteNotGated) as refused:
         route_for({"model": f"bedrock/invoke/{claude}"}, Api.RESPONSES)
     assert refused.value.route == "bedrock"

@@ -40,7 +40,13 @@ from ..core.values.registry import ToolRegistry
 from .bridges import bridge_path, messages_bridge
 from .carriers.chat import response_carrier
 from .carriers.messages import AnthropicEvents, message_carrier
-from .carriers.responses import CarrierEvents, carrier_events, carrier_of_response
+from .carriers.responses import (
+    CarrierEvents,
+    carrier_events,
+    carrier_of_response,
+    show_wire_ids,
+    wire_ids,
+)
 from .clients import (
     ClientPool,
     TappedAsyncHTTPHandler,
@@ -526,7 +532,17 @@ class ToolGate:
 
     @staticmethod
     def _release_response(attempt: Attempt, response: Any) -> Any:
-        attempt.release()
+        released = attempt.release()
+        if isinstance(response, ResponsesAPIResponse):
+            # A whole Responses result shows the wire's call ids where litellm's bridge
+            # replaced them (Gemini, Ollama), as a released stream does (carriers.responses).
+            output = list(response.output or [])
+            carried = [
+                getattr(i, "call_id", None)
+                for i in output
+                if getattr(i, "type", None) == "function_call"
+            ]
+            show_wire_ids(wire_ids(carried, released), output)
         emit_records(attempt)
         return response
 

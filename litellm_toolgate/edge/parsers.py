@@ -49,7 +49,15 @@ from ..core.decision.carrier import Carrier
 from ..core.decision.withhold import Check as ChunkCheck
 from ..core.decision.withhold import Parse
 from .carriers.chat import CarrierChunks, response_carrier
-from .seam.symbols import LlmProviders, ModelResponse, ProviderConfigManager, lazy
+from .seam.symbols import (
+    Delta,
+    LlmProviders,
+    ModelResponse,
+    ModelResponseStream,
+    ProviderConfigManager,
+    StreamingChoices,
+    lazy,
+)
 
 # Responses events after which litellm reads the ``response`` they carry as an object.
 _TERMINALS = frozenset({"response.completed", "response.incomplete", "response.failed"})
@@ -76,7 +84,7 @@ class _Unlogged:
         return None
 
 
-def _chat_config(model: str, provider: str | None) -> tuple[Any, str]:
+def chat_config(model: str, provider: str | None) -> tuple[Any, str]:
     """litellm's chat config for the route, and the model's name without its provider."""
     name, route, _, _ = litellm.get_llm_provider(model=model, custom_llm_provider=provider)
     config = ProviderConfigManager.get_provider_chat_config(
@@ -87,7 +95,7 @@ def _chat_config(model: str, provider: str | None) -> tuple[Any, str]:
     return config, name
 
 
-def _stream_parser(config: Any, model: str, provider: str | None, functions: bool) -> Any:
+def stream_parser(config: Any, model: str, provider: str | None, functions: bool) -> Any:
     """A fresh stream parser of litellm's for the route: the one its chat config names, or,
     where the config names none because litellm's handler for the route builds its own, that
     handler's iterator: ``anthropic/`` and Claude on ``vertex_ai/`` (litellm's Anthropic
@@ -170,6 +178,44 @@ def _parsed_stream(parser: Any, values: list[Any]) -> Carrier:
     return Carrier(carrier.calls, finish, foreign=carrier.foreign, kind=carrier.kind)
 
 
+def ended_chunks(parser: Any, values: list[Any]) -> list[Any]:
+    """The chunks litellm's stream parser makes of a body's values, as litellm's stream
+    wrapper hands them on (litellm's Responses bridge reads them there): where the parser
+    marks a chunk's finish reason as a passing one (:func:`_intermittent`), that reason is
+    dropped and the stream ends on a chunk of its own with the last one (``stop`` when there
+    was none, ``tool_calls`` for ``stop`` after calls), as in :func:`_parsed_stream`."""
+    chunks: list[Any] = []
+    last: str | None = None
+    passing = calls = False
+    for value in values:
+        chunk = parser.chunk_parser(copy.deepcopy(value))
+        if isinstance(chunk, Mapping):
+            # A generic chunk (litellm's Converse decoder makes one of messageStart): litellm's
+            # stream wrapper hands on nothing of one that carries nothing; one that does is
+            # a conversion of the wrapper's this does not repeat, so it fails the parse.
+            if any(chunk.get(k) for k in ("text", "tool_use", "finish_reason", "usage")):
+                raise LookupError("a generic chunk with content")
+            continue
+        if chunk is None:
+            continue
+        choices = getattr(chunk, "choices", None) or []
+        calls = calls or any(getattr(c.delta, "tool_calls", None) for c in choices)
+        if _intermittent(chunk):
+            passing = True
+            last = choices[0].finish_reason if choices else None
+            for choice in choices:
+                choice.finish_reason = None
+        chunks.append(chunk)
+    if passing:
+        finish = last or "stop"
+        if finish == "stop" and calls:
+            finish = "tool_calls"
+        chunks.append(
+            ModelResponseStream(choices=[StreamingChoices(delta=Delta(), finish_reason=finish)])
+        )
+    return chunks
+
+
 def litellm_parse(model: str, provider: str | None = None, *, functions: bool = False) -> Parse:
     """What litellm's chat parser for this route makes of a body, as a carrier (see the module
     text); :data:`UNPARSED` when it has none, or fails on the body (its error, which may quote
@@ -177,38 +223,37 @@ def litellm_parse(model: str, provider: str | None = None, *, functions: bool = 
 
     def parse(values: list[Any], streamed: bool) -> Carrier:
         try:
-            config, name = _chat_config(model, provider)
+            config, name = chat_config(model, provider)
             if streamed:
-                parser = _stream_parser(config, model, provider, functions)
+                parser = stream_parser(config, model, provider, functions)
                 return _parsed_stream(parser, values)
             if len(values) != 1 or not isinstance(values[0], dict):
                 return UNPARSED
-            result = config.transform_response(
-                model=name,
-                raw_response=httpx.Response(
-                    200, json=values[0], request=httpx.Request("POST", "http://toolgate.invalid")
-                ),
-                model_response=litellm.ModelResponse(),
-                logging_obj=_Unlogged(),
-                request_data={},
-                messages=[],
-                optional_params={},
-                litellm_params={},
-                encoding=None,
-                api_key=None,
-                json_mode=False,
-            )
-            return response_carrier(result)
+            return response_carrier(whole_result(config, name, values[0]))
         except Exception:
             return UNPARSED
 
     return parse
 
 
-def unparsed(values: list[Any], streamed: bool) -> Carrier:
-    """A :data:`~..core.withhold.Parse` for a client whose re-shaping the gate does not
-    simulate (litellm's Responses bridge over a wire it may re-shape): refused."""
-    return UNPARSED
+def whole_result(config: Any, name: str, body: dict[str, Any]) -> Any:
+    """The chat result litellm's ``transform_response`` for the route (``config``, from
+    :func:`chat_config`) makes of a whole body; raises what litellm raises."""
+    return config.transform_response(
+        model=name,
+        raw_response=httpx.Response(
+            200, json=body, request=httpx.Request("POST", "http://toolgate.invalid")
+        ),
+        model_response=litellm.ModelResponse(),
+        logging_obj=_Unlogged(),
+        request_data={},
+        messages=[],
+        optional_params={},
+        litellm_params={},
+        encoding=None,
+        api_key=None,
+        json_mode=False,
+    )
 
 
 def client_parse(
@@ -218,16 +263,20 @@ def client_parse(
     responses_api: bool,
     messages_api: bool,
     functions: bool = False,
+    tools: Any = None,
 ) -> Parse | None:
     """The parse a withholding client is given for a call (see :func:`litellm_parse`):
     litellm's chat parser for a chat call; none for litellm's Messages entry point (natively
     it passes the wire's events on as they are; a bridge's own converter is run instead,
-    :mod:`.bridges`); a refusal for the Responses API (litellm's bridge to chat is not
-    simulated)."""
+    :mod:`.bridges`); for the Responses API, litellm's chat parser and then its Responses
+    bridge (:mod:`.responsesbridge`; run only on a wire litellm may re-shape, which on the
+    Responses API is a wire litellm bridges to chat). ``tools``: the call's own."""
     if messages_api:
         return None
     if responses_api:
-        return unparsed
+        from .responsesbridge import bridged_responses_parse  # it builds on this module
+
+        return bridged_responses_parse(model, provider, tools=tools, functions=functions)
     return litellm_parse(model, provider, functions=functions)
 
 
@@ -310,8 +359,11 @@ __all__ = [
     "ChunkCheck",
     "chat_body_parses",
     "chat_chunk_check",
+    "chat_config",
     "client_parse",
+    "ended_chunks",
     "litellm_parse",
     "responses_event_check",
-    "unparsed",
+    "stream_parser",
+    "whole_result",
 ]

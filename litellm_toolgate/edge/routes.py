@@ -140,6 +140,13 @@ def _wire(name: str) -> Refused:
     return Refused(f"the upstream speaks {name}, a wire the gate does not read")
 
 
+_NEW_IDS_CALLBACK = (
+    "litellm's Responses bridge hands the calls of this wire out under ids it draws when it "
+    "parses the body, after the callback decided: the callback cannot know which ids it "
+    "released; use ToolGate"
+)
+
+
 def _bridge_unchecked(wire: str, ids: str = "") -> Refused:
     """A route litellm bridges to chat for the Responses API (no Responses config for it, on
     both supported versions) over a wire whose carrier check reads litellm's chat chunks
@@ -151,6 +158,15 @@ def _bridge_unchecked(wire: str, ids: str = "") -> Refused:
         f"the Responses events it makes against {wire}: that wire's carrier check reads "
         f"litellm's chat chunks only, so every call would be quarantined{ids}"
     )
+
+
+def _bridged_new_ids(wire: Wire) -> Gated:
+    """A route litellm bridges to chat for the Responses API (no Responses config for it, on
+    both supported versions) over a wire of whole calls whose ids litellm replaces: the
+    items are matched to the wire by position, name and JSON value (``core/wires/whole.py``
+    ``bridged_by_position_fault``) and released under the wire's identity, through
+    ``ToolGate`` only."""
+    return Gated(wire, ClientKind.HTTP_HANDLER, bridged=True, callback=_NEW_IDS_CALLBACK)
 
 
 # ToolGate cross-checks litellm's chunks against the wire by position, name and arguments
@@ -165,28 +181,18 @@ _BEDROCK_CHAT = Gated(
 """Bedrock's Converse stream (``/model/<id>/converse-stream``, AWS event-stream frames;
 ``core/wires/bedrock.py``), for the models litellm sends to Converse: the others are refused
 by :func:`_bedrock_model_fault` before sending."""
-_BRIDGED_CALLBACK = (
-    "the callback has not been checked against litellm's Responses bridge over this wire: "
-    "use ToolGate"
-)
-_ANTHROPIC_RESPONSES = Gated(
-    Wire.ANTHROPIC, ClientKind.HTTP_HANDLER, bridged=True, callback=_BRIDGED_CALLBACK
-)
+_ANTHROPIC_RESPONSES = Gated(Wire.ANTHROPIC, ClientKind.HTTP_HANDLER, bridged=True)
 """litellm bridges the Responses API to chat over the Anthropic Messages stream and keeps
 each ``tool_use`` block's id as its function-call item's ``call_id``: the Anthropic wire's
 carrier rule matches those items (``core/wires/base.py`` ``bridged_responses_fault``), as for
-Claude on vertex_ai/."""
-_BEDROCK_RESPONSES = Gated(
-    Wire.BEDROCK, ClientKind.HTTP_HANDLER, bridged=True, callback=_BRIDGED_CALLBACK
-)
+Claude on vertex_ai/. ``ToolGate`` reads litellm's events; the callback runs litellm's parser
+and bridge over the body it withholds (``responsesbridge``) and matches what they make."""
+_BEDROCK_RESPONSES = Gated(Wire.BEDROCK, ClientKind.HTTP_HANDLER, bridged=True)
 """litellm bridges the Responses API to chat over Converse and keeps each ``toolUseId`` as
 its function-call item's ``call_id``: the Bedrock wire's carrier rule matches those items
-(``core/wires/base.py`` ``bridged_responses_fault``). The same models as chat
-(:func:`_bedrock_model_fault`)."""
-_GEMINI_RESPONSES = _bridge_unchecked(
-    "Gemini's generateContent stream",
-    "; and litellm's bridge hands a call the wire sent without an id out under an id of its own",
-)
+(``core/wires/base.py`` ``bridged_responses_fault``), for ``ToolGate`` and the callback as
+on anthropic/. The same models as chat (:func:`_bedrock_model_fault`)."""
+_GEMINI_RESPONSES = _bridged_new_ids(Wire.GEMINI)
 # vertex_ai/: litellm sends each model to one of several of Vertex's APIs (its own answer,
 # get_vertex_ai_model_route, on both supported versions). Gemini models go to generateContent
 # (``.../publishers/google/models/<model>:streamGenerateContent?alt=sse``: Gemini's wire,
@@ -208,13 +214,15 @@ gate reads the wire by the path litellm calls (core/decision/state.py ``wire_of`
 a Claude model is Anthropic's (``PUBLISHER_PATHS``); :func:`_vertex_model_fault` lets only
 these two through. A deployment whose ``base_model`` names a Gemini model goes to Gemini
 whatever its own name (litellm's rule), and is judged so."""
-_VERTEX_GEMINI_RESPONSES = _GEMINI_RESPONSES  # the same wire, the same bridge
 _VERTEX_RESPONSES = Gated(
     Wire.ANTHROPIC,
     ClientKind.HTTP_HANDLER,
     bridged=True,
-    callback=_BRIDGED_CALLBACK,
-    models=("Claude models", "Gemini models refused: " + _VERTEX_GEMINI_RESPONSES.reason),
+    models=(
+        "Claude models",
+        "Gemini models: bridged to chat, gemini SSE, ToolGate only, the callback refuses "
+        "them; any other model refused",
+    ),
 )
 """The table's entry for vertex_ai/ Responses: litellm bridges it to chat, and for a Claude
 model over Anthropic's Messages wire (rawPredict), whose block ids it keeps as the items'
@@ -225,10 +233,7 @@ sending (:func:`_vertex_responses_fault`)."""
 # runs litellm's own parser over the withheld body and cross-checks that (parsers), since the
 # wire's spec says litellm may re-shape its calls (WireSpec.reparsed).
 _OLLAMA_CHAT = Gated(Wire.OLLAMA, ClientKind.HTTP_HANDLER)
-_OLLAMA_RESPONSES = _bridge_unchecked(
-    "Ollama's /api/chat stream",
-    "; and litellm's bridge hands every streamed call out under an id of its own, not the wire's",
-)
+_OLLAMA_RESPONSES = _bridged_new_ids(Wire.OLLAMA)
 
 # Cohere's v2 chat (core/wires/cohere.py), for the models litellm sends to /v2/chat (the
 # others, cohere/v1/..., are refused by _cohere_model_fault). litellm's reader of a streamed
@@ -282,21 +287,21 @@ ROUTES: Mapping[str, Route] = {
         Route("hosted_vllm", _HTTP_CHAT, _NATIVE_RESPONSES),
         Route("databricks", _HTTP_CHAT, _EITHER_RESPONSES),
         # Chat (and litellm's Anthropic messages entry point) on the Anthropic Messages wire;
-        # litellm bridges its Responses API to chat there, cross-checked (ToolGate only).
+        # litellm bridges its Responses API to chat there, cross-checked.
         Route("anthropic", Gated(Wire.ANTHROPIC, ClientKind.HTTP_HANDLER), _ANTHROPIC_RESPONSES),
         # Ollama's NDJSON /api/chat wire (core/wires/ollama.py); litellm bridges its
-        # Responses API to chat there, which is not cross-checked (_bridge_unchecked).
+        # Responses API to chat there, matched by position (ToolGate only).
         Route("ollama_chat", _OLLAMA_CHAT, _OLLAMA_RESPONSES),
         # Gemini's generateContent SSE (core/wires/gemini.py); litellm bridges its
-        # Responses API to chat there, which is not cross-checked (_bridge_unchecked).
+        # Responses API to chat there, matched by position (ToolGate only).
         Route("gemini", _GEMINI_CHAT, _GEMINI_RESPONSES),
         # Bedrock's Converse stream (core/wires/bedrock.py); its other routes (invoke/,
         # chat_completions/, ...) are refused per model (_bedrock_model_fault). litellm
-        # bridges its Responses API to chat over Converse, cross-checked (ToolGate only).
+        # bridges its Responses API to chat over Converse, cross-checked.
         Route("bedrock", _BEDROCK_CHAT, _BEDROCK_RESPONSES),
         # Vertex AI: Gemini models on Gemini's wire, Claude models on Anthropic's; every
         # other model is refused per model (_vertex_model_fault). The Responses API, bridged
-        # to chat, is gated for Claude models only (ToolGate only).
+        # to chat, likewise (Gemini models through ToolGate only: _vertex_callback_fault).
         Route("vertex_ai", _VERTEX_CHAT, _VERTEX_RESPONSES),
         # Cohere's v2 chat (core/wires/cohere.py): whole calls only (_COHERE_STREAMS);
         # cohere_chat/ is the same handler. litellm bridges the Responses API to chat there,
@@ -377,6 +382,11 @@ def route_for(request: Mapping[str, Any], api: Api, *, callback: bool = False) -
     if api is Api.RESPONSES:
         responses_fault = _RESPONSES_MODEL_FAULTS.get(decisions[0][1])
         reason = None if responses_fault is None else responses_fault(decisions[0][0], base_model)
+        if reason is not None:
+            raise RouteNotGated(decisions[0][1], api.value, reason)
+    if callback and api is Api.RESPONSES:
+        callback_fault = _CALLBACK_MODEL_FAULTS.get(decisions[0][1])
+        reason = None if callback_fault is None else callback_fault(decisions[0][0], base_model)
         if reason is not None:
             raise RouteNotGated(decisions[0][1], api.value, reason)
     if callback and gated.callback is not None:
@@ -534,20 +544,27 @@ def _gemini_base(base_model: str | None) -> bool:
 
 def _vertex_responses_fault(model: str, base_model: str | None = None) -> str | None:
     """Why a ``vertex_ai/`` model that :func:`_vertex_model_fault` lets through cannot be gated
-    on the Responses API: a Gemini model (litellm's bridge replaces the ids of its calls)."""
+    on the Responses API: none (Claude on Anthropic's wire, Gemini on Gemini's, both bridged
+    by litellm), unless litellm cannot tell where it sends it."""
+    return _VERTEX_UNKNOWN if _vertex_route(model, base_model) is None else None
+
+
+def _vertex_callback_fault(model: str, base_model: str | None = None) -> str | None:
+    """Why the callback refuses a ``vertex_ai/`` model on the Responses API: a Gemini model
+    (litellm's bridge replaces its calls' ids after the callback decided)."""
     route = _vertex_route(model, base_model)
     if route is None:
         return _VERTEX_UNKNOWN
-    return (
-        None
-        if route == _litellm_symbol("VertexAIModelRoute").PARTNER_MODELS
-        else _VERTEX_GEMINI_RESPONSES.reason
-    )
+    partner = route == _litellm_symbol("VertexAIModelRoute").PARTNER_MODELS
+    return None if partner else _NEW_IDS_CALLBACK
 
 
 _RESPONSES_MODEL_FAULTS = {"vertex_ai": _vertex_responses_fault}
 """Providers whose Responses entry gates fewer models than their chat entry: why a model
 (one :data:`_MODEL_FAULTS` lets through) cannot be gated on the Responses API, or None."""
+_CALLBACK_MODEL_FAULTS = {"vertex_ai": _vertex_callback_fault}
+"""Providers whose Responses entry the callback gates for some models only: why it refuses
+a model, or None."""
 
 
 def decision_for(provider: str, api: Api) -> Decision:
@@ -584,6 +601,15 @@ def _check_responses(
             provider, Api.RESPONSES.value, f"litellm {how} for this model, unlike the table"
         )
     return fake, config is None
+
+
+def reshaped_bridge(request: Mapping[str, Any]) -> bool:
+    """Whether litellm bridges this Responses call to chat over a wire whose calls it may
+    re-shape (``WireSpec.reparsed``: Anthropic's, Bedrock's), where the callback runs
+    litellm's parser and bridge over the body it holds (``responsesbridge``)."""
+    found = provider_of(request)
+    decision = None if found is None else decision_for(found[1], Api.RESPONSES)
+    return isinstance(decision, Gated) and bool(decision.bridged) and WIRES[decision.wire].reparsed
 
 
 def table() -> list[tuple[str, str, str]]:

@@ -98,11 +98,12 @@ from ..errors import QuarantineReason
 from ..framing.sse import SSEMessage
 from .base import LedgerView, LiveRule, WireSpec, stateless, verdict
 from .loads import WireFault, load_object, load_strict
-from .whole import WholeCalls, matches_by_position
+from .whole import WholeCalls, bridged_by_position_fault, matches_by_position
 
 R = QuarantineReason
 
 STOP = "STOP"
+_COMPLETE = frozenset({STOP})  # the one finish that ends a whole response
 """The one finish under which calls are released."""
 CALL_FAILURES = frozenset(
     {"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS"}
@@ -318,6 +319,9 @@ class GeminiWire(WireSpec):
         return None
 
     def carrier_fault(self, ledger: LedgerView, carrier: Carrier) -> QuarantineReason | None:
+        if carrier.kind == "responses":
+            # The Responses API, bridged by litellm to chat over this wire.
+            return bridged_by_position_fault(ledger, carrier, _COMPLETE)
         return verdict(
             matches_by_position(ledger, carrier, CARRIER_FINISH.get(ledger.finish_reason or ""))
         )

@@ -72,7 +72,7 @@ from ..framing.ndjson import NDJSONDecoder
 from ..framing.sse import SSEMessage
 from .base import LedgerView, LiveRule, WireSpec, stateless, verdict
 from .loads import WireFault, load_object, load_strict
-from .whole import WholeCalls, matches_by_position
+from .whole import WholeCalls, bridged_by_position_fault, matches_by_position
 
 R = QuarantineReason
 
@@ -194,6 +194,9 @@ class OllamaWire(WireSpec):
         return None
 
     def carrier_fault(self, ledger: LedgerView, carrier: Carrier) -> QuarantineReason | None:
+        if carrier.kind == "responses":
+            # The Responses API, bridged by litellm to chat over this wire.
+            return bridged_by_position_fault(ledger, carrier, frozenset({"stop"}))
         return verdict(matches_by_position(ledger, carrier, ledger.finish_reason))
 
     def live_rule(self) -> LiveRule:

@@ -102,4 +102,29 @@ def matches_by_position(ledger: LedgerView, carrier: Carrier, without_calls: str
     )
 
 
-__all__ = ["WholeCalls", "matches_by_position"]
+def bridged_by_position_fault(
+    ledger: LedgerView, carrier: Carrier, complete: frozenset[str]
+) -> QuarantineReason | None:
+    """litellm's Responses events, made by its chat bridge, against a wire of whole calls whose
+    ids litellm replaces (Gemini's without an ``id``, every streamed Ollama call): the same
+    calls in the same order, by name and JSON value, never by id (the release shows the
+    wire's identity). ``complete``: the wire's finishes that end a whole response; any other
+    (text cut by the token limit, a content stop) is ``response_incomplete`` whatever the
+    carrier says, as on the other bridged wires (``base.bridged_responses_fault``)."""
+    if ledger.finish_reason not in complete:
+        return R.RESPONSE_INCOMPLETE
+    if carrier.kind != "responses" or carrier.foreign or carrier.finish_reason != "completed":
+        return R.CARRIER_MISMATCH
+    calls = ledger.ordered()
+    theirs = [carrier.calls[i] for i in sorted(carrier.calls)]
+    if len(theirs) != len(calls):
+        return R.CARRIER_MISMATCH
+    if all(
+        their.name == ours.name and same_json(their.arguments, ours.join())
+        for ours, their in zip(calls, theirs, strict=True)
+    ):
+        return None
+    return R.CARRIER_MISMATCH
+
+
+__all__ = ["WholeCalls", "bridged_by_position_fault", "matches_by_position"]

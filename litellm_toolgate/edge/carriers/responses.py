@@ -210,7 +210,40 @@ class CarrierEvents:
     def release(self, released: list[ReleasedCall]) -> list[Any]:
         # The withheld events are the released calls' whole lifecycle (the attempt found
         # them equal to the wire), then the final event.
+        ordered = [self.calls[i].call_id for i in sorted(self.calls)]
+        shown = wire_ids(ordered, released)
+        if shown:
+            for event in [*self.withheld, *self.held]:
+                show_wire_ids(shown, [_get(event, "item")])
+                show_wire_ids(shown, _get(_get(event, "response"), "output") or [])
         return [*self.withheld, *self.held]
+
+
+def wire_ids(carried: list[Any], released: list[ReleasedCall]) -> dict[str, str]:
+    """litellm's call id of each released call where litellm's bridge replaced the wire's
+    (Gemini's calls sent without an id, every streamed Ollama call: the wire's rule matched
+    those items to the wire by position, ``core/wires/whole.py``): the wire's identity, which
+    the release shows as it does on those wires' chat chunks, so that the records, the
+    journal and the caller name each call alike. Empty where the items carry the wire's own
+    ids (every other route) or do not line up one to one with the released calls."""
+    if len(carried) != len(released):
+        return {}
+    if all(c == r.call_id for c, r in zip(carried, released, strict=True)):
+        return {}
+    return {c: r.call_id for c, r in zip(carried, released, strict=True) if isinstance(c, str)}
+
+
+def show_wire_ids(shown: dict[str, str], items: Any) -> None:
+    """The function-call items among ``items`` (litellm's objects or dicts) renamed to the
+    wire's call ids (:func:`wire_ids`)."""
+    for item in items if isinstance(items, list) else []:
+        call_id = _get(item, "call_id")
+        if wire.item_type(item) != "function_call" or call_id not in shown:
+            continue
+        if isinstance(item, dict):
+            item["call_id"] = shown[call_id]
+        else:
+            item.call_id = shown[call_id]
 
 
 def carrier_events(stream: Any) -> CarrierEvents | None:

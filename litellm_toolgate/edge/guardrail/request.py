@@ -35,7 +35,7 @@ from ..bridges import Bridge, bridge_carrier, bridge_path, messages_bridge
 from ..calltypes import SYNC
 from ..httpwithhold import Withholding, WithholdingTransport
 from ..parsers import chat_chunk_check, client_parse, responses_event_check
-from ..routes import Api, replays
+from ..routes import Api, replays, reshaped_bridge
 from ..sync.claiming import gemini_whole, is_vouched_client, vouch_client
 from ..transport import AsyncTapTransport
 from . import loghold
@@ -99,15 +99,19 @@ def arm_async(
             report(guardrail, kwargs, attempt, started)
 
         bridged = bridge if bridge is not Bridge.NATIVE else None
+        # A whole body litellm's Responses bridge makes a result of, on a wire it re-shapes:
+        # judged here, against what litellm's parser and bridge make of it (responsesbridge);
+        # the later success hooks see litellm's chat result first, and find it decided.
+        reshaped = tap.responses_api and not streamed and reshaped_bridge(kwargs)
         holding = Withholding(
             gate.policy,
             reported,
             # A whole bridged body is refused inside litellm's call (below): as a
             # guardrail intervention there too, which litellm's router never re-sends.
-            intervene=not in_proxy or (bridged is not None and not streamed),
+            intervene=not in_proxy or ((bridged is not None or reshaped) and not streamed),
             # A bridged whole body is judged (and litellm's message of it checked) in
             # the transport: litellm's bridge parses it before any later hook runs.
-            whole_here=(bridged is not None and not streamed) or replayed,
+            whole_here=(bridged is not None and not streamed) or replayed or reshaped,
             retry_stream_faults=guardrail.retry_stream_faults,
             chunk_check=chat_chunk_check(model, provider),
             event_check=(
@@ -124,6 +128,7 @@ def arm_async(
                 responses_api=tap.responses_api,
                 messages_api=tap.messages_api,
                 functions=bool(kwargs.get("functions")),
+                tools=kwargs.get("tools"),
             ),
             # A whole Gemini body: judged while litellm's request reads it, since litellm's
             # Gemini handler parses it in a catch-all that would hide the quarantine.

@@ -60,6 +60,11 @@ LAZY: dict[str, tuple[str, str]] = {
         "litellm.responses.litellm_completion_transformation.transformation",
         "LiteLLMCompletionResponsesConfig",
     ),
+    # litellm's bridge of chat streams into Responses events (edge/responsesbridge.py).
+    "LiteLLMCompletionStreamingIterator": (
+        "litellm.responses.litellm_completion_transformation.streaming_iterator",
+        "LiteLLMCompletionStreamingIterator",
+    ),
     # The stream parsers of routes whose chat config names none (see edge/parsers.py).
     "AnthropicConfig": ("litellm.llms.anthropic.chat.transformation", "AnthropicConfig"),
     "AnthropicStreamIterator": ("litellm.llms.anthropic.chat.handler", "ModelResponseIterator"),

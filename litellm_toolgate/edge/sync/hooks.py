@@ -375,6 +375,7 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
             responses_api=tap.responses_api,
             messages_api=tap.messages_api,
             functions=bool((kwargs.get("optional_params") or {}).get("functions")),
+            tools=tools,
         ),
     )
     if asynchronous:
