@@ -516,13 +516,15 @@ def test_the_vertex_token_fetch_is_not_the_gate_s(
 def test_a_vertex_deployment_is_judged_by_its_base_model(server: RouteServer) -> None:
     """litellm sends a Vertex deployment whose ``base_model`` names a Gemini model to
     generateContent whatever the deployment's own name (1.108.7, 1.110.2): the gate gates it
-    as that Gemini model, on chat, and refuses its Responses API as for any Gemini model."""
+    as that Gemini model, on chat, and its Responses API as for any Gemini model (through
+    ToolGate; the callback refuses it)."""
     model, extra = MODELS["vertex_ai:base_model"]
     assert route_for(_route("vertex_ai:base_model"), Api.CHAT).client is ClientKind.HTTP_HANDLER
     with pytest.raises(RouteNotGated, match="another API"):
         route_for({"model": model}, Api.CHAT)  # without its base_model: no Gemini model
-    with pytest.raises(RouteNotGated, match="Gemini's generateContent"):
-        route_for(_route("vertex_ai:base_model"), Api.RESPONSES)
+    assert route_for(_route("vertex_ai:base_model"), Api.RESPONSES).bridged
+    with pytest.raises(RouteNotGated, match="use ToolGate"):
+        route_for(_route("vertex_ai:base_model"), Api.RESPONSES, callback=True)
     # In the model_info, where litellm also reads it.
     info = {"model": model, "model_info": {"base_model": extra["base_model"]}}
     assert route_for(info, Api.CHAT).client is ClientKind.HTTP_HANDLER
