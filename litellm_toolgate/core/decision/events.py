@@ -98,6 +98,16 @@ class Finish:
 
 
 @dataclass(frozen=True, slots=True)
+class ChoiceFinish:
+    """The ``finish_reason`` of one choice of several (``n > 1``) while another choice is
+    still open: that choice's own terminal. The last choice to finish is a :class:`Finish`,
+    the stream's terminal. Content-free for the stream's state."""
+
+    choice: int
+    finish_reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class DoneMarker:
     """The ``data: [DONE]`` sentinel that closes an OpenAI-compatible chat stream."""
 
@@ -181,6 +191,7 @@ WireEvent = (
     | CallStarted
     | ArgumentDelta
     | Finish
+    | ChoiceFinish
     | DoneMarker
     | Metadata
     | StreamError

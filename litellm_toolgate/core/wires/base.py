@@ -61,6 +61,8 @@ class LedgerView(Protocol):
     calls: dict[int, CallAccumulator]
     finish_reason: str | None
     from_start: set[int]
+    choices: int
+    finishes: dict[int, str]
 
     def ordered(self) -> list[CallAccumulator]: ...
 
@@ -210,6 +212,10 @@ def chat_carrier_matches(ledger: LedgerView, carrier: Carrier) -> bool:
         carrier.foreign
         or carrier.finish_reason != ledger.finish_reason
         or set(carrier.calls) != set(calls)
+    ):
+        return False
+    if carrier.finishes and any(
+        ledger.finishes.get(choice) != reason for choice, reason in carrier.finishes.items()
     ):
         return False
     for index, theirs in carrier.calls.items():
