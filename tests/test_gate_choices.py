@@ -373,7 +373,11 @@ def test_whole_responses_of_several_choices(
     result, error = whole_result(call, acall, mode, kwargs(upstream, model, 3))
     assert error is None, error
     got = [
-        (c.index, c.finish_reason, [(t.id, t.function.arguments) for t in c.message.tool_calls or []])
+        (
+            c.index,
+            c.finish_reason,
+            [(t.id, t.function.arguments) for t in c.message.tool_calls or []],
+        )
         for c in result.choices
     ]
     assert got == [
