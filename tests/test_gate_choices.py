@@ -315,12 +315,13 @@ def test_a_choice_whose_finish_contradicts_its_calls_quarantines_all(
     assert calls_of(chunks) == []
 
 
+@pytest.mark.parametrize("how", HOWS)
 def test_litellm_showing_another_choices_finish_as_choice_0s_is_a_mismatch(
-    upstream: FakeUpstream,
+    upstream: FakeUpstream, how: str
 ) -> None:
     """litellm hands on only the first finish of the wire, under index 0: when that is
     another choice's, and differs from choice 0's, its chunks contradict the wire."""
-    gate = ToolGate([MULTIPLY])
+    call, acall = entry(how)
     body = (
         chunk(1, opened(0, "call_b"))
         + chunk(1, args(0, '{"a": 3, "b": 4}'))
@@ -330,9 +331,7 @@ def test_litellm_showing_another_choices_finish_as_choice_0s_is_a_mismatch(
         + DONE
     )
     upstream.enqueue(Scripted(body))
-    chunks, error = stream(
-        gate.completion, gate.acompletion, "sync", kwargs(upstream, "cometapi/gpt-4o", 2)
-    )
+    chunks, error = stream(call, acall, "sync", kwargs(upstream, "cometapi/gpt-4o", 2))
     assert quarantine_of(error).reason is R.CARRIER_MISMATCH
     assert calls_of(chunks) == []
 

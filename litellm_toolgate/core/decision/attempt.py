@@ -241,6 +241,12 @@ class Attempt:
         """How many chat choices the request asked for (``n``; one unless it said more)."""
         return self._ledger.choices
 
+    @property
+    def first_finish(self) -> str | None:
+        """With several choices: the first ``finish_reason`` the wire sent, whichever
+        choice's (None with one choice, or before any)."""
+        return self._ledger.first_finish
+
     def bind_response(
         self, *, content_type: str, streamed: bool, path: str = "/chat/completions"
     ) -> None:

@@ -91,6 +91,8 @@ class Ledger:
         by :func:`slot` and ``finish_reason`` is choice 0's."""
         self.finishes: dict[int, str] = {}
         """Each choice's own ``finish_reason`` (kept only with several choices)."""
+        self.first_finish: str | None = None
+        """With several choices: the first ``finish_reason`` on the wire, whichever choice's."""
         self._clock = clock
 
     def ordered(self) -> list[CallAccumulator]:
@@ -163,6 +165,8 @@ class Ledger:
             self.unknown_events += 1
 
     def _choice_finish(self, choice: int, finish_reason: str) -> None:
+        if not self.finishes:
+            self.first_finish = finish_reason
         self.finishes[choice] = finish_reason
         if choice == 0:
             self.finish_reason = finish_reason

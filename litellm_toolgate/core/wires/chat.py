@@ -114,6 +114,32 @@ def passes_live(chunk: Mapping[str, Any]) -> bool:
     return True
 
 
+def choices_live_rule(choices: int) -> LiveRule:
+    """:func:`passes_live` for a response of several choices: the text of any choice
+    ``0 .. choices-1`` passes live (a rule of its own, so one choice pays nothing for it)."""
+
+    def passes(chunk: Mapping[str, Any]) -> bool:
+        choices_seen = chunk.get("choices") or []
+        if not isinstance(choices_seen, list):
+            return False
+        for choice in choices_seen:
+            if not isinstance(choice, dict):
+                return False
+            index = choice.get("index", 0)
+            if type(index) is not int or not 0 <= index < choices:
+                return False
+            if choice.get("finish_reason") is not None:
+                return False
+            delta = choice.get("delta") or {}
+            if not isinstance(delta, dict):
+                return False
+            if any(v is not None for k, v in delta.items() if k not in VISIBLE_DELTA_KEYS):
+                return False
+        return True
+
+    return stateless(passes)
+
+
 REQUEST_FIELDS = ("n", "tool_choice")
 """The top-level fields of a chat request the gate reads (``Attempt.bind_request``)."""
 
