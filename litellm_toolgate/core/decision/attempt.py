@@ -53,7 +53,6 @@ from ..rules.policy import PolicyDecision, ReleasedCall, ToolCall
 from ..values.registry import ToolRegistry
 from ..wires import WIRES
 from ..wires.base import Normalizer
-from ..wires.chat import ChoicesNormalizer, choices_asked
 from ..wires.responses_items import Executor
 from .call import CallAccumulator
 from .carrier import Carrier, CarrierCall
@@ -220,21 +219,18 @@ class Attempt:
         self._raise_if_faulted()
         self._tool_choice = fields.get("tool_choice")
         wire = wire_of(path)
-        if wire is not None:
-            reason = WIRES[wire].request_fault(fields)
-            if reason is None and not choices_gated and choices_asked(fields) != 1:
-                reason = R.UNSUPPORTED_REQUEST
-            if reason is not None:
-                raise self._quarantine(reason)
-        if wire is Wire.CHAT and not self._bound:
-            choices = choices_asked(fields) or 1
-            if choices != self._ledger.choices:
-                self._ledger.choices = choices
-                self._normalizer = (
-                    ChoicesNormalizer(self.profile, choices)
-                    if choices > 1
-                    else self._spec.normalizer(self.profile)
-                )
+        if wire is None:
+            return
+        spec = WIRES[wire]
+        reason = spec.request_fault(fields)
+        choices = spec.choices(fields)
+        if reason is None and not choices_gated and choices != 1:
+            reason = R.UNSUPPORTED_REQUEST
+        if reason is not None:
+            raise self._quarantine(reason)
+        if spec is self._spec and not self._bound and choices != self._ledger.choices:
+            self._ledger.choices = choices
+            self._normalizer = spec.choices_normalizer(self.profile, choices)
 
     @property
     def choices(self) -> int:

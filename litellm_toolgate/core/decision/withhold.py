@@ -54,7 +54,6 @@ from ..framing.sse import SSEMessage
 from ..rules.policy import ToolCall
 from ..wires import WIRES
 from ..wires.base import LiveRule
-from ..wires.chat import choices_live_rule
 from .attempt import Attempt, Carrier
 from .state import Wire
 
@@ -170,9 +169,7 @@ class Withholder:
         # seen only while nothing is held): one rule per body, made for the wire it reads.
         live = self._live
         if live is None or live[0] is not wire:
-            choices = self.attempt.choices
-            rule = WIRES[wire].live_rule() if choices == 1 else choices_live_rule(choices)
-            live = self._live = (wire, rule)
+            live = self._live = (wire, WIRES[wire].choices_live_rule(self.attempt.choices))
         return live[1].passes_live(value)
 
     def begin_decision(self) -> None:

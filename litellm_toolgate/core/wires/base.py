@@ -143,6 +143,19 @@ class WireSpec:
     def normalizer(self, profile: Profile) -> Normalizer:
         raise NotImplementedError
 
+    def choices(self, fields: Mapping[str, Any]) -> int:
+        """How many choices a request (its body's ``fields``) asks this wire to stream, each
+        read apart (:meth:`choices_normalizer`); one on every wire but chat completions."""
+        return 1
+
+    def choices_normalizer(self, profile: Profile, choices: int) -> Normalizer:
+        """The normalizer of a response of ``choices`` choices (:meth:`choices`)."""
+        return self.normalizer(profile)
+
+    def choices_live_rule(self, choices: int) -> LiveRule:
+        """:meth:`live_rule` for a response of ``choices`` choices."""
+        return self.live_rule()
+
     def readers(self, normalizer: Normalizer) -> tuple[Read, Known | None]:
         """The attempt's reader of one message's fields, and a fast path if the wire has one."""
 

@@ -612,6 +612,15 @@ class ChatWire(WireSpec):
     def normalizer(self, profile: Profile) -> ChatNormalizer:
         return ChatNormalizer(profile)
 
+    def choices(self, fields: Mapping[str, Any]) -> int:
+        return choices_asked(fields) or 1
+
+    def choices_normalizer(self, profile: Profile, choices: int) -> ChatNormalizer:
+        return ChatNormalizer(profile) if choices == 1 else ChoicesNormalizer(profile, choices)
+
+    def choices_live_rule(self, choices: int) -> LiveRule:
+        return self.live_rule() if choices == 1 else choices_live_rule(choices)
+
     def readers(self, normalizer: Normalizer) -> tuple[Read, Known | None]:
         # A line known() does not know is read without asking it again. A line named
         # "message" is not asked at all: read in full, to the same events.
