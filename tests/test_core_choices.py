@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 from litellm_toolgate.core import Attempt, PolicyDecision, ToolRegistry
-from litellm_toolgate.core.decision.events import ChoiceFinish, Finish, TextDelta
-from litellm_toolgate.core.decision.ledger import slot
+from litellm_toolgate.core.decision.events import ChoiceFinish, Finish, TextDelta, slot
 from litellm_toolgate.core.errors import QuarantineReason, ToolCallQuarantined
 from litellm_toolgate.core.wires.chat import ChatNormalizer, ChoicesNormalizer, passes_live
 

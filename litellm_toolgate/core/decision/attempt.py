@@ -56,8 +56,8 @@ from ..wires.base import Normalizer
 from ..wires.responses_items import Executor
 from .call import CallAccumulator
 from .carrier import Carrier, CarrierCall
-from .events import ArgumentDelta, TextDelta, WireEvent
-from .ledger import Ledger, slot
+from .events import ArgumentDelta, TextDelta, WireEvent, slot
+from .ledger import Ledger
 from .limits import Limits
 from .profiles import profile_for, stop_with_calls_accepted
 from .state import (

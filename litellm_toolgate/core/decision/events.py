@@ -23,6 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
+def slot(choice: int, index: int, choices: int) -> int:
+    """The attempt's key of tool index ``index`` of ``choice`` among ``choices`` choices: the
+    tool index itself for one choice, and one distinct key per (choice, index) for several
+    (a fault names a call by it)."""
+    return index if choices == 1 else index * choices + choice
+
+
 @dataclass(frozen=True, slots=True)
 class ResponseStarted:
     """The upstream named its response (the chunk ``id``)."""

@@ -48,6 +48,7 @@ from .events import (
     TextDelta,
     Unknown,
     WireEvent,
+    slot,
 )
 from .limits import Limits
 from .state import CallInput, CallState, Wire
@@ -57,12 +58,6 @@ _ITEM_OPEN, _ITEM_TERMINAL = CallState.ITEM_OPEN, CallState.ITEM_TERMINAL
 _ARGUMENTS, _TERMINAL = CallInput.ARGUMENTS, CallInput.TERMINAL
 
 R = QuarantineReason
-
-
-def slot(choice: int, index: int, choices: int) -> int:
-    """The key of tool index ``index`` of ``choice`` among ``choices`` choices: the tool index
-    itself for one choice, and one distinct key per (choice, index) for several."""
-    return index if choices == 1 else index * choices + choice
 
 
 def _size(text: str) -> int:

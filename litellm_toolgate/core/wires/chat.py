@@ -55,6 +55,7 @@ from ..decision.events import (
     TextDelta,
     Unknown,
     WireEvent,
+    slot,
 )
 from ..decision.profiles import STRICT, Deviation, Profile
 from ..decision.state import Wire
@@ -527,7 +528,13 @@ class ChoicesNormalizer(ChatNormalizer):
             raise WireFault(R.UNEXPECTED_CHOICE)
         own: list[WireEvent] = []
         self._identity = self._identities[at]
-        super()._choice({**choice, "index": 0}, streamed, own)
+        try:
+            super()._choice({**choice, "index": 0}, streamed, own)
+        except WireFault as fault:
+            if fault.index is None:
+                raise
+            # The call at fault, named by the attempt's key of (choice, tool index).
+            raise WireFault(fault.reason, slot(at, fault.index, self._choices)) from None
         if at in self._finished and own:
             # After a choice's terminal only content-free chunks of it may come.
             raise WireFault(R.EVENT_AFTER_TERMINAL)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...core.decision.attempt import Carrier, CarrierCall
-from ...core.decision.ledger import slot
+from ...core.decision.events import slot
 from ...core.rules.policy import ReleasedCall
 from ...core.wires.chat import LITELLM_VISIBLE_DELTA_FIELDS
 from ..seam.symbols import (
