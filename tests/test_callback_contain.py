@@ -279,13 +279,20 @@ def test_a_redis_cache_filled_without_the_gate_is_not_read(
 
 
 # ---- 5. a request the gate cannot gate is refused before it is sent ---------------------------
+# n > 1 on a chat-completions route is gated choice by choice (tests/test_gate_choices.py);
+# on another wire, and an n that is no count, it is refused before sending.
+ANTHROPIC = "anthropic/claude-sonnet-4-5"
+
+
+@pytest.mark.parametrize("n", [2, 0])
 @pytest.mark.parametrize(("mode", "stream"), PATHS)
 def test_n_2_is_refused_unsent_on_every_path(
-    upstream: FakeUpstream, mode: str, stream: bool
+    upstream: FakeUpstream, mode: str, stream: bool, n: int
 ) -> None:
     litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]
     before = len(upstream.requests)
-    got = run(mode, stream, call(upstream, "good", n=2))
+    model = ANTHROPIC if n == 2 else "cometapi/gpt-4o-mini"
+    got = run(mode, stream, {**call(upstream, "good", n=n), "model": model})
     # The one quarantine, sync and async alike (refused at litellm's call set-up).
     assert isinstance(got, ToolCallQuarantined), got
     assert got.reason is R.UNSUPPORTED_REQUEST
@@ -299,10 +306,11 @@ def test_n_2_in_extra_body_is_refused_unsent_typed_on_every_path(
 ) -> None:
     """``extra_body`` is merged into the body sent (by the OpenAI SDK on ``openai/``): its
     ``n`` is the request's, refused before sending with the gate's own quarantine, never
-    sent and refused after the answer, nor surfaced as an error of litellm's."""
+    sent and refused after the answer, nor surfaced as an error of litellm's (here an
+    ``n`` that counts no choices)."""
     litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]
     before = len(upstream.requests)
-    kwargs = {**call(upstream, "good", extra_body={"n": 2}), "model": f"{route}/gpt-4o-mini"}
+    kwargs = {**call(upstream, "good", extra_body={"n": 0}), "model": f"{route}/gpt-4o-mini"}
     got = run(mode, stream, kwargs)
     assert isinstance(got, ToolCallQuarantined), repr(got)
     assert got.reason is R.UNSUPPORTED_REQUEST
@@ -314,11 +322,12 @@ def test_n_2_in_extra_body_is_refused_by_the_async_hook_too(
     upstream: FakeUpstream, stream: bool
 ) -> None:
     """The pre-call hook reads ``extra_body`` as well (a call whose set-up the gate did not
-    see, e.g. a request of the proxy's): the tap refuses it before anything is sent."""
+    see, e.g. a request of the proxy's, where n > 1 is refused): the tap refuses it before
+    anything is sent."""
     from litellm_toolgate.edge.guardrail.taps import new_tap
 
     gate = ToolGateGuardrail([MULTIPLY])
-    body = {**call(upstream, "good"), "extra_body": {"n": 2}}
+    body = {**call(upstream, "good"), "extra_body": {"n": 2}, "proxy_server_request": {}}
     tap = new_tap(gate.gate, "acompletion", tools=[MULTIPLY], model="m", streamed=stream, body=body)
     assert tap.refused
     fault = tap.attempt.quarantined
@@ -330,6 +339,7 @@ def test_n_2_in_extra_body_is_refused_by_the_async_hook_too(
 def test_a_router_does_not_resend_a_refused_request(upstream: FakeUpstream, stream: bool) -> None:
     litellm.callbacks = [ToolGateGuardrail([MULTIPLY])]
     params = {k: v for k, v in call(upstream, "good").items() if k in ("model", "api_base")}
+    params["model"] = ANTHROPIC  # n > 1 on a wire that streams one answer: refused
     router: Any = litellm.Router(  # type: ignore[attr-defined]
         model_list=[
             {"model_name": "m", "litellm_params": {**params, "api_key": "sk-test"}},

@@ -417,9 +417,12 @@ def test_profile_shapes_under_the_callback(upstream: FakeUpstream, case: dict[st
 
 
 def test_n_greater_than_one_under_the_callback_is_refused_unsent(upstream: FakeUpstream) -> None:
+    """On a wire that streams one answer (gated choice by choice on chat completions:
+    tests/test_gate_choices.py)."""
     install(MULTIPLY_TOOL)
     before = len(upstream.requests)
-    chunks, error = asyncio.run(chat_stream(chat_kwargs(upstream, "cometapi/gpt-4o", n=2)))
+    model = "anthropic/claude-sonnet-4-5"
+    chunks, error = asyncio.run(chat_stream(chat_kwargs(upstream, model, n=2)))
     found = find_quarantine(error)
     assert found is not None and found.reason is R.UNSUPPORTED_REQUEST
     assert chunks == [] and len(upstream.requests) == before

@@ -166,7 +166,7 @@ def test_a_chat_request_gives_the_attempt_the_fields_it_reads(
 ) -> None:
     assert chat_wire.request_fields(body) == fields
     attempt = Attempt(ToolRegistry.from_tools(TOOLS))
-    refused = fields.get("n") == 2
+    refused = False  # n = 2 is read choice by choice (an n that is no count is refused)
     try:
         attempt.bind_request("/v1/chat/completions", chat_wire.request_fields(body))
     except ToolCallQuarantined as fault:
@@ -175,14 +175,25 @@ def test_a_chat_request_gives_the_attempt_the_fields_it_reads(
         assert not refused
 
 
-def test_a_request_for_several_choices_is_refused_unsent() -> None:
+def test_a_request_for_several_choices_is_refused_unsent_where_they_are_not_kept_apart() -> None:
     read = BodyReader(Attempt(ToolRegistry.from_tools(TOOLS)), streamed=True)
-    read.bind_request("/v1/chat/completions", {"n": 1})
+    read.bind_request("/v1/chat/completions", {"n": 1}, choices_gated=False)
     assert not read.refused
+    gated = BodyReader(Attempt(ToolRegistry.from_tools(TOOLS)), streamed=True)
+    gated.bind_request("/v1/chat/completions", {"n": 2})
+    assert not gated.refused and gated.attempt.choices == 2
     refused = BodyReader(Attempt(ToolRegistry.from_tools(TOOLS)), streamed=True)
-    refused.bind_request("/v1/chat/completions", {"n": 2})  # kept on the attempt, not raised
+    # Kept on the attempt, not raised.
+    refused.bind_request("/v1/chat/completions", {"n": 2}, choices_gated=False)
     assert refused.refused and refused.faulted
     assert not refused.bind_response(500, "text/event-stream", "/v1/chat/completions")
+
+
+@pytest.mark.parametrize("n", [0, -1, True, False, 1.0, "2", 129, [2]])
+def test_an_n_that_counts_no_choices_is_refused_unsent(n: object) -> None:
+    read = BodyReader(Attempt(ToolRegistry.from_tools(TOOLS)), streamed=True)
+    read.bind_request("/v1/chat/completions", {"n": n})
+    assert read.refused
 
 
 @pytest.mark.parametrize(

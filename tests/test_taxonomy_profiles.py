@@ -272,7 +272,10 @@ def test_mistral_whole_calls_and_typed_parts_on_its_route_only() -> None:
 
 # ---- chat n > 1 --------------------------------------------------------------------------
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
-def test_n_greater_than_one_is_refused_before_sending(asynchronous: bool) -> None:
+def test_n_greater_than_one_is_gated_choice_by_choice(asynchronous: bool) -> None:
+    """Once refused unsent, a chat request for ``n = 2`` is now sent and read choice by
+    choice: here choice 1 never sends its own finish, so the stream is cut
+    (``tests/test_gate_choices.py`` has the rest)."""
     import asyncio
 
     two = chunk({"content": "a"}) + chunk({"content": "b"}, index=1)
@@ -298,9 +301,8 @@ def test_n_greater_than_one_is_refused_before_sending(asynchronous: bool) -> Non
             else:
                 for _ in gate.completion(**kwargs):
                     pass
-        assert upstream.requests == []
-    assert caught.value.reason is R.UNSUPPORTED_REQUEST
-    assert caught.value.party.value == "local"
+        assert [r.get("n") for r in upstream.requests] == [2]
+    assert caught.value.reason is R.MISSING_FINISH
 
 
 PROFILE_FIXTURES = ROOT / "fixtures" / "profiles"

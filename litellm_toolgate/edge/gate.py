@@ -37,6 +37,7 @@ from ..core.rules.compose import all_of
 from ..core.rules.loop import RunResult
 from ..core.rules.policy import Policy
 from ..core.values.registry import ToolRegistry
+from ..core.wires import chat as chat_wire
 from .bridges import bridge_path, messages_bridge
 from .carriers.chat import response_carrier
 from .carriers.messages import AnthropicEvents, message_carrier
@@ -60,7 +61,7 @@ from .drive import DrivenStream
 from .guardrail import loghold
 from .judge import aapprove_whole, approve_whole
 from .logs import emit_records, observers
-from .routes import Api, ClientKind, route_for
+from .routes import Api, ClientKind, choices_kept_apart, route_for
 from .seam import frames
 from .seam.symbols import ModelResponse, ResponsesAPIResponse
 from .stream import AsyncGatedStream, GatedStream
@@ -432,6 +433,8 @@ class ToolGate:
     ) -> Any:
         handler = self._client_for(kwargs, asynchronous=False, api=api)
         handler.tap.wire_path = wire_path
+        if api is Api.CHAT:
+            self._bind_choices(handler.tap, kwargs)
         kwargs["client"] = handler
         held = _hold_whole_logging(handler.tap, kwargs)
         try:
@@ -461,6 +464,8 @@ class ToolGate:
     ) -> Any:
         handler = self._client_for(kwargs, asynchronous=True, api=api)
         handler.tap.wire_path = wire_path
+        if api is Api.CHAT:
+            self._bind_choices(handler.tap, kwargs)
         kwargs["client"] = handler
         held = _hold_whole_logging(handler.tap, kwargs)
         try:
@@ -522,6 +527,19 @@ class ToolGate:
 
     # A whole result is approved or not here; the caller raises the quarantine itself, from
     # a frame that no longer holds litellm's result (it carries the arguments).
+    def _bind_choices(self, tap: WireTap, kwargs: Mapping[str, Any]) -> None:
+        """A chat call for ``n > 1`` (top level or ``extra_body``): its choices are gated
+        one by one where litellm keeps them apart (:func:`.routes.choices_kept_apart`), and
+        the call is refused here, before anything is sent, everywhere else."""
+        fields = chat_wire.request_fields_of(kwargs)
+        asked = chat_wire.choices_asked(fields)
+        if asked == 1:
+            return
+        apart = asked is not None and choices_kept_apart(kwargs)
+        tap.bind_request("/chat/completions", fields, choices_gated=apart)
+        if tap.refused:
+            self._raise_quarantine(tap.attempt)
+
     @staticmethod
     def _raise_quarantine(attempt: Attempt) -> NoReturn:
         """Log the attempt's records and raise its quarantine from a clean frame."""

@@ -67,7 +67,7 @@ def _record(
     attempt: Attempt, call: ToolCall, decision: PolicyDecision | None, started: float
 ) -> bool:
     try:
-        attempt.decide(call.index, decision, time.monotonic() - started)
+        attempt.decide(call.index, decision, time.monotonic() - started, choice=call.choice)
     except ToolCallQuarantined:
         return False
     return True

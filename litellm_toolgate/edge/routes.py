@@ -414,6 +414,20 @@ def replays(request: Mapping[str, Any], api: Api) -> bool:
         return False
 
 
+def choices_kept_apart(request: Mapping[str, Any], *, callback: bool = False) -> bool:
+    """Whether a chat call of several choices (``n > 1``) can be gated choice by choice on
+    its route: only on the chat-completions SSE wire itself, read by litellm's OpenAI
+    SDK client or its own HTTP handler, which keep every choice's index on the chunks they
+    hand over (both supported versions). Anthropic, Gemini, Bedrock and Ollama stream one
+    answer per response: there ``n > 1`` is refused before anything is sent, as it is on a
+    route the gate does not gate at all."""
+    try:
+        gated = route_for(request, Api.CHAT, callback=callback)
+    except RouteNotGated:
+        return False
+    return gated.wire is Wire.CHAT and not gated.bridged
+
+
 _NOT_CONVERSE = (
     "litellm sends this Bedrock model to another API than Converse (invoke, chat "
     "completions, ...), a wire the gate does not read"
@@ -627,6 +641,7 @@ __all__ = [
     "Gated",
     "Refused",
     "Route",
+    "choices_kept_apart",
     "replays",
     "route_for",
     "table",

@@ -28,7 +28,7 @@ from ..core.decision.attempt import Attempt
 from ..core.decision.gated import END, FAULT, MORE, CarrierAdapter, GatedItems
 from ..core.errors import raise_clean
 from ..core.rules.policy import Policy, ReleasedCall
-from .carriers.chat import CarrierChunks
+from .carriers.chat import chat_carrier
 from .guardrail import loghold
 from .judge import ajudge, judge
 from .logs import emit_records
@@ -68,7 +68,9 @@ class _Base:
         # text) nor this stream (a cycle through the gated items) is kept by what is called
         # on the decision: both go when the caller lets go, without the garbage collector.
         decided = emit_records if held is None else _emit_and_release
-        self._gated = GatedItems(tap.attempt, carrier or CarrierChunks(), decided)
+        # A chat stream's carrier: the request (sent by now) said how many choices it asked.
+        chat = carrier or chat_carrier(tap.attempt.choices)
+        self._gated = GatedItems(tap.attempt, chat, decided)
 
     def _forget_wrapper(self) -> None:
         raise NotImplementedError

@@ -56,7 +56,7 @@ from ..wires.base import Normalizer
 from ..wires.responses_items import Executor
 from .call import CallAccumulator
 from .carrier import Carrier, CarrierCall
-from .events import ArgumentDelta, TextDelta, WireEvent
+from .events import ArgumentDelta, TextDelta, WireEvent, slot
 from .ledger import Ledger
 from .limits import Limits
 from .profiles import profile_for, stop_with_calls_accepted
@@ -203,20 +203,45 @@ class Attempt:
         return self._fault is not None or self._state is StreamState.RELEASED
 
     # ---- wire input ----------------------------------------------------------------------
-    def bind_request(self, path: str, fields: Mapping[str, object]) -> None:
+    def bind_request(
+        self, path: str, fields: Mapping[str, object], *, choices_gated: bool = True
+    ) -> None:
         """What the request asked for, before it is sent (the edge reads its body).
 
         ``fields`` are the request body's top-level fields the gate needs: ``n`` (a chat
-        request for several choices is refused here, unsent) and ``tool_choice`` (a route
-        profile may accept ``finish_reason: "stop"`` with calls when a tool was forced).
+        request for several choices is read choice by choice; an ``n`` the gate cannot
+        count is refused here, unsent) and ``tool_choice`` (a route profile may accept
+        ``finish_reason: "stop"`` with calls when a tool was forced).
+        ``choices_gated``: False where the edge knows that the client does not keep several
+        choices apart (a route on another wire, the proxy): a request for ``n > 1`` is then
+        refused here, unsent (``unsupported_request``).
         """
         self._raise_if_faulted()
         self._tool_choice = fields.get("tool_choice")
         wire = wire_of(path)
-        if wire is not None:
-            reason = WIRES[wire].request_fault(fields)
-            if reason is not None:
-                raise self._quarantine(reason)
+        if wire is None:
+            return
+        spec = WIRES[wire]
+        reason = spec.request_fault(fields)
+        choices = spec.choices(fields)
+        if reason is None and not choices_gated and choices != 1:
+            reason = R.UNSUPPORTED_REQUEST
+        if reason is not None:
+            raise self._quarantine(reason)
+        if spec is self._spec and not self._bound and choices != self._ledger.choices:
+            self._ledger.choices = choices
+            self._normalizer = spec.choices_normalizer(self.profile, choices)
+
+    @property
+    def choices(self) -> int:
+        """How many chat choices the request asked for (``n``; one unless it said more)."""
+        return self._ledger.choices
+
+    @property
+    def first_finish(self) -> str | None:
+        """With several choices: the first ``finish_reason`` the wire sent, whichever
+        choice's (None with one choice, or before any)."""
+        return self._ledger.first_finish
 
     def bind_response(
         self, *, content_type: str, streamed: bool, path: str = "/chat/completions"
@@ -243,6 +268,7 @@ class Attempt:
         if spec is not self._spec:
             self._spec = spec
             self._normalizer = spec.normalizer(self.profile)
+            self._ledger.choices = 1  # several choices are read on a chat wire only
             self._decoder = spec.decoder(self.limits.max_event_bytes)
             self._ledger.wire = wire
 
@@ -416,13 +442,23 @@ class Attempt:
         self._deciding_ms = deciding
         if first is not None and first.error is not None:
             # Quarantine drops every call's buffers, these locals' included.
-            raise_clean(self._quarantine(first.error, first.index))
+            at = first.index if first.key is None else first.key
+            raise_clean(self._quarantine(first.error, at))
         attempt_id = self.attempt_id
         concluded: list[ToolCall] = []
         for c in calls:
             executor = c.executor.value
             concluded.append(
-                ToolCall(attempt_id, c.index, c.call_id, c.name, c.value or {}, c.kind, executor)
+                ToolCall(
+                    attempt_id,
+                    c.index,
+                    c.call_id,
+                    c.name,
+                    c.value or {},
+                    c.kind,
+                    executor,
+                    c.choice,
+                )
             )
         return concluded
 
@@ -440,11 +476,21 @@ class Attempt:
             outcome = next_stream_state(self._state, _CONCLUDE, wire)
             if isinstance(outcome, QuarantineReason):
                 return outcome
-        finish = self._spec.terminal_fault(
-            self.finish_reason, bool(self._calls), self._stop_accepted
-        )
-        if finish is not None:
-            return finish
+        ledger = self._ledger
+        if ledger.choices == 1:
+            finish = self._spec.terminal_fault(
+                self.finish_reason, bool(self._calls), self._stop_accepted
+            )
+            if finish is not None:
+                return finish
+        else:
+            # Each choice's own terminal against its own calls: one bad choice is enough.
+            for choice in range(ledger.choices):
+                finish = self._spec.terminal_fault(
+                    ledger.finishes.get(choice), ledger.choice_calls(choice), self._stop_accepted
+                )
+                if finish is not None:
+                    return finish
         if (
             carrier is not None
             and carrier.kind == "chat"
@@ -455,13 +501,22 @@ class Attempt:
             carrier = Carrier(carrier.calls, "stop", carrier.foreign, carrier.kind)
         return None if carrier is None else self._ledger.carrier_fault(carrier)
 
-    def decide(self, index: int, decision: PolicyDecision | None, elapsed: float = 0.0) -> None:
-        """Record the policy's answer for one call; None means the policy failed."""
+    def decide(
+        self,
+        index: int,
+        decision: PolicyDecision | None,
+        elapsed: float = 0.0,
+        *,
+        choice: int = 0,
+    ) -> None:
+        """Record the policy's answer for one call (tool ``index`` of ``choice``); None
+        means the policy failed."""
         self._raise_if_faulted()
         if self._state is StreamState.RELEASED:
             raise TransitionError("a released attempt takes no decision: a release is final")
+        index = slot(choice, index, self._ledger.choices)
         call = self._calls.get(index)
-        if call is None:
+        if call is None or call.choice != choice:
             raise TransitionError(f"no call at tool index {index} to decide")
         policy_ms = elapsed * 1000
         self._deciding_ms += policy_ms - call.policy_ms
@@ -494,7 +549,11 @@ class Attempt:
                 # The text if one was made (or lent by the carrier), else the withheld bytes:
                 # the released call decodes them only if its text is read.
                 text = call.data if call.arguments is None else call.arguments
-                released.append(ReleasedCall(call.index, call.call_id, call.name, text, call.value))
+                released.append(
+                    ReleasedCall(
+                        call.index, call.call_id, call.name, text, call.value, choice=call.choice
+                    )
+                )
             # (A server's report goes out with the response, never as a call.) The attempt
             # keeps no text or value of its own past the release: the released call holds
             # what the caller needs, and an attempt that outlives its stream (in a cycle of
@@ -544,7 +603,7 @@ class Attempt:
         return [
             c.record(
                 common,
-                item_id=f"{self.attempt_id}.0.{c.index}",
+                item_id=f"{self.attempt_id}.{c.choice}.{c.index}",
                 tool_name=self._categories.get(c.name, c.name) if self._known(c) else None,
                 error=error,
             )
@@ -568,8 +627,9 @@ class Attempt:
         return stop_with_calls_accepted(self.profile, self._tool_choice)
 
     def _stop_with_calls(self) -> bool:
-        """``stop`` with calls, taken as this request's terminal."""
-        return self.finish_reason == "stop" and bool(self._calls) and self._stop_accepted()
+        """``stop`` with calls (choice 0's), taken as this request's terminal."""
+        calls = bool(self._calls) if self._ledger.choices == 1 else self._ledger.choice_calls(0)
+        return self.finish_reason == "stop" and calls and self._stop_accepted()
 
     def _known(self, call: CallAccumulator) -> bool:
         """Whether a call's name is not the model's own text (a declared tool, a fixed name)."""
@@ -635,6 +695,8 @@ class Attempt:
             self._calls[index].error = reason
         self._state = StreamState.QUARANTINED
         self._reason = reason
+        if index is not None and index in self._calls:
+            index = self._calls[index].index  # the tool index (its key differs for n > 1)
         self._fault = quarantine(reason, self.attempt_id, self.records(), call_index=index)
         observers = self._observers
         if observers is not None and observers.listening:

@@ -38,15 +38,19 @@ class BodyReader:
     def faulted(self) -> bool:
         return self.attempt.quarantined is not None
 
-    def bind_request(self, path: str, fields: Mapping[str, object]) -> None:
+    def bind_request(
+        self, path: str, fields: Mapping[str, object], *, choices_gated: bool = True
+    ) -> None:
         """Hand the attempt the request's URL path and the body fields it reads; a fault
-        stays on the attempt (see :attr:`refused`)."""
+        stays on the attempt (see :attr:`refused`). ``choices_gated``: see
+        :meth:`~.attempt.Attempt.bind_request`."""
         with contextlib.suppress(ToolCallQuarantined):
-            self.attempt.bind_request(path, fields)
+            self.attempt.bind_request(path, fields, choices_gated=choices_gated)
 
     @property
     def refused(self) -> bool:
-        """The request itself cannot be gated (chat ``n > 1``): it must not be sent."""
+        """The request itself cannot be gated (chat ``n > 1`` where the choices are not kept
+        apart, an ``n`` that is no count): it must not be sent."""
         return self.faulted and not self.attempt.observed
 
     def read_timeout(self, read: float | None) -> float | None:

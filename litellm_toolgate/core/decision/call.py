@@ -82,6 +82,10 @@ class CallAccumulator:
     digest: str | None = None
     hosted: bool = False
     """A client item type the server ran itself (``runs_on_server``): a report, not a call."""
+    choice: int = 0
+    """The chat choice the call belongs to (0 unless the request asked for ``n > 1``)."""
+    key: int | None = None
+    """The attempt's key of this call where it differs from ``index`` (several choices)."""
 
     def move(self, event: CallInput) -> None:
         """Take one stage; a move the wire's table refuses raises its :class:`WireFault`."""
@@ -91,7 +95,7 @@ class CallAccumulator:
         if type(outcome) is not CallState:
             outcome = next_call_state(self.state, event, self.wire)
             if isinstance(outcome, QuarantineReason):
-                raise WireFault(outcome, self.index)
+                raise WireFault(outcome, self.index if self.key is None else self.key)
         self.state = outcome
 
     def withheld(self) -> bytes:

@@ -39,6 +39,10 @@ class Carrier:
     kind: Literal["chat", "responses", "anthropic"] = "chat"
     """``kind="anthropic"``: the Anthropic events litellm handed over, calls keyed by content
     block index, ``finish_reason`` the ``stop_reason`` they carried."""
+    finishes: Mapping[int, str] = field(default_factory=dict)
+    """With several chat choices (``n > 1``): the finish reason litellm showed for each choice
+    other than 0 (litellm's chunks drop most of them; each one shown must be the wire's).
+    Calls are then keyed by the ledger's ``slot`` of (choice, tool index)."""
 
 
 __all__ = ["Carrier", "CarrierCall"]

@@ -23,6 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
+def slot(choice: int, index: int, choices: int) -> int:
+    """The attempt's key of tool index ``index`` of ``choice`` among ``choices`` choices: the
+    tool index itself for one choice, and one distinct key per (choice, index) for several
+    (a fault names a call by it)."""
+    return index if choices == 1 else index * choices + choice
+
+
 @dataclass(frozen=True, slots=True)
 class ResponseStarted:
     """The upstream named its response (the chunk ``id``)."""
@@ -92,6 +99,16 @@ _argument_fragment = _slot_setter(ArgumentDelta, "fragment")
 @dataclass(frozen=True, slots=True)
 class Finish:
     """The upstream's own ``finish_reason`` for a choice."""
+
+    choice: int
+    finish_reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceFinish:
+    """The ``finish_reason`` of one choice of several (``n > 1``) while another choice is
+    still open: that choice's own terminal. The last choice to finish is a :class:`Finish`,
+    the stream's terminal. Content-free for the stream's state."""
 
     choice: int
     finish_reason: str
@@ -181,6 +198,7 @@ WireEvent = (
     | CallStarted
     | ArgumentDelta
     | Finish
+    | ChoiceFinish
     | DoneMarker
     | Metadata
     | StreamError

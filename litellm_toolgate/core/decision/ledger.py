@@ -41,12 +41,14 @@ from .events import (
     ArgumentsDone,
     BlockStop,
     CallStarted,
+    ChoiceFinish,
     Finish,
     ItemDone,
     ResponseCompleted,
     TextDelta,
     Unknown,
     WireEvent,
+    slot,
 )
 from .limits import Limits
 from .state import CallInput, CallState, Wire
@@ -79,34 +81,50 @@ class Ledger:
         open, so that a decided attempt's metrics read it instead of scanning its calls."""
         self.from_start: set[int] = set()
         """Anthropic tool blocks whose arguments are their start block's ``input``."""
+        self.choices = 1
+        """How many chat choices the request asked for; with more than one, calls are keyed
+        by :func:`slot` and ``finish_reason`` is choice 0's."""
+        self.finishes: dict[int, str] = {}
+        """Each choice's own ``finish_reason`` (kept only with several choices)."""
+        self.first_finish: str | None = None
+        """With several choices: the first ``finish_reason`` on the wire, whichever choice's."""
         self._clock = clock
 
     def ordered(self) -> list[CallAccumulator]:
         calls = self.calls
         if len(calls) < 2:  # most responses open one call
             return list(calls.values())
+        if self.choices != 1:  # choice by choice, each in tool index order
+            return sorted(calls.values(), key=lambda c: (c.choice, c.index))
         return [calls[i] for i in sorted(calls)]
+
+    def choice_calls(self, choice: int) -> bool:
+        """Whether ``choice`` opened a call."""
+        return any(c.choice == choice for c in self.calls.values())
 
     def apply(self, event: WireEvent) -> None:
         """Feed one event the stream's state already accepted; raises :class:`WireFault`."""
         # The two events of nearly every chunk come first.
         if isinstance(event, ArgumentDelta):
-            self.fragment(event.index, event.fragment)
+            choices = self.choices
+            key = event.index if choices == 1 else event.index * choices + event.choice
+            self.fragment(key, event.fragment)
         elif isinstance(event, TextDelta):
             self.text(event.text)
         elif isinstance(event, CallStarted):
+            key = slot(event.choice, event.index, self.choices)
             if len(self.calls) >= self.limits.max_calls:
-                raise WireFault(R.TOO_MANY_CALLS, event.index)
+                raise WireFault(R.TOO_MANY_CALLS, key)
             # Ids and names are held to the end too, so they count against the total:
             # otherwise max_calls ids of max_event_bytes each could be pinned.
             self.identity_bytes += _size(event.call_id) + _size(event.name)
             self.identity_bytes += _size(event.item_id or "")
-            self._check_total(event.index)
+            self._check_total(key)
             opened = self._clock()
             first = self.first_opened
             if first is None or opened < first:
                 self.first_opened = opened
-            self.calls[event.index] = CallAccumulator(
+            self.calls[key] = CallAccumulator(
                 event.index,
                 event.call_id,
                 event.name,
@@ -114,6 +132,8 @@ class Ledger:
                 wire=self.wire,
                 item_id=event.item_id,
                 kind=event.kind,
+                choice=event.choice,
+                key=None if key == event.index else key,
             )
         elif isinstance(event, ArgumentsDone):
             self._stage(event.index, CallInput.ARGUMENTS_DONE, event.arguments)
@@ -128,11 +148,23 @@ class Ledger:
         elif isinstance(event, ResponseCompleted):
             self._completed(event)
         elif isinstance(event, Finish):
-            self.finish_reason = event.finish_reason
+            if self.choices != 1:
+                self._choice_finish(event.choice, event.finish_reason)
+            else:
+                self.finish_reason = event.finish_reason
             for c in self.calls.values():
                 c.last_event = "finish"
+        elif isinstance(event, ChoiceFinish):
+            self._choice_finish(event.choice, event.finish_reason)
         elif isinstance(event, Unknown):
             self.unknown_events += 1
+
+    def _choice_finish(self, choice: int, finish_reason: str) -> None:
+        if not self.finishes:
+            self.first_finish = finish_reason
+        self.finishes[choice] = finish_reason
+        if choice == 0:
+            self.finish_reason = finish_reason
 
     def text(self, text: str) -> None:
         """:meth:`apply` of a :class:`TextDelta` of ``text``."""

@@ -292,6 +292,7 @@ EVENT_INPUTS: Mapping[type, StreamInput] = {
     ev.CallStarted: StreamInput.CALL,
     ev.ArgumentDelta: StreamInput.ARGUMENTS,
     ev.Finish: StreamInput.FINISH,
+    ev.ChoiceFinish: StreamInput.METADATA,  # one choice of several: the stream goes on
     ev.DoneMarker: StreamInput.DONE,
     ev.Metadata: StreamInput.METADATA,
     ev.StreamError: StreamInput.ERROR,

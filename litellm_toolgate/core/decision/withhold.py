@@ -14,11 +14,11 @@ stops feeding at the attempt's first fault, so a message the attempt refused is 
 passed on.
 
 Live or held. A message that its wire's own classification (``wires``) says may pass live
-(chat: text, role or usage only; Responses: text, reasoning, items that are no tool, lifecycle
-events with nothing hidden in them; Anthropic: text blocks and lifecycle events) is passed on at
-once, as long as nothing is held yet; from the first message that may not, every message is
-held. ``[DONE]`` and ``error`` events never pass live. A whole (non-streamed) body is held whole
-to its end.
+(chat: text, role or usage only, of any choice the request asked for; Responses: text,
+reasoning, items that are no tool, lifecycle events with nothing hidden in them; Anthropic:
+text blocks and lifecycle events) is passed on at once, as long as nothing is held yet; from
+the first message that may not, every message is held. ``[DONE]`` and ``error`` events never
+pass live. A whole (non-streamed) body is held whole to its end.
 
 What the client takes. Before a message goes out, live or held, the client's own parser for
 the wire (a :data:`Check` the edge passes in) is asked whether it takes the message's value; one
@@ -169,7 +169,7 @@ class Withholder:
         # seen only while nothing is held): one rule per body, made for the wire it reads.
         live = self._live
         if live is None or live[0] is not wire:
-            live = self._live = (wire, WIRES[wire].live_rule())
+            live = self._live = (wire, WIRES[wire].choices_live_rule(self.attempt.choices))
         return live[1].passes_live(value)
 
     def begin_decision(self) -> None:
@@ -183,11 +183,20 @@ class Withholder:
             return None
         if not self._here:
             return []
+        attempt = self.attempt
         try:
             # Passed straight on: no local of this frame holds the carrier's argument text.
-            return self.attempt.conclude(self._carrier())
+            calls = attempt.conclude(self._carrier())
         except ToolCallQuarantined:
             return None
+        if attempt.choices != 1 and self.streamed and attempt.first_finish != attempt.finish_reason:
+            # litellm shows one finish reason for a stream of several choices, the wire's
+            # first, under index 0 (1.108.7 and 1.110.2): it would hand the caller another
+            # choice's finish as choice 0's, contradicting the wire, as the carrier check
+            # of a ToolGate's stream finds (edge/carriers/chat.py).
+            attempt.interrupt(R.CARRIER_MISMATCH)
+            return None
+        return calls
 
     def _carrier(self) -> Carrier | None:
         """What the client will hand over, where it is simulated here: the bridge's output,

@@ -32,6 +32,8 @@ class ToolCall:
     arguments: Mapping[str, Any] = field(repr=False)
     type: str = "function_call"
     executor: str = "client"
+    choice: int = 0
+    """The chat choice the call came in (0 unless the request asked for ``n > 1``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +78,11 @@ class ReleasedCall:
     it. Immutable; ``repr`` shows neither the text nor the value.
     """
 
-    __slots__ = ("_text", "_utf8", "call_id", "index", "name", "value")
+    __slots__ = ("_text", "_utf8", "call_id", "choice", "index", "name", "value")
 
     index: int
+    choice: int
+    """The chat choice the call came in (0 unless the request asked for ``n > 1``)."""
     call_id: str
     name: str
     value: Mapping[str, Any]
@@ -86,11 +90,19 @@ class ReleasedCall:
     _utf8: bytes | None
 
     def __init__(
-        self, index: int, call_id: str, name: str, arguments: str | bytes, value: Mapping[str, Any]
+        self,
+        index: int,
+        call_id: str,
+        name: str,
+        arguments: str | bytes,
+        value: Mapping[str, Any],
+        *,
+        choice: int = 0,
     ) -> None:
         text, utf8 = (None, arguments) if isinstance(arguments, bytes) else (arguments, None)
         for slot, item in (
             ("index", index),
+            ("choice", choice),
             ("call_id", call_id),
             ("name", name),
             ("value", value),
@@ -123,8 +135,9 @@ class ReleasedCall:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ReleasedCall):
             return NotImplemented
-        return (self.index, self.call_id, self.name, self.arguments, self.value) == (
+        return (self.index, self.choice, self.call_id, self.name, self.arguments, self.value) == (
             other.index,
+            other.choice,
             other.call_id,
             other.name,
             other.arguments,
@@ -133,9 +146,20 @@ class ReleasedCall:
 
     __hash__ = None  # type: ignore[assignment]  # its value is a dict
 
-    def __reduce__(self) -> tuple[type[ReleasedCall], tuple[Any, ...]]:
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         # Pickled and copied through the constructor (the slots refuse assignment).
-        return (ReleasedCall, (self.index, self.call_id, self.name, self.arguments, self.value))
+        fields = (self.index, self.call_id, self.name, self.arguments, self.value, self.choice)
+        return (_released_call, (fields,))
 
     def __repr__(self) -> str:
-        return f"ReleasedCall(index={self.index!r}, call_id={self.call_id!r}, name={self.name!r})"
+        choice = f", choice={self.choice!r}" if self.choice else ""
+        return (
+            f"ReleasedCall(index={self.index!r}{choice}, call_id={self.call_id!r}, "
+            f"name={self.name!r})"
+        )
+
+
+def _released_call(fields: tuple[int, str, str, str, Mapping[str, Any], int]) -> ReleasedCall:
+    """A :class:`ReleasedCall` from its pickled fields (see ``ReleasedCall.__reduce__``)."""
+    index, call_id, name, arguments, value, choice = fields
+    return ReleasedCall(index, call_id, name, arguments, value, choice=choice)

@@ -61,6 +61,8 @@ class LedgerView(Protocol):
     calls: dict[int, CallAccumulator]
     finish_reason: str | None
     from_start: set[int]
+    choices: int
+    finishes: dict[int, str]
 
     def ordered(self) -> list[CallAccumulator]: ...
 
@@ -141,6 +143,19 @@ class WireSpec:
     def normalizer(self, profile: Profile) -> Normalizer:
         raise NotImplementedError
 
+    def choices(self, fields: Mapping[str, Any]) -> int:
+        """How many choices a request (its body's ``fields``) asks this wire to stream, each
+        read apart (:meth:`choices_normalizer`); one on every wire but chat completions."""
+        return 1
+
+    def choices_normalizer(self, profile: Profile, choices: int) -> Normalizer:
+        """The normalizer of a response of ``choices`` choices (:meth:`choices`)."""
+        return self.normalizer(profile)
+
+    def choices_live_rule(self, choices: int) -> LiveRule:
+        """:meth:`live_rule` for a response of ``choices`` choices."""
+        return self.live_rule()
+
     def readers(self, normalizer: Normalizer) -> tuple[Read, Known | None]:
         """The attempt's reader of one message's fields, and a fast path if the wire has one."""
 
@@ -210,6 +225,10 @@ def chat_carrier_matches(ledger: LedgerView, carrier: Carrier) -> bool:
         carrier.foreign
         or carrier.finish_reason != ledger.finish_reason
         or set(carrier.calls) != set(calls)
+    ):
+        return False
+    if carrier.finishes and any(
+        ledger.finishes.get(choice) != reason for choice, reason in carrier.finishes.items()
     ):
         return False
     for index, theirs in carrier.calls.items():

@@ -8,8 +8,9 @@ not:
 
 * ``data: [DONE]`` is the end-of-stream marker; any other data must be a JSON object.
 * An object with an ``error`` member, or an SSE ``event: error``, is an in-stream error.
-* Only choice 0 is served: a request asking for ``n > 1`` is refused before it is sent (see
-  :func:`request_fault`), so another index on the wire is a fault.
+* Choice 0 is the only choice unless the request asked for ``n > 1`` (:func:`choices_asked`):
+  then each choice ``0 .. n-1`` is read on its own (:class:`ChoicesNormalizer`), with its
+  own calls, pinned identities and terminal. Any other index on the wire is a fault.
 * ``delta.refusal`` with text and the legacy ``delta.function_call`` are faults: neither can
   be gated as a tool call, and passing them through would hand the caller an ungated action.
 * Tool-call fragments: ``index`` must be a non-negative integer; the first fragment of an
@@ -45,6 +46,7 @@ from ..decision.carrier import Carrier
 from ..decision.events import (
     ArgumentDelta,
     CallStarted,
+    ChoiceFinish,
     DoneMarker,
     Finish,
     Metadata,
@@ -53,6 +55,7 @@ from ..decision.events import (
     TextDelta,
     Unknown,
     WireEvent,
+    slot,
 )
 from ..decision.profiles import STRICT, Deviation, Profile
 from ..decision.state import Wire
@@ -112,6 +115,32 @@ def passes_live(chunk: Mapping[str, Any]) -> bool:
     return True
 
 
+def choices_live_rule(choices: int) -> LiveRule:
+    """:func:`passes_live` for a response of several choices: the text of any choice
+    ``0 .. choices-1`` passes live (a rule of its own, so one choice pays nothing for it)."""
+
+    def passes(chunk: Mapping[str, Any]) -> bool:
+        choices_seen = chunk.get("choices") or []
+        if not isinstance(choices_seen, list):
+            return False
+        for choice in choices_seen:
+            if not isinstance(choice, dict):
+                return False
+            index = choice.get("index", 0)
+            if type(index) is not int or not 0 <= index < choices:
+                return False
+            if choice.get("finish_reason") is not None:
+                return False
+            delta = choice.get("delta") or {}
+            if not isinstance(delta, dict):
+                return False
+            if any(v is not None for k, v in delta.items() if k not in VISIBLE_DELTA_KEYS):
+                return False
+        return True
+
+    return stateless(passes)
+
+
 REQUEST_FIELDS = ("n", "tool_choice")
 """The top-level fields of a chat request the gate reads (``Attempt.bind_request``)."""
 
@@ -127,17 +156,43 @@ def request_fields(body: bytes) -> dict[str, object]:
     return {k: value[k] for k in REQUEST_FIELDS if k in value}
 
 
+def request_fields_of(call: Mapping[str, Any]) -> dict[str, Any]:
+    """The :data:`REQUEST_FIELDS` of a call's arguments as its request will send them: the
+    call's own, and over them any in its ``extra_body`` (which the OpenAI SDK merges into
+    the body it sends)."""
+    fields = {k: call[k] for k in REQUEST_FIELDS if k in call}
+    extra = call.get("extra_body")
+    if isinstance(extra, Mapping):
+        fields.update({k: extra[k] for k in REQUEST_FIELDS if k in extra})
+    return fields
+
+
+MAX_CHOICES = 128
+"""The most choices a request may ask for (OpenAI's own bound on ``n``)."""
+
+
+def choices_asked(fields: Mapping[str, Any]) -> int | None:
+    """How many choices a chat request asks for (``n``; absent or null: one), or None when
+    ``n`` is no integer in ``1 .. MAX_CHOICES``."""
+    n = fields.get("n")
+    if n is None:
+        return 1
+    if type(n) is not int or not 1 <= n <= MAX_CHOICES:
+        return None
+    return n
+
+
 def request_fault(fields: Mapping[str, Any]) -> QuarantineReason | None:
     """Why a chat request cannot be gated as asked, before it is sent; None when it can.
 
-    ``n`` greater than one asks for several choices, each with its own calls and terminal.
-    The gate reads choice 0 only, so such a request is refused before any byte goes out,
-    rather than refusing a stream after another choice's text was already shown.
+    ``n`` greater than one asks for several choices, each with its own calls and terminal:
+    the wire reads each on its own (:class:`ChoicesNormalizer`). An ``n`` that is no whole
+    number of choices the gate can count is refused before any byte goes out. Where litellm
+    does not keep the choices apart, the edge refuses ``n > 1`` itself (``docs/routes.md``).
     """
-    n = fields.get("n")
-    if n is None or n == 1:
-        return None
-    return QuarantineReason.UNSUPPORTED_REQUEST
+    if choices_asked(fields) is None:
+        return QuarantineReason.UNSUPPORTED_REQUEST
+    return None
 
 
 # ---- the normalizer --------------------------------------------------------------------------
@@ -438,6 +493,66 @@ class ChatNormalizer:
             events.append(ArgumentDelta(0, index, arguments))
 
 
+class ChoicesNormalizer(ChatNormalizer):
+    """Normalizes a chat response of several choices (a request for ``n > 1``).
+
+    Each choice ``0 .. n-1`` is read as :class:`ChatNormalizer` reads choice 0: its calls'
+    identities are pinned per choice (tool index 0 of choice 0 and tool index 0 of choice 1
+    are two calls; a call id is pinned to one call across all choices), and its events carry
+    its choice. A choice's ``finish_reason`` is its own terminal: after it only content-free
+    chunks of that choice may come. It is a :class:`ChoiceFinish` while another choice is
+    still open, and the last choice's is the stream's :class:`Finish`, so a stream whose
+    ``[DONE]`` (or whole body) comes while a choice has no terminal is ``missing_finish``.
+
+    The template fast path of :meth:`ChatNormalizer.known` is not learned here (a line's
+    choice index would be part of its template), so a one-choice stream pays nothing for this
+    class, and a stream of several reads every line in full.
+    """
+
+    def __init__(self, profile: Profile = STRICT, choices: int = 2) -> None:
+        super().__init__(profile)
+        self._learns = _LEARNS  # never learns a template (see the class docstring)
+        self._choices = choices
+        self._identities: list[dict[int, tuple[str, str]]] = [{} for _ in range(choices)]
+        self._finished: dict[int, str] = {}
+
+    @property
+    def choices(self) -> int:
+        return self._choices
+
+    def _choice(self, choice: object, streamed: bool, events: list[WireEvent]) -> None:
+        if not isinstance(choice, dict):
+            raise WireFault(R.MALFORMED_EVENT)
+        at = choice.get("index", 0)
+        if type(at) is not int or not 0 <= at < self._choices:
+            raise WireFault(R.UNEXPECTED_CHOICE)
+        own: list[WireEvent] = []
+        self._identity = self._identities[at]
+        try:
+            super()._choice({**choice, "index": 0}, streamed, own)
+        except WireFault as fault:
+            if fault.index is None:
+                raise
+            # The call at fault, named by the attempt's key of (choice, tool index).
+            raise WireFault(fault.reason, slot(at, fault.index, self._choices)) from None
+        if at in self._finished and own:
+            # After a choice's terminal only content-free chunks of it may come.
+            raise WireFault(R.EVENT_AFTER_TERMINAL)
+        for event in own:
+            if type(event) is TextDelta:
+                events.append(TextDelta(at, event.text))
+            elif type(event) is ArgumentDelta:
+                events.append(ArgumentDelta(at, event.index, event.fragment))
+            elif type(event) is CallStarted:
+                events.append(CallStarted(at, event.index, event.call_id, event.name))
+            elif type(event) is Finish:
+                self._finished[at] = event.finish_reason
+                if len(self._finished) == self._choices:
+                    events.append(Finish(at, event.finish_reason))
+                else:
+                    events.append(ChoiceFinish(at, event.finish_reason))
+
+
 def _holder(obj: dict[str, Any], index: int | None) -> dict[str, Any] | None:
     """The dict holding the event's string: the delta (text) or the fragment's function."""
     choices = obj.get("choices")
@@ -504,6 +619,15 @@ class ChatWire(WireSpec):
     def normalizer(self, profile: Profile) -> ChatNormalizer:
         return ChatNormalizer(profile)
 
+    def choices(self, fields: Mapping[str, Any]) -> int:
+        return choices_asked(fields) or 1
+
+    def choices_normalizer(self, profile: Profile, choices: int) -> ChatNormalizer:
+        return ChatNormalizer(profile) if choices == 1 else ChoicesNormalizer(profile, choices)
+
+    def choices_live_rule(self, choices: int) -> LiveRule:
+        return self.live_rule() if choices == 1 else choices_live_rule(choices)
+
     def readers(self, normalizer: Normalizer) -> tuple[Read, Known | None]:
         # A line known() does not know is read without asking it again. A line named
         # "message" is not asked at all: read in full, to the same events.
@@ -522,6 +646,9 @@ class ChatWire(WireSpec):
         return None if calls == terminal else R.FINISH_REASON_MISMATCH
 
     def carrier_fault(self, ledger: LedgerView, carrier: Carrier) -> QuarantineReason | None:
+        if ledger.choices != 1 and carrier.kind != "chat":
+            # Several choices bridged to one Responses or Messages answer: not one carrier.
+            return R.CARRIER_MISMATCH
         if carrier.kind == "anthropic":
             return verdict(bridged_anthropic_matches(ledger, carrier))
         if carrier.kind == "chat":

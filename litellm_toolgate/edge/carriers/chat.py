@@ -10,6 +10,15 @@ carries the finish reason, and every chunk after it, is held. After the attempt 
 one chunk holding every released call (arguments exactly as on the wire) goes out, then the
 held chunks. A chunk for any choice other than 0 is withheld whole and fails the check.
 :func:`response_carrier` reads a non-streamed response the same way, for the same check.
+
+A request for several choices (``n > 1``) gets :class:`ChoicesCarrierChunks` instead
+(:func:`chat_carrier`), so a stream of one choice pays nothing for it. litellm keeps each
+choice's index on the chunks it hands over (both supported versions), but it shows one
+finish reason for the whole stream: the first one on the wire, under index 0, and no other.
+So calls are collected per (choice, tool index), a chunk showing text passes live whatever
+its choice, and the one finish litellm shows must be choice 0's on the wire (else the
+carrier disagrees with the wire: ``carrier_mismatch``). The release is one chunk per choice
+holding that choice's calls, in choice order, then the held chunks.
 No I/O; litellm's chunk types only.
 """
 
@@ -19,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...core.decision.attempt import Carrier, CarrierCall
+from ...core.decision.events import slot
 from ...core.rules.policy import ReleasedCall
 from ...core.wires.chat import LITELLM_VISIBLE_DELTA_FIELDS
 from ..seam.symbols import (
@@ -381,9 +391,127 @@ class CarrierChunks:
         return [chunk, *self.held]
 
 
+class ChoicesCarrierChunks(CarrierChunks):
+    """:class:`CarrierChunks` for a request of ``choices`` choices (see the module text)."""
+
+    def __init__(self, choices: int) -> None:
+        super().__init__()
+        self.choices = choices
+        self.finishes: dict[int, str] = {}
+        self._where: dict[int, tuple[int, int]] = {}  # key -> (choice, tool index)
+
+    def admit(self, chunk: Any) -> Any | None:
+        withheld = False
+        finished = False
+        shows = False
+        for choice in _attr(chunk, "choices") or []:
+            index, delta, finish = _attrs(choice, _CHOICE)
+            if index is None:
+                index = _attr(choice, "index", 0)
+            if type(index) is not int or not 0 <= index < self.choices:
+                self.foreign = True
+                return None
+            if delta is not None:
+                function_call, tool_calls = _attrs(delta, _DELTA)
+                if function_call is not None or tool_calls is not None:
+                    self._collect_choice(index, function_call, tool_calls)
+                    withheld = True
+                shows = shows or _shows(delta)
+            if finish:
+                finished = True
+                if index == 0:
+                    self.finish_reason = finish if self.finish_reason is None else "<repeated>"
+                else:
+                    self.finishes[index] = finish if index not in self.finishes else "<repeated>"
+        if finished or (self.held and not shows):
+            # A finish waits for the release; so does what carries nothing to read after it.
+            self.held.append(_without_calls(chunk) if withheld else chunk)
+            return None
+        if not withheld:
+            return chunk
+        if not shows and not _attr(chunk, "usage"):
+            return None
+        return _without_calls(chunk)
+
+    def _collect_choice(self, choice: int, function_call: Any, tool_calls: Any) -> None:
+        """:meth:`CarrierChunks._collect` of one choice: its calls kept under their key."""
+        if function_call is not None:
+            self.foreign = True
+        for fragment in tool_calls or []:
+            index, call_id, function = _attrs(fragment, _FRAGMENT)
+            if type(index) is not int or index < 0:
+                self.foreign = True
+                continue
+            key = slot(choice, index, self.choices)
+            call = self.calls.get(key)
+            if call is None:
+                call = self.calls[key] = _Assembled()
+                self._where[key] = (choice, index)
+            if not call.call_id:
+                call.call_id = call_id
+            name, arguments = _attrs(function, _FUNCTION)
+            if not call.name:
+                call.name = name
+            if arguments:
+                call.add(arguments)
+
+    def carrier(self) -> Carrier:
+        carrier = super().carrier()
+        return Carrier(
+            carrier.calls, carrier.finish_reason, foreign=carrier.foreign, finishes=self.finishes
+        )
+
+    def release(self, released: list[ReleasedCall]) -> list[Any]:
+        if not released:
+            return list(self.held)
+        template = self.held[0]
+        shown = {
+            (self._where[k][0], c.call_id): self._where[k][1]
+            for k, c in self.calls.items()
+            if c.call_id
+        }
+        chunks = []
+        for choice in sorted({call.choice for call in released}):
+            calls = [call for call in released if call.choice == choice]
+            chunks.append(
+                ModelResponseStream(
+                    id=template.id,
+                    created=template.created,
+                    model=template.model,
+                    choices=[
+                        StreamingChoices(
+                            index=choice,
+                            finish_reason=None,
+                            delta=Delta(
+                                content=None,
+                                tool_calls=[
+                                    ChatCompletionDeltaToolCall(
+                                        id=call.call_id,
+                                        type="function",
+                                        index=shown.get((choice, call.call_id), call.index),
+                                        function=Function(name=call.name, arguments=call.arguments),
+                                    )
+                                    for call in calls
+                                ],
+                            ),
+                        )
+                    ],
+                )
+            )
+        return [*chunks, *self.held]
+
+
+def chat_carrier(choices: int) -> CarrierChunks:
+    """The carrier of litellm's chat chunks for a request of ``choices`` choices."""
+    return CarrierChunks() if choices == 1 else ChoicesCarrierChunks(choices)
+
+
 def response_carrier(response: Any) -> Carrier:
-    """What litellm made of a non-streamed response: choice 0's calls and finish reason."""
+    """What litellm made of a non-streamed response: choice 0's calls and finish reason, or
+    with several choices every choice's, its calls keyed as the attempt keys them."""
     choices = getattr(response, "choices", None) or [None]
+    if len(choices) > 1:
+        return _choices_carrier(response, choices)
     message = getattr(choices[0], "message", None)
     return Carrier(
         {
@@ -396,4 +524,34 @@ def response_carrier(response: Any) -> Carrier:
         },
         getattr(choices[0], "finish_reason", None),
         foreign=len(choices) != 1 or getattr(message, "function_call", None) is not None,
+    )
+
+
+def _choices_carrier(response: Any, choices: list[Any]) -> Carrier:
+    """:func:`response_carrier` of a whole response of several choices: each must stand at
+    its own index, and each shows its own finish reason."""
+    count = len(choices)
+    calls: dict[int, CarrierCall] = {}
+    finishes: dict[int, str] = {}
+    foreign = False
+    for position, choice in enumerate(choices):
+        message = getattr(choice, "message", None)
+        if getattr(choice, "index", None) != position or (
+            getattr(message, "function_call", None) is not None
+        ):
+            foreign = True
+        for i, tc in enumerate(getattr(message, "tool_calls", None) or []):
+            calls[slot(position, i, count)] = CarrierCall(
+                getattr(tc, "id", None),
+                getattr(tc.function, "name", None),
+                getattr(tc.function, "arguments", None) or "",
+            )
+        finish = getattr(choice, "finish_reason", None)
+        if position and isinstance(finish, str):
+            finishes[position] = finish
+    return Carrier(
+        calls,
+        getattr(choices[0], "finish_reason", None),
+        foreign=foreign,
+        finishes=finishes,
     )

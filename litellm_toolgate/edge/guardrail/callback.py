@@ -241,7 +241,8 @@ class ToolGateGuardrail(GateGuardrail):
             claiming.INSTALLATION.custom.refuse()
         call = frames.call_setup(frames.caller())
         if call is not None:
-            # A mock model turn or a chat request for n > 1: refused here, sync and async
+            # A mock model turn or a chat request for n > 1 off the chat routes: refused
+            # here, sync and async
             # alike; then what a sync call's own arguments condemn (sync.hooks).
             callsetup.at_call_setup(self, *call)
             sync_hooks.at_call_setup(self, *call)

@@ -15,7 +15,10 @@ was made:
   refuses it. Every ``mock_response`` counts, a plain text one and an exception included:
   the gate does not tell a made-up answer that carries no call from one that does.
 * **A chat request for ``n > 1``**, asked for at the top level or in ``extra_body`` (which
-  the OpenAI SDK merges into the body it sends): refused ``unsupported_request``, unsent.
+  the OpenAI SDK merges into the body it sends), on a route whose choices litellm does not
+  keep apart (any wire but chat completions: :func:`..routes.choices_kept_apart`), or with an
+  ``n`` that is no count: refused ``unsupported_request``, unsent. On a chat-completions
+  route each choice is gated on its own.
 
 The proxy is left to its own hooks (its requests are refused there, with the proxy's
 statuses), and so are a :class:`ToolGate`'s own calls, which that gate decides.
@@ -28,8 +31,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...core.errors import ToolCallQuarantined
-from ...core.wires.chat import request_fault
+from ...core.wires.chat import choices_asked
 from ..calltypes import CHAT, GATED
+from ..routes import choices_kept_apart
 from ..sync.vouching import is_vouched
 from .deciders import GateGuardrail, registered_gates, selected
 from .decisionlog import refuse, refuse_unobserved
@@ -58,11 +62,12 @@ def at_call_setup(gate: GateGuardrail, kind: str, kwargs: Mapping[str, Any]) -> 
     if any(kwargs.get(name) is not None for name in MOCKS):
         refuse_unobserved(gate, gate.gate, request, started, in_proxy=False)
     fields = chat_request_fields(kwargs) if kind in CHAT else {}
-    if request_fault(fields) is not None:
-        # The attempt's own check (an attempt is made only for a request it will refuse).
+    if choices_asked(fields) != 1:
+        # The attempt's own check (an attempt is made only for a request it may refuse).
+        apart = choices_asked(fields) is not None and choices_kept_apart(kwargs, callback=True)
         attempt = gate.gate.new_attempt(tools=kwargs.get("tools"), model=model)
         try:
-            attempt.bind_request("/chat/completions", fields)
+            attempt.bind_request("/chat/completions", fields, choices_gated=apart)
         except ToolCallQuarantined:
             refuse(gate, request, attempt, started, in_proxy=False)
 

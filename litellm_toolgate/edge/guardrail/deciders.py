@@ -3,8 +3,9 @@
 Every call, async or sync, is admitted by one check (:func:`admit`): the call type, the
 gates that decide it (:func:`deciders`), per-request selection (:func:`selected`), the route
 table, and then the request's own fields on the new attempt (a chat request for ``n > 1``
-is refused unsent: :func:`.taps.new_tap`). litellm answers cache hits before any of this
-runs, so a gated call skips litellm's cache reads (:mod:`cacheguard`).
+off the chat routes or in the proxy is refused unsent: :func:`.taps.new_tap`). litellm
+answers cache hits before any of this runs, so a gated call skips litellm's cache reads
+(:mod:`cacheguard`).
 
 **Which gates decide a call.** litellm runs a guardrail's pre-send hooks for the entries of
 ``litellm.callbacks`` (the proxy puts its ``guardrails:`` there too); every gate there that

@@ -19,9 +19,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...core.decision.pending import PendingTable
-from ...core.wires.chat import REQUEST_FIELDS
+from ...core.wires.chat import choices_asked, request_fields_of
 from ..calltypes import MESSAGES, RESPONSES
 from ..gate import ToolGate
+from ..routes import choices_kept_apart
 from ..transport import WireTap
 
 MAX_PENDING = 10_000
@@ -34,11 +35,7 @@ def chat_request_fields(body: Mapping[str, Any]) -> dict[str, Any]:
     """The chat request fields the gate reads (``n``, ``tool_choice``), as the request will
     send them: the call's own, and over them any in its ``extra_body``, which the OpenAI SDK
     merges into the body it sends."""
-    fields = {k: body[k] for k in REQUEST_FIELDS if k in body}
-    extra = body.get("extra_body")
-    if isinstance(extra, Mapping):
-        fields.update({k: extra[k] for k in REQUEST_FIELDS if k in extra})
-    return fields
+    return request_fields_of(body)
 
 
 def new_tap(
@@ -52,13 +49,19 @@ def new_tap(
 ) -> WireTap:
     """The call's attempt and tap; the request's own fields are checked now (a chat
     request for ``n > 1``, at its top level or in its ``extra_body``, is refused here,
-    unsent: the tap's quarantine)."""
+    unsent, the tap's quarantine, in the proxy and on a route whose choices litellm does
+    not keep apart: :func:`..routes.choices_kept_apart`)."""
     tap = WireTap(gate.new_attempt(tools=tools, model=model), streamed=streamed)
     tap.policy = gate.policy
     tap.responses_api = kind in RESPONSES
     tap.messages_api = kind in MESSAGES
     if body is not None and not tap.responses_api and not tap.messages_api:
-        tap.bind_request("/chat/completions", chat_request_fields(body))
+        fields = chat_request_fields(body)
+        # The proxy's own answer is not cross-checked choice by choice: n > 1 refused there.
+        apart = choices_asked(fields) == 1 or (
+            "proxy_server_request" not in body and choices_kept_apart(body, callback=True)
+        )
+        tap.bind_request("/chat/completions", fields, choices_gated=apart)
     return tap
 
 
