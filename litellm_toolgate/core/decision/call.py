@@ -161,7 +161,7 @@ class CallAccumulator:
         if hmac_key is not None:
             self.digest = hmac.new(hmac_key, data, sha256).hexdigest()
         kind = _INPUT_OF[self.kind]
-        if self.wire is Wire.RESPONSES and ITEMS[self.kind].hosted_by:
+        if ITEMS[self.kind].hosted_by:  # only Responses items name a server that runs them
             self.hosted = runs_on_server(self.kind, self.name, registry.declared)
         if kind is _FREE_TEXT:
             self._validate_free_text(registry, self.join())
