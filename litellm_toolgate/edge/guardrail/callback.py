@@ -112,6 +112,10 @@ _SEALED = (
 )
 
 
+_PRE_CALL = GuardrailEventHooks.pre_call
+_POST_CALL = GuardrailEventHooks.post_call
+
+
 def _mode_name(mode: Any) -> str:
     """A guardrail mode for a message: its name, or the kind of value it is."""
     if isinstance(mode, str):
@@ -303,8 +307,9 @@ class ToolGateGuardrail(GateGuardrail):
         # The gate is a post_call guardrail, and also refuses before sending what it cannot
         # gate (async_pre_call_hook): the proxy asks about its pre-call hook as pre_call, and
         # the gate answers as for the request it would gate (litellm's selection).
-        if event_type == GuardrailEventHooks.pre_call:
-            event_type = GuardrailEventHooks.post_call
+        # (The proxy asks this once per streamed chunk too: the members are read once.)
+        if event_type == _PRE_CALL:
+            event_type = _POST_CALL
         return bool(super().should_run_guardrail(data, event_type))
 
     async def async_pre_call_hook(
