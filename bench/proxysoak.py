@@ -108,9 +108,12 @@ def _census(signum, frame):
     try:
         gc.collect()
         garbage = {id(obj) for obj in gc.garbage}
+        size = 0
         for obj in gc.garbage:
             key = _key(obj)
             counts[key] = counts.get(key, 0) + 1
+            size += sys.getsizeof(obj)
+        counts["bytes:"] = size
             if "litellm_toolgate" in key and _on_own_cycle(obj, garbage):
                 counts["cycle: " + key] = counts.get("cycle: " + key, 0) + 1
     finally:
@@ -151,14 +154,24 @@ class Soak:
         """Resident size at the last read less at the first (after the warm-up)."""
         return self.rss[-1][1] - self.rss[0][1] if self.rss else 0
 
+    def by_kind(self) -> dict[str, int]:
+        """What a collection found unreachable (the cycles and what hangs from them), by
+        type or code."""
+        return {
+            k: n for k, n in self.garbage.items() if k != "bytes:" and not k.startswith("cycle: ")
+        }
+
+    def garbage_objects(self) -> int:
+        return sum(self.by_kind().values())
+
+    def garbage_bytes(self) -> int:
+        """Their own sizes (``sys.getsizeof``; the strings they hold are not counted)."""
+        return self.garbage.get("bytes:", 0)
+
     def gates_own(self) -> dict[str, int]:
         """The gate's objects among the garbage: its types, or code of its modules (also
         those that only hang from litellm's own cycles)."""
-        return {
-            k: n
-            for k, n in self.garbage.items()
-            if GATE_MODULE in k and not k.startswith("cycle: ")
-        }
+        return {k: n for k, n in self.by_kind().items() if GATE_MODULE in k}
 
     def gates_cycles(self) -> dict[str, int]:
         """The gate's objects on a cycle that passes through no object of litellm's."""
@@ -291,13 +304,14 @@ def proxysoak_section(upstream: Upstream, streams: int, concurrency: int = 8) ->
     results = run_soak(upstream, streams, concurrency=concurrency)
     per: dict[str, dict[str, object]] = {}
     for kind, soak in results.items():
-        top = sorted(soak.garbage.items(), key=lambda item: -item[1])[:5]
+        top = sorted(soak.by_kind().items(), key=lambda item: -item[1])[:5]
         per[kind] = {
             "slope_bytes_per_stream": soak.slope(),
             "growth_mib": soak.growth() / 2**20,
             "rss_mib": [round(rss / 2**20, 1) for _, rss in soak.rss],
-            "garbage_objects": sum(soak.garbage.values()),
-            "garbage_per_stream": sum(soak.garbage.values()) / streams,
+            "garbage_objects": soak.garbage_objects(),
+            "garbage_per_stream": soak.garbage_objects() / streams,
+            "garbage_bytes_per_stream": soak.garbage_bytes() / streams,
             "garbage_top": top,
             "gate_objects_in_garbage": soak.gates_own(),
             "gate_cycles": soak.gates_cycles(),
