@@ -113,9 +113,9 @@ def _census(signum, frame):
             key = _key(obj)
             counts[key] = counts.get(key, 0) + 1
             size += sys.getsizeof(obj)
-        counts["bytes:"] = size
             if "litellm_toolgate" in key and _on_own_cycle(obj, garbage):
                 counts["cycle: " + key] = counts.get("cycle: " + key, 0) + 1
+        counts["bytes:"] = size
     finally:
         gc.garbage.clear()
         gc.set_debug(0)
@@ -240,15 +240,20 @@ async def _streams(
 
 
 def run_soak(
-    upstream: Upstream, streams: int, *, concurrency: int = 8, samples: int = 10
+    upstream: Upstream,
+    streams: int,
+    *,
+    concurrency: int = 8,
+    samples: int = 10,
+    warm: int | None = None,
 ) -> dict[str, Soak]:
-    """``streams`` streams through each proxy (after a warm-up of a tenth of them, at
-    least 200), text and tool calls in turn; each proxy's figures."""
+    """``streams`` streams through each proxy (after a warm-up of ``warm``, by default a
+    tenth of them and at least 200), text and tool calls in turn; each proxy's figures."""
     names = []
     for body, call in ((text_body(40), False), (tool_body(24)[0], True)):
         upstream.body = body
         names.append((upstream.name, call))
-    warm = max(200, streams // 10)
+    warm = max(200, streams // 10) if warm is None else warm
     block = max(1, streams // samples)
     results = {kind: Soak() for kind in KINDS}
     with soak_proxies(upstream) as running:

@@ -155,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--requests-per-stream", type=int, help="proxyload: requests each stream sends in a cell"
     )
+    parser.add_argument(
+        "--soak-streams", type=int, help="proxysoak: streams through each proxy (10,000)"
+    )
     args = parser.parse_args(argv)
     out = args.out or HERE / ("results-quick.json" if args.quick else "results.json")
     md = args.md or out.with_suffix(".md")
@@ -170,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         fragment,
         cells,
     )
+    if args.soak_streams:
+        chosen["proxysoak"] = args.soak_streams
     # The load bench starts three proxies, the soak two, and each runs for minutes: only
     # when named.
     wanted = set(args.only or set(chosen) - {"proxyload", "proxysoak"})
