@@ -53,7 +53,7 @@ class ProxyStream:
     generator layer in between is paid per chunk).
     """
 
-    __slots__ = ("_guardrail", "_request", "_started", "stream")
+    __slots__ = ("_guardrail", "_request_data", "_started", "stream")
 
     def __init__(
         self,
@@ -63,7 +63,7 @@ class ProxyStream:
         stream: AsyncGatedStream,
     ) -> None:
         self._guardrail = guardrail
-        self._request = request
+        self._request_data = request
         self._started = started
         self.stream = stream
 
@@ -72,7 +72,7 @@ class ProxyStream:
         attempt = self.stream.attempt
         try:
             await self.stream.aclose()
-            report(self._guardrail, self._request, attempt, self._started)
+            report(self._guardrail, self._request_data, attempt, self._started)
         finally:
             loghold.decided(attempt)
             observers.stream_ended(attempt.route)
