@@ -15,7 +15,9 @@ Two figures per proxy:
   one collection with ``gc.DEBUG_SAVEALL``, counts what was unreachable by type (and, for
   functions, generators, coroutines and frames, by the code they run), then frees it. A
   census after the warm-up starts from nothing; the one at the end counts what the soak's
-  streams left in cycles. The gate's own objects (types and code of ``litellm_toolgate``)
+  streams left in cycles, and which of the gate's objects are still reachable after it (an
+  unfinished async generator among the garbage is resurrected by asyncio's finalizer hook,
+  with everything it holds, to be closed on the loop). The gate's own objects (types and code of ``litellm_toolgate``)
   among them are the figure that says whether the gate's stream path makes cycles;
   litellm's own cycles are counted beside them (the no-op proxy leaves the same ones).
 * **resident memory** (``VmRSS`` from ``/proc``) read every tenth of the streams after the
@@ -116,6 +118,11 @@ def _census(signum, frame):
             if "litellm_toolgate" in key and _on_own_cycle(obj, garbage):
                 counts["cycle: " + key] = counts.get("cycle: " + key, 0) + 1
         counts["bytes:"] = size
+        for obj in gc.get_objects():  # the gate's objects still alive (reachable)
+            module = getattr(type(obj), "__module__", None)
+            if isinstance(module, str) and module.startswith("litellm_toolgate"):
+                key = "live: " + _key(obj)
+                counts[key] = counts.get(key, 0) + 1
     finally:
         gc.garbage.clear()
         gc.set_debug(0)
@@ -158,8 +165,14 @@ class Soak:
         """What a collection found unreachable (the cycles and what hangs from them), by
         type or code."""
         return {
-            k: n for k, n in self.garbage.items() if k != "bytes:" and not k.startswith("cycle: ")
+            k: n
+            for k, n in self.garbage.items()
+            if k != "bytes:" and not k.startswith(("cycle: ", "live: "))
         }
+
+    def gates_live(self) -> dict[str, int]:
+        """The gate's objects still reachable at the census, by type."""
+        return {k[6:]: n for k, n in self.garbage.items() if k.startswith("live: ")}
 
     def garbage_objects(self) -> int:
         return sum(self.by_kind().values())
@@ -320,6 +333,10 @@ def proxysoak_section(upstream: Upstream, streams: int, concurrency: int = 8) ->
             "garbage_top": top,
             "gate_objects_in_garbage": soak.gates_own(),
             "gate_cycles": soak.gates_cycles(),
+            # The gate's objects a collection left reachable: also those an unfinished
+            # async generator among the garbage keeps (asyncio's finalizer hook resurrects
+            # it to close it on the loop).
+            "gate_objects_alive": soak.gates_live(),
             "cpu_ms_per_stream": soak.cpu_seconds / streams * 1000,
             "errors": len(soak.errors),
         }
