@@ -17,8 +17,9 @@ Two figures per proxy:
   census after the warm-up starts from nothing; the one at the end counts what the soak's
   streams left in cycles, and which of the gate's objects are still reachable after it (an
   unfinished async generator among the garbage is resurrected by asyncio's finalizer hook,
-  with everything it holds, to be closed on the loop). The gate's own objects (types and code of ``litellm_toolgate``)
-  among them are the figure that says whether the gate's stream path makes cycles;
+  with everything it holds, to be closed on the loop). The gate's own objects (types and
+  code of ``litellm_toolgate``) among them are the figure that says whether the gate's
+  stream path makes cycles;
   litellm's own cycles are counted beside them (the no-op proxy leaves the same ones).
 * **resident memory** (``VmRSS`` from ``/proc``) read every tenth of the streams after the
   warm-up; growth is the least-squares slope over those reads, in bytes per stream. With
