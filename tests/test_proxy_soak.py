@@ -20,7 +20,8 @@ unreachable: what would never be freed with the collector off.
 
 The 10,000-stream soak is the bench's ``proxysoak`` row (``python -m bench --only
 proxysoak``); this is its short version (``TOOLGATE_PROXY_SOAK_STREAMS``, 400 streams a
-proxy after 100 to warm up, 1,000 in all; 1,600 took 268 s under a load average of 9).
+proxy after 100 to warm up, 1,000 streams in all: 67 s at a load average of 3; 1,600 took
+268 s under a load average of 9).
 """
 
 from __future__ import annotations
@@ -97,3 +98,16 @@ def test_the_gates_proxy_grows_no_more_than_the_noop_one(soak: dict[str, Soak]) 
         f"gate grew {gate / 2**20:.1f} MiB, noop {noop / 2**20:.1f} MiB over {STREAMS} streams "
         f"each (reads: gate {soak['gate'].rss}, noop {soak['noop'].rss})"
     )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="found by this soak, not fixed yet: on the proxy path the tap body's reading "
+    "generator (edge/transport.py, _AsyncTapStream._sliced) is left unfinished at the "
+    "stream's end, and holds the stream's reading state (tap, attempt, decoder) until a "
+    "collection closes it through the loop (docs/performance.md)",
+)
+def test_no_streams_reading_state_outlives_it(soak: dict[str, Soak]) -> None:
+    live = soak["gate"].gates_live()
+    attempts = live.get("litellm_toolgate.core.decision.attempt.Attempt", 0)
+    assert attempts < STREAMS // 10, live
