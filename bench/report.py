@@ -72,6 +72,8 @@ def brief(row: Row) -> str:
         )
     if section == "proxyload":
         return _proxyload(row)
+    if section == "proxysoak":
+        return _proxysoak(row)
     if section == "journal" and row.get("loop"):
         return (
             f"×{fmt_range(row['ratio_wall'], 2)} of the five bare commits a one-call run needs "
@@ -103,7 +105,7 @@ def _proxyload(row: Row) -> str:
         if "cpu_ratio" in p:
             head = f"CPU/req ×{fmt_range(p['cpu_ratio'], 2)}"
             if "cpu_vs_noop" in p:
-                head += f" (×{p['cpu_vs_noop']['median']:.2f} of noop)"
+                head += f" (×{fmt_range(p['cpu_vs_noop'], 3)} of noop)"
             head += f", req/s ×{p['throughput_ratio']['median']:.2f}"
         else:
             head += f", {p['requests_per_s']['median']:.1f} req/s"
@@ -129,6 +131,28 @@ def _proxyload(row: Row) -> str:
         text += f" ({row['rounds']} rounds, {row['measured']}"
         text += f", load average {min(loads):.1f}-{max(loads):.1f})" if loads else ")"
     return text
+
+
+def _proxysoak(row: Row) -> str:
+    """Each gc-off proxy's growth per stream and what a collection found at the end."""
+    parts = []
+    for kind, p in row["proxies"].items():
+        parts.append(
+            f"**{kind}** {p['slope_bytes_per_stream'] / 1024:+.1f} KiB/stream "
+            f"(resident {p['rss_mib'][0]:.0f} → {p['rss_mib'][-1]:.0f} MiB), "
+            f"{p['garbage_per_stream']:.0f} objects/stream in cycles"
+            + (f", {p['errors']} errors" if p["errors"] else "")
+        )
+    gate = row["proxies"]["gate"]
+    own = sum(gate["gate_cycles"].values())
+    hanging = sum(gate["gate_objects_in_garbage"].values())
+    return (
+        "; ".join(parts)
+        + f"; gate's objects on cycles of its own: {own}, hanging from litellm's cycles: "
+        f"{hanging / row['streams']:.1f}/stream; {row['concurrency']} at once, "
+        f"litellm {row['proxy_litellm']} ({row['measured']}, load average "
+        f"{row['load_average']})"
+    )
 
 
 def _taken_off(row: Row) -> str:
@@ -179,6 +203,8 @@ def headline(row: Row) -> str:
         return f"×{row['ratio_wall']['median']:.2f}"
     if section == "journal":
         return f"×{max(row['step_ratio'].values()):.2f}"
+    if section == "proxysoak":
+        return f"{row['gate_extra_slope'] / 1024:+.2f} KiB/stream"
     if section == "proxyload":
         gate = row["proxies"]["gate"]
         return f"×{gate['cpu_ratio']['median']:.2f} / ×{gate['cpu_vs_noop']['median']:.2f}"
@@ -221,6 +247,13 @@ def markdown(results: dict[str, Any], previous: dict[str, Any] | None = None) ->
             budget = f"≤ {row['budget_us']:g} µs"
         elif row["section"] == "ttft":
             budget = "within noise"
+        elif row["section"] == "proxysoak":
+            budget = (
+                f"gate's growth ≤ noop's + {row['slope_allowance'] / 1024:g} KiB/stream, "
+                "no cycle of the gate's own"
+            )
+        elif row.get("noop_budget_ratio") is not None:
+            budget = f"gate CPU/req ≤ ×{row['noop_budget_ratio']} of noop"
         elif row.get("memory_budget_mib") is not None:
             budget = f"gate's rise ≤ plain's + {row['memory_budget_mib']:.1f} MiB"
         elif row["section"] == "loop" and "met" in row:

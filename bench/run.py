@@ -70,6 +70,7 @@ from bench.journal import journal_section
 from bench.loop import loop_section
 from bench.metrics import metrics_section
 from bench.proxyload import cell_order, proxyload_section
+from bench.proxysoak import proxysoak_section
 from bench.report import markdown
 from bench.toolloop import toolloop_section
 
@@ -97,6 +98,7 @@ def plan(quick: bool) -> dict[str, Any]:
             "metrics": [("tool-call 20 events", tool_body(20)[0], 50, 4)],
             "toolloop": 1,
             "proxyload": ([1, 16, 64], 1, 1, 256),
+            "proxysoak": 400,
         }
     return {
         "e2e": [
@@ -127,6 +129,7 @@ def plan(quick: bool) -> dict[str, Any]:
         ],
         "toolloop": 9,
         "proxyload": ([1, 16, 64], 2, 2, 32),
+        "proxysoak": 10_000,
     }
 
 
@@ -139,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         action="append",
         help="run only these sections (core, decision, memory, metrics, ttft, loop, journal, "
-        "toolloop, e2e, sdk; proxyload, three real proxies under load, only when named); "
+        "toolloop, e2e, sdk; proxyload, three real proxies under load, and proxysoak, two "
+        "proxies with the gc off, only when named); "
         "the other sections' rows are kept from the existing output file",
     )
     parser.add_argument(
@@ -151,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, help="proxyload: rounds (fresh proxies each)")
     parser.add_argument(
         "--requests-per-stream", type=int, help="proxyload: requests each stream sends in a cell"
+    )
+    parser.add_argument(
+        "--soak-streams", type=int, help="proxysoak: streams through each proxy (10,000)"
     )
     args = parser.parse_args(argv)
     out = args.out or HERE / ("results-quick.json" if args.quick else "results.json")
@@ -167,8 +174,11 @@ def main(argv: list[str] | None = None) -> int:
         fragment,
         cells,
     )
-    # The load bench starts three proxies and runs for minutes: only when named.
-    wanted = set(args.only or set(chosen) - {"proxyload"})
+    if args.soak_streams:
+        chosen["proxysoak"] = args.soak_streams
+    # The load bench starts three proxies, the soak two, and each runs for minutes: only
+    # when named.
+    wanted = set(args.only or set(chosen) - {"proxyload", "proxysoak"})
     started = time.perf_counter()
     rows: list[Row] = []
     with Upstream() as up:
@@ -184,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             ("e2e", lambda: e2e_section(up, chosen["e2e"])),
             ("sdk", lambda: sdk_section(up, chosen["sdk"])),
             ("proxyload", lambda: proxyload_section(up, *chosen["proxyload"])),
+            ("proxysoak", lambda: proxysoak_section(up, chosen["proxysoak"])),
         ]
         for name, step in steps:
             if name in wanted:
@@ -214,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = kept + rows
         when = {**previous.get("sections_when", {}), **when}
     order = ["core", "decision", "memory", "metrics", "ttft", "loop", "journal", "toolloop", "e2e"]
-    order += ["reference", "proxyload"]
+    order += ["reference", "proxyload", "proxysoak"]
     rows.sort(key=lambda r: (order.index(r["section"]), cell_order(r)))
     results = {
         "when": now,

@@ -7,7 +7,8 @@
 * Escalation: two windows sharing the Redis on 127.0.0.1:6379 (a unique key prefix) trip
   together on remote faults seen by one of them, never on policy denials, and recover once
   the window drained; without a Redis each process counts alone.
-* The dashboard in ``config_examples/`` queries only series and labels the gate exports.
+* The dashboard in ``config_examples/`` queries only series and labels the gate exports:
+  the declared ones, and those a scrape of the process's exporter shows after real traffic.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 import pytest
 from conftest import CASES, RecordingObserver, body_of
-from loopback import run
+from loopback import call, kwargs, run
 
 from litellm_toolgate import ToolGate
 from litellm_toolgate.core.decision.state import Wire
@@ -402,24 +403,112 @@ def _labels_of(metric: str) -> set[str] | None:
     return None
 
 
-def test_the_dashboard_queries_only_what_the_gate_exports() -> None:
-    queries = list(_queries(json.loads(DASHBOARD.read_text())))
-    assert len(queries) >= 8
-    for query in queries:
+def _used_labels(query: str) -> set[str]:
+    """The label names a query selects on, groups by or lists values of."""
+    used = set()
+    for selector in re.findall(r"\{([^}]*)\}", query):
+        used |= set(re.findall(r"([a-z_]+)\s*(?:=~|!~|!=|=)", selector))
+    for grouping in re.findall(r"\b(?:by|without)\s*\(([^)]*)\)", query):
+        used |= {g.strip() for g in grouping.split(",") if g.strip()}
+    used |= set(re.findall(r"label_values\(\s*toolgate_[a-z_]+\s*,\s*([a-z_]+)", query))
+    return used
+
+
+def _dashboard_queries() -> list[tuple[str, set[str], set[str]]]:
+    """Each dashboard query with the metric names and the label names it uses."""
+    out = []
+    for query in _queries(json.loads(DASHBOARD.read_text())):
         metrics = set(re.findall(r"\btoolgate_[a-z_]+", query))
         assert metrics, query
+        out.append((query, metrics, _used_labels(query)))
+    assert len(out) >= 8
+    return out
+
+
+def test_the_dashboard_queries_only_what_the_gate_exports() -> None:
+    for query, metrics, used in _dashboard_queries():
         allowed: set[str] = set()
         for metric in metrics:
             labels = _labels_of(metric)
             assert labels is not None, f"{metric} is not exported: {query}"
             allowed |= labels
-        used = set()
-        for selector in re.findall(r"\{([^}]*)\}", query):
-            used |= set(re.findall(r"([a-z_]+)\s*(?:=~|!~|!=|=)", selector))
-        for grouping in re.findall(r"\b(?:by|without)\s*\(([^)]*)\)", query):
-            used |= {g.strip() for g in grouping.split(",") if g.strip()}
-        used |= set(re.findall(r"label_values\(\s*toolgate_[a-z_]+\s*,\s*([a-z_]+)", query))
         assert used <= allowed, f"{used - allowed} not on {metrics}: {query}"
+
+
+def _scraped_series(text: str) -> dict[str, set[str]]:
+    """Each sample name of a text exposition and the label names its samples carry."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    series: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            series.setdefault(sample.name, set()).update(sample.labels)
+    return series
+
+
+def test_the_dashboard_queries_series_a_scrape_of_real_traffic_shows() -> None:
+    """Released, quarantined and refused attempts through the real litellm, and a route
+    escalated by its remote faults, reach the process's exporter; its ``/metrics`` page,
+    scraped over loopback, holds every metric and label each dashboard query uses (not only
+    the declared ones: what the collector really writes)."""
+    import socket
+
+    import httpx
+
+    from litellm_toolgate.operate.metrics import MetricsSettings, enable_metrics
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    route = "cometapi/gpt-4o-mini"
+    made = enable_metrics(MetricsSettings(port=port, routes=[route]))
+    settings = EscalationSettings(window_seconds=60.0, min_attempts=2, trip_rate=0.5, shared="off")
+    escalation = RouteEscalation(settings, hook=None, redis=None)
+    observers.add(escalation)
+    gate = ToolGate(TOOLS)
+    try:
+        with FakeUpstream() as upstream:
+            outcomes = []
+            for name, asynchronous in [
+                ("multiply_basic", False),
+                ("multiply_basic", True),
+                ("args_invalid_json", True),
+                ("done_without_finish", False),
+                ("done_without_finish", True),
+            ]:
+                upstream.enqueue(Scripted(body_of(CASES[name])))
+                _, fault = run(gate, upstream, asynchronous)
+                outcomes.append(None if fault is None else fault.reason.value)
+            # Refused before anything was sent: a chat request for two choices.
+            _, refused = call(
+                gate.completion, gate.acompletion, kwargs(upstream, n=2), asynchronous=False
+            )
+        assert outcomes == [None, None, "invalid_json", "missing_finish", "missing_finish"]
+        assert refused is not None and refused.reason is QuarantineReason.UNSUPPORTED_REQUEST
+        assert escalation.tripped == {route}
+        observers.drain()
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
+    finally:
+        observers.remove(escalation)
+        escalation.close()
+        observers.remove(made)
+    series = _scraped_series(text)
+    # The traffic is there: each outcome, the refusal's reason, the escalated route.
+    for line in (
+        'outcome="released"',
+        'outcome="quarantined"',
+        'reason="unsupported_request"',
+        'reason="missing_finish"',
+        f'toolgate_route_escalated{{route="{route}"}} 1.0',
+        'transition="tripped"',
+    ):
+        assert line in text, line
+    for query, metrics, used in _dashboard_queries():
+        labels: set[str] = set()
+        for metric in metrics:
+            assert metric in series, f"{metric} is not in the scrape: {query}"
+            labels |= series[metric]
+        assert used <= labels, f"{used - labels} not on {metrics} in the scrape: {query}"
 
 
 def test_the_dashboard_test_catches_a_wrong_label() -> None:

@@ -1,7 +1,7 @@
 """After the model answered: the proxy's stream gated, a whole result checked against the wire.
 
 * **Proxy, streaming.** The proxy passes its stream through the guardrail's iterator hook
-  (:func:`gate_proxy_stream`). The client injected for the request only observed; the hook
+  (:func:`open_proxy_stream`). The client injected for the request only observed; the hook
   takes its tap (:mod:`taps`) and runs the stream through :class:`AsyncGatedStream`, exactly
   as :class:`ToolGate` does: text passes live, tool calls are withheld, litellm's chunks are
   cross-checked against the wire, the policy runs, and the calls go out or a
@@ -23,7 +23,6 @@ A result no tap of the gate's observed is refused (``wire_not_observed``), never
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator
 from typing import Any
 
 from ...core.decision.attempt import Carrier
@@ -45,20 +44,53 @@ from .proxyroutes import untouched_route
 from .taps import Taps
 
 
-async def gate_proxy_stream(
+class ProxyStream:
+    """One proxy stream the gate took up: the gated stream the hook hands on, and what is
+    done when it ends (:meth:`end`, also when the client went away).
+
+    The proxy's iterator hook is the one generator between litellm's stream and the proxy:
+    it iterates :attr:`stream` itself (litellm runs that hook once per chunk, so every
+    generator layer in between is paid per chunk).
+    """
+
+    __slots__ = ("_guardrail", "_request_data", "_started", "stream")
+
+    def __init__(
+        self,
+        guardrail: GateGuardrail,
+        request: dict[str, Any],
+        started: float,
+        stream: AsyncGatedStream,
+    ) -> None:
+        self._guardrail = guardrail
+        self._request_data = request
+        self._started = started
+        self.stream = stream
+
+    async def end(self) -> None:
+        """Close the gated stream and report the decision; litellm's held loggers go."""
+        attempt = self.stream.attempt
+        try:
+            await self.stream.aclose()
+            report(self._guardrail, self._request_data, attempt, self._started)
+        finally:
+            loghold.decided(attempt)
+            observers.stream_ended(attempt.route)
+
+
+def open_proxy_stream(
     guardrail: GateGuardrail, taps: Taps, response: Any, request: dict[str, Any]
-) -> AsyncGenerator[Any, None]:
-    """The proxy's stream, gated by the request's tap (passed on untouched when the gate is
-    not selected for the request, or when another gate acts for it)."""
+) -> ProxyStream | None:
+    """The proxy's stream, gated by the request's tap; None when it is passed on untouched
+    (the gate is not selected for the request, or another gate acts for it). A request the
+    gate cannot have observed is refused here."""
     started = time.time()
     tap = taps.take(request)
     if tap is None and (not deciders(guardrail, request) or untouched_route(request)):
         # Not selected, another gate acts for this request, or a route the gate leaves
         # untouched (text completions: a text answer, their tool requests refused before
         # sending): passed on, unrecorded.
-        async for chunk in response:
-            yield chunk
-        return
+        return None
     if tap is None or not (tap.streamed or tap.replayed):
         refuse_unobserved(guardrail, guardrail.gate, request, started)
     # litellm's success loggers wait for the decision (loghold): a refusal is a failure.
@@ -70,17 +102,7 @@ async def gate_proxy_stream(
         events = AnthropicEvents()  # /v1/messages: Anthropic SSE bytes
     stream = AsyncGatedStream(response, tap, tap.policy, events)
     observers.stream_started(tap.attempt.route)
-    try:
-        async for chunk in stream:
-            yield chunk
-    finally:
-        # Also reached when the client went away (the proxy closes this generator).
-        try:
-            await stream.aclose()
-            report(guardrail, request, tap.attempt, started)
-        finally:
-            loghold.decided(tap.attempt)
-            observers.stream_ended(tap.attempt.route)
+    return ProxyStream(guardrail, request, started, stream)
 
 
 async def check_proxy_response(
@@ -153,4 +175,4 @@ async def _check_response(
         raise_clean(fault if in_proxy else as_intervention(fault))
 
 
-__all__ = ["check_proxy_response", "check_sdk_response", "gate_proxy_stream"]
+__all__ = ["ProxyStream", "check_proxy_response", "check_sdk_response", "open_proxy_stream"]

@@ -42,7 +42,6 @@ into every subclass and refuses a subclass that replaces them, so a subclass sta
 
 from __future__ import annotations
 
-import contextlib
 import weakref
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from pathlib import Path
@@ -69,7 +68,7 @@ from ..sync.claiming import (
 )
 from ..sync.refusal import AsyncCallStopped
 from . import cacheguard, callsetup
-from .answer import check_proxy_response, check_sdk_response, gate_proxy_stream
+from .answer import check_proxy_response, check_sdk_response, open_proxy_stream
 from .deciders import GateGuardrail
 from .deciders import any_gate_acting as _any_gate_acting
 from .deciders import any_gate_registered as _any_gate_registered
@@ -111,6 +110,10 @@ _SEALED = (
     "log_pre_api_call",
     "log_post_api_call",
 )
+
+
+_PRE_CALL = GuardrailEventHooks.pre_call
+_POST_CALL = GuardrailEventHooks.post_call
 
 
 def _mode_name(mode: Any) -> str:
@@ -232,14 +235,17 @@ class ToolGateGuardrail(GateGuardrail):
     # before it looks at its response cache (``get_applied_guardrails`` in its call setup):
     # the one moment the gate can make sure a ``litellm.cache`` set since is guarded
     # (see cacheguard) before a gated call could be answered from it.
+    # The proxy reads it too, several times per streamed chunk (its per-chunk guardrail
+    # check): what needs nothing done is told apart here without a call.
     @property
     def default_on(self) -> bool:
-        cacheguard.guard(_any_gate_acting)
-        if not self.__dict__.get("_closed", True):
+        if getattr(litellm, "cache", None) is not None:
+            cacheguard.guard(_any_gate_acting)
+        if getattr(litellm, "custom_provider_map", None) and not self.__dict__.get("_closed", True):
             # litellm registered litellm.custom_provider_map's providers just before (its
             # call set-up): one added since is shadowed before this very call can reach it.
             claiming.INSTALLATION.custom.refuse()
-        call = frames.call_setup(frames.caller())
+        call = frames.caller_setup()
         if call is not None:
             # A mock model turn or a chat request for n > 1 off the chat routes: refused
             # here, sync and async
@@ -302,8 +308,9 @@ class ToolGateGuardrail(GateGuardrail):
         # The gate is a post_call guardrail, and also refuses before sending what it cannot
         # gate (async_pre_call_hook): the proxy asks about its pre-call hook as pre_call, and
         # the gate answers as for the request it would gate (litellm's selection).
-        if event_type == GuardrailEventHooks.pre_call:
-            event_type = GuardrailEventHooks.post_call
+        # (The proxy asks this once per streamed chunk too: the members are read once.)
+        if event_type == _PRE_CALL:
+            event_type = _POST_CALL
         return bool(super().should_run_guardrail(data, event_type))
 
     async def async_pre_call_hook(
@@ -340,11 +347,18 @@ class ToolGateGuardrail(GateGuardrail):
         self, user_api_key_dict: Any, response: Any, request_data: dict[str, Any]
     ) -> AsyncGenerator[Any, None]:
         # The class's own hook (see __init_subclass__) hands on the gated stream, and closes
-        # it when the proxy closes this one (also when the client went away).
-        gated = gate_proxy_stream(self, self._taps, response, request_data)
-        async with contextlib.aclosing(gated):
-            async for chunk in gated:
+        # it when the proxy closes this one (also when the client went away). This generator
+        # is the only one between litellm's stream and the proxy (answer.ProxyStream).
+        gated = open_proxy_stream(self, self._taps, response, request_data)
+        if gated is None:
+            async for chunk in response:
                 yield chunk
+            return
+        try:
+            async for chunk in gated.stream:
+                yield chunk
+        finally:
+            await gated.end()
 
     # ---- proxy and SDK: a whole response ---------------------------------------------------
     async def async_post_call_success_hook(

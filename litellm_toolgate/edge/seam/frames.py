@@ -55,6 +55,13 @@ def caller(depth: int = 1) -> FrameType:
     return sys._getframe(depth + 1)
 
 
+def caller_setup() -> tuple[str, Mapping[str, Any]] | None:
+    """:func:`call_setup` of the frame that called the caller of this (``default_on``'s
+    reader), in one call: litellm reads ``default_on`` several times per streamed chunk."""
+    frame = sys._getframe(2)
+    return None if frame.f_code.co_name != APPLIED else call_setup(frame)
+
+
 def call_setup(frame: FrameType | None) -> tuple[str, Mapping[str, Any]] | None:
     """The call type and arguments of the call litellm is setting up, when ``frame`` (the
     caller of ``default_on``) is litellm's :data:`APPLIED` called from :data:`SETUP`; else

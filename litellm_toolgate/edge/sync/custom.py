@@ -58,8 +58,12 @@ class CustomProviders:
 
     def refuse(self) -> None:
         """Shadow the sync methods of every handler registered now (once each)."""
+        entries = getattr(litellm, "custom_provider_map", None)
+        if not entries:
+            # Nothing registered (nearly always): the proxy reads ``default_on``, which asks
+            # this, several times per streamed chunk.
+            return
         custom_llm = lazy("CustomLLM")
-        entries = getattr(litellm, "custom_provider_map", None) or []
         with self._lock:
             for entry in list(entries):
                 handler = entry.get("custom_handler") if isinstance(entry, dict) else None
