@@ -479,9 +479,9 @@ def test_the_dashboard_queries_series_a_scrape_of_real_traffic_shows() -> None:
                 upstream.enqueue(Scripted(body_of(CASES[name])))
                 _, fault = run(gate, upstream, asynchronous)
                 outcomes.append(None if fault is None else fault.reason.value)
-            # Refused before anything was sent: a chat request for two choices.
+            # Refused before anything was sent: an n that is no count of choices.
             _, refused = call(
-                gate.completion, gate.acompletion, kwargs(upstream, n=2), asynchronous=False
+                gate.completion, gate.acompletion, kwargs(upstream, n=129), asynchronous=False
             )
         assert outcomes == [None, None, "invalid_json", "missing_finish", "missing_finish"]
         assert refused is not None and refused.reason is QuarantineReason.UNSUPPORTED_REQUEST

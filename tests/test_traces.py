@@ -310,7 +310,8 @@ def test_a_call_refused_before_sending_is_a_span(
     tracer = trace.get_tracer("tests")
     with FakeUpstream(answer(BAD, True)) as upstream:
         with tracer.start_as_current_span("caller") as caller:
-            error = call(way, mode, True, upstream.base_url, n=2)
+            # An n the gate takes for no count of choices: refused before sending.
+            error = call(way, mode, True, upstream.base_url, n=129)
         found = trace_of(spans, caller, lambda f: bool(named(f, "toolgate.decision")))
         assert upstream.requests == [], "nothing was sent"
     fault = find_quarantine(error)

@@ -251,11 +251,15 @@ def expected_in(case: Case, mode: str) -> Case:
     """The case as ``mode`` (sync or async) must end: on a route gated only for sync whole
     calls under the callback, every other run is refused before sending."""
     if case.wire in _CALLBACK_SYNC_WHOLE and (case.streamed or mode == "async"):
-        # ToolGate refuses the route (it cannot hand litellm its client there): the table's
-        # reason, whatever the call.
+        # ToolGate refuses the route: the table's reason, in the order the table checks
+        # them (a stream first, then the client litellm would not take).
         provider = case.model.split("/", 1)[0]
         gated = decision_for(provider, Api.CHAT)
-        reason = getattr(gated, "unclaimed", None) or getattr(gated, "reason", "")
+        reason = (
+            (getattr(gated, "streams", None) if case.streamed else None)
+            or getattr(gated, "unclaimed", None)
+            or getattr(gated, "reason", "")
+        )
         return replace(case, expect="refused", reason=reason, calls=None)
     return case
 

@@ -108,6 +108,7 @@ _KEPT_KEYS = frozenset(
         "blockReason",
         "done_reason",
         "stopReason",
+        "execution",  # who runs a Responses item (a tool search): "server" or "client"
     }
 )
 _OBJECT_ARGUMENT_KEYS = frozenset({"input", "args", "arguments"})
