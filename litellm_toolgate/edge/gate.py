@@ -61,7 +61,7 @@ from .drive import DrivenStream
 from .guardrail import loghold
 from .judge import aapprove_whole, approve_whole
 from .logs import emit_records, observers
-from .routes import Api, ClientKind, choices_kept_apart, route_for
+from .routes import Api, ClientKind, Gated, choices_kept_apart, route_for
 from .seam import frames
 from .seam.symbols import ModelResponse, ResponsesAPIResponse
 from .stream import AsyncGatedStream, GatedStream
@@ -274,22 +274,29 @@ class ToolGate:
             return tap_type(inner, tap)
 
         request = {**settings, "model": model, "client": client, "stream": stream}
-        if model and stream and api is Api.RESPONSES and route_for(request, api).replayed:
+        route = route_for(request, api) if model else None
+        if stream and api is Api.RESPONSES and route is not None and route.replayed:
             # litellm asks for a whole result and replays it as events: the wire is whole.
             tap.streamed = False
-        return self.tapped_client(request, api, wrap, asynchronous=asynchronous)
+        return self.tapped_client(request, api, wrap, asynchronous=asynchronous, route=route)
 
     def tapped_client(
-        self, request: Mapping[str, Any], api: Api, wrap: Wrap, *, asynchronous: bool
+        self,
+        request: Mapping[str, Any],
+        api: Api,
+        wrap: Wrap,
+        *,
+        asynchronous: bool,
+        route: Gated | None = None,
     ) -> Any:
         """The ``client=`` for one litellm call (``request``: its arguments), of the kind its
         route takes, every transport of it made by ``wrap``; :class:`RouteNotGated` (before
         anything is sent) for a route the gate does not gate. Without a model: a litellm
-        handler."""
+        handler. ``route``: the call's :func:`.routes.route_for`, when the caller has it."""
         self._check_open()
         kind = ClientKind.HTTP_HANDLER
         if request.get("model"):
-            kind = route_for(request, api).client
+            kind = (route or route_for(request, api)).client
         return self.clients.tapped_client(
             kind,
             wrap,
@@ -525,8 +532,6 @@ class ToolGate:
         tap.refuse_unparsed()
         self._raise_quarantine(tap.attempt)
 
-    # A whole result is approved or not here; the caller raises the quarantine itself, from
-    # a frame that no longer holds litellm's result (it carries the arguments).
     def _bind_choices(self, tap: WireTap, kwargs: Mapping[str, Any]) -> None:
         """A chat call for ``n > 1`` (top level or ``extra_body``): its choices are gated
         one by one where litellm keeps them apart (:func:`.routes.choices_kept_apart`), and
@@ -540,6 +545,8 @@ class ToolGate:
         if tap.refused:
             self._raise_quarantine(tap.attempt)
 
+    # A whole result is approved or not here; the caller raises the quarantine itself, from
+    # a frame that no longer holds litellm's result (it carries the arguments).
     @staticmethod
     def _raise_quarantine(attempt: Attempt) -> NoReturn:
         """Log the attempt's records and raise its quarantine from a clean frame."""
