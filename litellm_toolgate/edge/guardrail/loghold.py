@@ -108,6 +108,10 @@ def _sanitize(logging_obj: Any, attempt: Attempt) -> None:
         details.pop(key, None)
 
 
+_SUCCESS = ("async_success_handler", "success_handler")  # held
+_HANDLERS = (*_SUCCESS, "async_failure_handler", "failure_handler")  # all a held object needs
+
+
 def hold(logging_obj: Any, attempt: Attempt) -> None:
     """Hold ``logging_obj``'s success handlers until ``attempt`` is decided (see the module
     docstring). A later call (a retried request on the same logging object) binds them to
@@ -130,15 +134,12 @@ def hold(logging_obj: Any, attempt: Attempt) -> None:
         setattr(logging_obj, _HELD, attempt)
     except (AttributeError, TypeError):
         return
-    for name in ("async_success_handler", "success_handler"):
+    for name in _SUCCESS:
         if not isinstance(vars(kind).get(name), _Held):
             try:
                 setattr(kind, name, _Held(getattr(kind, name), name))
             except (AttributeError, TypeError):  # pragma: no cover - a class that refuses
                 return
-
-
-_HANDLERS = ("async_success_handler", "success_handler", "async_failure_handler", "failure_handler")
 
 
 class _Held:
@@ -162,7 +163,8 @@ class _Held:
 
 async def _held_async_success(obj: Any, success: Any, *args: Any, **kwargs: Any) -> Any:
     current: Attempt = vars(obj)[_HELD]
-    if not await _decided_in_time(_decision(current)) or _decision(current).dropped:
+    decision = _decision(current)
+    if not await _decided_in_time(decision) or decision.dropped:
         return None  # undecided: no success event (fail closed)
     fault = current.quarantined
     if fault is None:
