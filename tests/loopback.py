@@ -5,7 +5,8 @@
 through the gate (sync or async) and returns the chunks it yielded with the quarantine, if
 any; ``released`` lists the tool calls among the chunks. ``call`` does what ``run`` does for
 any of the gate's entry points (completion, messages, responses), streamed or not;
-``tool_calls`` are the chat chunks' tool calls. ``plain_outcome`` is what plain litellm, no
+``tool_calls`` are the chat chunks' tool calls; ``multiply_whole_body`` is a whole chat
+answer of one call. ``plain_outcome`` is what plain litellm, no
 gate, hands its caller for one recording. The ``upstream`` fixture (a running FakeUpstream)
 is in conftest.py.
 """
@@ -48,6 +49,26 @@ def ask_multiply(
         "num_retries": 0,
         **extra,
     }
+
+
+def multiply_whole_body(arguments: str) -> bytes:
+    """A whole chat answer of one ``multiply`` call (``call_1``) with ``arguments`` as sent."""
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "multiply", "arguments": arguments},
+    }
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return json.dumps(
+        {
+            "id": "chatcmpl-whole",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "gpt-4o-mini",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+    ).encode()
 
 
 def run(gate: ToolGate, upstream: FakeUpstream, asynchronous: bool) -> tuple[list[Any], Any]:

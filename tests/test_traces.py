@@ -24,6 +24,7 @@ from typing import Any
 import litellm
 import pytest
 from conftest import CANARY, ROOT
+from loopback import multiply_whole_body
 
 pytest.importorskip("opentelemetry.sdk")
 
@@ -153,29 +154,10 @@ def no_canary(found: list[ReadableSpan]) -> None:
         assert CANARY not in span.to_json(), f"argument text on span {span.name}"
 
 
-def whole_body(arguments: str) -> bytes:
-    call = {
-        "id": "call_1",
-        "type": "function",
-        "function": {"name": "multiply", "arguments": arguments},
-    }
-    message = {"role": "assistant", "content": None, "tool_calls": [call]}
-    return json.dumps(
-        {
-            "id": "chatcmpl-whole",
-            "object": "chat.completion",
-            "created": 1,
-            "model": "gpt-4o-mini",
-            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }
-    ).encode()
-
-
 def answer(arguments: str, streamed: bool) -> Callable[[Any], Scripted]:
     if streamed:
         return lambda request: Scripted(calls_stream([("call_1", "multiply", arguments)]))
-    return lambda request: Scripted(whole_body(arguments), content_type="application/json")
+    return lambda request: Scripted(multiply_whole_body(arguments), content_type="application/json")
 
 
 def call(

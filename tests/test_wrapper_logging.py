@@ -23,6 +23,7 @@ import litellm
 import pytest
 from conftest import CANARY
 from litellm.integrations.custom_logger import CustomLogger
+from loopback import multiply_whole_body
 
 from litellm_toolgate import SchemaRejected, ToolGate, find_quarantine
 from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
@@ -105,25 +106,6 @@ def recorder() -> Iterator[Recorder]:
         litellm.callbacks = saved
 
 
-def chat_body(arguments: str) -> bytes:
-    call = {
-        "id": "call_1",
-        "type": "function",
-        "function": {"name": "multiply", "arguments": arguments},
-    }
-    message = {"role": "assistant", "content": None, "tool_calls": [call]}
-    return json.dumps(
-        {
-            "id": "chatcmpl-whole",
-            "object": "chat.completion",
-            "created": 1,
-            "model": "gpt-4o-mini",
-            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }
-    ).encode()
-
-
 def responses_body(arguments: str) -> bytes:
     item = {
         "type": "function_call",
@@ -151,8 +133,8 @@ def responses_body(arguments: str) -> bytes:
 
 # (entry point, model, body maker)
 SHAPES = {
-    "chat-cometapi": ("completion", "cometapi/gpt-4o-mini", chat_body),
-    "chat-openai": ("completion", "openai/gpt-4o-mini", chat_body),
+    "chat-cometapi": ("completion", "cometapi/gpt-4o-mini", multiply_whole_body),
+    "chat-openai": ("completion", "openai/gpt-4o-mini", multiply_whole_body),
     "responses-openai": ("responses", "openai/gpt-4o-mini", responses_body),
 }
 
