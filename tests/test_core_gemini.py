@@ -208,6 +208,28 @@ def test_the_responses_bridge_is_matched_by_position_name_and_argument_value() -
     assert fault is not None and fault.reason is R.RESPONSE_INCOMPLETE
 
 
+def test_a_bridge_handed_the_wire_s_identities_must_show_them() -> None:
+    """Where the withholding client wrote the gate's identity of each call into the body the
+    client parsed (``Carrier.wire_ids``), the items must carry it too: litellm's own ids, or
+    the identities swapped, are a mismatch, whatever names and values say."""
+    data = body("two_calls_one_message")
+    write = json.loads(CASES["two_calls_one_message"]["calls"][1]["arguments"])
+    args = ('{"a": 7, "b": 8}', json.dumps(write))
+    names = ("multiply", "write_file")
+
+    def items(*ids: str) -> Carrier:
+        shown = enumerate(zip(ids, names, args, strict=True))
+        calls = {i: CarrierCall(c, n, a) for i, (c, n, a) in shown}
+        return Carrier(calls, "completed", kind="responses", wire_ids=True)
+
+    released, _, fault, _ = replay([data], carrier=items("gemini-call-0", "gemini-call-1"))
+    assert fault is None
+    assert [c["call_id"] for c in released] == ["gemini-call-0", "gemini-call-1"]
+    for ids in (("litellm-0", "litellm-1"), ("gemini-call-1", "gemini-call-0")):
+        fault = replay([data], carrier=items(*ids))[2]
+        assert fault is not None and fault.reason is R.CARRIER_MISMATCH
+
+
 def test_a_text_only_carrier_must_say_the_wire_s_finish() -> None:
     for name, said in (("text_cut_by_max_tokens", "length"), ("text_only", "stop")):
         data = body(name)

@@ -75,6 +75,7 @@ class _Faces(Generic[_Inner]):
             on_decided=gate.decided,
             carrier_of=gate.carrier_of,
             parse=gate.parse,
+            identify=gate.identify,
         )
         # A whole body is read inside litellm's request call, which turns any exception into
         # its own; there the quarantine is raised later, by the response (see sync.claiming).
@@ -209,8 +210,13 @@ class Withholding:
         carrier_of: Callable[[list[Any]], Carrier] | None = None,
         parse: Parse | None = None,
         in_read: Callable[[str], bool] | None = None,
+        identify: bool = False,
     ) -> None:
         self.policy = policy
+        # Whether calls the wire sent without an id are released under the gate's identity
+        # of them (litellm's Responses bridge hands the ids to the caller; the core's
+        # ``Withholder``, on a wire that has identities to write: Gemini's).
+        self.identify = identify
         # Whether a whole body from a request URL is judged while litellm's request reads
         # it (an async whole call, see WithholdingTransport), not held for a later read.
         self.in_read = in_read

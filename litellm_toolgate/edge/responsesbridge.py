@@ -19,16 +19,26 @@ reason), so the bridge is handed the parser's chunks here. A parser that marks e
 finish reason as a passing one (``is_finished: False``, litellm's Gemini parser) has its
 stream ended the way litellm's wrapper ends it: with the last such finish reason, on a final
 chunk of its own (:func:`.parsers.ended_chunks`).
+
+On Gemini's wire litellm's parser keeps a call's ``id`` and draws one for a call sent
+without it; the withholding client writes the gate's identity of such a call into the body
+it releases (``WireSpec.identities``), so the bridge run here, over the values so written,
+hands over the calls under the gate's identities, as litellm's own run will after the
+release, and the wire's rule then matches those ids too (``Carrier.wire_ids``). Where a call
+carries a thought signature litellm appends it to the id it hands over (its
+``THOUGHT_SIGNATURE_SEPARATOR`` and the signature, which it takes off again when the id comes
+back in a later request): the carrier's id is read without it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import litellm
 
-from ..core.decision.attempt import Carrier
+from ..core.decision.attempt import Carrier, CarrierCall
 from ..core.decision.withhold import Parse
 from .carriers.responses import CarrierEvents, carrier_of_response
 from .parsers import UNPARSED, chat_config, ended_chunks, stream_parser, whole_result
@@ -56,6 +66,27 @@ def _request(tools: Any) -> dict[str, Any]:
     """The Responses request's own parameters the bridge reads (its tools: custom tools and
     namespaced names change the items it makes)."""
     return {"tools": list(tools)} if isinstance(tools, (list, tuple)) and tools else {}
+
+
+def _unsigned(carrier: Carrier) -> Carrier:
+    """The carrier with each call id read without the thought signature litellm appends to
+    a Gemini call's id (see the module text); as it is where litellm has no such separator."""
+    try:
+        separator = lazy("THOUGHT_SIGNATURE_SEPARATOR")
+    except (ImportError, AttributeError):
+        return carrier
+    if not isinstance(separator, str) or not separator:
+        return carrier
+    calls: dict[int, CarrierCall] = {}
+    for index, call in carrier.calls.items():
+        call_id = call.call_id
+        signed = isinstance(call_id, str) and separator in call_id
+        calls[index] = (
+            dataclasses.replace(call, call_id=str(call_id).split(separator, 1)[0])
+            if signed
+            else call
+        )
+    return dataclasses.replace(carrier, calls=calls)
 
 
 def bridged_responses_parse(
@@ -87,7 +118,7 @@ def bridged_responses_parse(
                 events = CarrierEvents()
                 for event in bridge:
                     events.admit(event)
-                return events.carrier()
+                return _unsigned(events.carrier())
             if len(values) != 1 or not isinstance(values[0], Mapping):
                 return UNPARSED
             result = whole_result(config, name, dict(values[0]))
@@ -97,7 +128,7 @@ def bridged_responses_parse(
                 responses_api_request=dict(request),
                 chat_completion_response=result,
             )
-            return carrier_of_response(response)
+            return _unsigned(carrier_of_response(response))
         except Exception:
             return UNPARSED
 

@@ -141,9 +141,9 @@ def _wire(name: str) -> Refused:
 
 
 _NEW_IDS_CALLBACK = (
-    "litellm's Responses bridge hands the calls of this wire out under ids it draws when it "
-    "parses the body, after the callback decided: the callback cannot know which ids it "
-    "released; use ToolGate"
+    "litellm's Responses bridge hands a streamed call of this wire out under an id it draws "
+    "when it parses the released body (a fresh uuid4, whatever id the wire sent), after the "
+    "callback decided: the callback cannot know which ids it released; use ToolGate"
 )
 
 
@@ -160,13 +160,16 @@ def _bridge_unchecked(wire: str, ids: str = "") -> Refused:
     )
 
 
-def _bridged_new_ids(wire: Wire) -> Gated:
+def _bridged_new_ids(wire: Wire, callback: str | None = None) -> Gated:
     """A route litellm bridges to chat for the Responses API (no Responses config for it, on
     both supported versions) over a wire of whole calls whose ids litellm replaces: the
     items are matched to the wire by position, name and JSON value (``core/wires/whole.py``
-    ``bridged_by_position_fault``) and released under the wire's identity, through
-    ``ToolGate`` only."""
-    return Gated(wire, ClientKind.HTTP_HANDLER, bridged=True, callback=_NEW_IDS_CALLBACK)
+    ``bridged_by_position_fault``). ``ToolGate`` releases them under the wire's identity.
+    The callback, which lets litellm parse the body it releases, gates the route where the
+    wire has the identities of calls sent without an id to write into that body
+    (``WireSpec.identities``: litellm keeps Gemini's ``functionCall.id``), and the items must
+    then carry them; ``callback``: why it refuses the route otherwise."""
+    return Gated(wire, ClientKind.HTTP_HANDLER, bridged=True, callback=callback)
 
 
 # ToolGate cross-checks litellm's chunks against the wire by position, name and arguments
@@ -220,20 +223,23 @@ _VERTEX_RESPONSES = Gated(
     bridged=True,
     models=(
         "Claude models",
-        "Gemini models: bridged to chat, gemini SSE, ToolGate only, the callback refuses "
-        "them; any other model refused",
+        "Gemini models: bridged to chat, gemini SSE; any other model refused",
     ),
 )
 """The table's entry for vertex_ai/ Responses: litellm bridges it to chat, and for a Claude
 model over Anthropic's Messages wire (rawPredict), whose block ids it keeps as the items'
-``call_id``: the Anthropic wire's carrier rule matches them. A Gemini model is refused before
-sending (:func:`_vertex_responses_fault`)."""
+``call_id``: the Anthropic wire's carrier rule matches them; for a Gemini model over Gemini's
+wire, as on gemini/ (:data:`_GEMINI_RESPONSES`). Any other model is refused before sending
+(:func:`_vertex_model_fault`, :func:`_vertex_responses_fault`)."""
 # litellm (1.110.2) numbers each line's calls from 0, so calls that arrive in two lines reach
 # the caller merged under one tool index: ToolGate cross-checks litellm's chunks; the callback
 # runs litellm's own parser over the withheld body and cross-checks that (parsers), since the
 # wire's spec says litellm may re-shape its calls (WireSpec.reparsed).
 _OLLAMA_CHAT = Gated(Wire.OLLAMA, ClientKind.HTTP_HANDLER)
-_OLLAMA_RESPONSES = _bridged_new_ids(Wire.OLLAMA)
+# Under the callback litellm's Ollama stream parser gives every complete call a fresh uuid4
+# whatever the wire sent (1.108.7 and 1.110.2): nothing written into the body reaches the
+# caller, so the callback refuses the route (ToolGate shows the wire's identity).
+_OLLAMA_RESPONSES = _bridged_new_ids(Wire.OLLAMA, _NEW_IDS_CALLBACK)
 
 # Cohere's v2 chat (core/wires/cohere.py), for the models litellm sends to /v2/chat (the
 # others, cohere/v1/..., are refused by _cohere_model_fault). litellm's reader of a streamed
@@ -290,10 +296,12 @@ ROUTES: Mapping[str, Route] = {
         # litellm bridges its Responses API to chat there, cross-checked.
         Route("anthropic", Gated(Wire.ANTHROPIC, ClientKind.HTTP_HANDLER), _ANTHROPIC_RESPONSES),
         # Ollama's NDJSON /api/chat wire (core/wires/ollama.py); litellm bridges its
-        # Responses API to chat there, matched by position (ToolGate only).
+        # Responses API to chat there, matched by position (ToolGate only: litellm draws
+        # each streamed call's id after the callback decided).
         Route("ollama_chat", _OLLAMA_CHAT, _OLLAMA_RESPONSES),
         # Gemini's generateContent SSE (core/wires/gemini.py); litellm bridges its
-        # Responses API to chat there, matched by position (ToolGate only).
+        # Responses API to chat there, matched by position, and under the callback by the
+        # gate's identities written into the released body (WireSpec.identities).
         Route("gemini", _GEMINI_CHAT, _GEMINI_RESPONSES),
         # Bedrock's Converse stream (core/wires/bedrock.py); its other routes (invoke/,
         # chat_completions/, ...) are refused per model (_bedrock_model_fault). litellm
@@ -301,7 +309,7 @@ ROUTES: Mapping[str, Route] = {
         Route("bedrock", _BEDROCK_CHAT, _BEDROCK_RESPONSES),
         # Vertex AI: Gemini models on Gemini's wire, Claude models on Anthropic's; every
         # other model is refused per model (_vertex_model_fault). The Responses API, bridged
-        # to chat, likewise (Gemini models through ToolGate only: _vertex_callback_fault).
+        # to chat, likewise.
         Route("vertex_ai", _VERTEX_CHAT, _VERTEX_RESPONSES),
         # Cohere's v2 chat (core/wires/cohere.py): whole calls only (_COHERE_STREAMS);
         # cohere_chat/ is the same handler. litellm bridges the Responses API to chat there,
@@ -382,11 +390,6 @@ def route_for(request: Mapping[str, Any], api: Api, *, callback: bool = False) -
     if api is Api.RESPONSES:
         responses_fault = _RESPONSES_MODEL_FAULTS.get(decisions[0][1])
         reason = None if responses_fault is None else responses_fault(decisions[0][0], base_model)
-        if reason is not None:
-            raise RouteNotGated(decisions[0][1], api.value, reason)
-    if callback and api is Api.RESPONSES:
-        callback_fault = _CALLBACK_MODEL_FAULTS.get(decisions[0][1])
-        reason = None if callback_fault is None else callback_fault(decisions[0][0], base_model)
         if reason is not None:
             raise RouteNotGated(decisions[0][1], api.value, reason)
     if callback and gated.callback is not None:
@@ -563,22 +566,9 @@ def _vertex_responses_fault(model: str, base_model: str | None = None) -> str | 
     return _VERTEX_UNKNOWN if _vertex_route(model, base_model) is None else None
 
 
-def _vertex_callback_fault(model: str, base_model: str | None = None) -> str | None:
-    """Why the callback refuses a ``vertex_ai/`` model on the Responses API: a Gemini model
-    (litellm's bridge replaces its calls' ids after the callback decided)."""
-    route = _vertex_route(model, base_model)
-    if route is None:
-        return _VERTEX_UNKNOWN
-    partner = route == _litellm_symbol("VertexAIModelRoute").PARTNER_MODELS
-    return None if partner else _NEW_IDS_CALLBACK
-
-
 _RESPONSES_MODEL_FAULTS = {"vertex_ai": _vertex_responses_fault}
 """Providers whose Responses entry gates fewer models than their chat entry: why a model
 (one :data:`_MODEL_FAULTS` lets through) cannot be gated on the Responses API, or None."""
-_CALLBACK_MODEL_FAULTS = {"vertex_ai": _vertex_callback_fault}
-"""Providers whose Responses entry the callback gates for some models only: why it refuses
-a model, or None."""
 
 
 def decision_for(provider: str, api: Api) -> Decision:

@@ -43,6 +43,10 @@ class Carrier:
     """With several chat choices (``n > 1``): the finish reason litellm showed for each choice
     other than 0 (litellm's chunks drop most of them; each one shown must be the wire's).
     Calls are then keyed by the ledger's ``slot`` of (choice, tool index)."""
+    wire_ids: bool = False
+    """The client was handed the wire's identity of every call (the withholding client wrote
+    it into the body it released where the wire sent none, ``WireSpec.identities``): its
+    calls must carry those identities, where a wire's rule otherwise matches by position."""
 
 
 __all__ = ["Carrier", "CarrierCall"]

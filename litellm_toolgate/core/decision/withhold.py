@@ -40,10 +40,19 @@ parser can no longer lose a message split over two ``data:`` lines or cut at a r
 Comments and ``id`` fields carry nothing the client reads and are dropped. Event names are
 dropped too, except on the Anthropic wire (whose events are read by name); on a chat wire
 only unnamed messages are read, so named ones are dropped whole.
+
+Identities. Where the client keeps a call's id when the wire sends one but draws its own
+for a call sent without one (``WireSpec.identities``: Gemini's), and the owner asks for it
+(``identify``: litellm's Responses bridge, which hands the ids on to the caller), each such
+call is written out with the identity the gate decides on (``gemini-call-<n>``), in every
+message (a whole body: re-encoded as ASCII JSON of the same value, so written); the client's
+parse is run over the values so written, and its calls must then carry those identities
+(``Carrier.wire_ids``). The caller is handed the calls under the ids the gate's records name.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -53,7 +62,7 @@ from ..framing.decoder import FramingDecoder
 from ..framing.sse import SSEMessage
 from ..rules.policy import ToolCall
 from ..wires import WIRES
-from ..wires.base import LiveRule
+from ..wires.base import Identities, LiveRule
 from .attempt import Attempt, Carrier
 from .state import Wire
 
@@ -99,8 +108,14 @@ class Withholder:
         on_decided: Callable[[Attempt], None] | None = None,
         carrier_of: Callable[[list[Any]], Carrier] | None = None,
         parse: Parse | None = None,
+        identify: bool = False,
     ) -> None:
         self.attempt = attempt
+        # Whether calls sent without an id are released under the gate's identity of them,
+        # where the wire has one to write (see the module's text), and the writer, made for
+        # the wire this body is on.
+        self._identify = identify
+        self._ids: tuple[Wire, Identities | None] | None = None
         # What the client will make of the body (a bridge of litellm's), from the data values
         # of every message in order (a whole body: its one value): cross-checked with the wire
         # at the decision, before anything held goes out.
@@ -139,6 +154,9 @@ class Withholder:
                 continue
             value = _decoded(message.data)
             is_object = isinstance(value, dict)
+            ids = self._identities(wire)
+            if is_object and ids is not None:
+                ids.identify(value)
             if is_object and (
                 self._carrier_of is not None or (self._parse is not None and spec.reparsed)
             ):
@@ -161,6 +179,16 @@ class Withholder:
                 self._held.append(out)
         return live
 
+    def _identities(self, wire: Wire) -> Identities | None:
+        """The writer of this body's identities, where the owner asked for it and the wire
+        has one; None otherwise."""
+        if not self._identify:
+            return None
+        found = self._ids
+        if found is None or found[0] is not wire:
+            found = self._ids = (wire, WIRES[wire].identities())
+        return found[1]
+
     def _passes_live(self, message: SSEMessage, value: dict[str, Any], wire: Wire) -> bool:
         """Whether a message may go out before the decision: the core's one answer per wire."""
         if message.event == "error":
@@ -173,8 +201,15 @@ class Withholder:
         return live[1].passes_live(value)
 
     def begin_decision(self) -> None:
-        """Reading is over; from here a cancel drops nothing more (the decision is under way)."""
+        """Reading is over; from here a cancel drops nothing more (the decision is under way).
+        A whole body's calls are given their identities now, before anything reads it."""
         self.decided = True
+        ids = None if self.streamed else self._identities(self.attempt.wire)
+        if ids is not None:
+            value = _decoded(b"".join(self._held))
+            if isinstance(value, dict):  # the attempt refuses any other body
+                ids.identify(value)
+                self._held = [json.dumps(value, separators=(",", ":")).encode("ascii")]
 
     def conclude(self) -> list[ToolCall] | None:
         """The calls awaiting the policy: none when the body is not judged here; None after
@@ -204,7 +239,11 @@ class Withholder:
         if self._carrier_of is not None:
             return self._carrier_of(self._taken_values())
         if self._parse is not None and WIRES[self.attempt.wire].reparsed:
-            return self._parse(self._taken_values(), self.streamed)
+            carrier = self._parse(self._taken_values(), self.streamed)
+            if self._identities(self.attempt.wire) is not None:
+                # The client parsed the identities written here: it must hand them over.
+                carrier = dataclasses.replace(carrier, wire_ids=True)
+            return carrier
         return None
 
     def _taken_values(self) -> list[Any]:

@@ -20,7 +20,9 @@ answer differs between wires:
   (:meth:`WireSpec.reads_event`), whether it reads them by name (:attr:`WireSpec.named`),
   what may pass before the decision (:meth:`WireSpec.live_rule`, a fresh rule per body, since
   a wire's rule may learn from the events it saw) and whether an approved whole body is
-  asked of the client's converter (:attr:`WireSpec.whole_body_checked`).
+  asked of the client's converter (:attr:`WireSpec.whole_body_checked`), and, where the client
+  keeps an id the wire sends but draws its own for a call sent without one, what writes the
+  wire's identity of such a call into the values it releases (:meth:`WireSpec.identities`).
 
 The state tables (``state.STREAM_TABLES``, ``state.CALL_TABLES``) and the request paths
 (``state.WIRE_PATHS``) are the wire's table entries; with its module here and its entry in
@@ -103,6 +105,15 @@ def _held(value: Mapping[str, Any]) -> bool:
     return False
 
 
+class Identities(Protocol):
+    """Writes the wire's identity of each call sent without an id into one body's message
+    values, in arrival order (:meth:`WireSpec.identities`)."""
+
+    def identify(self, value: Any) -> None:
+        """Give each call of ``value`` (one message's decoded data, changed in place) that
+        carries no id the identity the wire's normalizer gives it."""
+
+
 class WireSpec:
     """One wire's answers to the core (see the module docstring); one instance per wire."""
 
@@ -139,6 +150,16 @@ class WireSpec:
         if self.named and message.event:
             return b"event: " + message.event.encode("ascii", "replace") + b"\n" + data
         return data
+
+    def identities(self) -> Identities | None:
+        """Where the client keeps a call's id when the wire sends one but draws an id of its
+        own for a call sent without one (Gemini's ``functionCall.id``): a fresh writer of
+        each such call's identity (the one the gate decides on, ``gemini-call-<n>``) into the
+        message values of one body, which the withholding client releases so written, so the
+        client hands every call over under the identity the gate decided on. None: the
+        client keeps the wire's ids as they are, or draws its own whatever the wire sends
+        (nothing written could reach the caller)."""
+        return None
 
     def normalizer(self, profile: Profile) -> Normalizer:
         raise NotImplementedError
@@ -300,6 +321,7 @@ def bridged_responses_fault(
 
 
 __all__ = [
+    "Identities",
     "Known",
     "LiveRule",
     "Normalizer",

@@ -299,6 +299,41 @@ class GeminiNormalizer:
         return self._calls.call(call.get("id"), name, arguments)
 
 
+def _function_calls(value: Any) -> list[dict[str, Any]]:
+    """The ``functionCall`` objects of one message's value, in order (as far as they are
+    shaped as the normalizer reads them: anything else is refused there)."""
+    found: list[dict[str, Any]] = []
+    candidates = value.get("candidates") if isinstance(value, dict) else None
+    for candidate in candidates if isinstance(candidates, list) else []:
+        content = candidate.get("content") if isinstance(candidate, dict) else None
+        parts = content.get("parts") if isinstance(content, dict) else None
+        for part in parts if isinstance(parts, list) else []:
+            call = part.get("functionCall") if isinstance(part, dict) else None
+            if isinstance(call, dict):
+                found.append(call)
+    return found
+
+
+class GeminiIdentities:
+    """Writes ``gemini-call-<n>`` into each call sent without an ``id``, ``n`` counting every
+    call of the body in arrival order, as :class:`~.whole.WholeCalls` names it. litellm's
+    Gemini parser keeps a call's ``id`` and draws ``call_`` and a uuid for a call without one
+    (1.108.7 and 1.110.2), so the body released so written reaches the caller under the
+    gate's identities (a body that mixes calls with and without ids is refused, never
+    released)."""
+
+    __slots__ = ("_count",)
+
+    def __init__(self) -> None:
+        self._count = 0
+
+    def identify(self, value: Any) -> None:
+        for call in _function_calls(value):
+            if call.get("id") is None:
+                call["id"] = f"{_NO_ID}{self._count}"
+            self._count += 1
+
+
 # ---- the wire's answers to the core ----------------------------------------------------------
 class GeminiWire(WireSpec):
     """The Gemini ``generateContent`` wire (see :class:`~.base.WireSpec` and the module
@@ -306,6 +341,9 @@ class GeminiWire(WireSpec):
 
     def normalizer(self, profile: Profile) -> GeminiNormalizer:
         return GeminiNormalizer(profile)
+
+    def identities(self) -> GeminiIdentities:
+        return GeminiIdentities()
 
     def terminal_fault(
         self, finish_reason: str | None, calls: bool, stop_accepted: Callable[[], bool]

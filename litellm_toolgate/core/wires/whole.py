@@ -96,10 +96,15 @@ def matches_by_position(ledger: LedgerView, carrier: Carrier, without_calls: str
     theirs = [carrier.calls[i] for i in sorted(carrier.calls)]
     if len(theirs) != len(calls):
         return False
-    return all(
-        their.name == ours.name and same_json(their.arguments, ours.join())
-        for ours, their in zip(calls, theirs, strict=True)
-    )
+    return all(_same_call(carrier, ours, their) for ours, their in zip(calls, theirs, strict=True))
+
+
+def _same_call(carrier: Carrier, ours: Any, their: Any) -> bool:
+    """One of litellm's calls against the wire's at the same position: the same name and JSON
+    value, and the wire's identity where the client was handed it (``Carrier.wire_ids``)."""
+    if carrier.wire_ids and their.call_id != ours.call_id:
+        return False
+    return bool(their.name == ours.name and same_json(their.arguments, ours.join()))
 
 
 def bridged_by_position_fault(
@@ -107,10 +112,12 @@ def bridged_by_position_fault(
 ) -> QuarantineReason | None:
     """litellm's Responses events, made by its chat bridge, against a wire of whole calls whose
     ids litellm replaces (Gemini's without an ``id``, every streamed Ollama call): the same
-    calls in the same order, by name and JSON value, never by id (the release shows the
-    wire's identity). ``complete``: the wire's finishes that end a whole response; any other
-    (text cut by the token limit, a content stop) is ``response_incomplete`` whatever the
-    carrier says, as on the other bridged wires (``base.bridged_responses_fault``)."""
+    calls in the same order, by name and JSON value, never by litellm's id (``ToolGate``'s
+    release shows the wire's identity); by the wire's identity too where the withholding
+    client wrote it into the body litellm parsed (``Carrier.wire_ids``). ``complete``: the
+    wire's finishes that end a whole response; any other (text cut by the token limit, a
+    content stop) is ``response_incomplete`` whatever the carrier says, as on the other
+    bridged wires (``base.bridged_responses_fault``)."""
     if ledger.finish_reason not in complete:
         return R.RESPONSE_INCOMPLETE
     if carrier.kind != "responses" or carrier.foreign or carrier.finish_reason != "completed":
@@ -119,10 +126,7 @@ def bridged_by_position_fault(
     theirs = [carrier.calls[i] for i in sorted(carrier.calls)]
     if len(theirs) != len(calls):
         return R.CARRIER_MISMATCH
-    if all(
-        their.name == ours.name and same_json(their.arguments, ours.join())
-        for ours, their in zip(calls, theirs, strict=True)
-    ):
+    if all(_same_call(carrier, ours, their) for ours, their in zip(calls, theirs, strict=True)):
         return None
     return R.CARRIER_MISMATCH
 

@@ -131,6 +131,9 @@ def arm_async(
                 functions=bool(kwargs.get("functions")),
                 tools=kwargs.get("tools"),
             ),
+            # On litellm's Responses bridge, calls sent without an id go out under the
+            # gate's identity of them, which litellm keeps (Gemini's wire).
+            identify=tap.responses_api,
             # A whole Gemini body: judged while litellm's request reads it, since litellm's
             # Gemini handler parses it in a catch-all that would hide the quarantine.
             in_read=_any_url if replayed else None if in_proxy else gemini_whole,

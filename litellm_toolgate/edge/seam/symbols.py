@@ -65,6 +65,12 @@ LAZY: dict[str, tuple[str, str]] = {
         "litellm.responses.litellm_completion_transformation.streaming_iterator",
         "LiteLLMCompletionStreamingIterator",
     ),
+    # What litellm puts between a Gemini call's id and the thought signature it appends to
+    # the id it hands over (edge/responsesbridge.py).
+    "THOUGHT_SIGNATURE_SEPARATOR": (
+        "litellm.litellm_core_utils.prompt_templates.factory",
+        "THOUGHT_SIGNATURE_SEPARATOR",
+    ),
     # The stream parsers of routes whose chat config names none (see edge/parsers.py).
     "AnthropicConfig": ("litellm.llms.anthropic.chat.transformation", "AnthropicConfig"),
     "AnthropicStreamIterator": ("litellm.llms.anthropic.chat.handler", "ModelResponseIterator"),

@@ -377,6 +377,9 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
             functions=bool((kwargs.get("optional_params") or {}).get("functions")),
             tools=tools,
         ),
+        # On litellm's Responses bridge, calls sent without an id go out under the gate's
+        # identity of them, which litellm keeps (Gemini's wire).
+        identify=tap.responses_api,
     )
     if asynchronous:
         asyncclaim.arm(kwargs, tap, holding)
