@@ -11,9 +11,10 @@ the wire's identity instead of litellm's id (``carriers/responses.py``, ``wire_i
 the items, in ``response.completed`` and in a whole result, as a chat release on these wires
 does. Every fixture, streamed (sync whole, async in odd pieces) and every whole body, sync
 and async: a good one releases exactly the wire's calls; a broken one is quarantined with
-the manifest's reason and no function-call item is handed out. The callback gates the
-Gemini routes too (tests/test_callback_responses_gemini.py) and refuses ``ollama_chat/`` on
-the Responses API, unsent (litellm draws every streamed call's id after it decided).
+the manifest's reason and no function-call item is handed out. The callback gates these
+routes too (tests/test_callback_responses_whole_wires.py), but for a streamed
+``ollama_chat/`` call, which it refuses unsent (litellm draws every streamed call's id after
+it decided).
 """
 
 from __future__ import annotations
@@ -178,12 +179,12 @@ def test_every_fixture(upstream: FakeUpstream, route: str, name: str, asynchrono
 
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
 @pytest.mark.parametrize("route", ["ollama_chat"])
-def test_the_callback_refuses_ollama_unsent(
+def test_the_callback_refuses_an_ollama_stream_unsent(
     upstream: FakeUpstream, route: str, asynchronous: bool
 ) -> None:
     """Under ``litellm.callbacks`` the gate decides before litellm parses the released body,
-    and litellm's Ollama parser draws a fresh id for every streamed call whatever the body
-    says: the gate could not say which ids it released, so it refuses unsent."""
+    and litellm's Ollama stream parser draws a fresh id for every call whatever the line
+    says: the gate could not say which ids it released, so it refuses the stream unsent."""
     fixtures = WIRES[route][0]
     gate = ToolGateGuardrail(fixtures.manifest["tools"])
     saved = litellm.callbacks

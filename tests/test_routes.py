@@ -361,11 +361,15 @@ def test_custom_llm_provider_picks_the_route() -> None:
             decision = route_for({"model": model}, Api.RESPONSES, callback=callback)
             assert isinstance(decision, Gated) and decision.bridged, model
     # ollama_chat/: litellm's bridge draws every streamed call's id, matched by position
-    # through ToolGate; the callback refuses it.
-    decision = route_for({"model": "ollama_chat/qwen3"}, Api.RESPONSES)
-    assert isinstance(decision, Gated) and decision.bridged
+    # through ToolGate; the callback gates whole calls (whose ids litellm keeps) and refuses
+    # streams.
+    ollama = {"model": "ollama_chat/qwen3"}
+    for stream in (False, True):
+        decision = route_for({**ollama, "stream": stream}, Api.RESPONSES)
+        assert isinstance(decision, Gated) and decision.bridged
+    assert route_for(ollama, Api.RESPONSES, callback=True).bridged
     with pytest.raises(RouteNotGated) as refused:
-        route_for({"model": "ollama_chat/qwen3"}, Api.RESPONSES, callback=True)
+        route_for({**ollama, "stream": True}, Api.RESPONSES, callback=True)
     assert "use ToolGate" in refused.value.reason
     with pytest.raises(RouteNotGated) as refused:
         route_for({"model": "vertex_ai/mistral-large@2407"}, Api.RESPONSES)
@@ -403,14 +407,15 @@ def test_toolgate_routes_prints_the_table(capsys: pytest.CaptureFixture[str]) ->
         assert name in out
     assert "openai" in out and "gated" in out and "refused" in out
     # litellm's Responses bridge over Gemini's wire: gated by the callback too; over
-    # Ollama's, through ToolGate only (litellm draws each streamed call's id).
+    # Ollama's, streams through ToolGate only (litellm draws each streamed call's id).
     lines = out.splitlines()
     responses = {
         lines[i].split()[0]: lines[i + 1] for i in range(len(lines) - 1) if lines[i][:1].strip()
     }
     assert "callback refuses" not in responses["gemini"]
     assert "callback refuses" not in responses["vertex_ai"]
-    assert "ToolGate only, the callback refuses it" in responses["ollama_chat"]
+    assert "callback refuses" not in responses["ollama_chat"]
+    assert "the callback gates whole calls only" in responses["ollama_chat"]
 
 
 @pytest.mark.parametrize(

@@ -65,6 +65,9 @@ class Gated:
     callback: str | None = None
     """Why the callback (``ToolGateGuardrail``) refuses this route, where only ``ToolGate``
     gates it; None: both gate it."""
+    callback_streams: str | None = None
+    """Why the callback refuses a streamed call on this route, where it gates whole calls
+    only (``ToolGate`` gates both); None: the callback gates streams as it gates whole calls."""
     replayed: bool = False
     """For this call (never in the table): litellm asks the upstream for a whole Responses
     result and replays it to the caller as events. The wire is that whole body, decided
@@ -89,6 +92,8 @@ class Gated:
         else:
             how = f"bridged to chat, {wire}" if self.bridged else wire
         only = "" if self.callback is None else "; ToolGate only, the callback refuses it"
+        if self.callback_streams is not None:
+            only += "; the callback gates whole calls only, streams through ToolGate only"
         if self.unclaimed is not None:
             only += "; sync calls under the callback only, ToolGate and async calls refused"
         if self.streams is not None:
@@ -140,10 +145,11 @@ def _wire(name: str) -> Refused:
     return Refused(f"the upstream speaks {name}, a wire the gate does not read")
 
 
-_NEW_IDS_CALLBACK = (
+_NEW_IDS_STREAMS = (
     "litellm's Responses bridge hands a streamed call of this wire out under an id it draws "
     "when it parses the released body (a fresh uuid4, whatever id the wire sent), after the "
-    "callback decided: the callback cannot know which ids it released; use ToolGate"
+    "callback decided: the callback cannot know which ids it released; use ToolGate, or a "
+    "whole (stream=False) call"
 )
 
 
@@ -160,16 +166,17 @@ def _bridge_unchecked(wire: str, ids: str = "") -> Refused:
     )
 
 
-def _bridged_new_ids(wire: Wire, callback: str | None = None) -> Gated:
+def _bridged_new_ids(wire: Wire, callback_streams: str | None = None) -> Gated:
     """A route litellm bridges to chat for the Responses API (no Responses config for it, on
     both supported versions) over a wire of whole calls whose ids litellm replaces: the
     items are matched to the wire by position, name and JSON value (``core/wires/whole.py``
     ``bridged_by_position_fault``). ``ToolGate`` releases them under the wire's identity.
     The callback, which lets litellm parse the body it releases, gates the route where the
     wire has the identities of calls sent without an id to write into that body
-    (``WireSpec.identities``: litellm keeps Gemini's ``functionCall.id``), and the items must
-    then carry them; ``callback``: why it refuses the route otherwise."""
-    return Gated(wire, ClientKind.HTTP_HANDLER, bridged=True, callback=callback)
+    (``WireSpec.identities``: litellm keeps Gemini's ``functionCall.id``, and a whole Ollama
+    body's call ids), and the items must then carry them; ``callback_streams``: why it
+    refuses a streamed call, where a stream has none to write."""
+    return Gated(wire, ClientKind.HTTP_HANDLER, bridged=True, callback_streams=callback_streams)
 
 
 # ToolGate cross-checks litellm's chunks against the wire by position, name and arguments
@@ -236,10 +243,11 @@ wire, as on gemini/ (:data:`_GEMINI_RESPONSES`). Any other model is refused befo
 # runs litellm's own parser over the withheld body and cross-checks that (parsers), since the
 # wire's spec says litellm may re-shape its calls (WireSpec.reparsed).
 _OLLAMA_CHAT = Gated(Wire.OLLAMA, ClientKind.HTTP_HANDLER)
-# Under the callback litellm's Ollama stream parser gives every complete call a fresh uuid4
-# whatever the wire sent (1.108.7 and 1.110.2): nothing written into the body reaches the
-# caller, so the callback refuses the route (ToolGate shows the wire's identity).
-_OLLAMA_RESPONSES = _bridged_new_ids(Wire.OLLAMA, _NEW_IDS_CALLBACK)
+# litellm's Ollama stream parser gives every complete call a fresh uuid4 whatever the line
+# says (1.108.7 and 1.110.2): nothing written into a stream reaches the caller, so the
+# callback refuses streams there (ToolGate shows the wire's identity); it keeps a whole
+# body's call ids, which the callback writes.
+_OLLAMA_RESPONSES = _bridged_new_ids(Wire.OLLAMA, _NEW_IDS_STREAMS)
 
 # Cohere's v2 chat (core/wires/cohere.py), for the models litellm sends to /v2/chat (the
 # others, cohere/v1/..., are refused by _cohere_model_fault). litellm's reader of a streamed
@@ -296,8 +304,8 @@ ROUTES: Mapping[str, Route] = {
         # litellm bridges its Responses API to chat there, cross-checked.
         Route("anthropic", Gated(Wire.ANTHROPIC, ClientKind.HTTP_HANDLER), _ANTHROPIC_RESPONSES),
         # Ollama's NDJSON /api/chat wire (core/wires/ollama.py); litellm bridges its
-        # Responses API to chat there, matched by position (ToolGate only: litellm draws
-        # each streamed call's id after the callback decided).
+        # Responses API to chat there, matched by position (streams through ToolGate only:
+        # litellm draws each streamed call's id after the callback decided).
         Route("ollama_chat", _OLLAMA_CHAT, _OLLAMA_RESPONSES),
         # Gemini's generateContent SSE (core/wires/gemini.py); litellm bridges its
         # Responses API to chat there, matched by position, and under the callback by the
@@ -394,6 +402,8 @@ def route_for(request: Mapping[str, Any], api: Api, *, callback: bool = False) -
             raise RouteNotGated(decisions[0][1], api.value, reason)
     if callback and gated.callback is not None:
         raise RouteNotGated(decisions[0][1], api.value, gated.callback)
+    if callback and gated.callback_streams is not None and request.get("stream"):
+        raise RouteNotGated(decisions[0][1], api.value, gated.callback_streams)
     if gated.streams is not None and request.get("stream"):
         raise RouteNotGated(decisions[0][1], api.value, gated.streams)
     if not callback and gated.unclaimed is not None:

@@ -42,7 +42,8 @@ dropped too, except on the Anthropic wire (whose events are read by name); on a 
 only unnamed messages are read, so named ones are dropped whole.
 
 Identities. Where the client keeps a call's id when the wire sends one but draws its own
-for a call sent without one (``WireSpec.identities``: Gemini's), and the owner asks for it
+for a call sent without one (``WireSpec.identities``: Gemini's; a whole Ollama body's), and
+the owner asks for it
 (``identify``: litellm's Responses bridge, which hands the ids on to the caller), each such
 call is written out with the identity the gate decides on (``gemini-call-<n>``), in every
 message (a whole body: re-encoded as ASCII JSON of the same value, so written); the client's
@@ -186,7 +187,7 @@ class Withholder:
             return None
         found = self._ids
         if found is None or found[0] is not wire:
-            found = self._ids = (wire, WIRES[wire].identities())
+            found = self._ids = (wire, WIRES[wire].identities(self.streamed))
         return found[1]
 
     def _passes_live(self, message: SSEMessage, value: dict[str, Any], wire: Wire) -> bool:

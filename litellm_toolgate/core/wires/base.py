@@ -151,14 +151,15 @@ class WireSpec:
             return b"event: " + message.event.encode("ascii", "replace") + b"\n" + data
         return data
 
-    def identities(self) -> Identities | None:
+    def identities(self, streamed: bool) -> Identities | None:
         """Where the client keeps a call's id when the wire sends one but draws an id of its
-        own for a call sent without one (Gemini's ``functionCall.id``): a fresh writer of
-        each such call's identity (the one the gate decides on, ``gemini-call-<n>``) into the
-        message values of one body, which the withholding client releases so written, so the
-        client hands every call over under the identity the gate decided on. None: the
-        client keeps the wire's ids as they are, or draws its own whatever the wire sends
-        (nothing written could reach the caller)."""
+        own for a call sent without one (Gemini's ``functionCall.id``; a whole Ollama body's
+        ``tool_calls[].id``): a fresh writer of each such call's identity (the one the gate
+        decides on, ``gemini-call-<n>``) into the message values of one body (``streamed``
+        or whole), which the withholding client releases so written, so the client hands
+        every call over under the identity the gate decided on. None: the client keeps the
+        wire's ids as they are, or draws its own whatever the wire sends (nothing written
+        could reach the caller)."""
         return None
 
     def normalizer(self, profile: Profile) -> Normalizer:

@@ -342,7 +342,7 @@ class GeminiWire(WireSpec):
     def normalizer(self, profile: Profile) -> GeminiNormalizer:
         return GeminiNormalizer(profile)
 
-    def identities(self) -> GeminiIdentities:
+    def identities(self, streamed: bool) -> GeminiIdentities:
         return GeminiIdentities()
 
     def terminal_fault(

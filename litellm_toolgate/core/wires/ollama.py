@@ -168,6 +168,27 @@ class OllamaNormalizer:
         return self._calls.call(call.get("id"), name, arguments)
 
 
+class OllamaIdentities:
+    """Writes ``ollama-call-<n>`` into each call of a whole body sent without an ``id``, ``n``
+    counting its calls in order, as :class:`~.whole.WholeCalls` names them. litellm's Ollama
+    transformation keeps a whole body's call ids and draws one for a call without (1.108.7
+    and 1.110.2); its stream parser gives every complete call a fresh id whatever the line
+    says, so a stream has nothing to write (:meth:`OllamaWire.identities`)."""
+
+    __slots__ = ("_count",)
+
+    def __init__(self) -> None:
+        self._count = 0
+
+    def identify(self, value: Any) -> None:
+        message = value.get("message") if isinstance(value, dict) else None
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        for call in calls if isinstance(calls, list) else []:
+            if isinstance(call, dict) and call.get("id") is None:
+                call["id"] = f"{_NO_ID}{self._count}"
+            self._count += 1
+
+
 # ---- the wire's answers to the core ----------------------------------------------------------
 class OllamaWire(WireSpec):
     """The Ollama ``/api/chat`` wire (see :class:`~.base.WireSpec` and the module docstring)."""
@@ -177,6 +198,9 @@ class OllamaWire(WireSpec):
 
     def normalizer(self, profile: Profile) -> OllamaNormalizer:
         return OllamaNormalizer(profile)
+
+    def identities(self, streamed: bool) -> OllamaIdentities | None:
+        return None if streamed else OllamaIdentities()
 
     def decoder(self, max_event_bytes: int) -> NDJSONDecoder:
         return NDJSONDecoder(max_event_bytes=max_event_bytes)

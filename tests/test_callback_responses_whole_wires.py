@@ -1,20 +1,23 @@
 """``ToolGateGuardrail`` in ``litellm.callbacks`` on ``litellm.responses`` / ``aresponses`` over
-Gemini's wire (``gemini/``, Gemini models on ``vertex_ai/``), real litellm on loopback.
+the wires of whole calls whose ids litellm's bridge replaces: Gemini's (``gemini/``, Gemini
+models on ``vertex_ai/``) and a whole Ollama body (``ollama_chat/``), real litellm on loopback.
 
-litellm bridges the Responses API to chat there and its Gemini parser keeps a call's
+litellm bridges the Responses API to chat there. Its Gemini parser keeps a call's
 ``functionCall.id`` but draws ``call_`` and a uuid for a call sent without one, after the
-callback decided. So the withholding client writes the gate's identity of each such call
-(``gemini-call-<n>``, the name the gate's records give it) into the body it releases
-(``WireSpec.identities``), runs litellm's parser and bridge over the body so written, and
-matches their items to the wire by position, name, JSON value and that identity before
-anything held goes out (``core/wires/whole.py``, ``Carrier.wire_ids``). Every recording of
-``fixtures/gemini``, streamed (sync, and async in odd pieces) and whole, sync and async: the
-outcome is ``ToolGate``'s for the same body (tests/test_gate_responses_whole_wires.py); a
-release hands the caller exactly the wire's calls under the ids the gate's records name (a
-call carrying a thought signature: that id, then litellm's separator and the signature); a
-refusal hands out no function-call event, no ``response.completed``, and no argument text.
-``ollama_chat/`` stays refused under the callback: litellm draws every streamed call's id
-whatever the body says.
+callback decided; its Ollama transformation does the same with a whole body's
+``tool_calls[].id``. So the withholding client writes the gate's identity of each such call
+(``gemini-call-<n>``, ``ollama-call-<n>``: the name the gate's records give it) into the body
+it releases (``WireSpec.identities``), runs litellm's parser and bridge over the body so
+written, and matches their items to the wire by position, name, JSON value and that identity
+before anything held goes out (``core/wires/whole.py``, ``Carrier.wire_ids``). Every
+recording of ``fixtures/gemini``, streamed (sync, and async in odd pieces) and whole, and
+every whole body of ``fixtures/ollama``, sync and async: the outcome is ``ToolGate``'s for the
+same body (tests/test_gate_responses_whole_wires.py); a release hands the caller exactly the
+wire's calls under the ids the gate's records name (a call carrying a thought signature: that
+id, then litellm's separator and the signature); a refusal hands out no function-call event,
+no ``response.completed``, and no argument text. A streamed ``ollama_chat/`` call stays
+refused under the callback, unsent (litellm's stream parser draws every call's id whatever
+the line says: tests/test_gate_responses_whole_wires.py).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from litellm_toolgate import (
     ToolGateGuardrail,
     find_quarantine,
 )
+from litellm_toolgate.core.decision.state import Wire
 from litellm_toolgate.core.wires import WIRES as WIRE_SPECS
 from litellm_toolgate.core.wires.gemini import GeminiIdentities
 from litellm_toolgate.edge.seam.symbols import lazy
@@ -45,13 +49,19 @@ from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 litellm.suppress_debug_info = True
 R = QuarantineReason
 SPLIT = [1, 7, 13, 2, 64]
-ROUTES = ("gemini", "vertex_ai")
 SIGNED = {"thought_then_call"}  # a call carrying a thought signature
+
+
+def _gated(route: str, name: str) -> bool:
+    """Whether the callback gates this recording's call: every Gemini one, Ollama's whole."""
+    return route != "ollama_chat" or not WIRES[route][0].cases[name]["streamed"]
+
 
 PARAMS = [
     pytest.param(route, name, a, id=f"{route}-{name}-{'async' if a else 'sync'}")
-    for route in ROUTES
+    for route in WIRES
     for name in WIRES[route][0].cases
+    if _gated(route, name)
     for a in (False, True)
 ]
 
@@ -179,7 +189,13 @@ def test_identities_are_written_as_the_gate_names_the_calls() -> None:
     call = second["candidates"][0]["content"]["parts"][0]["functionCall"]
     assert call == {"name": "b", "args": {"k": CANARY}, "id": "gemini-call-1"}
     assert kept["candidates"][0]["content"]["parts"][0]["functionCall"]["id"] == "w"
-    # Only the wires whose client keeps the wire's ids have identities to write.
-    assert [w.value for w, spec in WIRE_SPECS.items() if spec.identities() is not None] == [
-        "gemini"
-    ]
+    # Only the wires whose client keeps the wire's ids have identities to write: Gemini's,
+    # and a whole Ollama body (litellm draws every streamed Ollama call's id).
+    for streamed, wires in ((True, ["gemini"]), (False, ["ollama", "gemini"])):
+        found = [w.value for w, spec in WIRE_SPECS.items() if spec.identities(streamed)]
+        assert sorted(found) == sorted(wires), streamed
+    ids = WIRE_SPECS[Wire.OLLAMA].identities(False)
+    assert ids is not None
+    whole = {"message": {"tool_calls": [{"function": {"name": "a"}}, {"function": {}, "id": "w"}]}}
+    ids.identify(whole)
+    assert [c.get("id") for c in whole["message"]["tool_calls"]] == ["ollama-call-0", "w"]
