@@ -266,3 +266,86 @@ def test_good_released_and_broken_refused(served: Served, stream: bool) -> None:
     if served.config.file == "proxy_vertex.yaml":
         # The Google token went to the token endpoint, never to the upstream.
         assert TOKENS and not any("token" in p for p in served.paths.seen)
+
+
+def _responses(served: Served, model: str, name: str, *, stream: bool) -> tuple[list[Any], Any]:
+    """``/v1/responses`` on a deployment: the events (or the whole response) and the error."""
+    deployment = served.config.deployments[model]
+    kind = deployment.media if stream else "application/json"
+    served.paths.queue.append(
+        Scripted(deployment.fixtures.body(name), content_type=kind, chunk_sizes=[5, 64])
+    )
+    served.proxy.ensure_running()
+    client = openai.OpenAI(base_url=served.proxy.base_url, api_key=served.proxy.key, max_retries=0)
+    tools = [
+        {"type": "function", **t["function"]}
+        for t in deployment.fixtures.manifest["tools"][: served.config.tools]
+    ]
+    got: list[Any] = []
+    try:
+        result = client.responses.create(
+            model=model, input="What is 7 times 8? Use multiply.", tools=tools, stream=stream
+        )
+        if stream:
+            got.extend(result)
+        else:
+            got.append(result)
+    except openai.APIError as exc:
+        return got, exc
+    return got, None
+
+
+def _items(got: list[Any], *, stream: bool) -> list[tuple[str, str, Any]]:
+    """(call id, name, argument value) of every function-call item handed out."""
+    if stream:
+        done = [e.item for e in got if e.type == "response.output_item.done"]
+    else:
+        done = list(got[0].output)
+    return [(i.call_id, i.name, json.loads(i.arguments)) for i in done if i.type == "function_call"]
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+def test_responses_reach_the_caller_under_the_gate_s_identities(
+    served: Served, stream: bool
+) -> None:
+    """``/v1/responses`` on Gemini's wire and a whole Ollama body: litellm bridges them to
+    chat and keeps an id the wire sends, so the gate writes its identity of each call sent
+    without one into the body it releases; the client gets the calls under the ids the
+    gate's records name, and a broken body is refused. A streamed Ollama call, whose ids
+    litellm draws whatever the line says, is refused before it is sent."""
+    if served.config.file == "proxy_bedrock.yaml":
+        pytest.skip("Converse keeps the wire's ids: tests/test_callback_responses_bridged.py")
+    for model, deployment in served.config.deployments.items():
+        good, bad = deployment.streamed if stream else deployment.whole
+        sent = len(served.paths.seen)
+        if stream and deployment.fixtures is OLLAMA:
+            got, error = _responses(served, model, good, stream=True)
+            served.paths.queue.clear()
+            assert isinstance(error, openai.APIStatusError), repr(error)
+            assert error.status_code == 501 and "use ToolGate" in str(error)
+            assert len(served.paths.seen) == sent  # refused before sending
+            continue
+        got, error = _responses(served, model, good, stream=stream)
+        assert error is None, (model, repr(error))
+        assert _items(got, stream=stream) == [
+            (c["call_id"], c["name"], json.loads(c["arguments"]))
+            for c in deployment.fixtures.cases[good]["calls"]
+        ], model
+        got, error = _responses(served, model, bad, stream=stream)
+        reason = deployment.fixtures.cases[bad]["reason"]
+        if stream:
+            # Once the stream began, litellm's proxy ends it with response.failed, the
+            # quarantine its error; before, an HTTP error.
+            failed = [e.response.error for e in got if e.type == "response.failed"]
+            assert error is not None or len(failed) == 1, (model, [e.type for e in got])
+            if error is None:
+                assert reason in failed[0].message and CANARY not in str(failed[0])
+            else:
+                _refused(error, reason)
+            assert not [e for e in got if e.type == "response.completed"]
+            assert not [e for e in got if "function_call" in repr(getattr(e, "item", None))]
+            assert CANARY not in repr(got)
+        else:
+            _refused(error, reason)
+            assert got == []
+        assert len(served.paths.seen) == sent + 2, (model, served.paths.seen[sent:])
