@@ -330,3 +330,66 @@ def test_find_quarantine_walks_causes_and_contexts_and_stops_at_a_cycle() -> Non
     looped_a, looped_b = RuntimeError("a"), RuntimeError("b")
     looped_a.__context__, looped_b.__context__ = looped_b, looped_a
     assert find_quarantine(looped_a) is None and find_quarantine(None) is None
+
+
+def _identified(wire: str, name: str, path: str, *, identify: bool) -> tuple[Any, list[bytes]]:
+    """What a withholder releases of a good recording, asked to write identities or not."""
+    body = (FIXTURES / wire / name).read_bytes()
+    streamed = not name.endswith(".json")
+    attempt = Attempt(ToolRegistry.from_tools(tools(wire)))
+    media = {"gemini": "text/event-stream", "ollama": "application/x-ndjson"}[wire]
+    attempt.bind_response(
+        content_type=media if streamed else "application/json", streamed=streamed, path=path
+    )
+    held = Withholder(attempt, streamed=streamed, whole_here=True, identify=identify)
+    live = stream(held, [body]) if streamed else held.feed(body)
+    if not streamed:
+        attempt.receive_body(body)
+    released = live + approve(held)
+    assert attempt.state is StreamState.RELEASED
+    return body, released
+
+
+GEMINI = "/v1beta/models/gemini-2.5-flash:streamGenerateContent"
+
+
+@pytest.mark.parametrize(
+    ("wire", "name", "path"),
+    [
+        ("gemini", "multiply_basic.sse", GEMINI),
+        ("gemini", "two_calls_two_messages.sse", GEMINI),
+        ("gemini", "whole_multiply.json", GEMINI.replace(":streamG", ":g")),
+        ("ollama", "whole_without_id.json", "/api/chat"),
+    ],
+)
+def test_identities_are_written_into_what_is_released_only_when_asked(
+    wire: str, name: str, path: str
+) -> None:
+    """Asked to (litellm's Responses bridge), each call sent without an id goes out with the
+    gate's identity of it, every other value as it was; not asked, nothing is written."""
+    body, released = _identified(wire, name, path, identify=True)
+    values = [json.loads(m.data) for m in messages(b"".join(released)) if m.data]
+    if wire == "ollama" or not name.endswith(".sse"):
+        values = [json.loads(b"".join(released))]
+    if wire == "gemini":
+        calls = [
+            p["functionCall"]
+            for v in values
+            for c in v.get("candidates", [])
+            for p in c.get("content", {}).get("parts", [])
+            if "functionCall" in p
+        ]
+    else:
+        calls = [c for v in values for c in v["message"].get("tool_calls", [])]
+    prefix = f"{wire}-call-"
+    assert [c.pop("id") for c in calls] == [f"{prefix}{i}" for i in range(len(calls))]
+    assert calls  # each recording has calls
+    # With the ids taken off again: the same values as the wire's, in order.
+    original = (
+        [json.loads(m.data) for m in messages(body) if m.data]
+        if name.endswith(".sse")
+        else [json.loads(body)]
+    )
+    assert values == original
+    _, plain = _identified(wire, name, path, identify=False)
+    assert f'"{prefix}'.encode() not in b"".join(plain)

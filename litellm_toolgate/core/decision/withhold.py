@@ -43,12 +43,12 @@ only unnamed messages are read, so named ones are dropped whole.
 
 Identities. Where the client keeps a call's id when the wire sends one but draws its own
 for a call sent without one (``WireSpec.identities``: Gemini's; a whole Ollama body's), and
-the owner asks for it
-(``identify``: litellm's Responses bridge, which hands the ids on to the caller), each such
-call is written out with the identity the gate decides on (``gemini-call-<n>``), in every
-message (a whole body: re-encoded as ASCII JSON of the same value, so written); the client's
-parse is run over the values so written, and its calls must then carry those identities
-(``Carrier.wire_ids``). The caller is handed the calls under the ids the gate's records name.
+the owner asks for it (``identify``: litellm's Responses bridge, which hands the ids on to
+the caller), each such call is written out with the identity the gate decides on
+(``gemini-call-<n>``), in every message (a whole body: re-encoded as ASCII JSON of the same
+value, so written); the client's parse is run over the values so written, and its calls
+must then carry those identities (``Carrier.wire_ids``). The caller is handed the calls
+under the ids the gate's records name.
 """
 
 from __future__ import annotations
