@@ -3,9 +3,11 @@ canary check of a refusal."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -127,6 +129,33 @@ def upstream() -> Iterator[Any]:
 
     with FakeUpstream() as server:
         yield server
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _gates_closed_after_module() -> Iterator[None]:
+    """Close, when a test file ends, every ``ToolGateGuardrail`` it left open, so the next
+    file starts with no gate installed (``claiming.INSTALLATION.gates == 0``).
+
+    Most tests drop their gates without closing them and rely on the last gate dropped
+    putting back what the gates changed. litellm keeps some of them reachable for the rest
+    of the process, though: ``litellm.utils.callback_list`` holds the callbacks of the first
+    call that had any, and never lets go (1.108.7 and 1.110.2), and litellm's logging worker
+    keeps the success handlers of an async call whose event loop ended before it ran them
+    (the call's logging object, and through its client the gate). Such a gate stays counted,
+    and a later file's test that needs a clean installation (``gates == 0``) saw two. Free
+    when nothing is left: a file that left no gate counted costs nothing here."""
+    yield
+    claiming = sys.modules.get("litellm_toolgate.edge.sync.claiming")
+    if claiming is None or claiming.INSTALLATION.gates == 0:
+        return
+    gc.collect()  # a gate nothing else holds puts back what it changed when collected
+    if claiming.INSTALLATION.gates == 0:
+        return
+    from litellm_toolgate import ToolGateGuardrail
+
+    for found in gc.get_objects():
+        if isinstance(found, ToolGateGuardrail):
+            found.close()
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

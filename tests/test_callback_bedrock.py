@@ -287,8 +287,9 @@ def test_a_sync_call_refused_in_its_hook_is_refused_typed_and_unsent(name: str) 
     litellm's call set-up passed it): the claiming transport, around the timeout-keyed
     handler the gate made for it, answers its request unsent, and the caller gets the typed
     refusal (a whole one raised while litellm's request reads the answer)."""
-    # Gates an earlier test dropped without closing are put back when collected: collect
-    # them now, so that what this test's gate changed is all there is to put back.
+    # Gates an earlier test of this file dropped without closing are put back when
+    # collected: collect them now, so that what this test's gate changed is all there is to
+    # put back (those an earlier file left open are closed when it ended: conftest.py).
     gc.collect()
     assert claiming.INSTALLATION.gates == 0
     made = ToolGateGuardrail(MANIFEST["tools"])

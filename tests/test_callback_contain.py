@@ -318,16 +318,20 @@ def test_n_2_in_extra_body_is_refused_unsent_typed_on_every_path(
 
 
 @pytest.mark.parametrize("stream", [True, False])
-def test_n_2_in_extra_body_is_refused_by_the_async_hook_too(
+def test_n_2_in_extra_body_is_read_by_the_async_hook_too(
     upstream: FakeUpstream, stream: bool
 ) -> None:
     """The pre-call hook reads ``extra_body`` as well (a call whose set-up the gate did not
-    see, e.g. a request of the proxy's, where n > 1 is refused): the tap refuses it before
-    anything is sent."""
+    see, e.g. a request of the proxy's): on a chat-completions route its tap reads two
+    choices, on a wire of one answer per response it refuses the request before anything
+    is sent (the real proxy: tests/test_proxy_choices.py)."""
     from litellm_toolgate.edge.guardrail.taps import new_tap
 
     gate = ToolGateGuardrail([MULTIPLY])
     body = {**call(upstream, "good"), "extra_body": {"n": 2}, "proxy_server_request": {}}
+    tap = new_tap(gate.gate, "acompletion", tools=[MULTIPLY], model="m", streamed=stream, body=body)
+    assert not tap.refused and tap.attempt.choices == 2
+    body["model"] = ANTHROPIC
     tap = new_tap(gate.gate, "acompletion", tools=[MULTIPLY], model="m", streamed=stream, body=body)
     assert tap.refused
     fault = tap.attempt.quarantined

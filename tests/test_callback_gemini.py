@@ -335,8 +335,9 @@ def test_a_sync_call_refused_in_its_hook_is_refused_typed_and_unsent(
     typed refusal: a whole one raised while litellm's request reads the answer, not an error
     litellm's Gemini parse makes of it; a stream's (asked for by the path
     ``:streamGenerateContent``, not the body) where litellm first reads it."""
-    # Gates an earlier test dropped without closing are put back when collected: collect
-    # them now, so that what this test's gate changed is all there is to put back.
+    # Gates an earlier test of this file dropped without closing are put back when
+    # collected: collect them now, so that what this test's gate changed is all there is to
+    # put back (those an earlier file left open are closed when it ended: conftest.py).
     gc.collect()
     assert claiming.INSTALLATION.gates == 0
     made = ToolGateGuardrail(MANIFEST["tools"])

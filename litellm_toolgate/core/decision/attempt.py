@@ -213,7 +213,7 @@ class Attempt:
         count is refused here, unsent) and ``tool_choice`` (a route profile may accept
         ``finish_reason: "stop"`` with calls when a tool was forced).
         ``choices_gated``: False where the edge knows that the client does not keep several
-        choices apart (a route on another wire, the proxy): a request for ``n > 1`` is then
+        choices apart (a route on another wire): a request for ``n > 1`` is then
         refused here, unsent (``unsupported_request``).
         """
         self._raise_if_faulted()

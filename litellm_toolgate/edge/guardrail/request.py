@@ -76,8 +76,8 @@ def arm_async(
     )
     tap.replayed = replayed
     if tap.refused:
-        # A request the gate cannot gate as asked (``n > 1`` off the chat routes or in the
-        # proxy, an ``n`` that is no count), refused before it was sent.
+        # A request the gate cannot gate as asked (``n > 1`` off the chat routes, an ``n``
+        # that is no count), refused before it was sent.
         refuse(guardrail, kwargs, tap.attempt, time.time(), in_proxy=in_proxy)
     # /v1/messages: the wire is the one litellm's bridge for this model speaks (bridges).
     bridge = messages_bridge(kwargs) if tap.messages_api else None

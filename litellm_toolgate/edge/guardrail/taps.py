@@ -49,18 +49,18 @@ def new_tap(
 ) -> WireTap:
     """The call's attempt and tap; the request's own fields are checked now (a chat
     request for ``n > 1``, at its top level or in its ``extra_body``, is refused here,
-    unsent, the tap's quarantine, in the proxy and on a route whose choices litellm does
-    not keep apart: :func:`..routes.choices_kept_apart`)."""
+    unsent, the tap's quarantine, on a route whose choices litellm does not keep apart:
+    :func:`..routes.choices_kept_apart`). In the proxy as outside it: the proxy hands its
+    stream hook litellm's own chat stream, each choice's index kept on its chunks, and its
+    success hook litellm's whole result of every choice, both read as ``ToolGate`` reads
+    them (``docs/proxy.md``)."""
     tap = WireTap(gate.new_attempt(tools=tools, model=model), streamed=streamed)
     tap.policy = gate.policy
     tap.responses_api = kind in RESPONSES
     tap.messages_api = kind in MESSAGES
     if body is not None and not tap.responses_api and not tap.messages_api:
         fields = chat_request_fields(body)
-        # The proxy's own answer is not cross-checked choice by choice: n > 1 refused there.
-        apart = choices_asked(fields) == 1 or (
-            "proxy_server_request" not in body and choices_kept_apart(body, callback=True)
-        )
+        apart = choices_asked(fields) == 1 or choices_kept_apart(body, callback=True)
         tap.bind_request("/chat/completions", fields, choices_gated=apart)
     return tap
 
