@@ -257,6 +257,9 @@ _COHERE_CHAT = Gated(
 )
 _COHERE_RESPONSES = _bridge_unchecked("Cohere's v2 chat")
 
+_WATSONX_CHAT = Gated(Wire.WATSONX, ClientKind.HTTP_HANDLER)
+_WATSONX_RESPONSES = Gated(Wire.WATSONX, ClientKind.HTTP_HANDLER, bridged=True)
+
 ROUTES: Mapping[str, Route] = {
     route.provider: route
     for route in (
@@ -308,8 +311,11 @@ ROUTES: Mapping[str, Route] = {
         # which is not cross-checked (_bridge_unchecked).
         Route("cohere", _COHERE_CHAT, _COHERE_RESPONSES),
         Route("cohere_chat", _COHERE_CHAT, _COHERE_RESPONSES),
-        # Wires the gate does not read (yet).
-        Route("watsonx", *[_wire("watsonx.ai's chat stream")] * 2),
+        # watsonx.ai's native chat SSE (core/wires/watsonx.py), through litellm's OpenAI-like
+        # handler, which takes client= for streamed and whole calls, sync and async. litellm
+        # bridges the Responses API to chat there (no Responses config for watsonx/), the
+        # items under the wire's call ids, matched as on the chat wire.
+        Route("watsonx", _WATSONX_CHAT, _WATSONX_RESPONSES),
     )
 }
 _UNKNOWN = Refused("not in the gate's route table")
