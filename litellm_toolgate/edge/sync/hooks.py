@@ -47,8 +47,8 @@ from ..calltypes import (
     handling,
     in_messages_entry_point,
     sync_route_refused,
-    sync_whole_refused,
     sync_route_sdk,
+    sync_whole_refused,
 )
 from ..guardrail import decisionlog
 from ..guardrail.deciders import GateGuardrail, admit, registered_gates, selected
