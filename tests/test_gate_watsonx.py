@@ -22,6 +22,7 @@ import litellm
 import pytest
 from conftest import no_leak
 from loopback import ask_multiply, call, tool_calls
+from test_gate_responses import collect
 from wirecases import Fixtures
 
 from litellm_toolgate import (
@@ -276,4 +277,134 @@ def test_callback_sync_whole_calls_are_refused_unsent(upstream: FakeUpstream, na
     assert out == []
     assert isinstance(error, UngatedCallRefused), repr(error)
     assert "builds for that call alone" in str(error)
+    assert len(upstream.requests) == sent
+
+
+# ---- the Responses API, bridged to chat by litellm ---------------------------------------
+FLAT_TOOLS = [{"type": "function", **t["function"]} for t in MANIFEST["tools"]]
+THROUGH_THE_BRIDGE = {
+    # litellm's bridge makes an incomplete response of text cut by the token limit, as on
+    # every chat wire (ChatWire.carrier_fault): refused through ToolGate.
+    "text_cut_by_length": "response_incomplete",
+    # The call left without arguments (choices given twice): ToolGate's cross-check of the
+    # bridge's items refuses it before the arguments are parsed.
+    "chunk_with_duplicate_key": "carrier_mismatch",
+}
+
+
+def _responses_args(upstream: FakeUpstream, *, stream: bool) -> dict[str, Any]:
+    return {
+        "model": MODEL,
+        "input": "What is 7 times 8? Use multiply.",
+        "tools": FLAT_TOOLS,
+        "api_base": upstream.root_url,
+        "token": "tok",
+        "project_id": "p",
+        "stream": stream,
+        "num_retries": 0,
+    }
+
+
+def _items(out: list[Any], streamed: bool) -> list[dict[str, Any]]:
+    if streamed:
+        return collect(out)[1]
+    output = out[0].output if out else []
+    return [
+        {"call_id": c.call_id, "name": c.name, "arguments": c.arguments}
+        for c in output
+        if getattr(c, "type", None) == "function_call"
+    ]
+
+
+def _responses_outcome(
+    out: list[Any], error: BaseException | None, case: dict[str, Any], reason: str | None
+) -> None:
+    handed = _items(out, case["streamed"])
+    if reason is None and case["expect"] == "release":
+        assert error is None, f"{case['name']}: {error!r}"
+        assert handed == case["calls"]
+        return
+    fault = find_quarantine(error)
+    assert isinstance(fault, ToolCallQuarantined), f"{case['name']}: {error!r}"
+    assert fault.reason is R(reason or case["reason"]), f"{case['name']}: {fault.reason}"
+    assert handed == []
+    assert error is not None
+    no_leak(error)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("name", [*STREAMED, *WHOLE])
+def test_toolgate_responses_every_fixture(
+    upstream: FakeUpstream, name: str, asynchronous: bool
+) -> None:
+    case = CASES[name]
+    sent = _served(upstream, name, "split" if asynchronous else None)
+    gate = ToolGate(MANIFEST["tools"])
+    try:
+        out, error = call(
+            gate.responses,
+            gate.aresponses,
+            _responses_args(upstream, stream=case["streamed"]),
+            asynchronous=asynchronous,
+            stream=case["streamed"],
+        )
+    finally:
+        gate.close()
+    assert len(upstream.requests) == sent + 1
+    _responses_outcome(out, error, case, THROUGH_THE_BRIDGE.get(name))
+
+
+def _litellm_responses(args: dict[str, Any], *, asynchronous: bool) -> tuple[list[Any], Any]:
+    out: list[Any] = []
+    stream = bool(args["stream"])
+
+    async def go() -> None:
+        result = await litellm.aresponses(**args)
+        if stream:
+            async for event in result:
+                out.append(event)
+        else:
+            out.append(result)
+
+    try:
+        if asynchronous:
+            asyncio.run(go())
+        elif stream:
+            out.extend(litellm.responses(**args))
+        else:
+            out.append(litellm.responses(**args))
+    except Exception as exc:
+        return out, exc
+    return out, None
+
+
+CALLBACK_RESPONSES = [
+    pytest.param(name, a, id=f"{name}-{'async' if a else 'sync'}")
+    for name in STREAMED
+    for a in (False, True)
+] + [pytest.param(name, True, id=f"{name}-async") for name in WHOLE]
+
+
+@pytest.mark.usefixtures("guardrail")
+@pytest.mark.parametrize(("name", "asynchronous"), CALLBACK_RESPONSES)
+def test_callback_responses_every_fixture(
+    upstream: FakeUpstream, name: str, asynchronous: bool
+) -> None:
+    """The callback withholds the chat wire under litellm's bridge: the wire's outcome (text
+    cut by the token limit is released as the incomplete response litellm makes of it)."""
+    case = CASES[name]
+    sent = _served(upstream, name)
+    args = _responses_args(upstream, stream=case["streamed"])
+    out, error = _litellm_responses(args, asynchronous=asynchronous)
+    assert len(upstream.requests) == sent + 1
+    _responses_outcome(out, error, case, None)
+
+
+@pytest.mark.usefixtures("guardrail")
+def test_callback_sync_whole_responses_are_refused_unsent(upstream: FakeUpstream) -> None:
+    sent = _served(upstream, "whole_multiply")
+    out, error = _litellm_responses(_responses_args(upstream, stream=False), asynchronous=False)
+    assert upstream.discard() == 1
+    assert out == []
+    assert isinstance(error, UngatedCallRefused), repr(error)
     assert len(upstream.requests) == sent
