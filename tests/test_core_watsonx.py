@@ -154,3 +154,19 @@ def test_litellm_s_chunks_must_be_the_wire_s_calls() -> None:
     ):
         fault = replay([data], carrier=carrier)[2]
         assert fault is not None and fault.reason is R.CARRIER_MISMATCH
+
+
+def test_the_table_differs_from_chat_s_only_at_the_end_after_the_finish() -> None:
+    from litellm_toolgate.core.decision.state import (
+        STREAM_TABLES,
+        StreamInput,
+        StreamState,
+        next_stream_state,
+    )
+
+    S, I = StreamState, StreamInput  # noqa: E741
+    assert next_stream_state(S.FINISHED, I.EOF, Wire.WATSONX) is S.CLOSED
+    assert next_stream_state(S.FINISHED, I.EOF, Wire.CHAT) is R.MISSING_DONE
+    chat, mine = STREAM_TABLES[Wire.CHAT], STREAM_TABLES[Wire.WATSONX]
+    assert {k for k in chat if chat[k] != mine.get(k)} == {(S.FINISHED, I.EOF)}
+    assert set(chat) == set(mine)
