@@ -433,3 +433,33 @@ def test_plain_litellm_hands_over_most_broken_recordings(upstream: FakeUpstream)
         tally[plain_outcome(_args(upstream, stream=True))] += 1
     assert sum(tally.values()) == len(BROKEN) == 35
     assert tally == PLAIN[LITELLM]
+
+
+@pytest.mark.parametrize("name", ["two_calls", "stop_with_call", "whole_two_calls"])
+def test_a_deployment_model_is_gated_too(upstream: FakeUpstream, name: str) -> None:
+    """``watsonx/deployment/<id>``: litellm calls ``/ml/v1/deployments/<id>/text/chat_stream``
+    (``/text/chat`` whole), the same wire."""
+    case = CASES[name]
+    sent = _served(upstream, name)
+    gate = ToolGate(MANIFEST["tools"])
+    try:
+        args = ask_multiply(
+            upstream,
+            "watsonx/deployment/my-deployment",
+            MANIFEST["tools"],
+            stream=case["streamed"],
+            token="tok",
+            space_id="space",
+        )
+        out, error = call(
+            gate.completion, gate.acompletion, args, asynchronous=False, stream=case["streamed"]
+        )
+    finally:
+        gate.close()
+    assert len(upstream.requests) == sent + 1
+    if case["expect"] == "release":
+        assert error is None, repr(error)
+        handed = _streamed_calls(out) if case["streamed"] else _whole_calls(out[0])
+        assert handed == case["calls"]
+    else:
+        _refused(error, case, tool_calls(out))
