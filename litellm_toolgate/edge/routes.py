@@ -136,10 +136,6 @@ answer per model: Databricks' GPT models, Azure AI's models with a Responses end
 wire is the path litellm calls, Responses or chat, each gated as on its own route."""
 
 
-def _wire(name: str) -> Refused:
-    return Refused(f"the upstream speaks {name}, a wire the gate does not read")
-
-
 _NEW_IDS_CALLBACK = (
     "litellm's Responses bridge hands the calls of this wire out under ids it draws when it "
     "parses the body, after the callback decided: the callback cannot know which ids it "
