@@ -260,6 +260,7 @@ STAGES = {
     Wire.GEMINI: (CI.ARGUMENTS, CI.TERMINAL),  # a functionCall part arrives whole too
     Wire.BEDROCK: (CI.ARGUMENTS, CI.ARGUMENTS, CI.ITEM_DONE, CI.TERMINAL),  # contentBlockStop
     Wire.COHERE: (CI.ARGUMENTS, CI.ARGUMENTS, CI.ITEM_DONE, CI.TERMINAL),  # tool-call-end
+    Wire.WATSONX: (CI.ARGUMENTS, CI.ARGUMENTS, CI.TERMINAL),  # as chat
 }
 
 

@@ -29,6 +29,7 @@ from litellm_toolgate.core.wires import (
     gemini,
     ollama,
     responses,
+    watsonx,
 )
 from litellm_toolgate.core.wires.base import WireSpec
 
@@ -50,6 +51,7 @@ def test_every_wire_has_one_spec_tables_and_a_path() -> None:
         gemini.WIRE,
         bedrock.WIRE,
         cohere.WIRE,
+        watsonx.WIRE,
     )
 
 

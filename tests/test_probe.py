@@ -616,3 +616,49 @@ def test_verify_replays_the_cohere_fixtures_where_the_route_gates_them(
     assert code == 1
     assert "DIFF  whole_two_calls" in out
     assert "sync: expected release (2 call(s)), got quarantine finish_reason_mismatch" in out
+
+
+def test_watsonx_is_probed_on_its_own_wire(
+    capsys: pytest.CaptureFixture[str],
+    upstream: FakeUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """``watsonx/``: litellm finds a throwaway token and project in the environment (its own
+    lookup; with a token it asks IBM's IAM for none) and calls ``/ml/v1/text/chat_stream``;
+    the probe reads watsonx.ai's wire there, which has no end marker (``end: no``)."""
+    monkeypatch.setenv("WATSONX_TOKEN", "not-a-token")
+    monkeypatch.setenv("WATSONX_PROJECT_ID", "probe-project")
+    route = "watsonx/probe-standard"
+    sent = len(upstream.requests)
+    out = tmp_path / "probe.json"
+    tables = probe(capsys, upstream, "--model", route, *FEW_ARGS, "--json", str(out), root=True)
+    assert len(upstream.requests) == sent + len(FEW)  # no other request (no IAM call)
+    rows = tables[route]
+    assert list(rows) == FEW
+    (written,) = json.loads(out.read_text())["routes"]
+    assert written["rows"][0]["wire"]["wire"] == "watsonx"
+    for request, row in rows.items():
+        assert row[1:6] == [released(request), "tool_calls", "no", "first", "yes"], row
+        assert column(row, "usage") == "yes"
+
+
+def test_verify_replays_the_watsonx_fixtures(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``fixtures/watsonx`` is replayed on ``watsonx/`` through ``ToolGate`` (its own wire, not
+    chat's: a body with no ``[DONE]`` is released), and a cut body fails."""
+    keep = ["multiply_basic", "two_calls", "cut_after_finish_mid_usage", "whole_two_calls"]
+    some_fixtures("watsonx", keep, tmp_path)
+    code, out = verify(capsys, tmp_path)
+    assert code == 0, out
+    assert "watsonx (route watsonx/ibm/granite-3-3-8b-instruct, wire watsonx)" in out
+    assert "ok    cut_after_finish_mid_usage: quarantine malformed_event" in out
+    assert "4 fixture(s), 0 with differences" in out
+    body = tmp_path / "watsonx" / "multiply_basic.sse"
+    body.write_bytes(
+        body.read_bytes().replace(b'"finish_reason":"tool_calls"', b'"finish_reason":"stop"')
+    )
+    code, out = verify(capsys, tmp_path / "watsonx")
+    assert code == 1
+    assert "DIFF  multiply_basic" in out

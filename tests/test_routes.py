@@ -86,7 +86,8 @@ MODELS: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "cohere": ("cohere/command-r", {}),
     "databricks": ("databricks/my-endpoint", {}),
-    "watsonx": ("watsonx/ibm/granite-13b-chat-v2", {"project_id": "p"}),
+    # token=: litellm takes it as the bearer token and asks IBM's IAM for none.
+    "watsonx": ("watsonx/ibm/granite-13b-chat-v2", {"project_id": "p", "token": "tok"}),
     "litellm_proxy": ("litellm_proxy/gpt-4o-mini", {}),
     "custom_openai": ("custom_openai/gpt-4o-mini", {}),
 }
@@ -107,6 +108,7 @@ ANTHROPIC = RESPONSES.parent / "anthropic"
 OLLAMA = RESPONSES.parent / "ollama"
 GEMINI = RESPONSES.parent / "gemini"
 BEDROCK = RESPONSES.parent / "bedrock"
+WATSONX = RESPONSES.parent / "watsonx"
 GOOD = {
     "/chat/completions": body_of(CHAT_CASES["multiply_basic"]),
     "/responses": (RESPONSES / RESP_CASES["multiply_basic"]["body"]).read_bytes(),
@@ -115,6 +117,7 @@ GOOD = {
     ":streamGenerateContent": (GEMINI / "multiply_basic.sse").read_bytes(),
     "/converse-stream": (BEDROCK / "multiply_basic.eventstream").read_bytes(),
     ":streamRawPredict": (ANTHROPIC / "multiply_basic.sse").read_bytes(),  # Claude on Vertex
+    "/text/chat_stream": (WATSONX / "multiply_basic.sse").read_bytes(),  # watsonx.ai
 }
 BROKEN = {
     "/chat/completions": body_of(CHAT_CASES["args_invalid_json"]),
@@ -127,6 +130,7 @@ BROKEN = {
     ":streamGenerateContent": (GEMINI / "call_then_max_tokens.sse").read_bytes(),
     "/converse-stream": (BEDROCK / "arguments_cut.eventstream").read_bytes(),
     ":streamRawPredict": (ANTHROPIC / "arguments_truncated.sse").read_bytes(),
+    "/text/chat_stream": (WATSONX / "arguments_truncated.sse").read_bytes(),
 }
 
 

@@ -23,7 +23,9 @@ request Anthropic SSE, a Gemini ``...:streamGenerateContent`` request Gemini SSE
 ``GenerateContentResponse`` objects, calls without ids, ``finishReason: STOP``), an Ollama
 ``/api/chat`` request newline-delimited JSON (whole calls with ids, the ``done: true`` line
 last) and a Bedrock ``/model/<id>/converse-stream`` request AWS event-stream frames
-(``toolUse`` blocks, ``messageStop``, then ``metadata``): the ``standard`` way of each wire.
+(``toolUse`` blocks, ``messageStop``, then ``metadata``) and a watsonx.ai
+``/ml/v1/text/chat_stream`` request chat chunks in ``id:`` / ``event: message`` messages
+with no ``[DONE]``: the ``standard`` way of each wire.
 ``lm-studio`` only changes the Responses wire, the chat-only personalities only the chat
 wire, ``utf8-split`` the read sizes of every wire. On the Gemini and Bedrock paths the model
 is named in the path, not the body. A prompt that is not one of the probe's gets a short
@@ -49,6 +51,7 @@ __all__ = [
     "ollama_body",
     "personality_answer",
     "personality_of",
+    "watsonx_body",
 ]
 
 PERSONALITIES = (
@@ -163,6 +166,18 @@ def chat_body(
     if done:
         out.append(b"data: [DONE]\n\n")
     return b"".join(out)
+
+
+# ---- watsonx.ai ------------------------------------------------------------------------------
+def watsonx_body(text: str, calls: list[Call], *, seed: str) -> bytes:
+    """A watsonx.ai ``/ml/v1/text/chat_stream`` body: the ``standard`` chat chunks, each
+    message with an ``id:`` and ``event: message`` line, the usage chunk last, no ``[DONE]``."""
+    body = chat_body(text, calls, seed=seed, done=False, usage=True)
+    messages = [m for m in body.split(b"\n\n") if m]
+    return b"".join(
+        b"id: %d\nevent: message\n%s\n\n" % (number, message)
+        for number, message in enumerate(messages, 1)
+    )
 
 
 # ---- Responses -------------------------------------------------------------------------------
@@ -414,6 +429,9 @@ def _model(request: dict[str, Any]) -> str:
     model = request.get("model")
     if isinstance(model, str) and model:
         return model
+    model_id = request.get("model_id")  # watsonx.ai names the model so
+    if isinstance(model_id, str) and model_id:
+        return model_id
     path = request_path()
     if _wire_path(path) == "gemini":
         return path.rpartition("/")[2].partition(":")[0]
@@ -430,6 +448,8 @@ def _wire_path(path: str) -> str | None:
         return "ollama"
     if path.endswith(("/converse-stream", "/converse")):
         return "bedrock"
+    if path.endswith(("/text/chat_stream", "/text/chat")):
+        return "watsonx"
     return None
 
 
@@ -518,6 +538,8 @@ def personality_answer(request: dict[str, Any], header: str | None = None) -> Sc
         body, media = ollama_body(text, calls, seed=seed), "application/x-ndjson"
     elif wire == "bedrock":
         body, media = bedrock_body(text, calls, seed=seed), "application/vnd.amazon.eventstream"
+    elif wire == "watsonx":
+        body = watsonx_body(text, calls, seed=seed)
     elif path.endswith("/v1/messages"):
         body = anthropic_body(text, calls, seed=seed)
     elif "input" in request and "messages" not in request:

@@ -105,6 +105,19 @@ def sync_route_refused(route: str, call_type: str) -> bool:
     return call_type == "completion" and route in _SDK_CLIENT_ROUTES - _SDK_CLAIMED
 
 
+_FRESH_WHOLE_CLIENT = frozenset({"watsonx"})
+"""Routes whose litellm handler sends a sync whole (``stream=False``) call through an
+``HTTPHandler`` it builds for that one call when the call brings none (watsonx/: litellm's
+``OpenAILikeChatHandler``, 1.108.7 and 1.110.2): a client no hook of the callback sees or
+claims, so such a call under ``litellm.callbacks`` would go out ungated."""
+
+
+def sync_whole_refused(route: str, streamed: bool) -> bool:
+    """Whether a sync whole call on ``route`` under the callback goes out through a client
+    litellm builds for it alone (:data:`_FRESH_WHOLE_CLIENT`)."""
+    return not streamed and route in _FRESH_WHOLE_CLIENT
+
+
 def sync_route_sdk(route: str, call_type: str) -> bool:
     """Whether a sync ``call_type`` on ``route`` is claimed on the OpenAI SDK's http client."""
     return call_type == "completion" and route in _SDK_CLAIMED
@@ -211,5 +224,6 @@ __all__ = [
     "handling",
     "in_messages_entry_point",
     "sync_route_refused",
+    "sync_whole_refused",
     "sync_route_sdk",
 ]

@@ -70,7 +70,11 @@ class _Faces(Generic[_Inner]):
             tap.attempt,
             streamed=tap.streamed,
             whole_here=gate.whole_here,
-            checks={Wire.CHAT: gate.chunk_check, Wire.RESPONSES: gate.event_check},
+            checks={
+                Wire.CHAT: gate.chunk_check,
+                Wire.WATSONX: gate.chunk_check,
+                Wire.RESPONSES: gate.event_check,
+            },
             body_check=lambda body: chat_body_parses(body, bridged=tap.responses_api),
             on_decided=gate.decided,
             carrier_of=gate.carrier_of,

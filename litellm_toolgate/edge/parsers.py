@@ -288,7 +288,11 @@ def chat_chunk_check(model: str, provider: str | None = None) -> ChunkCheck | No
             model=name, provider=LlmProviders(route)
         )
         parser: Any = None
-        if config is not None:
+        if isinstance(config, lazy("IBMWatsonXChatConfig")):
+            # watsonx/: the iterator litellm's OpenAI-like handler reads the stream with, not
+            # the one the config names (litellm/llms/openai_like/chat/handler.py).
+            parser = lazy("WatsonxStreamIterator")(streaming_response=iter(()), sync_stream=True)
+        elif config is not None:
             parser = config.get_model_response_iterator(
                 streaming_response=iter(()), sync_stream=True, json_mode=False
             )

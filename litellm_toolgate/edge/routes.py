@@ -141,10 +141,6 @@ answer per model: Databricks' GPT models, Azure AI's models with a Responses end
 wire is the path litellm calls, Responses or chat, each gated as on its own route."""
 
 
-def _wire(name: str) -> Refused:
-    return Refused(f"the upstream speaks {name}, a wire the gate does not read")
-
-
 _NEW_IDS_STREAMS = (
     "litellm's Responses bridge hands a streamed call of this wire out under an id it draws "
     "when it parses the released body (a fresh uuid4, whatever id the wire sent), after the "
@@ -271,6 +267,9 @@ _COHERE_CHAT = Gated(
 )
 _COHERE_RESPONSES = _bridge_unchecked("Cohere's v2 chat")
 
+_WATSONX_CHAT = Gated(Wire.WATSONX, ClientKind.HTTP_HANDLER)
+_WATSONX_RESPONSES = Gated(Wire.WATSONX, ClientKind.HTTP_HANDLER, bridged=True)
+
 ROUTES: Mapping[str, Route] = {
     route.provider: route
     for route in (
@@ -324,8 +323,11 @@ ROUTES: Mapping[str, Route] = {
         # which is not cross-checked (_bridge_unchecked).
         Route("cohere", _COHERE_CHAT, _COHERE_RESPONSES),
         Route("cohere_chat", _COHERE_CHAT, _COHERE_RESPONSES),
-        # Wires the gate does not read (yet).
-        Route("watsonx", *[_wire("watsonx.ai's chat stream")] * 2),
+        # watsonx.ai's native chat SSE (core/wires/watsonx.py), through litellm's OpenAI-like
+        # handler, which takes client= for streamed and whole calls, sync and async. litellm
+        # bridges the Responses API to chat there (no Responses config for watsonx/), the
+        # items under the wire's call ids, matched as on the chat wire.
+        Route("watsonx", _WATSONX_CHAT, _WATSONX_RESPONSES),
     )
 }
 _UNKNOWN = Refused("not in the gate's route table")

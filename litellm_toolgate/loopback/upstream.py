@@ -70,6 +70,8 @@ _CHAT_SUFFIXES = (
     ":streamRawPredict",
     ":rawPredict",
     "/v2/chat",  # Cohere (cohere/): api_base is the whole URL, .../v2/chat
+    "/text/chat_stream",  # watsonx.ai (watsonx/): /ml/v1/text/chat_stream?version=...
+    "/text/chat",
 )
 _STREAM_SUFFIX = (":streamGenerateContent", "/converse-stream")
 """Gemini and Bedrock's Converse ask for a stream by the path (Gemini with ``?alt=sse`` too),

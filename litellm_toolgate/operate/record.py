@@ -47,6 +47,7 @@ _PATHS = {
     "gemini": "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
     "ollama": "/api/chat",
     "bedrock": "/model/anthropic.claude-3-5-sonnet-20240620-v1:0/converse-stream",
+    "watsonx": "/ml/v1/text/chat_stream",
 }
 """A request path of each wire, where the caller names none (the path picks the wire)."""
 _SUFFIXES = {"ollama": ".ndjson", "bedrock": ".eventstream"}

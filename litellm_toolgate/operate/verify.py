@@ -22,6 +22,9 @@ Where a case runs:
   ``fixtures/bedrock``): ``gate.completion`` on ``gemini/gemini-2.5-flash``,
   ``ollama_chat/qwen3:8b`` and ``bedrock/converse/<the manifest's model>`` (with throwaway
   AWS credentials: litellm signs the request), each body served with its wire's media type;
+* watsonx.ai's chat wire (``fixtures/watsonx``): ``gate.completion`` on
+  ``watsonx/ibm/granite-3-3-8b-instruct``, with a throwaway ``token`` (litellm then asks
+  IBM's IAM for none) and ``project_id``;
 * Cohere's v2 chat wire (``fixtures/cohere``): the route gates only whole sync calls under
   the callback (``edge/routes.py``), so a whole case is replayed sync as
   ``litellm.completion`` on ``cohere/command-a-03-2025`` with a ``ToolGateGuardrail`` in
@@ -96,6 +99,11 @@ _REPLAYS: dict[str, _Replay] = {
     "ollama": _Replay("ollama_chat/qwen3:8b"),
     "bedrock": _Replay(None, extra=_AWS),  # bedrock/converse/<the manifest's model>
     "cohere": _Replay("cohere/command-a-03-2025", path="/v2/chat"),
+    # token=: litellm's bearer token, so it asks IBM's IAM for none; project_id: required.
+    "watsonx": _Replay(
+        "watsonx/ibm/granite-3-3-8b-instruct",
+        extra={"token": "verify-token", "project_id": "verify"},
+    ),
 }
 _CALLBACK_SYNC_WHOLE = frozenset({"cohere"})
 """Wires whose route only the callback gates, and only on sync whole calls (litellm's Cohere

@@ -1,6 +1,6 @@
 """Every rule that changes a stream's or a call's state, as transition tables per wire.
 
-Seven wires are read: chat-completions SSE (:attr:`Wire.CHAT`), Responses SSE
+Eight wires are read: chat-completions SSE (:attr:`Wire.CHAT`), Responses SSE
 (:attr:`Wire.RESPONSES`), Anthropic Messages SSE (:attr:`Wire.ANTHROPIC`), Ollama's
 newline-delimited JSON (:attr:`Wire.OLLAMA`, on the chat tables: its ``done`` line is the
 finish and the end marker at once, ``wires/ollama.py``), Gemini's ``generateContent``
@@ -9,8 +9,10 @@ finish and the end marker at once, ``wires/gemini.py``) and Bedrock's Converse s
 AWS event-stream frames (:attr:`Wire.BEDROCK`, on the Anthropic tables: ``messageStop`` is
 the finish, ``metadata`` the end marker, ``wires/bedrock.py``) and Cohere's v2 chat SSE
 (:attr:`Wire.COHERE`, on the Anthropic tables: ``message-end`` is the finish and the end
-marker at once, ``tool-call-end`` a call's own stage, ``wires/cohere.py``). On a chat wire
-a stream (one HTTP response of one attempt) moves::
+marker at once, ``tool-call-end`` a call's own stage, ``wires/cohere.py``) and watsonx.ai's
+chat SSE (:attr:`Wire.WATSONX`, chat chunks on the chat tables but for one entry: it sends no
+``[DONE]``, so the clean end of the body after the finish closes it, ``wires/watsonx.py``).
+On a chat wire a stream (one HTTP response of one attempt) moves::
 
     RECEIVING --finish--> FINISHED --[DONE]--> DONE --eof--> CLOSED --conclude--> CLOSED
         --release--> RELEASED
@@ -77,6 +79,7 @@ class Wire(IdentityEnum):
     GEMINI = "gemini"
     BEDROCK = "bedrock"
     COHERE = "cohere"
+    WATSONX = "watsonx"
 
 
 class StreamState(IdentityEnum):
@@ -233,6 +236,12 @@ ANTHROPIC_CALL_TABLE: dict[tuple[CallState, CallInput], CallState | QuarantineRe
     (C.ITEM_DONE, CI.TERMINAL): C.ITEM_TERMINAL,
     **_VALIDATION,
 }
+# watsonx.ai: the chat table, but its native chat stream ends with no [DONE] (the body's clean
+# end after the finish closes it); a [DONE], if one comes, must still be the last message.
+WATSONX_STREAM_TABLE: dict[tuple[StreamState, StreamInput], StreamState | QuarantineReason] = {
+    **STREAM_TABLE,
+    (S.FINISHED, I.EOF): S.CLOSED,
+}
 STREAM_TABLES = {
     Wire.CHAT: STREAM_TABLE,
     Wire.RESPONSES: RESPONSES_STREAM_TABLE,
@@ -248,6 +257,7 @@ STREAM_TABLES = {
     # Cohere v2: the Anthropic tables; message-end is the finish and the end marker at once,
     # tool-call-end a call's own stage (wires/cohere.py).
     Wire.COHERE: ANTHROPIC_STREAM_TABLE,
+    Wire.WATSONX: WATSONX_STREAM_TABLE,
 }
 CALL_TABLES = {
     Wire.CHAT: CALL_TABLE,
@@ -257,6 +267,7 @@ CALL_TABLES = {
     Wire.GEMINI: CALL_TABLE,  # a functionCall part arrives whole, as Ollama's calls do
     Wire.BEDROCK: ANTHROPIC_CALL_TABLE,
     Wire.COHERE: ANTHROPIC_CALL_TABLE,
+    Wire.WATSONX: CALL_TABLE,
 }
 del S, I, R, C, CI
 
@@ -321,6 +332,10 @@ WIRE_PATHS: tuple[tuple[str, Wire], ...] = (
     ("/converse-stream", Wire.BEDROCK),
     ("/converse", Wire.BEDROCK),
     ("/v2/chat", Wire.COHERE),  # Cohere's v2 chat, streamed or whole
+    # watsonx.ai: /ml/v1/text/chat_stream (and /ml/v1/deployments/<id>/text/chat_stream),
+    # /text/chat for a whole result.
+    ("/text/chat_stream", Wire.WATSONX),
+    ("/text/chat", Wire.WATSONX),
 )
 """The end of the request path each wire is served on, tried in this order."""
 

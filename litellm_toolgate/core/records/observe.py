@@ -288,7 +288,7 @@ class WireObserver:
         self._events += 1
         if self._end:
             self._after_end += 1
-        if self.wire is Wire.CHAT and text.strip() == "[DONE]":
+        if self.wire in (Wire.CHAT, Wire.WATSONX) and text.strip() == "[DONE]":
             self._end = True
             return
         try:
@@ -303,6 +303,7 @@ class WireObserver:
             Wire.CHAT: self._chat,
             Wire.GEMINI: self._gemini,
             Wire.OLLAMA: self._ollama,
+            Wire.WATSONX: self._chat,
         }.get(self.wire)
         try:
             if read is not None:

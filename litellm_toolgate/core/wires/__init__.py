@@ -1,7 +1,7 @@
 """One module per wire: the one answer to "what is this event?" for everything that reads it.
 
 Each wire module (``chat``, ``responses``, ``anthropic``, ``ollama``, ``gemini``, ``bedrock``,
-``cohere``) holds its
+``cohere``, ``watsonx``) holds its
 wire's normalizer (a decoded SSE message, or a whole body, in; the gate's events out),
 classifies its own wire's events (text, a call's stage, lifecycle, a report, the terminal,
 unknown), names the places where a call could hide outside the events the gate withholds.
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..decision.state import Wire
-from . import anthropic, bedrock, chat, cohere, gemini, ollama, responses
+from . import anthropic, bedrock, chat, cohere, gemini, ollama, responses, watsonx
 from .base import WireSpec
 
 WIRES: Mapping[Wire, WireSpec] = {
@@ -37,6 +37,7 @@ WIRES: Mapping[Wire, WireSpec] = {
         gemini.WIRE,
         bedrock.WIRE,
         cohere.WIRE,
+        watsonx.WIRE,
     )
 }
 """Every wire the gate reads, by the :class:`~..state.Wire` it is."""

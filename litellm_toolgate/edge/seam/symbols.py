@@ -87,6 +87,13 @@ LAZY: dict[str, tuple[str, str]] = {
         "AmazonConverseConfig",
     ),
     "AWSEventStreamDecoder": ("litellm.llms.bedrock.chat.invoke_handler", "AWSEventStreamDecoder"),
+    # watsonx/: litellm's chat config names OpenAI's stream parser, but its handler
+    # (OpenAILikeChatHandler) reads the stream with Databricks' iterator (1.108.7, 1.110.2).
+    "IBMWatsonXChatConfig": (
+        "litellm.llms.watsonx.chat.transformation",
+        "IBMWatsonXChatConfig",
+    ),
+    "WatsonxStreamIterator": ("litellm.llms.databricks.streaming_utils", "ModelResponseIterator"),
     # Which API litellm sends a Bedrock or a Vertex AI model to (the route table's checks).
     "BedrockModelInfo": ("litellm.llms.bedrock.common_utils", "BedrockModelInfo"),
     "get_vertex_ai_model_route": (

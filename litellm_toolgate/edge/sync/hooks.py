@@ -48,6 +48,7 @@ from ..calltypes import (
     in_messages_entry_point,
     sync_route_refused,
     sync_route_sdk,
+    sync_whole_refused,
 )
 from ..guardrail import decisionlog
 from ..guardrail.deciders import GateGuardrail, admit, registered_gates, selected
@@ -100,6 +101,13 @@ def sync_refusal(kind: str, route: str, streamed: bool) -> str | None:
             f"a sync litellm.{kind} on the {route}/ route goes out through a client the "
             f"gate cannot claim under litellm.callbacks; it was not sent. Use "
             f"ToolGate.{kind}(...) or litellm.a{kind}(...)"
+        )
+    if sync_whole_refused(route, streamed):
+        return (
+            f"a sync whole (stream=False) litellm.{kind} on the {route}/ route goes out "
+            f"through an HTTP client litellm builds for that call alone, which the gate cannot "
+            f"claim under litellm.callbacks; it was not sent. Use ToolGate.{kind}(...), "
+            f"litellm.a{kind}(...) or stream=True"
         )
     if streamed and kind != "responses" and in_messages_entry_point():
         # litellm's sync Messages adapter on the chat bridge ends the stream quietly on any
