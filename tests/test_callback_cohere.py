@@ -236,11 +236,84 @@ def test_a_client_handed_to_the_caller_is_refused(
 
 
 @pytest.mark.usefixtures("gate")
-def test_a_v1_model_and_the_responses_api_are_refused_unsent(upstream: FakeUpstream) -> None:
+def test_a_v1_model_is_refused_unsent(upstream: FakeUpstream) -> None:
     args = _args(upstream, "cohere/v1/command-r")
     _refused_unsent(upstream, lambda: _whole(args), "Cohere's v1 chat API")
-    request = {"model": MODELS[0], "api_base": args["api_base"]}
-    with pytest.raises(RouteNotGated, match="bridges the Responses API to chat"):
+
+
+def _responses_args(upstream: FakeUpstream, **extra: Any) -> dict[str, Any]:
+    tools = [{"type": "function", **t["function"]} for t in MANIFEST["tools"]]
+    return {
+        "model": MODELS[0],
+        "input": "What is 7 times 8? Use multiply.",
+        "tools": tools,
+        "api_key": "throwaway",
+        "api_base": upstream.root_url + "/v2/chat",
+        **extra,
+    }
+
+
+def _respond(mode: str, args: dict[str, Any]) -> Any:
+    """One Responses call of ``mode`` (litellm bridges it to a Cohere chat call)."""
+    if mode.startswith("toolgate"):
+        toolgate = ToolGate(MANIFEST["tools"])
+        try:
+            if mode == "toolgate-async":
+                return asyncio.run(toolgate.aresponses(**args))
+            return toolgate.responses(**args)
+        finally:
+            toolgate.close()
+    guardrail = ToolGateGuardrail(MANIFEST["tools"])
+    saved = litellm.callbacks
+    litellm.callbacks = [guardrail]
+    try:
+        if mode == "callback-async":
+            return asyncio.run(litellm.aresponses(**args))
+        return litellm.responses(**args)
+    finally:
+        litellm.callbacks = saved
+        guardrail.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", COHERE.whole)
+def test_every_whole_body_through_the_responses_api(
+    upstream: FakeUpstream, served: Served, name: str, mode: str
+) -> None:
+    """litellm bridges the Responses API to a Cohere chat call and keeps each call's id as
+    its function-call item's call_id: the items are cross-checked with the wire."""
+    case = CASES[name]
+    served.queue.append(Scripted(COHERE.body(name), content_type="application/json"))
+    sent = len(upstream.requests)
+    result, error = _outcome(lambda: _respond(mode, _responses_args(upstream)))
+    assert len(upstream.requests) == sent + 1
+    assert served.tokens[-1] is None and served.markers[-1] is None
+    if case["expect"] == "release":
+        assert error is None, f"{name}: {error!r}"
+        assert result.status == "completed"
+        items = [o for o in result.output if getattr(o, "type", None) == "function_call"]
+        got = [{"call_id": o.call_id, "name": o.name, "arguments": o.arguments} for o in items]
+        assert got == case["calls"]
+        return
+    assert result is None
+    fault = find_quarantine(error)
+    assert isinstance(fault, ToolCallQuarantined), repr(error)
+    assert fault.reason is R(case["reason"]), fault.reason
+    assert error is not None
+    no_leak(error)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_streamed_responses_call_is_refused_unsent(upstream: FakeUpstream, mode: str) -> None:
+    def call() -> Any:
+        result = _respond(mode, _responses_args(upstream, stream=True))
+        if mode == "callback-sync":
+            return list(result)
+        return result
+
+    _refused_unsent(upstream, call, _STREAMS)
+    request = {"model": MODELS[0], "api_base": upstream.root_url, "stream": True}
+    with pytest.raises(RouteNotGated, match="bare JSON"):
         route_for(request, Api.RESPONSES, callback=True)
 
 

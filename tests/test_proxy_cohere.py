@@ -120,3 +120,34 @@ def test_every_whole_body_is_gated(
     assert error.status_code >= 400, error.status_code
     assert case["reason"] in str(error), (case["reason"], str(error))
     assert CANARY not in str(error) and CANARY not in repr(error.body)
+
+
+@pytest.mark.parametrize("name", ["whole_two_calls", "whole_duplicate_key", "whole_max_tokens"])
+def test_a_whole_responses_call_is_gated(
+    proxy: Proxy, upstream: FakeUpstream, served: Served, name: str
+) -> None:
+    """``/v1/responses``: litellm bridges it to a Cohere chat call; its function-call items
+    are cross-checked with the wire (by call id, name and arguments)."""
+    case = CASES[name]
+    served.queue.append(Scripted(COHERE.body(name), content_type="application/json"))
+    proxy.ensure_running()
+    client = openai.OpenAI(base_url=proxy.base_url, api_key=proxy.key, max_retries=0, timeout=60)
+    tools: Any = [{"type": "function", **t["function"]} for t in COHERE.manifest["tools"]]
+    sent = len(upstream.requests)
+    try:
+        answer: Any = client.responses.create(model="command-a", input="7 x 8?", tools=tools)
+        error = None
+    except openai.APIError as exc:
+        answer, error = None, exc
+    assert len(upstream.requests) == sent + 1
+    assert served.tokens[-1] is None, "the gate's token reached the upstream"
+    if case["expect"] == "release":
+        assert error is None, (name, repr(error))
+        items = [o for o in answer.output if o.type == "function_call"]
+        got = [(o.call_id, o.name, json.loads(o.arguments)) for o in items]
+        wanted = [(c["call_id"], c["name"], json.loads(c["arguments"])) for c in case["calls"]]
+        assert got == wanted
+        return
+    assert isinstance(error, openai.APIStatusError), repr(error)
+    assert case["reason"] in str(error), (case["reason"], str(error))
+    assert CANARY not in str(error) and CANARY not in repr(error.body)

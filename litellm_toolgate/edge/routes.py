@@ -251,7 +251,10 @@ _COHERE_STREAMS = (
 _COHERE_CHAT = Gated(
     Wire.COHERE, ClientKind.HTTP_HANDLER, streams=_COHERE_STREAMS, drops_client=True
 )
-_COHERE_RESPONSES = _bridge_unchecked("Cohere's v2 chat")
+_COHERE_RESPONSES = dataclasses.replace(_COHERE_CHAT, bridged=True)
+"""litellm bridges the Responses API to chat over Cohere's v2 chat and keeps each call's id
+as its function-call item's ``call_id``: the Cohere wire's carrier rule matches those items
+(``core/wires/base.py`` ``bridged_responses_fault``). Whole calls only, as on chat."""
 
 ROUTES: Mapping[str, Route] = {
     route.provider: route
