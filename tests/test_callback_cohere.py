@@ -408,10 +408,52 @@ def test_a_call_sent_on_a_client_the_gate_did_not_claim_is_refused(
             result, error = _outcome(lambda: _run(mode, _args(upstream)))
     finally:
         litellm.callbacks = []
+        # litellm copies callbacks into lists of its own: take the flusher out of all.
+        for name in dir(litellm):
+            value = getattr(litellm, name, None)
+            if isinstance(value, list):
+                value[:] = [cb for cb in value if cb is not evicting]
     assert result is None, "the answer of an unclaimed request reached the caller"
     assert isinstance(error, WireNotObservable) or find_quarantine(error) is not None, error
     # It went out on litellm's new client, token and all (a meaningless one-time header).
     assert served.tokens[-1] is not None
+
+
+def test_toolgate_and_the_sync_callback_share_litellm_s_client(
+    upstream: FakeUpstream, served: Served
+) -> None:
+    """The sync callback claims litellm's cached sync client by its marker, ToolGate by its
+    token, one layer around the other: each call is decided by its own gate, and the client
+    gets its own transport back once both are done."""
+    from litellm_toolgate.edge.seam import privates
+    from litellm_toolgate.edge.seam.symbols import _get_httpx_client
+
+    guardrail = ToolGateGuardrail(MANIFEST["tools"])
+    saved = litellm.callbacks
+    litellm.callbacks = [guardrail]
+    toolgate = ToolGate(MANIFEST["tools"])
+    try:
+        for name, call in (
+            ("whole_multiply", litellm.completion),
+            ("whole_duplicate_key", toolgate.completion),
+            ("whole_two_calls", litellm.completion),
+            ("whole_unknown_tool", toolgate.completion),
+        ):
+            served.queue.append(Scripted(COHERE.body(name), content_type="application/json"))
+            result, error = _outcome(lambda: call(**_args(upstream)))  # noqa: B023
+            _check(name, result, error)
+            assert served.tokens[-1] is None and served.markers[-1] is None
+    finally:
+        litellm.callbacks = saved
+        guardrail.close()
+        toolgate.close()
+    gc.collect()
+    transport = privates.transport(_get_httpx_client(params={"ssl_verify": None}).client)
+    layers = []
+    while transport is not None:
+        layers.append(type(transport).__name__)
+        transport = getattr(transport, "inner", None)
+    assert not {"ClaimingTransport", "TokenClaimingTransport"} & set(layers), layers
 
 
 def test_the_claimed_clients_are_given_back() -> None:

@@ -190,7 +190,7 @@ def _claim(client: Any) -> None:
         return
     with _wrap_lock:
         transport = privates.transport(client)
-        if isinstance(transport, (TokenClaimingTransport, AsyncTokenClaimingTransport)):
+        if _layered(transport):
             return
         wrapper = make(transport)
         mounts = {
@@ -288,21 +288,52 @@ def wrapped() -> int:
         return len(_wrapped)
 
 
+_LAYERS = 8
+"""How deep the gate's own claiming layers around a client's transport may go (a few)."""
+
+
+def _is_layer(transport: Any) -> bool:
+    return isinstance(transport, (TokenClaimingTransport, AsyncTokenClaimingTransport))
+
+
+def _layered(transport: Any) -> bool:
+    """Whether a token-claiming layer is in ``transport``'s chain (under another claiming
+    transport of the gate's, the callback's, put around it since)."""
+    for _ in range(_LAYERS):
+        if transport is None or _is_layer(transport):
+            return transport is not None
+        transport = getattr(transport, "inner", None)
+    return False
+
+
+def _without(transport: Any) -> Any:
+    """``transport`` with every token-claiming layer taken out of its chain."""
+    while _is_layer(transport):
+        transport = transport.inner
+    parent = transport
+    for _ in range(_LAYERS):
+        child = getattr(parent, "inner", None)
+        if child is None:
+            break
+        if _is_layer(child):
+            parent.inner = child.inner
+            continue
+        parent = child
+    return transport
+
+
 def restore() -> None:
     """Give every wrapped client its own transports back."""
     with _wrap_lock:
-        for ref, wrapper in list(_wrapped.values()):
+        for ref, _wrapper in list(_wrapped.values()):
             client = ref()
             if client is None:
                 continue
-            current = privates.transport(client)
             privates.set_transports(
                 client,
-                wrapper.inner if current is wrapper else current,
+                _without(privates.transport(client)),
                 {
-                    pattern: t.inner
-                    if isinstance(t, (TokenClaimingTransport, AsyncTokenClaimingTransport))
-                    else t
+                    pattern: None if t is None else _without(t)
                     for pattern, t in privates.mounts(client).items()
                 },
             )
