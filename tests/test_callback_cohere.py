@@ -317,6 +317,48 @@ def test_a_streamed_responses_call_is_refused_unsent(upstream: FakeUpstream, mod
         route_for(request, Api.RESPONSES, callback=True)
 
 
+@pytest.mark.parametrize("mode", ["callback-async", "toolgate-sync", "toolgate-async"])
+def test_a_messages_call_is_refused_unsent(upstream: FakeUpstream, mode: str) -> None:
+    """litellm bridges ``/v1/messages`` on a Cohere model to chat, over a wire that is not
+    chat-completions: the request is refused before it is sent (``route_not_gated``)."""
+    tools = [
+        {
+            "name": t["function"]["name"],
+            "description": t["function"].get("description", ""),
+            "input_schema": t["function"]["parameters"],
+        }
+        for t in MANIFEST["tools"]
+    ]
+    args = {
+        "model": MODELS[0],
+        "messages": [{"role": "user", "content": "What is 7 times 8? Use multiply."}],
+        "tools": tools,
+        "max_tokens": 100,
+        "api_key": "throwaway",
+        "api_base": upstream.root_url + "/v2/chat",
+    }
+    sent = len(upstream.requests)
+    toolgate = ToolGate(MANIFEST["tools"])
+    guardrail = ToolGateGuardrail(MANIFEST["tools"])
+    saved = litellm.callbacks
+    try:
+        if mode == "toolgate-sync":
+            result, error = _outcome(lambda: toolgate.messages(**args))
+        elif mode == "toolgate-async":
+            result, error = _outcome(lambda: asyncio.run(toolgate.amessages(**args)))
+        else:
+            litellm.callbacks = [guardrail]
+            call = litellm.anthropic.messages.acreate(**args)
+            result, error = _outcome(lambda: asyncio.run(call))
+    finally:
+        litellm.callbacks = saved
+        guardrail.close()
+        toolgate.close()
+    assert result is None and len(upstream.requests) == sent
+    fault = find_quarantine(error)
+    assert fault is not None and fault.reason is R.ROUTE_NOT_GATED, repr(error)
+
+
 @pytest.mark.parametrize("mode", ["callback-async", "toolgate-async"])
 def test_concurrent_calls_are_each_decided_on_their_own_wire(
     upstream: FakeUpstream, served: Served, mode: str
