@@ -55,10 +55,10 @@ TOKEN_HEADER = "x-toolgate-call"
 """The one-time header that binds a request on litellm's own client to the call that
 expects it (taken out before the request is sent)."""
 
-DROPS_CLIENT = frozenset({"cohere", "cohere_chat"})
-"""The routes whose litellm handler drops the call's ``client=`` (1.108.7, 1.110.2), and
-the provider litellm's cache keys their async client by."""
 _CACHE_PROVIDER = "cohere_chat"
+"""The provider litellm's Cohere handler keys its cached async client by (it hands its HTTP
+handler ``custom_llm_provider="cohere_chat"`` for ``cohere/`` too; 1.108.7, 1.110.2). The
+routes whose handler drops ``client=`` are the table's (``routes.Gated.drops_client``)."""
 
 Wrap = Callable[[Any], Any]
 
@@ -75,11 +75,6 @@ class TokenClaim:
 
 _lock = threading.Lock()
 _BY_TOKEN: weakref.WeakValueDictionary[str, TokenClaim] = weakref.WeakValueDictionary()
-
-
-def drops_client(provider: object) -> bool:
-    """Whether litellm's handler for ``provider`` drops the call's ``client=``."""
-    return provider in DROPS_CLIENT
 
 
 def expect(
@@ -341,14 +336,12 @@ def restore() -> None:
 
 
 __all__ = [
-    "DROPS_CLIENT",
     "TOKEN_HEADER",
     "AsyncTokenClaimingTransport",
     "TokenClaim",
     "TokenClaimingTransport",
     "check_taken",
     "claim_litellm_clients",
-    "drops_client",
     "expect",
     "restore",
     "take",
