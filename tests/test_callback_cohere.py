@@ -28,6 +28,7 @@ import json
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import litellm
@@ -359,14 +360,15 @@ def test_a_messages_call_is_refused_unsent(upstream: FakeUpstream, mode: str) ->
     assert fault is not None and fault.reason is R.ROUTE_NOT_GATED, repr(error)
 
 
-@pytest.mark.parametrize("mode", ["callback-async", "toolgate-async"])
+@pytest.mark.parametrize("mode", ["callback-async", "toolgate-async", "toolgate-sync"])
 def test_concurrent_calls_are_each_decided_on_their_own_wire(
     upstream: FakeUpstream, served: Served, mode: str
 ) -> None:
     """Five calls in flight at once on litellm's one cached Cohere client, each decided on
-    its own wire. Through ``ToolGate`` the fifth is a plain litellm call (no gate): it gets
-    its answer as plain litellm hands it over (the claimed client tapped nothing of it);
-    under the callback it is gated like the others."""
+    its own wire (async: one event loop; ``ToolGate``'s sync calls: one thread each).
+    Through ``ToolGate`` the fifth is a plain litellm call (no gate): it gets its answer as
+    plain litellm hands it over (the claimed client tapped nothing of it); under the
+    callback it is gated like the others."""
     names = ["whole_multiply", "whole_duplicate_key", "whole_two_calls", "whole_max_tokens"]
     for i, name in enumerate(names):
         served.by_message[f"call {i}"] = Scripted(
@@ -394,13 +396,25 @@ def test_concurrent_calls_are_each_decided_on_their_own_wire(
         calls.append(litellm.acompletion(**ask(None)))
         return await asyncio.gather(*calls, return_exceptions=True)
 
+    def in_threads() -> list[Any]:
+        # ToolGate's sync calls, one thread each, and a plain litellm call beside them.
+        def one(i: int | None) -> Any:
+            call = litellm.completion if i is None else toolgate.completion
+            try:
+                return call(**ask(i))
+            except Exception as exc:
+                return exc
+
+        with ThreadPoolExecutor(len(names) + 1) as pool:
+            return list(pool.map(one, [*range(len(names)), None]))
+
     saved = litellm.callbacks
     if mode == "callback-async":
         litellm.callbacks = [guardrail]
     served.barrier = threading.Barrier(len(names) + 1)
     sent = len(served.tokens)
     try:
-        results = asyncio.run(everything())
+        results = in_threads() if mode == "toolgate-sync" else asyncio.run(everything())
     finally:
         served.barrier = None
         served.by_message.clear()
