@@ -138,7 +138,33 @@ def test_the_chat_carrier_is_matched_by_position_id_name_and_text(finish: str) -
         _carrier(mine[0]),
         _carrier(*mine, finish="length"),
         Carrier(_carrier(*mine).calls, "tool_calls", foreign=True),
-        Carrier(_carrier(*mine).calls, "completed", kind="responses"),
+    ):
+        _, _, fault, _ = replay(whole=data, carrier=carrier)
+        assert fault is not None and fault.reason is R.CARRIER_MISMATCH
+
+
+def _items(*calls: tuple[str, str, str], status: str = "completed") -> Carrier:
+    """litellm's Responses result, bridged from a chat call: its function-call items."""
+    return Carrier(_carrier(*calls).calls, status, kind="responses")
+
+
+def test_a_bridged_responses_carrier_is_matched_by_order_call_id_name_and_text() -> None:
+    """litellm bridges the Responses API to a Cohere chat call and keeps each call's id as
+    its item's call_id: the items must be the wire's calls, in order, exactly, and the
+    result ``completed``."""
+    mine = _wire_calls("whole_two_calls")
+    data = body("whole_two_calls")
+    released, _, fault, _ = replay(whole=data, carrier=_items(*mine))
+    assert fault is None and len(released) == 2
+    (id0, n0, a0) = mine[0]
+    for carrier in (
+        _items(mine[1], mine[0]),
+        _items((id0, n0, a0.replace(" ", "")), mine[1]),  # the same JSON, other text
+        _items(("other-id", n0, a0), mine[1]),
+        _items((id0, "write_file", a0), mine[1]),
+        _items(mine[0]),
+        _items(*mine, status="incomplete"),
+        Carrier(_items(*mine).calls, "completed", foreign=True, kind="responses"),
     ):
         _, _, fault, _ = replay(whole=data, carrier=carrier)
         assert fault is not None and fault.reason is R.CARRIER_MISMATCH

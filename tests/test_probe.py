@@ -599,16 +599,16 @@ def test_verify_refuses_a_wire_it_does_not_read(
 def test_verify_replays_the_cohere_fixtures_where_the_route_gates_them(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """Cohere's route gates only sync whole calls under the callback: a whole case is replayed
-    there (released, or quarantined for its reason); its async run and a streamed case must
-    be refused by the route table before sending."""
+    """Cohere's route gates whole calls, sync and async (on litellm's own client, claimed for
+    the call): a whole case is replayed both ways (released, or quarantined for its
+    reason); a streamed case must be refused by the route table before sending."""
     some_fixtures("cohere", ["multiply_basic", "whole_two_calls", "whole_unknown_tool"], tmp_path)
     code, out = verify(capsys, tmp_path)
     assert code == 0, out
     assert "cohere (route cohere/command-a-03-2025, wire cohere)" in out
     assert "ok    multiply_basic: refused by the route table" in out
-    assert "ok    whole_two_calls: sync release (2 call(s)); async refused by the route" in out
-    assert "ok    whole_unknown_tool: sync quarantine unknown_tool; async refused" in out
+    assert "ok    whole_two_calls: release (2 call(s))" in out
+    assert "ok    whole_unknown_tool: quarantine unknown_tool" in out
     assert "3 fixture(s), 0 with differences" in out
     body = tmp_path / "cohere" / "whole_two_calls.json"
     body.write_bytes(body.read_bytes().replace(b"TOOL_CALL", b"MAX_TOKENS"))

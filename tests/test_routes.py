@@ -229,9 +229,10 @@ def _fragments(items: list[Any], api: Api) -> bool:
 
 
 def _route(row: str) -> dict[str, Any]:
-    """What route_for reads of the row's call (its model, api_base and base_model)."""
+    """What route_for reads of the row's call (its model, api_base, base_model and stream:
+    the matrix's calls are streamed)."""
     model, extra = MODELS[row]
-    return {"model": model, "api_base": "http://127.0.0.1:1/v1", **extra}
+    return {"model": model, "api_base": "http://127.0.0.1:1/v1", "stream": True, **extra}
 
 
 def _want(row: str, api: Api) -> list[tuple[str, str]]:
@@ -319,8 +320,12 @@ def test_an_unknown_provider_is_refused_before_sending(model: str, route: str) -
 def test_custom_llm_provider_picks_the_route() -> None:
     decision = route_for({"model": "my-model", "custom_llm_provider": "azure"}, Api.CHAT)
     assert isinstance(decision, Gated) and decision.client.name == "AZURE_SDK"
+    # cohere/: whole calls, on litellm's own client (its handler drops client=); streams
+    # refused.
+    decision = route_for({"model": "my-model", "custom_llm_provider": "cohere"}, Api.CHAT)
+    assert isinstance(decision, Gated) and decision.drops_client
     with pytest.raises(RouteNotGated) as refused:
-        route_for({"model": "my-model", "custom_llm_provider": "cohere"}, Api.CHAT)
+        route_for({"model": "my-model", "custom_llm_provider": "cohere", "stream": True}, Api.CHAT)
     assert refused.value.route == "cohere"
     # bedrock/: per model, as litellm routes it: Converse is gated, invoke/ refused (and a
     # model litellm cannot place goes to invoke on 1.108.7, to Converse on 1.110.2).
@@ -420,6 +425,10 @@ def test_toolgate_routes_prints_the_table(capsys: pytest.CaptureFixture[str]) ->
     assert "callback refuses" not in responses["vertex_ai"]
     assert "callback refuses" not in responses["ollama_chat"]
     assert "the callback gates whole calls only" in responses["ollama_chat"]
+    at = next(i for i, line in enumerate(lines) if line.startswith("cohere "))
+    for row in (lines[at], lines[at + 1]):
+        assert "litellm drops client=" in row and "whole calls only, streams refused" in row
+    assert "Responses: gated (bridged to chat, cohere SSE" in lines[at + 1]
 
 
 @pytest.mark.parametrize(

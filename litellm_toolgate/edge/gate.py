@@ -30,6 +30,7 @@ from ..core.decision.limits import Limits
 from ..core.decision.profiles import check_overrides
 from ..core.errors import (
     GateConfigError,
+    RouteNotGated,
     WireNotObservable,
     raise_clean,
 )
@@ -65,6 +66,7 @@ from .routes import Api, ClientKind, Gated, choices_kept_apart, route_for
 from .seam import frames
 from .seam.symbols import ModelResponse, ResponsesAPIResponse
 from .stream import AsyncGatedStream, GatedStream
+from .sync import tokenclaim
 from .sync.vouching import vouch_client, vouched
 from .transport import AsyncTapTransport, TapTransport, WireTap
 
@@ -73,6 +75,12 @@ _HOW = (
     "gate.completion(...) / gate.acompletion(...) (or gate.responses / gate.aresponses), "
     "or pass client=gate.http_client() "
     "(async: gate.async_http_client()) to litellm and then gate.guard(stream, client)"
+)
+
+_DROPS_CLIENT = (
+    "litellm's handler for this route drops the call's client=, so a client handed to the "
+    "caller would not carry the call; make it through gate.completion(...) / "
+    "gate.acompletion(...), which claim litellm's own client for it"
 )
 
 
@@ -265,7 +273,11 @@ class ToolGate:
         *,
         asynchronous: bool,
         api: Api = Api.CHAT,
+        expect: dict[str, Any] | None = None,
     ) -> Any:
+        """``expect``: the kwargs of the gate's own litellm call the client is for (where
+        litellm drops ``client=``, the call is claimed on litellm's client by a token put
+        into them); None: a client handed to the caller."""
         self._check_open()
         tap = WireTap(self.new_attempt(tools=tools, model=model), streamed=stream)
         tap_type = AsyncTapTransport if asynchronous else TapTransport
@@ -278,7 +290,14 @@ class ToolGate:
         if stream and api is Api.RESPONSES and route is not None and route.replayed:
             # litellm asks for a whole result and replays it as events: the wire is whole.
             tap.streamed = False
-        return self.tapped_client(request, api, wrap, asynchronous=asynchronous, route=route)
+        if route is not None and route.drops_client and expect is None:
+            # A client handed out for the caller's own litellm call: litellm drops it here.
+            raise RouteNotGated(model.split("/", 1)[0], api.value, _DROPS_CLIENT)
+        tapped = self.tapped_client(request, api, wrap, asynchronous=asynchronous, route=route)
+        if route is not None and route.drops_client and expect is not None:
+            # litellm sends the call over its own client: claimed there by the call's token.
+            tokenclaim.expect(expect, tap, wrap, asynchronous=asynchronous)
+        return tapped
 
     def tapped_client(
         self,
@@ -322,6 +341,7 @@ class ToolGate:
                 settings,
                 asynchronous=asynchronous,
                 api=api,
+                expect=kwargs,
             )
         )
 
@@ -446,6 +466,7 @@ class ToolGate:
         held = _hold_whole_logging(handler.tap, kwargs)
         try:
             result = self._invoke_sync(handler, call, kwargs)
+            tokenclaim.check_taken(handler.tap)
             if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
                 if not hasattr(result, "__iter__") and hasattr(result, "__aiter__"):
                     # litellm's sync Messages stream on the Responses bridge: async only
@@ -477,6 +498,7 @@ class ToolGate:
         held = _hold_whole_logging(handler.tap, kwargs)
         try:
             result = await self._ainvoke(handler, call, kwargs)
+            tokenclaim.check_taken(handler.tap)
             if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
                 return AsyncGatedStream(result, handler.tap, self.policy, carrier and carrier())
             if await aapprove_whole(handler.tap.attempt, carrier_of, result, self.policy):

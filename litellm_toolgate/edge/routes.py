@@ -79,10 +79,11 @@ class Gated:
     streams: str | None = None
     """Why a streamed call is refused on this route, where only whole calls are gated; None:
     streamed and whole calls are gated."""
-    unclaimed: str | None = None
-    """Why ``ToolGate`` and an async call under the callback refuse this route: litellm's
-    handler for it drops the call's ``client=`` (both hand the gate's client over that way),
-    so only the sync callback, which claims litellm's own clients, gates it; None: all do."""
+    drops_client: bool = False
+    """litellm's handler for this route drops the call's ``client=``: the request goes over
+    litellm's own cached client, which the gate claims for the call by a one-time token in
+    the call's ``extra_headers`` (``sync/tokenclaim.py``; the sync callback claims it by its
+    own marker, ``sync/claiming.py``)."""
 
     def describe(self) -> str:
         wire = f"{self.wire.value} {WIRES[self.wire].framing}"
@@ -94,8 +95,8 @@ class Gated:
         only = "" if self.callback is None else "; ToolGate only, the callback refuses it"
         if self.callback_streams is not None:
             only += "; the callback gates whole calls only, streams through ToolGate only"
-        if self.unclaimed is not None:
-            only += "; sync calls under the callback only, ToolGate and async calls refused"
+        if self.drops_client:
+            only += "; litellm drops client=: its own client claimed per call"
         if self.streams is not None:
             only += "; whole calls only, streams refused"
         which, others = ("", "")
@@ -252,20 +253,18 @@ _OLLAMA_RESPONSES = _bridged_new_ids(Wire.OLLAMA, _NEW_IDS_STREAMS)
 # no streamed call can reach its caller, and streams are refused before sending. litellm
 # hands a whole result's calls over under the wire's ids, names and argument text. Its
 # Cohere handler (main._complete_cohere_chat, 1.108.7 and 1.110.2) passes no client= on: the
-# request goes over litellm's own cached client, which only the sync callback claims.
+# request goes over litellm's own cached client, claimed for the call (drops_client).
 _COHERE_STREAMS = (
     "litellm's reader of Cohere's v2 chat stream reads each SSE line as bare JSON and fails "
     "on the first event of every stream; only whole (stream=False) calls are gated"
 )
-_COHERE_UNCLAIMED = (
-    "litellm's Cohere handler drops the call's client=, so the gate's client would not carry "
-    "the request; only a sync call under the callback (litellm.callbacks, which claims "
-    "litellm's own clients) is gated"
-)
 _COHERE_CHAT = Gated(
-    Wire.COHERE, ClientKind.HTTP_HANDLER, streams=_COHERE_STREAMS, unclaimed=_COHERE_UNCLAIMED
+    Wire.COHERE, ClientKind.HTTP_HANDLER, streams=_COHERE_STREAMS, drops_client=True
 )
-_COHERE_RESPONSES = _bridge_unchecked("Cohere's v2 chat")
+_COHERE_RESPONSES = dataclasses.replace(_COHERE_CHAT, bridged=True)
+"""litellm bridges the Responses API to chat over Cohere's v2 chat and keeps each call's id
+as its function-call item's ``call_id``: the Cohere wire's carrier rule matches those items
+(``core/wires/base.py`` ``bridged_responses_fault``). Whole calls only, as on chat."""
 
 _WATSONX_CHAT = Gated(Wire.WATSONX, ClientKind.HTTP_HANDLER)
 _WATSONX_RESPONSES = Gated(Wire.WATSONX, ClientKind.HTTP_HANDLER, bridged=True)
@@ -408,9 +407,6 @@ def route_for(request: Mapping[str, Any], api: Api, *, callback: bool = False) -
         raise RouteNotGated(decisions[0][1], api.value, gated.callback_streams)
     if gated.streams is not None and request.get("stream"):
         raise RouteNotGated(decisions[0][1], api.value, gated.streams)
-    if not callback and gated.unclaimed is not None:
-        # Asked for the client= of a ToolGate call or of an async call under the callback.
-        raise RouteNotGated(decisions[0][1], api.value, gated.unclaimed)
     if served:
         # What litellm does with this very call: replays a whole result, bridges to chat.
         return dataclasses.replace(gated, replayed=served[0][0], bridged=served[0][1])

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import types
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
 
 import httpx
 
@@ -78,6 +79,9 @@ class WireTap(BodyReader):
         # Run with this tap as each request is prepared, inside litellm's call (the owner's
         # hook: ToolGate holds litellm's success logging of a whole answer there).
         self.on_prepare: Callable[[WireTap], None] | None = None
+        # On a route whose litellm handler drops client=: the call's claim on litellm's own
+        # client (sync.tokenclaim), checked before anything of the answer is handed over.
+        self.token_claim: Any = None
 
     def prepare(self, request: httpx.Request) -> None:
         """Hand the attempt the request's fields; lower a stream's read timeout to the idle

@@ -25,11 +25,10 @@ Where a case runs:
 * watsonx.ai's chat wire (``fixtures/watsonx``): ``gate.completion`` on
   ``watsonx/ibm/granite-3-3-8b-instruct``, with a throwaway ``token`` (litellm then asks
   IBM's IAM for none) and ``project_id``;
-* Cohere's v2 chat wire (``fixtures/cohere``): the route gates only whole sync calls under
-  the callback (``edge/routes.py``), so a whole case is replayed sync as
-  ``litellm.completion`` on ``cohere/command-a-03-2025`` with a ``ToolGateGuardrail`` in
-  ``litellm.callbacks``; its async run, and both runs of a streamed case, go through
-  ``ToolGate`` as any other and must be refused before sending, for the table's reason.
+* Cohere's v2 chat wire (``fixtures/cohere``): ``gate.completion`` on
+  ``cohere/command-a-03-2025`` for a whole case (litellm sends it over its own client,
+  which the gate claims for the call); a streamed case must be refused before sending, for
+  the table's reason (litellm's Cohere stream reader fails on every stream).
 
 A manifest's wire is its ``wire`` entry, or else its folder's name when that names a wire,
 or else chat (``fixtures/profiles``, a folder of chat recordings); a ``wire`` entry that
@@ -105,10 +104,9 @@ _REPLAYS: dict[str, _Replay] = {
         extra={"token": "verify-token", "project_id": "verify"},
     ),
 }
-_CALLBACK_SYNC_WHOLE = frozenset({"cohere"})
-"""Wires whose route only the callback gates, and only on sync whole calls (litellm's Cohere
-handler drops ``client=``; its Cohere stream reader fails on every stream): see the module
-text."""
+_WHOLE_ONLY = frozenset({"cohere"})
+"""Wires whose route gates whole calls only (litellm's Cohere stream reader fails on every
+stream): a streamed case must be refused before sending."""
 
 
 class UnknownWire(ValueError):
@@ -256,61 +254,18 @@ def _kwargs(case: Case, upstream: FakeUpstream) -> tuple[str, dict[str, Any]]:
 
 
 def expected_in(case: Case, mode: str) -> Case:
-    """The case as ``mode`` (sync or async) must end: on a route gated only for sync whole
-    calls under the callback, every other run is refused before sending."""
-    if case.wire in _CALLBACK_SYNC_WHOLE and (case.streamed or mode == "async"):
-        # ToolGate refuses the route: the table's reason, in the order the table checks
-        # them (a stream first, then the client litellm would not take).
+    """The case as ``mode`` (sync or async) must end: on a route gated for whole calls only,
+    a streamed case is refused before sending, for the table's reason."""
+    if case.wire in _WHOLE_ONLY and case.streamed:
         provider = case.model.split("/", 1)[0]
         gated = decision_for(provider, Api.CHAT)
-        reason = (
-            (getattr(gated, "streams", None) if case.streamed else None)
-            or getattr(gated, "unclaimed", None)
-            or getattr(gated, "reason", "")
-        )
+        reason = getattr(gated, "streams", None) or getattr(gated, "reason", "")
         return replace(case, expect="refused", reason=reason, calls=None)
     return case
 
 
-def _callback_replay(case: Case, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """One sync whole call under the callback: its outcome, reason and released calls."""
-    import litellm
-
-    from ..core.errors import ToolCallQuarantined, ToolGateError, find_quarantine
-    from ..edge.guardrail.callback import ToolGateGuardrail
-
-    gate = ToolGateGuardrail(case.tools, limits=Limits(idle_timeout=2.0))
-    saved = litellm.callbacks
-    litellm.callbacks = [gate]
-    try:
-        result = litellm.completion(**kwargs)
-    except Exception as exc:
-        fault = find_quarantine(exc)
-        outcome: tuple[str, str, str | None]
-        if isinstance(fault, ToolCallQuarantined):
-            outcome = ("quarantined", fault.reason.value, fault.party.value)
-        elif isinstance(exc, ToolGateError):
-            reason = getattr(exc, "reason", None)
-            outcome = ("refused", str(getattr(reason, "value", reason) or ""), None)
-        else:  # litellm's error: its type only (its message may quote)
-            outcome = ("error", type(exc).__name__, None)
-        return {"outcome": outcome[0], "reason": outcome[1], "party": outcome[2], "calls": []}
-    finally:
-        litellm.callbacks = saved
-        gate.close()
-    calls = [[c.id, c.function.name] for c in result.choices[0].message.tool_calls or []]
-    return {"outcome": "released", "reason": None, "party": None, "calls": calls}
-
-
 def replay(case: Case, upstream: FakeUpstream, *, asynchronous: bool) -> dict[str, Any]:
     """One replay of ``case``: its outcome, reason and released calls."""
-    if case.wire in _CALLBACK_SYNC_WHOLE and not (case.streamed or asynchronous):
-        api, kwargs = _kwargs(case, upstream)
-        upstream.enqueue(_scripted(case))
-        result = _callback_replay(case, kwargs)
-        if result["outcome"] == "refused":
-            upstream.discard()
-        return result
     gate = ObservedGate(
         case.tools,
         route_profiles=case.route_profiles,

@@ -75,7 +75,15 @@ from ..decision.profiles import Profile
 from ..decision.state import Wire
 from ..errors import QuarantineReason
 from ..framing.sse import SSEMessage
-from .base import LedgerView, LiveRule, WireSpec, holds, stateless, verdict
+from .base import (
+    LedgerView,
+    LiveRule,
+    WireSpec,
+    bridged_responses_fault,
+    holds,
+    stateless,
+    verdict,
+)
 from .loads import WireFault, load_object, load_strict
 
 R = QuarantineReason
@@ -98,6 +106,10 @@ LIVE_TYPES = frozenset(
 )
 """Event types that may reach the caller before the decision (``message-start`` too, while
 it carries no call); the call events, ``message-end`` and anything unknown are held."""
+
+COMPLETE_FINISHES = frozenset({"COMPLETE", "STOP_SEQUENCE", TOOL_CALL})
+"""Cohere's finishes that end a whole response (a bridged Responses result is
+``completed``); any other is an incomplete response."""
 
 CHAT_FINISH = {
     "COMPLETE": "stop",
@@ -367,6 +379,10 @@ class CohereWire(WireSpec):
         return finish_fault(finish_reason, calls)
 
     def carrier_fault(self, ledger: LedgerView, carrier: Carrier) -> QuarantineReason | None:
+        if carrier.kind == "responses":
+            # The Responses API, bridged by litellm to chat over this wire: it keeps each
+            # call's id as its function-call item's call_id.
+            return bridged_responses_fault(ledger, carrier, COMPLETE_FINISHES)
         return verdict(carrier_matches(ledger, carrier))
 
     def live_rule(self) -> LiveRule:

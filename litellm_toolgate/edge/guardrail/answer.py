@@ -36,6 +36,7 @@ from ..judge import aapprove_whole
 from ..logs import emit_records, observers
 from ..seam.symbols import ResponsesAPIResponse
 from ..stream import AsyncGatedStream
+from ..sync import tokenclaim
 from ..transport import WireTap
 from . import loghold
 from .deciders import GateGuardrail, call_type, deciders
@@ -156,7 +157,9 @@ async def _check_response(
     in_proxy: bool,
 ) -> None:
     started = time.time()
-    if not isinstance(tap, WireTap) or tap.streamed:
+    if not isinstance(tap, WireTap) or tap.streamed or not tokenclaim.taken(tap):
+        # No wire read: no tap, a tap of the other kind, or a call expected on litellm's own
+        # client (sync.tokenclaim) whose request went out on one the gate did not claim.
         refuse_unobserved(guardrail, guardrail.gate, request, started, in_proxy=in_proxy)
     attempt = tap.attempt
     # Through litellm's Responses bridge two success hooks (the chat call's, then the

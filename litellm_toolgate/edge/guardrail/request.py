@@ -35,7 +35,8 @@ from ..bridges import Bridge, bridge_carrier, bridge_path, messages_bridge
 from ..calltypes import SYNC
 from ..httpwithhold import Withholding, WithholdingTransport
 from ..parsers import chat_chunk_check, client_parse, responses_event_check
-from ..routes import Api, replays, reshaped_bridge
+from ..routes import Api, replays, reshaped_bridge, route_for
+from ..sync import tokenclaim
 from ..sync.claiming import gemini_whole, is_vouched_client, vouch_client
 from ..transport import AsyncTapTransport
 from . import loghold
@@ -146,7 +147,14 @@ def arm_async(
     # to the Responses API takes that API's client, its route checked again here).
     if bridge is Bridge.RESPONSES:
         api = Api.RESPONSES
-    kwargs["client"] = vouch_client(gate.tapped_client(kwargs, api, wrap, asynchronous=True))
+    route = route_for(kwargs, api) if kwargs.get("model") else None
+    client = gate.tapped_client(kwargs, api, wrap, asynchronous=True, route=route)
+    if route is not None and route.drops_client:
+        # litellm's handler drops client= (Cohere's): the request goes over litellm's own
+        # client, claimed for this call by a token in its extra_headers (sync.tokenclaim);
+        # the client handed over still carries the tap for the later hooks.
+        tokenclaim.expect(kwargs, tap, wrap, asynchronous=True)
+    kwargs["client"] = vouch_client(client)
     if in_proxy:
         # The proxy's later hooks get the proxy's request, not these kwargs: keep the tap.
         taps.remember(kwargs, tap)

@@ -9,6 +9,9 @@ calls are armed in ``log_pre_api_call`` and claimed on the wire by a transport o
   after-headers check, vouching, and the installation of the gate's globals (made by the
   first call that needs them, restored when the last gate is closed).
 * :mod:`.sdkclaim`: the OpenAI SDK routes, claimed on the SDK client's httpx client.
+* :mod:`.tokenclaim`: a route whose litellm handler drops ``client=`` (Cohere's): a
+  ``ToolGate`` or async callback call claimed on litellm's own client by a one-time token in
+  its ``extra_headers``, sync and async.
 * :mod:`.custom`: ``litellm.custom_provider_map`` providers, whose sync turns are refused.
 * :mod:`.refusal`: :class:`~.refusal.UngatedCallRefused` (a ``ToolGateError``), the
   answer a refused request gets in place of being sent, how an answer that came back
