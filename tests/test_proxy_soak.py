@@ -17,6 +17,8 @@ unreachable: what would never be freed with the collector off.
 * **Resident memory.** With the collector off litellm's cycles grow both proxies; the gate's
   growth may exceed the no-op's by at most a small allowance (a whole stream's chunks and
   attempt kept per stream would be tens of KiB).
+* **No stream's reading state outlives it.** No attempt of the gate's is left reachable
+  after the collection: what litellm's cycles hold of the gate reaches none.
 
 The 10,000-stream soak is the bench's ``proxysoak`` row (``python -m bench --only
 proxysoak``); this is its short version (``TOOLGATE_PROXY_SOAK_STREAMS``, 400 streams a
@@ -100,14 +102,13 @@ def test_the_gates_proxy_grows_no_more_than_the_noop_one(soak: dict[str, Soak]) 
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found by this soak, not fixed yet: on the proxy path the tap body's reading "
-    "generator (edge/transport.py, _AsyncTapStream._sliced) is left unfinished at the "
-    "stream's end, and holds the stream's reading state (tap, attempt, decoder) until a "
-    "collection closes it through the loop (docs/performance.md)",
-)
 def test_no_streams_reading_state_outlives_it(soak: dict[str, Soak]) -> None:
+    # What litellm's cycles hold of the gate (its closed tap bodies, its logging object's
+    # hold) reaches no attempt: a closed body lets go of its tap, the hold keeps the
+    # decision and the attempt only weakly (edge/transport.py, edge/guardrail/loghold.py).
+    # Counted at the census's collection: the attempts it found in cycles and those it left
+    # reachable (an unfinished async generator among the garbage is resurrected, with what
+    # it keeps, to be closed on the loop).
     live = soak["gate"].gates_live()
     attempts = live.get("litellm_toolgate.core.decision.attempt.Attempt", 0)
     assert attempts < STREAMS // 10, live
