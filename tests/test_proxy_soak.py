@@ -42,15 +42,18 @@ from bench.proxysoak import Soak, run_soak  # noqa: E402
 
 STREAMS = int(os.environ.get("TOOLGATE_PROXY_SOAK_STREAMS", "400"))
 WARM_UP = 100
-# The gate's objects that litellm's own cycles reach, per stream: the tap body on litellm's
-# httpx response and its reading generator, the three held logging handlers on litellm's
-# logging object (measured: those 5 a stream, text and tool calls alike). Many more would
-# mean the gate hangs a stream's chunks or attempt on litellm's cycles.
+# The gate's objects that litellm's own cycles reach, per stream: the closed tap body on
+# litellm's httpx response, and what the hold puts on litellm's logging object (measured:
+# 5 a stream before the body let go of its piece iterator and the hold of the attempt, 1
+# since, text and tool calls alike). Many more would mean the gate hangs a stream's chunks
+# or attempt on litellm's cycles.
 HANGING_PER_STREAM = 8
 # Resident growth the gate's proxy may have over the no-op's: a floor for the allocator's
 # settling, and a per-stream allowance well under one stream's chunks (litellm's cycles
 # keep about 180 KiB a stream with the collector off). A coarse check: the bench's 3,000
-# stream run measured the gate 8.6 KiB a stream over the no-op (docs/performance.md).
+# stream run measured the gate 8.6 KiB a stream over the no-op before the closed tap body
+# and the log hold let go of the attempt, the 10,000-stream run level with it since
+# (docs/performance.md).
 RSS_FLOOR = 16 * 2**20
 RSS_PER_STREAM = 2 * 1024
 
