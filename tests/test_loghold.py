@@ -3,14 +3,20 @@
 The held handlers wait for the gate's decision without polling: a decision made on another
 thread wakes the waiting handler; a released attempt is logged as a success, a refused one
 as a failure with the sanitized record in place of the answer; an attempt nobody decides in
-``HOLD_LIMIT`` is logged as neither. The real proxy's path is in tests/test_proxy_routes.py.
+``HOLD_LIMIT`` is logged as neither. The logging object keeps the attempt's decision, not
+the attempt (litellm keeps that object in reference cycles after a proxy stream): a decided
+attempt gone before the handler runs is logged all the same. The real proxy's path is in
+tests/test_proxy_routes.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import json
 import threading
+import weakref
 from typing import Any
 
 import pytest
@@ -96,3 +102,49 @@ def test_a_decision_made_before_the_handler_runs_lets_it_through_at_once() -> No
     loghold.decided(attempt)
     asyncio.run(asyncio.wait_for(log.async_success_handler(), 1))
     assert log.heard == [("success", None)]
+
+
+def test_the_logging_object_does_not_keep_the_attempt() -> None:
+    log, attempt = Logging(), _attempt(refused=False)
+    loghold.hold(log, attempt)
+    gone = weakref.ref(attempt)
+    del attempt
+    gc.collect()
+    assert gone() is None
+
+
+@pytest.mark.parametrize("refused", [False, True])
+def test_a_decided_attempt_gone_before_its_handlers_is_logged_as_decided(refused: bool) -> None:
+    log, attempt = Logging(), _attempt(refused)
+    fault = attempt.quarantined
+    if fault is not None:
+        # A raised quarantine's traceback reaches the frames that raised it, the attempt's
+        # among them (a cycle left to the collector): cleared, so the attempt can go here.
+        fault.with_traceback(None)
+    loghold.hold(log, attempt)
+    loghold.decided(attempt)
+    gone = weakref.ref(attempt)
+    del attempt
+    gc.collect()
+    assert gone() is None
+    asyncio.run(asyncio.wait_for(log.async_success_handler(), 10))
+    log.success_handler()
+    if not refused:
+        assert log.heard == [("success", None), ("success", None)]
+        return
+    assert [kind for kind, _ in log.heard] == ["failure", "failure"]
+    assert log.heard[0][1] is fault and log.heard[1][1] is fault
+    record = json.loads(log.model_call_details["original_response"])
+    assert record["outcome"] == "quarantined"
+    assert CANARY not in repr(log.model_call_details)
+
+
+def test_an_attempt_gone_undecided_logs_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loghold, "HOLD_LIMIT", 0.1)
+    log, attempt = Logging(), _attempt(refused=False)
+    loghold.hold(log, attempt)
+    del attempt
+    gc.collect()
+    asyncio.run(log.async_success_handler())
+    log.success_handler()
+    assert log.heard == []

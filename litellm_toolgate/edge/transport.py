@@ -147,44 +147,73 @@ def _wrap(
 
 
 class _TapBody:
-    """What the sync and async bodies share: each is a thin loop over these steps."""
+    """What the sync and async bodies share: each is a thin loop over these steps.
+
+    Closing a body is the end of its part in the call: it lets go of the tap (and so of the
+    attempt and what it withholds), of the wrapped stream and of its piece iterator. litellm
+    keeps the httpx response that holds the body in reference cycles of its own after a
+    stream ends, so a body that kept them would keep the stream's whole reading state until
+    the next collection. Whatever reaches a closed body later gets nothing: a fresh read is
+    refused (``httpx.StreamClosed``), and a reader that was inside it when it closed ends as
+    it would have, no piece passed and no end of the body taken (the close decided that).
+    """
 
     def __init__(self, tap: WireTap) -> None:
-        self._tap = tap
+        self._tap: WireTap | None = tap
         self._closed = False
         self._open_line = False  # litellm holds an unterminated line
         # The body itself ended (its iterator ran out). A piece iterator that stopped on an
         # exception (a read cancelled because the reader went away) is finished too, but a
         # drain over it ending at once is no end of the body: no EOF is fed then.
         self._exhausted = False
+        # Whether the tap had quarantined the stream when the body closed (kept past it).
+        self._faulted_at_close = False
+
+    def _opening(self) -> None:
+        """A read starts: refused once the body is closed (nothing is read or released)."""
+        if self._closed:
+            raise httpx.StreamClosed()
 
     def _passes(self, piece: bytes) -> bool:
         """Feed one piece to the attempt; True when litellm may have it."""
-        if not self._tap.feed(piece):
+        tap = self._tap
+        if tap is None or not tap.feed(piece):
             return False
         self._open_line = not piece.endswith((b"\n", b"\r"))
         return True
 
     def _ended(self) -> None:
         """Reading stopped without a transport error: at the body's end, or at a fault."""
-        if self._tap.faulted:
+        tap = self._tap
+        faulted = self._faulted_at_close if tap is None else tap.faulted
+        if faulted:
             if self._open_line:
                 raise StreamQuarantined
             return
-        self._tap.eof()
+        if tap is not None:
+            tap.eof()
 
-    def _start_close(self) -> bool:
-        """True on the first close, when the rest of the body should be drained."""
+    def _failed(self, error: httpx.TransportError) -> None:
+        if self._tap is not None:
+            self._tap.fail(error)
+
+    def _start_close(self) -> WireTap | None:
+        """The tap on the first close, when the rest of the body should be drained."""
         if self._closed:
-            return False
+            return None
         self._closed = True
-        return True
+        return self._tap
+
+    def _let_go(self, tap: WireTap) -> None:
+        """Closed: the body keeps nothing of the call (see the class)."""
+        self._faulted_at_close = tap.faulted
+        self._tap = None
 
 
 class _TapStream(_TapBody, httpx.SyncByteStream):
     def __init__(self, inner: httpx.SyncByteStream, tap: WireTap) -> None:
         super().__init__(tap)
-        self._inner = inner
+        self._inner: httpx.SyncByteStream | None = inner
         self._it: Iterator[bytes] | None = None
         tap.close_sync = self.close
 
@@ -195,11 +224,15 @@ class _TapStream(_TapBody, httpx.SyncByteStream):
         return self._it
 
     def _sliced(self) -> Iterator[bytes]:
-        for piece in self._inner:
+        inner = self._inner
+        if inner is None:  # closed before a read began
+            return
+        for piece in inner:
             yield from _slices(piece)
         self._exhausted = True
 
     def __iter__(self) -> Iterator[bytes]:
+        self._opening()
         error: httpx.TransportError | None = None
         try:
             for piece in self._pieces():
@@ -209,33 +242,37 @@ class _TapStream(_TapBody, httpx.SyncByteStream):
         except httpx.TransportError as exc:
             error = exc
         if error is not None:
-            self._tap.fail(error)
+            self._failed(error)
             raise error
         self._ended()
 
     def close(self) -> None:
-        if not self._start_close():
+        tap = self._start_close()
+        if tap is None:
             return
         try:
-            if self._tap.wants_drain:
+            if tap.wants_drain:
                 for piece in self._pieces():
-                    if not self._tap.feed(piece):
+                    if not tap.feed(piece):
                         break
                 else:
                     if self._exhausted:
-                        self._tap.eof()
+                        tap.eof()
         except httpx.TransportError as exc:
-            self._tap.fail(exc)
+            tap.fail(exc)
         finally:
-            self._inner.close()
+            inner, self._inner, self._it = self._inner, None, None
             # Closed: the tap and this body stop holding each other.
-            self._tap.close_sync = None
+            tap.close_sync = None
+            self._let_go(tap)
+            if inner is not None:
+                inner.close()
 
 
 class _AsyncTapStream(_TapBody, httpx.AsyncByteStream):
     def __init__(self, inner: httpx.AsyncByteStream, tap: WireTap) -> None:
         super().__init__(tap)
-        self._inner = inner
+        self._inner: httpx.AsyncByteStream | None = inner
         self._it: AsyncIterator[bytes] | None = None
         tap.close_async = self.aclose
 
@@ -246,7 +283,10 @@ class _AsyncTapStream(_TapBody, httpx.AsyncByteStream):
         return self._it
 
     async def _sliced(self) -> AsyncIterator[bytes]:
-        async for piece in self._inner:
+        inner = self._inner
+        if inner is None:  # closed before a read began
+            return
+        async for piece in inner:
             for turn, part in enumerate(_slices(piece)):
                 if turn:  # a turn for other tasks between slices of one large read
                     await asyncio.sleep(0)
@@ -254,6 +294,7 @@ class _AsyncTapStream(_TapBody, httpx.AsyncByteStream):
         self._exhausted = True
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        self._opening()
         error: httpx.TransportError | None = None
         try:
             async for piece in self._pieces():
@@ -263,36 +304,39 @@ class _AsyncTapStream(_TapBody, httpx.AsyncByteStream):
         except httpx.TransportError as exc:
             error = exc
         if error is not None:
-            self._tap.fail(error)
+            self._failed(error)
             raise error
         self._ended()
 
     async def aclose(self) -> None:
-        if not self._start_close():
+        tap = self._start_close()
+        if tap is None:
             return
         try:
-            if self._tap.wants_drain:
+            if tap.wants_drain:
                 async for piece in self._pieces():
-                    if not self._tap.feed(piece):
+                    if not tap.feed(piece):
                         break
                 else:
                     if self._exhausted:
-                        self._tap.eof()
+                        tap.eof()
         except httpx.TransportError as exc:
-            self._tap.fail(exc)
+            tap.fail(exc)
         finally:
             try:
                 it = self._it
                 if isinstance(it, types.AsyncGeneratorType) and not it.ag_running:
                     # Finished now, on this loop: a suspended generator left to the garbage
-                    # collector is finalized through the loop, holding this body (and the
-                    # tap, the attempt and its buffers) through one more collection. (One a
-                    # reader is inside now is that reader's to finish.)
+                    # collector is finalized through the loop. (One a reader is inside now
+                    # is that reader's to finish.)
                     await it.aclose()
             finally:
-                await self._inner.aclose()
+                inner, self._inner, self._it = self._inner, None, None
                 # Closed: the tap and this body stop holding each other.
-                self._tap.close_async = None
+                tap.close_async = None
+                self._let_go(tap)
+                if inner is not None:
+                    await inner.aclose()
 
 
 class TapTransport(httpx.BaseTransport):

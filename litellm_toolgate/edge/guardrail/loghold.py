@@ -27,24 +27,50 @@ import weakref
 from typing import Any
 
 from ...core.decision.attempt import Attempt
+from ...core.errors import ToolCallQuarantined
 
 HOLD_LIMIT = 300.0
-_HELD = "_toolgate_held_for"  # the attempt the held handlers wait for
+_HELD = "_toolgate_held_for"  # the decision (of an attempt) the held handlers wait for
 # Where litellm's logging object keeps the answer it assembled (or read) for its loggers.
 _ANSWER_KEYS = ("complete_streaming_response", "async_complete_streaming_response", "response")
 
 
 class _Decision:
     """Whether an attempt was decided, and the held async handlers waiting for it (each a
-    future on its own event loop, woken from whichever thread decides)."""
+    future on its own event loop, woken from whichever thread decides).
 
-    __slots__ = ("dropped", "event", "waiters")
+    It is what the logging object holds, not the attempt: litellm keeps its logging object
+    in reference cycles of its own after a stream ended, and an attempt held there would
+    keep the stream's reading state until the next collection. So the decision keeps the
+    attempt weakly, and what its held handlers need of it once decided (its quarantine and
+    the sanitized record of a refusal) is taken at each decision."""
 
-    def __init__(self) -> None:
+    __slots__ = ("attempt", "dropped", "event", "fault", "record", "waiters")
+
+    def __init__(self, attempt: Attempt) -> None:
+        self.attempt = weakref.ref(attempt)
         self.event = threading.Event()
         self.waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         # Ended without a decision (the call failed after litellm answered): no event.
         self.dropped = False
+        self.fault: ToolCallQuarantined | None = None
+        self.record: str | None = None
+
+    def take(self, attempt: Attempt) -> None:
+        """Keep what the held handlers need of ``attempt``, now decided."""
+        self.fault = attempt.quarantined
+        if self.fault is not None:
+            self.record = json.dumps(attempt.summary(), separators=(",", ":"), default=str)
+
+    def outcome(self) -> tuple[ToolCallQuarantined | None, str | None]:
+        """The quarantine and the refusal's record: the attempt's own while it lives."""
+        attempt = self.attempt()
+        if attempt is None:
+            return self.fault, self.record
+        fault = attempt.quarantined
+        if fault is None:
+            return None, None
+        return fault, json.dumps(attempt.summary(), separators=(",", ":"), default=str)
 
 
 _decisions: weakref.WeakKeyDictionary[Attempt, _Decision] = weakref.WeakKeyDictionary()
@@ -55,7 +81,7 @@ def _decision(attempt: Attempt) -> _Decision:
     with _lock:
         found = _decisions.get(attempt)
         if found is None:
-            found = _decisions[attempt] = _Decision()
+            found = _decisions[attempt] = _Decision(attempt)
         return found
 
 
@@ -67,6 +93,7 @@ def _wake(future: asyncio.Future[None]) -> None:
 def decided(attempt: Attempt) -> None:
     """The gate decided ``attempt`` (released or quarantined): held logging may go on."""
     decision = _decision(attempt)
+    decision.take(attempt)
     with _lock:
         decision.event.set()
         waiters, decision.waiters = decision.waiters, []
@@ -99,11 +126,11 @@ async def _decided_in_time(decision: _Decision) -> bool:
     return decision.event.is_set()
 
 
-def _sanitize(logging_obj: Any, attempt: Attempt) -> None:
+def _sanitize(logging_obj: Any, record: str | None) -> None:
     details = getattr(logging_obj, "model_call_details", None)
     if not isinstance(details, dict):
         return
-    details["original_response"] = json.dumps(attempt.summary(), separators=(",", ":"), default=str)
+    details["original_response"] = record
     for key in _ANSWER_KEYS:
         details.pop(key, None)
 
@@ -120,8 +147,9 @@ def hold(logging_obj: Any, attempt: Attempt) -> None:
 
     The handlers are held on the object's class, once (:class:`_Held`): looked up on a held
     object, a success handler is a function over that object that waits for the decision.
-    Nothing is stored on the object but the attempt, so it holds no function that holds it
-    back (a cycle would keep litellm's copy of the answer until the garbage collector ran),
+    Nothing is stored on the object but the attempt's decision (:class:`_Decision`, which
+    keeps the attempt weakly), so it holds no function that holds it back (a cycle would
+    keep litellm's copy of the answer until the garbage collector ran), nor the attempt,
     and whatever litellm queued the handler in (a logging thread's queue, a task) keeps the
     object, as a bound method would, until the handler ran: a whole answer's object has no
     other owner by then."""
@@ -131,7 +159,7 @@ def hold(logging_obj: Any, attempt: Attempt) -> None:
     if not all(callable(getattr(kind, name, None)) for name in _HANDLERS):
         return
     try:
-        setattr(logging_obj, _HELD, attempt)
+        setattr(logging_obj, _HELD, _decision(attempt))
     except (AttributeError, TypeError):
         return
     for name in _SUCCESS:
@@ -154,7 +182,7 @@ class _Held:
         if obj is None:
             return self.own
         current = vars(obj).get(_HELD) if hasattr(obj, "__dict__") else None
-        if not isinstance(current, Attempt):
+        if not isinstance(current, _Decision):
             return self.own.__get__(obj, owner)
         if self.asynchronous:
             return functools.partial(_held_async_success, obj, self.own)
@@ -162,28 +190,26 @@ class _Held:
 
 
 async def _held_async_success(obj: Any, success: Any, *args: Any, **kwargs: Any) -> Any:
-    current: Attempt = vars(obj)[_HELD]
-    decision = _decision(current)
+    decision: _Decision = vars(obj)[_HELD]
     if not await _decided_in_time(decision) or decision.dropped:
         return None  # undecided: no success event (fail closed)
-    fault = current.quarantined
+    fault, record = decision.outcome()
     if fault is None:
         return await success(obj, *args, **kwargs)
-    _sanitize(obj, current)
+    _sanitize(obj, record)
     with contextlib.suppress(Exception):
         await type(obj).async_failure_handler(obj, fault, "")
     return None
 
 
 def _held_sync_success(obj: Any, success: Any, *args: Any, **kwargs: Any) -> Any:
-    current: Attempt = vars(obj)[_HELD]
-    decision = _decision(current)
+    decision: _Decision = vars(obj)[_HELD]
     if not decision.event.wait(HOLD_LIMIT) or decision.dropped:
         return None  # undecided: no success event (fail closed)
-    fault = current.quarantined
+    fault, record = decision.outcome()
     if fault is None:
         return success(obj, *args, **kwargs)
-    _sanitize(obj, current)
+    _sanitize(obj, record)
     with contextlib.suppress(Exception):
         type(obj).failure_handler(obj, fault, "")
     return None
