@@ -14,6 +14,16 @@ and the attempt's sanitized record where litellm keeps the raw answer.
 The same hold serves ``ToolGate``'s chat streams and its whole answers, which litellm logs
 before it hands them to the wrapper; :func:`settle` ends a whole call's hold however the call
 ended (undecided: no success event).
+
+litellm's Responses and Anthropic-messages stream iterators log inline instead: on the
+reader's own thread (a private event loop for the async handlers) or in a task the iterator
+awaits before its stream ends, that is before the last event reaches the gate. Held there
+(``hold(..., inline=True)``), a success handler called before the decision does not wait (the
+decision could not come): the call is kept, with its arguments, and made once the gate decided
+(:func:`decided`), as a held handler would have made it then: released, litellm's own;
+refused, the failure handler with the sanitized record; undecided (the stream dropped or
+settled undecided), never. An async handler runs as a task on the loop that called it while
+that loop runs, else on a thread of its own; a sync one on a thread of its own.
 """
 
 from __future__ import annotations
@@ -38,13 +48,47 @@ class _Decision:
     """Whether an attempt was decided, and the held async handlers waiting for it (each a
     future on its own event loop, woken from whichever thread decides)."""
 
-    __slots__ = ("dropped", "event", "waiters")
+    __slots__ = ("deferred", "dropped", "event", "waiters")
 
     def __init__(self) -> None:
         self.event = threading.Event()
         self.waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        # Inline handlers called before the decision, made once it is made (_Deferred).
+        self.deferred: list[_Deferred] = []
         # Ended without a decision (the call failed after litellm answered): no event.
         self.dropped = False
+
+
+class _Inline:
+    """The attempt of an object held inline (``hold(..., inline=True)``), weakly: its
+    deferred calls (kept with the attempt's decision) hold the object, so a strong reference
+    back would keep the attempt, its decision and litellm's answer for ever. Gone with the
+    attempt (the stream let go of undecided): no event."""
+
+    __slots__ = ("attempt",)
+
+    def __init__(self, attempt: Attempt) -> None:
+        self.attempt = weakref.ref(attempt)
+
+
+class _Deferred:
+    """One success handler an inline iterator called before the decision, kept to be made
+    once it is made: the loop it was called on (async), the object and litellm's handler."""
+
+    __slots__ = ("args", "asynchronous", "kwargs", "loop", "obj", "own")
+
+    def __init__(self, asynchronous: bool, obj: Any, own: Any, args: Any, kwargs: Any) -> None:
+        self.asynchronous, self.obj, self.own, self.args, self.kwargs = (
+            asynchronous,
+            obj,
+            own,
+            args,
+            kwargs,
+        )
+        self.loop: asyncio.AbstractEventLoop | None = None
+        if asynchronous:
+            with contextlib.suppress(RuntimeError):
+                self.loop = asyncio.get_running_loop()
 
 
 _decisions: weakref.WeakKeyDictionary[Attempt, _Decision] = weakref.WeakKeyDictionary()
@@ -70,9 +114,42 @@ def decided(attempt: Attempt) -> None:
     with _lock:
         decision.event.set()
         waiters, decision.waiters = decision.waiters, []
+        deferred, decision.deferred = decision.deferred, []
     for loop, future in waiters:
         with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits there
             loop.call_soon_threadsafe(_wake, future)
+    if decision.dropped:
+        return  # undecided: the deferred handlers are never made
+    for call in deferred:
+        _make(call)
+
+
+_tasks: set[asyncio.Task[Any]] = set()  # deferred handlers running as tasks, kept till done
+
+
+def _make(call: _Deferred) -> None:
+    """Make a deferred handler call, the decision made: as the held handler would."""
+    if not call.asynchronous:
+        runner: Any = functools.partial(_held_sync_success, call.obj, call.own)
+    else:
+        if call.loop is not None and call.loop.is_running():
+            try:
+                call.loop.call_soon_threadsafe(_spawn, call)
+                return
+            except RuntimeError:  # closed meanwhile: on a thread of its own, as below
+                pass
+        coroutine = functools.partial(_held_async_success, call.obj, call.own)
+        runner = lambda *a, **k: asyncio.run(coroutine(*a, **k))  # noqa: E731
+    threading.Thread(
+        target=runner, args=call.args, kwargs=call.kwargs, name="toolgate-log", daemon=True
+    ).start()
+
+
+def _spawn(call: _Deferred) -> None:
+    assert call.loop is not None
+    task = call.loop.create_task(_held_async_success(call.obj, call.own, *call.args, **call.kwargs))
+    _tasks.add(task)
+    task.add_done_callback(_tasks.discard)
 
 
 def settle(attempt: Attempt) -> None:
@@ -112,16 +189,17 @@ _SUCCESS = ("async_success_handler", "success_handler")  # held
 _HANDLERS = (*_SUCCESS, "async_failure_handler", "failure_handler")  # all a held object needs
 
 
-def hold(logging_obj: Any, attempt: Attempt) -> None:
+def hold(logging_obj: Any, attempt: Attempt, *, inline: bool = False) -> None:
     """Hold ``logging_obj``'s success handlers until ``attempt`` is decided (see the module
-    docstring). A later call (a retried request on the same logging object) binds them to
-    its own attempt, the one the loggers then hear of. Does nothing for an object that is
-    not litellm's logging object.
+    docstring; ``inline``: for an iterator that logs on the reader's own path, handlers
+    called before the decision are deferred, not waited for). A later call (a retried
+    request on the same logging object) binds them to its own attempt, the one the loggers
+    then hear of. Does nothing for an object that is not litellm's logging object.
 
     The handlers are held on the object's class, once (:class:`_Held`): looked up on a held
     object, a success handler is a function over that object that waits for the decision.
-    Nothing is stored on the object but the attempt, so it holds no function that holds it
-    back (a cycle would keep litellm's copy of the answer until the garbage collector ran),
+    Nothing is stored on the object but the attempt (weakly, inline), so it holds no
+    function that holds it back (a cycle would keep litellm's copy of the answer until the garbage collector ran),
     and whatever litellm queued the handler in (a logging thread's queue, a task) keeps the
     object, as a bound method would, until the handler ran: a whole answer's object has no
     other owner by then."""
@@ -131,7 +209,7 @@ def hold(logging_obj: Any, attempt: Attempt) -> None:
     if not all(callable(getattr(kind, name, None)) for name in _HANDLERS):
         return
     try:
-        setattr(logging_obj, _HELD, attempt)
+        setattr(logging_obj, _HELD, _Inline(attempt) if inline else attempt)
     except (AttributeError, TypeError):
         return
     for name in _SUCCESS:
@@ -154,15 +232,55 @@ class _Held:
         if obj is None:
             return self.own
         current = vars(obj).get(_HELD) if hasattr(obj, "__dict__") else None
-        if not isinstance(current, Attempt):
+        if isinstance(current, _Inline):
+            attempt = current.attempt()
+            if attempt is None:  # the stream went undecided: no event
+                return _nothing_async if self.asynchronous else _nothing
+            decision = _decision(attempt)
+            if not decision.event.is_set():
+                return functools.partial(_defer, decision, self.asynchronous, obj, self.own)
+        elif not isinstance(current, Attempt):
             return self.own.__get__(obj, owner)
         if self.asynchronous:
             return functools.partial(_held_async_success, obj, self.own)
         return functools.partial(_held_sync_success, obj, self.own)
 
 
+def _nothing(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+async def _nothing_async(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def _defer(
+    decision: _Decision, asynchronous: bool, obj: Any, own: Any, *args: Any, **kwargs: Any
+) -> Any:
+    """An inline handler called before the decision: kept for :func:`decided` to make (an
+    async one answers at once with a coroutine that does nothing)."""
+    call = _Deferred(asynchronous, obj, own, args, kwargs)
+    with _lock:
+        if not decision.event.is_set():
+            decision.deferred.append(call)
+            return _nothing_async() if asynchronous else None
+    # Decided meanwhile: made now, as a held handler would be.
+    if asynchronous:
+        return _held_async_success(obj, own, *args, **kwargs)
+    return _held_sync_success(obj, own, *args, **kwargs)
+
+
+def _attempt_of(obj: Any) -> Attempt | None:
+    current = vars(obj).get(_HELD)
+    if isinstance(current, _Inline):
+        return current.attempt()
+    return current if isinstance(current, Attempt) else None
+
+
 async def _held_async_success(obj: Any, success: Any, *args: Any, **kwargs: Any) -> Any:
-    current: Attempt = vars(obj)[_HELD]
+    current = _attempt_of(obj)
+    if current is None:
+        return None
     decision = _decision(current)
     if not await _decided_in_time(decision) or decision.dropped:
         return None  # undecided: no success event (fail closed)
@@ -176,7 +294,9 @@ async def _held_async_success(obj: Any, success: Any, *args: Any, **kwargs: Any)
 
 
 def _held_sync_success(obj: Any, success: Any, *args: Any, **kwargs: Any) -> Any:
-    current: Attempt = vars(obj)[_HELD]
+    current = _attempt_of(obj)
+    if current is None:
+        return None
     decision = _decision(current)
     if not decision.event.wait(HOLD_LIMIT) or decision.dropped:
         return None  # undecided: no success event (fail closed)
