@@ -199,10 +199,10 @@ def hold(logging_obj: Any, attempt: Attempt, *, inline: bool = False) -> None:
     The handlers are held on the object's class, once (:class:`_Held`): looked up on a held
     object, a success handler is a function over that object that waits for the decision.
     Nothing is stored on the object but the attempt (weakly, inline), so it holds no
-    function that holds it back (a cycle would keep litellm's copy of the answer until the garbage collector ran),
-    and whatever litellm queued the handler in (a logging thread's queue, a task) keeps the
-    object, as a bound method would, until the handler ran: a whole answer's object has no
-    other owner by then."""
+    function that holds it back (a cycle would keep litellm's copy of the answer until the
+    garbage collector ran), and whatever litellm queued the handler in (a logging thread's
+    queue, a task) keeps the object, as a bound method would, until the handler ran: a
+    whole answer's object has no other owner by then."""
     if logging_obj is None:
         return
     kind = type(logging_obj)
