@@ -138,11 +138,14 @@ def _make(call: _Deferred) -> None:
                 return
             except RuntimeError:  # closed meanwhile: on a thread of its own, as below
                 pass
-        coroutine = functools.partial(_held_async_success, call.obj, call.own)
-        runner = lambda *a, **k: asyncio.run(coroutine(*a, **k))  # noqa: E731
+        runner = functools.partial(_run_async, call.obj, call.own)
     threading.Thread(
         target=runner, args=call.args, kwargs=call.kwargs, name="toolgate-log", daemon=True
     ).start()
+
+
+def _run_async(obj: Any, own: Any, *args: Any, **kwargs: Any) -> None:
+    asyncio.run(_held_async_success(obj, own, *args, **kwargs))
 
 
 def _spawn(call: _Deferred) -> None:
