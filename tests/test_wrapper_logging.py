@@ -7,6 +7,11 @@ a released answer is logged as success, as always; a quarantined one never reach
 logger, whose failure handlers get the quarantine and the sanitized record instead, with no
 argument text. Sync and async, chat (litellm's own HTTP handler and the OpenAI SDK route) and
 the Responses API, through the real litellm against a loopback upstream.
+
+The same for ``gate.responses`` / ``gate.messages`` streams, whose iterators log inline as
+their own stream ends (the held handlers are deferred to the decision): success and stream
+events for a released stream, one failure and no canary for a quarantined one, on
+``openai/``, ``cometapi/`` and ``anthropic/``.
 """
 
 from __future__ import annotations
