@@ -16,6 +16,7 @@ import contextlib
 import gc
 import json
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -148,3 +149,66 @@ def test_an_attempt_gone_undecided_logs_nothing(monkeypatch: pytest.MonkeyPatch)
     asyncio.run(log.async_success_handler())
     log.success_handler()
     assert log.heard == []
+
+
+# ---- inline: litellm's Responses and Messages iterators log on the reader's own path ------
+def _wait_heard(log: Logging, count: int) -> None:
+    deadline = time.monotonic() + 10
+    while len(log.heard) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("refused", [False, True])
+def test_an_inline_handler_called_before_the_decision_is_made_after_it(refused: bool) -> None:
+    log, attempt = Logging(), _attempt(refused)
+    loghold.hold(log, attempt, inline=True)
+    # The reader's own thread, a private loop for the async handler: neither waits.
+    asyncio.run(asyncio.wait_for(log.async_success_handler(), 1))
+    log.success_handler()
+    assert log.heard == []
+    loghold.decided(attempt)
+    _wait_heard(log, 2)
+    if refused:
+        assert [kind for kind, _ in log.heard] == ["failure", "failure"]
+        assert all(fault is attempt.quarantined for _, fault in log.heard)
+        assert CANARY not in repr(log.model_call_details)
+    else:
+        assert log.heard == [("success", None), ("success", None)]
+
+
+def test_an_inline_async_handler_is_made_on_its_own_loop_while_it_runs() -> None:
+    log, attempt = Logging(), _attempt(refused=False)
+    loghold.hold(log, attempt, inline=True)
+
+    async def go() -> None:
+        await asyncio.wait_for(log.async_success_handler(), 1)
+        assert log.heard == []
+        loghold.decided(attempt)
+        for _ in range(200):
+            if log.heard:
+                break
+            await asyncio.sleep(0.01)
+
+    asyncio.run(go())
+    assert log.heard == [("success", None)]
+
+
+def test_an_inline_hold_settled_undecided_or_let_go_logs_nothing() -> None:
+    log, attempt = Logging(), _attempt(refused=False)
+    loghold.hold(log, attempt, inline=True)
+    log.success_handler()
+    loghold.settle(attempt)  # undecided: the deferred call is never made
+    time.sleep(0.1)
+    assert log.heard == []
+    # A stream let go of undecided: its attempt goes (the held object keeps it weakly), and
+    # a handler called after that hears nothing.
+    other, dropped = Logging(), _attempt(refused=False)
+    loghold.hold(other, dropped, inline=True)
+    other.success_handler()
+    gone = weakref.ref(dropped)
+    del dropped
+    gc.collect()
+    assert gone() is None, "the deferred call kept its attempt"
+    other.success_handler()
+    asyncio.run(asyncio.wait_for(other.async_success_handler(), 1))
+    assert other.heard == []

@@ -463,7 +463,7 @@ class ToolGate:
         if api is Api.CHAT:
             self._bind_choices(handler.tap, kwargs)
         kwargs["client"] = handler
-        held = _hold_whole_logging(handler.tap, kwargs)
+        held = _hold_call_logging(handler.tap, kwargs, inline=carrier is not None)
         try:
             result = self._invoke_sync(handler, call, kwargs)
             tokenclaim.check_taken(handler.tap)
@@ -471,7 +471,9 @@ class ToolGate:
                 if not hasattr(result, "__iter__") and hasattr(result, "__aiter__"):
                     # litellm's sync Messages stream on the Responses bridge: async only
                     result = DrivenStream(result)
-                return GatedStream(result, handler.tap, self.policy, carrier and carrier())
+                gated = GatedStream(result, handler.tap, self.policy, carrier and carrier())
+                held = False  # the stream's decision lets the held loggers go
+                return gated
             if approve_whole(handler.tap.attempt, carrier_of(result), self.policy):
                 return self._release_response(handler.tap.attempt, result)
             del result  # litellm's result holds the arguments: not in a frame of the raise
@@ -495,12 +497,14 @@ class ToolGate:
         if api is Api.CHAT:
             self._bind_choices(handler.tap, kwargs)
         kwargs["client"] = handler
-        held = _hold_whole_logging(handler.tap, kwargs)
+        held = _hold_call_logging(handler.tap, kwargs, inline=carrier is not None)
         try:
             result = await self._ainvoke(handler, call, kwargs)
             tokenclaim.check_taken(handler.tap)
             if kwargs.get("stream") and not isinstance(result, ResponsesAPIResponse):
-                return AsyncGatedStream(result, handler.tap, self.policy, carrier and carrier())
+                agated = AsyncGatedStream(result, handler.tap, self.policy, carrier and carrier())
+                held = False  # the stream's decision lets the held loggers go
+                return agated
             if await aapprove_whole(handler.tap.attempt, carrier_of, result, self.policy):
                 return self._release_response(handler.tap.attempt, result)
             del result  # litellm's result holds the arguments: not in a frame of the raise
@@ -594,19 +598,21 @@ class ToolGate:
         return response
 
 
-def _hold_whole_logging(tap: WireTap, kwargs: Mapping[str, Any]) -> bool:
-    """For a whole (non-streamed) call: litellm hands the answer to its success loggers
-    (OpenTelemetry, Langfuse, ...) before it returns it to the gate, arguments included. So
-    as the call's request is prepared (inside litellm's call) the logging objects of the
-    litellm entry points it runs under are held until the gate decided
-    (:mod:`.guardrail.loghold`): released, they log as always; quarantined, they hear a
-    failure with the sanitized record instead. A stream's loggers are held by the gated
-    stream itself (chat), or cannot be (litellm's Responses and Messages iterators log
-    inline, on the reader's thread: see :mod:`.stream`). True when held: the caller then
-    settles the hold (:func:`.guardrail.loghold.settle`) however the call ends."""
-    if kwargs.get("stream"):
+def _hold_call_logging(tap: WireTap, kwargs: Mapping[str, Any], *, inline: bool) -> bool:
+    """litellm hands a whole (non-streamed) answer to its success loggers (OpenTelemetry,
+    Langfuse, ...) before it returns it to the gate, arguments included; its Responses and
+    Messages stream iterators (``inline``: a stream with a carrier) log the answer they
+    assembled as their stream ends, on the reader's own thread or task, before the gate
+    decided. So as the call's request is prepared (inside litellm's call) the logging objects
+    of the litellm entry points it runs under are held until the gate decided
+    (:mod:`.guardrail.loghold`; a stream's inline handlers are deferred, not waited for):
+    released, they log as always; quarantined, they hear a failure with the sanitized record
+    instead. A chat stream's loggers are held by the gated stream itself (:mod:`.stream`).
+    True when held: the caller then settles the hold (:func:`.guardrail.loghold.settle`)
+    however the call ends, unless it hands back a gated stream, whose decision does."""
+    if kwargs.get("stream") and not inline:
         return False
-    tap.on_prepare = _hold_entry_logging
+    tap.on_prepare = _hold_inline_logging if kwargs.get("stream") else _hold_entry_logging
     return True
 
 
@@ -616,6 +622,11 @@ def _hold_entry_logging(tap: WireTap) -> None:
     # thread that decides.
     for logging_obj in frames.entry_logging_objects(frames.caller()):
         loghold.hold(logging_obj, tap.attempt)
+
+
+def _hold_inline_logging(tap: WireTap) -> None:
+    for logging_obj in frames.entry_logging_objects(frames.caller()):
+        loghold.hold(logging_obj, tap.attempt, inline=True)
 
 
 class GateSet(ToolGate):

@@ -61,13 +61,15 @@ class _Base:
         # for the decision; a refusal reaches them as a failure with the sanitized record
         # (guardrail/loghold.py). litellm's Responses and Messages iterators run their
         # loggers inline, on the reader's own thread or task, before the last event reaches
-        # the gate: held, they would wait for a decision that cannot come, so they are not.
+        # the gate: ToolGate held those inline as the request was prepared (their handlers
+        # are deferred to the decision, gate.py), and the guardrail's streams are held by
+        # the guardrail; the decision lets them go.
         held = getattr(wrapper, "logging_obj", None) if carrier is None else None
         loghold.hold(held, tap.attempt)
         # Neither the logging object (it holds litellm's copy of the answer and its error
         # text) nor this stream (a cycle through the gated items) is kept by what is called
         # on the decision: both go when the caller lets go, without the garbage collector.
-        decided = emit_records if held is None else _emit_and_release
+        decided = _emit_and_release
         # A chat stream's carrier: the request (sent by now) said how many choices it asked.
         chat = carrier or chat_carrier(tap.attempt.choices)
         self._gated = GatedItems(tap.attempt, chat, decided)
