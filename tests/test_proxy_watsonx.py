@@ -123,12 +123,10 @@ BROKEN = [
 ]
 # Faults found before the terminal: the gate withholds every call message, and litellm's
 # reader of this wire hands on no chunk for the role chunk (it carries no text), so the fault
-# comes while litellm's Router reads the stream's first chunk, before the proxy's stream hook
-# runs. Where
-# litellm holds part of a line then (it depends on how the body's reads fell), the gate ends
-# the body with an error, litellm's reader wraps it in its own, and the proxy answers
-# litellm's HTTP 500 ("the gate quarantined this stream"); else the quarantine's own status
-# and reason. Refused either way, nothing handed out (docs/watsonx.md).
+# may come while litellm's Router reads the stream's first chunk, before the proxy's stream
+# hook runs: the request then fails inside litellm, and the gate's failure hook answers it
+# with the quarantine's own status and reason, as the stream hook would (litellm alone would
+# answer its HTTP 500). Refused, nothing handed out, and the decision logged either way.
 EARLY = [
     "two_fragments_in_one_delta",
     "call_without_id",
@@ -174,16 +172,23 @@ def test_several_choices_are_refused_unsent(proxy: Proxy, paths: _Paths) -> None
     assert len(paths.seen) == sent
 
 
+def _decisions_logged(proxy: Proxy, reason: str) -> int:
+    """The gate's log lines of a quarantine for ``reason`` in the proxy's log so far."""
+    text = proxy.log.read_text(errors="replace")
+    return sum("toolgate" in line and reason in line for line in text.splitlines())
+
+
 @pytest.mark.parametrize("name", EARLY)
 def test_a_fault_before_litellm_s_first_chunk_is_refused(
     proxy: Proxy, paths: _Paths, name: str
 ) -> None:
     sent = len(paths.seen)
+    logged = _decisions_logged(proxy, CASES[name]["reason"])
     got, error = _ask(proxy, paths, name)
     assert isinstance(error, openai.APIStatusError), repr(error)
-    typed = f"quarantined: {CASES[name]['reason']}" in str(error)
-    wrapped = error.status_code == 500 and "the gate quarantined this stream" in str(error)
-    assert typed or wrapped, str(error)
+    assert f"quarantined: {CASES[name]['reason']}" in str(error), str(error)
+    assert error.status_code != 500, str(error)
+    assert _decisions_logged(proxy, CASES[name]["reason"]) > logged, proxy.log_tail()
     assert CANARY not in str(error) and CANARY not in repr(error.body)
     assert got == []
     assert len(paths.seen) == sent + 1

@@ -178,4 +178,33 @@ async def _check_response(
         raise_clean(fault if in_proxy else as_intervention(fault))
 
 
-__all__ = ["ProxyStream", "check_proxy_response", "check_sdk_response", "open_proxy_stream"]
+def answer_unhooked_failure(guardrail: GateGuardrail, request: dict[str, Any], tap: WireTap) -> Any:
+    """The proxy's failure hook for a request whose tap neither the stream hook nor the
+    success hook took: the answer failed inside litellm first. litellm's router reads a
+    stream's first chunk itself, before the proxy's hooks see the stream, so a fault the
+    wire shows by then (its tap quarantined the attempt and ended litellm's read with an
+    error) fails the request there, and the proxy would answer litellm's own HTTP 500. A
+    quarantine is reported here as a decision, and answered as the stream hook answers one
+    raised before the first chunk: the quarantine's status and message (ids and a reason,
+    no argument text). Any other failure (the upstream's, litellm's) is litellm's to answer:
+    None."""
+    attempt = tap.attempt
+    fault = attempt.quarantined
+    if fault is None:
+        return None
+    started = time.time()
+    emit_records(attempt)
+    report(guardrail, request, attempt, started)
+    loghold.decided(attempt)
+    from fastapi import HTTPException  # the proxy's own dependency: only the proxy calls this
+
+    return HTTPException(status_code=fault.status_code, detail=str(fault))
+
+
+__all__ = [
+    "ProxyStream",
+    "answer_unhooked_failure",
+    "check_proxy_response",
+    "check_sdk_response",
+    "open_proxy_stream",
+]

@@ -68,7 +68,12 @@ from ..sync.claiming import (
 )
 from ..sync.refusal import AsyncCallStopped
 from . import cacheguard, callsetup
-from .answer import check_proxy_response, check_sdk_response, open_proxy_stream
+from .answer import (
+    answer_unhooked_failure,
+    check_proxy_response,
+    check_sdk_response,
+    open_proxy_stream,
+)
 from .deciders import GateGuardrail
 from .deciders import any_gate_acting as _any_gate_acting
 from .deciders import any_gate_registered as _any_gate_registered
@@ -388,15 +393,16 @@ class ToolGateGuardrail(GateGuardrail):
         kept: list[Any] = escalation.filter(healthy_deployments)
         return kept
 
-    # ---- failures: forget the request ------------------------------------------------------
+    # ---- failures: forget the request, answer a quarantine litellm failed on -------------
     async def async_post_call_failure_hook(
         self,
         request_data: dict[str, Any],
         original_exception: Exception,
         user_api_key_dict: Any,
         traceback_str: str | None = None,
-    ) -> None:
-        self._taps.take(request_data)
+    ) -> Any:
+        tap = self._taps.take(request_data)
+        return None if tap is None else answer_unhooked_failure(self, request_data, tap)
 
     async def async_log_failure_event(
         self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any
