@@ -308,13 +308,12 @@ def _items(got: list[Any], *, stream: bool) -> list[tuple[str, str, Any]]:
 def test_responses_reach_the_caller_under_the_gate_s_identities(
     served: Served, stream: bool
 ) -> None:
-    """``/v1/responses`` on Gemini's wire and a whole Ollama body: litellm bridges them to
-    chat and keeps an id the wire sends, so the gate writes its identity of each call sent
-    without one into the body it releases; the client gets the calls under the ids the
-    gate's records name, and a broken body is refused. A streamed Ollama call, whose ids
+    """``/v1/responses`` on Gemini's wire, a whole Ollama body and Bedrock's Converse:
+    litellm bridges them to chat and keeps an id the wire sends (Converse always sends
+    one), so the gate writes its identity of each call sent without one into the body it
+    releases; the client gets the calls under the ids the gate's records name, and a
+    broken body is refused. A streamed Ollama call, whose ids
     litellm draws whatever the line says, is refused before it is sent."""
-    if served.config.file == "proxy_bedrock.yaml":
-        pytest.skip("Converse keeps the wire's ids: tests/test_callback_responses_bridged.py")
     for model, deployment in served.config.deployments.items():
         good, bad = deployment.streamed if stream else deployment.whole
         sent = len(served.paths.seen)
