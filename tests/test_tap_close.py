@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import types
+from collections import deque
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
@@ -84,17 +86,25 @@ def _tap() -> tuple[Attempt, WireTap]:
     return attempt, WireTap(attempt, streamed=True)
 
 
-def _reaches(start: object, target: object, limit: int = 100_000) -> bool:
-    """Whether ``target`` is reachable from ``start`` by references (bounded walk)."""
+def _reaches(start: object, target: object, limit: int = 200_000) -> bool:
+    """Whether ``target`` is reachable from ``start`` by references, breadth first. Classes
+    and modules are not entered, nor a function's globals (its closure and defaults are):
+    the question is what the body holds, not what the process can reach. A walk that runs
+    out of its bound fails rather than answer no."""
     seen: set[int] = set()
-    todo = [start]
-    while todo and len(seen) < limit:
-        obj = todo.pop()
+    todo: deque[object] = deque([start])
+    while todo:
+        obj = todo.popleft()
         if obj is target:
             return True
-        if id(obj) in seen or isinstance(obj, type):
+        if id(obj) in seen or isinstance(obj, (type, types.ModuleType)):
             continue
         seen.add(id(obj))
+        assert len(seen) < limit, "the walk ran out of its bound"
+        if isinstance(obj, types.FunctionType):
+            todo.extend(obj.__closure__ or ())
+            todo.extend(obj.__defaults__ or ())
+            continue
         todo.extend(gc.get_referents(obj))
     return False
 
