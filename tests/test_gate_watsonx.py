@@ -19,8 +19,10 @@ from collections.abc import Iterator
 from importlib.metadata import version
 from typing import Any
 
+import httpx
 import litellm
 import pytest
+import respx
 from conftest import no_leak
 from loopback import PLAIN_OUTCOMES, ask_multiply, call, plain_outcome, tool_calls
 from test_gate_responses import collect
@@ -28,10 +30,12 @@ from wirecases import Fixtures
 
 from litellm_toolgate import (
     QuarantineReason,
+    SyncCallStopped,
     ToolCallQuarantined,
     ToolGate,
     ToolGateGuardrail,
     UngatedCallRefused,
+    WireNotObservable,
     find_quarantine,
 )
 from litellm_toolgate.edge.routes import Api, route_for
@@ -226,11 +230,14 @@ def test_callback_every_streamed_fixture(
 
 
 @pytest.mark.usefixtures("guardrail")
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
 @pytest.mark.parametrize("name", WHOLE)
-def test_callback_every_whole_body_async(upstream: FakeUpstream, name: str) -> None:
+def test_callback_every_whole_body(upstream: FakeUpstream, name: str, asynchronous: bool) -> None:
+    """A sync whole call goes out through the client the gate gave it at set-up (the one
+    litellm would build for that call alone), claimed."""
     case = CASES[name]
     sent = _served(upstream, name)
-    out, error = _litellm(_args(upstream, stream=False), asynchronous=True, stream=False)
+    out, error = _litellm(_args(upstream, stream=False), asynchronous=asynchronous, stream=False)
     assert len(upstream.requests) == sent + 1
     if case["expect"] == "release":
         assert error is None, f"{name}: {error!r}"
@@ -267,18 +274,95 @@ def test_several_choices_are_refused_before_sending(
     assert len(upstream.requests) == sent
 
 
+TIMEOUTS = {
+    "default": {},
+    "timeout": {"timeout": 7},
+    "request_timeout": {"request_timeout": 9.5},
+    "httpx_timeout": {"timeout": httpx.Timeout(3.0, connect=2.0)},
+}
+
+
+def _timeout_sent(how: str, extra: dict[str, Any]) -> Any:
+    """The timeout litellm's request for a sync whole watsonx call carried (httpx keeps it in
+    the request's extensions), with no gate (``plain``), under the callback, or through
+    ToolGate; respx answers at httpx's transport."""
+    args = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "What is 7 times 8? Use multiply."}],
+        "tools": MANIFEST["tools"],
+        "api_base": "http://127.0.0.1:9",
+        "num_retries": 0,
+        "token": "tok",
+        "project_id": "p",
+        **extra,
+    }
+    answer = httpx.Response(
+        200, content=WATSONX.body("whole_multiply"), headers={"content-type": "application/json"}
+    )
+    with respx.mock(assert_all_called=True) as router:
+        route = router.post(url__startswith="http://127.0.0.1:9/").mock(return_value=answer)
+        if how == "toolgate":
+            gate = ToolGate(MANIFEST["tools"])
+            try:
+                result = gate.completion(**args)
+            finally:
+                gate.close()
+        elif how == "callback":
+            gate_ = ToolGateGuardrail(MANIFEST["tools"])
+            saved = litellm.callbacks
+            litellm.callbacks = [gate_]
+            try:
+                result = litellm.completion(**args)
+            finally:
+                litellm.callbacks = saved
+                gate_.close()
+        else:
+            result = litellm.completion(**args)
+        assert _whole_calls(result) == CASES["whole_multiply"]["calls"]
+        return route.calls.last.request.extensions["timeout"]
+
+
+@pytest.mark.parametrize("how", ["callback", "toolgate"])
+@pytest.mark.parametrize("setting", list(TIMEOUTS))
+def test_sync_whole_calls_keep_litellms_timeout(how: str, setting: str) -> None:
+    """litellm sends a sync whole watsonx call through an HTTPHandler it builds for that call
+    alone, with the call's timeout. The gate gives the call the same client (claimed, under
+    the callback; tapped, through ToolGate): the request carries the timeout plain litellm's
+    would."""
+    extra = TIMEOUTS[setting]
+    assert _timeout_sent(how, extra) == _timeout_sent("plain", extra)
+
+
 @pytest.mark.usefixtures("guardrail")
-@pytest.mark.parametrize("name", ["whole_multiply", "whole_schema_invalid"])
-def test_callback_sync_whole_calls_are_refused_unsent(upstream: FakeUpstream, name: str) -> None:
-    """litellm's handler sends a sync whole watsonx call through an HTTPHandler it builds for
-    that call alone, which no hook of the callback claims: refused before sending."""
-    sent = _served(upstream, name)
-    out, error = _litellm(_args(upstream, stream=False), asynchronous=False, stream=False)
-    assert upstream.discard() == 1
-    assert out == []
-    assert isinstance(error, UngatedCallRefused), repr(error)
-    assert "builds for that call alone" in str(error)
+def test_a_timeout_litellm_cannot_resolve_is_refused_unsent(upstream: FakeUpstream) -> None:
+    """The gate builds the call's client with litellm's own timeout rule; where that rule
+    fails on the call's timeout, the call is refused before anything is sent."""
+    sent = len(upstream.requests)
+    with pytest.raises(UngatedCallRefused, match="could not build the same one"):
+        litellm.completion(**_args(upstream, stream=False, timeout=[1]))
+    gate = ToolGate(MANIFEST["tools"])
+    try:
+        with pytest.raises(WireNotObservable, match="cannot build the client"):
+            gate.completion(**_args(upstream, stream=False, timeout=[1]))
+    finally:
+        gate.close()
     assert len(upstream.requests) == sent
+
+
+def test_a_gate_in_a_calls_own_callbacks_stops_a_sync_whole_answer(upstream: FakeUpstream) -> None:
+    """Handed to one call in its callbacks=, the gate's first hook runs after litellm decided
+    on the client it builds for a sync whole call: the request goes out unclaimed. litellm
+    parses that answer before its post-call hook, so the answer is stopped there, in the
+    last resort (SyncCallStopped): nothing of it is handed over."""
+    gate = ToolGateGuardrail(MANIFEST["tools"])
+    sent = _served(upstream, "whole_schema_invalid")
+    try:
+        with pytest.raises(SyncCallStopped, match="cannot see") as stopped:
+            litellm.completion(**_args(upstream, stream=False, callbacks=[gate]))
+    finally:
+        gate.close()
+    assert len(upstream.requests) == sent + 1
+    no_leak(stopped.value)
 
 
 # ---- the Responses API, bridged to chat by litellm ---------------------------------------
@@ -383,7 +467,11 @@ CALLBACK_RESPONSES = [
     pytest.param(name, a, id=f"{name}-{'async' if a else 'sync'}")
     for name in STREAMED
     for a in (False, True)
-] + [pytest.param(name, True, id=f"{name}-async") for name in WHOLE]
+] + [
+    pytest.param(name, a, id=f"{name}-{'async' if a else 'sync'}")
+    for name in WHOLE
+    for a in (False, True)
+]
 
 
 @pytest.mark.usefixtures("guardrail")
@@ -399,16 +487,6 @@ def test_callback_responses_every_fixture(
     out, error = _litellm_responses(args, asynchronous=asynchronous)
     assert len(upstream.requests) == sent + 1
     _responses_outcome(out, error, case, None)
-
-
-@pytest.mark.usefixtures("guardrail")
-def test_callback_sync_whole_responses_are_refused_unsent(upstream: FakeUpstream) -> None:
-    sent = _served(upstream, "whole_multiply")
-    out, error = _litellm_responses(_responses_args(upstream, stream=False), asynchronous=False)
-    assert upstream.discard() == 1
-    assert out == []
-    assert isinstance(error, UngatedCallRefused), repr(error)
-    assert len(upstream.requests) == sent
 
 
 # ---- what plain litellm hands over ---------------------------------------------------------

@@ -108,13 +108,15 @@ def sync_route_refused(route: str, call_type: str) -> bool:
 _FRESH_WHOLE_CLIENT = frozenset({"watsonx"})
 """Routes whose litellm handler sends a sync whole (``stream=False``) call through an
 ``HTTPHandler`` it builds for that one call when the call brings none (watsonx/: litellm's
-``OpenAILikeChatHandler``, 1.108.7 and 1.110.2): a client no hook of the callback sees or
-claims, so such a call under ``litellm.callbacks`` would go out ungated."""
+``OpenAILikeChatHandler``, 1.108.7 and 1.110.2: ``HTTPHandler(timeout=...)`` with the call's
+timeout, which its request then carries). No hook of the callback sees that client, so the
+gate builds the same one for the call (``ToolGate``: tapped; the callback: put into the
+call's arguments at set-up and claimed)."""
 
 
-def sync_whole_refused(route: str, streamed: bool) -> bool:
-    """Whether a sync whole call on ``route`` under the callback goes out through a client
-    litellm builds for it alone (:data:`_FRESH_WHOLE_CLIENT`)."""
+def builds_whole_client(route: str, streamed: bool) -> bool:
+    """Whether litellm sends a sync whole call on ``route`` through a client it builds for
+    that call alone (:data:`_FRESH_WHOLE_CLIENT`)."""
     return not streamed and route in _FRESH_WHOLE_CLIENT
 
 
@@ -224,6 +226,6 @@ __all__ = [
     "handling",
     "in_messages_entry_point",
     "sync_route_refused",
-    "sync_whole_refused",
+    "builds_whole_client",
     "sync_route_sdk",
 ]

@@ -57,9 +57,10 @@ import litellm
 import openai
 
 from ..core.errors import WireNotObservable
+from .calltypes import builds_whole_client
 from .routes import ClientKind
 from .seam import privates
-from .seam.symbols import AsyncHTTPHandler, HTTPHandler, lazy
+from .seam.symbols import AsyncHTTPHandler, HTTPHandler, lazy, whole_call_timeout
 from .transport import WireTap
 
 Wrap = Callable[[Any], Any]
@@ -286,7 +287,24 @@ class ClientPool:
         handler_type = AsyncHTTPHandler if asynchronous else HTTPHandler
         http_type = httpx.AsyncClient if asynchronous else httpx.Client
         base: Any = None
-        if user_client is None:
+        provider = str(
+            request.get("custom_llm_provider") or str(request.get("model") or "").split("/")[0]
+        )
+        if (
+            user_client is None
+            and not asynchronous
+            and builds_whole_client(provider, bool(request.get("stream")))
+        ):
+            # litellm builds this call's handler itself, with the call's timeout (calltypes).
+            try:
+                base = HTTPHandler(timeout=whole_call_timeout(request, provider))
+            except Exception:
+                raise WireNotObservable(
+                    f"cannot build the client litellm builds for a sync whole call on the "
+                    f"{provider}/ route; pass a litellm HTTPHandler as client="
+                ) from None
+            inner = self.handler_client(base)
+        elif user_client is None:
             # The handler litellm would build for this call (its ssl_verify, else litellm's).
             base = self.litellm_handler(asynchronous, request.get("ssl_verify"))
             inner = self.handler_client(base)

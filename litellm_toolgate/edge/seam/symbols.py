@@ -12,6 +12,8 @@ caller turns into a refusal ("cannot tell"), never a pass.
 from __future__ import annotations
 
 import importlib
+import inspect
+from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
@@ -129,6 +131,16 @@ LAZY: dict[str, tuple[str, str]] = {
     # other exception raised while sending in a retried ``APIConnectionError``; 3.60 lets
     # every exception but httpx's transport errors and timeouts through.
     "SDKError": ("openai", "OpenAIError"),
+    # How litellm's completion resolves a call's HTTP timeout: the call's, else its
+    # request_timeout, else the configured litellm.request_timeout, else its fallback
+    # (1.110.2 also takes the stream kind; 1.108.7 does not). The gate builds the client
+    # litellm would build for a sync whole watsonx call with it (edge/sync/hooks.py).
+    "CompletionTimeout": ("litellm.litellm_core_utils.completion_timeout", "CompletionTimeout"),
+    "get_configured_request_timeout": (
+        "litellm.litellm_core_utils.request_timeout_resolver",
+        "get_configured_request_timeout",
+    ),
+    "supports_httpx_timeout": ("litellm.utils", "supports_httpx_timeout"),
 }
 """Name: (litellm module, attribute), imported on first use."""
 
@@ -164,6 +176,24 @@ def lazy(name: str) -> Any:
         module, attribute = LAZY[name]
         found = _LOADED[name] = getattr(importlib.import_module(module), attribute)
     return found
+
+
+def whole_call_timeout(call: Mapping[str, Any], provider: str) -> Any:
+    """The HTTP timeout litellm's ``completion`` resolves for a whole (not streamed) call
+    made with the keyword arguments ``call`` on ``provider``, by litellm's own rule (its
+    ``CompletionTimeout.resolve``, called as ``completion`` calls it: the call's ``timeout``
+    first, the rest of its arguments after). Raises when the installed litellm resolves it
+    some other way (a changed signature is a TypeError): the caller refuses the call."""
+    resolve = lazy("CompletionTimeout").resolve
+    rest = {key: value for key, value in call.items() if key != "timeout"}
+    settings: dict[str, Any] = {
+        "global_timeout": lazy("get_configured_request_timeout")(),
+        "supports_httpx_timeout": lazy("supports_httpx_timeout"),
+    }
+    if "stream_kind" in inspect.signature(resolve).parameters:  # 1.110.2: its StreamKind
+        kinds = importlib.import_module(resolve.__module__).StreamKind
+        settings["stream_kind"] = kinds.NOT_STREAMED
+    return resolve(call.get("timeout"), rest, provider, **settings)
 
 
 def messages_module(part: str) -> ModuleType | None:
@@ -224,4 +254,5 @@ __all__ = [
     "lazy",
     "messages_module",
     "missing",
+    "whole_call_timeout",
 ]

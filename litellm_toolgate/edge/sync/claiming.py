@@ -153,6 +153,9 @@ class _Claim:
     # litellm reads and parses this call's whole body inside its request code, before its
     # post-call hook (its Gemini handler): see reads_whole_first.
     read_first: bool = field(default=False)
+    # litellm parses this call's whole body before its post-call hook, outside its request
+    # code: see parses_whole_first.
+    parsed_first: bool = field(default=False)
 
     def settled(self) -> None:
         if self.restore is not None:
@@ -175,8 +178,9 @@ class _Refusal:
     delivered: bool = field(default=False)
     # The installation this refusal keeps in place until it is settled (see _Claims).
     release: Callable[[], None] | None = None
-    # As _Claim.read_first.
+    # As _Claim.read_first and _Claim.parsed_first.
     read_first: bool = field(default=False)
+    parsed_first: bool = field(default=False)
 
     def settled(self) -> None:
         if self.release is not None:
@@ -211,6 +215,7 @@ class _Claims(ClaimTable["_Claim | _Refusal"]):
         restore: Callable[[], None] | None = None,
         release: Callable[[], None] | None = None,
         read_first: bool = False,
+        parsed_first: bool = False,
     ) -> str:
         """Arm one request of the call on this thread; the one-time marker it must carry.
         ``release`` is called once the claim is settled.
@@ -236,6 +241,7 @@ class _Claims(ClaimTable["_Claim | _Refusal"]):
                 restore=restore,
                 release=release,
                 read_first=read_first,
+                parsed_first=parsed_first,
             )
         )
         return token
@@ -247,6 +253,7 @@ class _Claims(ClaimTable["_Claim | _Refusal"]):
         *,
         release: Callable[[], None] | None = None,
         read_first: bool = False,
+        parsed_first: bool = False,
     ) -> str:
         """Hold a refusal for the call on this thread; the one-time marker for its request
         (a request of this thread that carries none is refused as well). ``release`` is
@@ -260,6 +267,7 @@ class _Claims(ClaimTable["_Claim | _Refusal"]):
                 message=message,
                 release=release,
                 read_first=read_first,
+                parsed_first=parsed_first,
             )
         )
         return token
@@ -507,6 +515,17 @@ def reads_whole_first(url: str) -> bool:
     return path.endswith(_GEMINI_WHOLE) or path.endswith(_CONVERSE_WHOLE)
 
 
+def parses_whole_first(url: str) -> bool:
+    """Whether litellm parses the whole body of a sync request to ``url`` before its
+    post-call hook, outside its request code: watsonx's whole chat (``.../text/chat``), whose
+    body litellm's OpenAI-like handler parses (``OpenAILikeChatConfig._transform_response``:
+    ``response.json()``, then ``post_call``; 1.108.7, 1.110.2). A claimed request is judged
+    as litellm reads it, as usual; an answer that came back through a client the gate never
+    saw cannot be stopped after the hook, since litellm holds it parsed: it ends in the last
+    resort (:func:`check_claimed`)."""
+    return urlsplit(url).path.endswith(_WATSONX_WHOLE)
+
+
 def gemini_whole(url: str) -> bool:
     """Whether ``url`` is Gemini's whole ``generateContent`` (not ``streamGenerateContent``),
     whose body litellm's Gemini handler parses inside a catch-all of its own, on its sync and
@@ -515,6 +534,7 @@ def gemini_whole(url: str) -> bool:
 
 
 _GEMINI_WHOLE = ":generateContent"
+_WATSONX_WHOLE = "/text/chat"
 # Bedrock's Converse: .../model/<model>/converse (whole), .../converse-stream (streamed).
 _CONVERSE = ("/converse", "/converse-stream")
 _CONVERSE_WHOLE = "/converse"
@@ -601,6 +621,7 @@ def arm(kwargs: Mapping[str, Any], tap: WireTap, gate: Withholding) -> None:
             stream_flag=tap.streamed,
             release=lease,
             read_first=reads_whole_first(url),
+            parsed_first=parses_whole_first(url),
         )
     except BaseException:
         lease()
@@ -658,13 +679,13 @@ def check_claimed(kwargs: Mapping[str, Any]) -> None:
         response = answer_held(claim.token)
         if response is not None:
             stop_response(response, sent_unseen)
-            if not claim.read_first:
+            if not (claim.read_first or claim.parsed_first):
                 return
             unseen = sent_unseen
     except Exception:
         pass  # litellm would drop it and hand the answer over: the last resort below
-    # Not found; or (read_first) litellm parsed the whole body before this hook, so what it
-    # would hand over no longer reads the answer: the last resort.
+    # Not found; or (read_first, parsed_first) litellm parsed the whole body before this
+    # hook, so what it would hand over no longer reads the answer: the last resort.
     raise SyncCallStopped(unseen)
 
 
@@ -757,6 +778,7 @@ __all__ = [
     "is_vouched",
     "is_vouched_client",
     "logged_body",
+    "parses_whole_first",
     "reads_whole_first",
     "vouch_client",
     "vouched",

@@ -10,7 +10,9 @@ litellm gives a callback three moments on a sync ``litellm.completion`` /
    provider litellm cannot tell, a route whose sync client the gate cannot claim, a stream
    of litellm's sync Messages adapter. A
    ``client=`` of the caller's gets a claiming transport around its httpx client (in place,
-   put back with the rest), so its request is claimed like litellm's own.
+   put back with the rest), so its request is claimed like litellm's own; a sync whole call
+   litellm would send through a client it builds for that call alone (watsonx/) is given
+   that client here, in its arguments, and it is claimed the same way.
 2. **``log_pre_api_call``** (:func:`log_pre_api_call`: the full URL, the body and the very
    headers dict about to be sent). litellm logs and drops any ``Exception`` raised here, so
    nothing is raised: the call is armed (:mod:`.claiming`, :mod:`.sdkclaim`), or its
@@ -33,6 +35,7 @@ litellm gives a callback three moments on a sync ``litellm.completion`` /
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
@@ -44,11 +47,11 @@ from ...core.errors import RouteNotGated, ToolGateError
 from ..calltypes import (
     SYNC,
     Handling,
+    builds_whole_client,
     handling,
     in_messages_entry_point,
     sync_route_refused,
     sync_route_sdk,
-    sync_whole_refused,
 )
 from ..guardrail import decisionlog
 from ..guardrail.deciders import GateGuardrail, admit, registered_gates, selected
@@ -59,6 +62,7 @@ from ..logs import emit_records, logger
 from ..parsers import chat_chunk_check, client_parse, responses_event_check
 from ..routes import Api, replays, route_for
 from ..seam import privates
+from ..seam.symbols import HTTPHandler, whole_call_timeout
 from . import asyncclaim, claiming
 from .claiming import (
     CLAIMS,
@@ -74,6 +78,7 @@ from .claiming import (
     is_vouched,
     is_vouched_client,
     logged_body,
+    parses_whole_first,
     reads_whole_first,
     sent,
 )
@@ -87,14 +92,15 @@ def _api(kind: str) -> Api:
     return Api.RESPONSES if kind == "responses" else Api.CHAT
 
 
-def sync_refusal(kind: str, route: str, streamed: bool) -> str | None:
+def sync_refusal(kind: str, route: str, streamed: bool, *, client_given: bool) -> str | None:
     """Why a sync call under the callback must not be sent although its route is gated, or
     None when it can be claimed.
 
     Each rule names a sync call the gate could not hand a quarantine to the caller for. They
     are asked at call set-up (from the call's arguments) and again in ``log_pre_api_call``
     (from the request litellm is about to send); the route table itself is applied by
-    :func:`~..guardrail.deciders.admit`, as for async calls.
+    :func:`~..guardrail.deciders.admit`, as for async calls. ``client_given``: the call's
+    set-up gave it a claimed ``client=`` (:func:`_give_whole_client`).
     """
     if sync_route_refused(route, kind):
         return (
@@ -102,11 +108,12 @@ def sync_refusal(kind: str, route: str, streamed: bool) -> str | None:
             f"gate cannot claim under litellm.callbacks; it was not sent. Use "
             f"ToolGate.{kind}(...) or litellm.a{kind}(...)"
         )
-    if sync_whole_refused(route, streamed):
+    if builds_whole_client(route, streamed) and not client_given:
         return (
             f"a sync whole (stream=False) litellm.{kind} on the {route}/ route goes out "
-            f"through an HTTP client litellm builds for that call alone, which the gate cannot "
-            f"claim under litellm.callbacks; it was not sent. Use ToolGate.{kind}(...), "
+            f"through an HTTP client litellm builds for that call alone; the gate builds it "
+            f"for the call at its set-up only when the gate is in litellm.callbacks; it was "
+            f"not sent. Put the gate in litellm.callbacks, or use ToolGate.{kind}(...), "
             f"litellm.a{kind}(...) or stream=True"
         )
     if streamed and kind != "responses" and in_messages_entry_point():
@@ -202,12 +209,60 @@ def at_call_setup(gate: GateGuardrail, kind: str, kwargs: Mapping[str, Any]) -> 
         refusal = str(not_gated)
     if refusal is not None:
         raise UngatedCallRefused(refusal)
-    refusal = sync_refusal(kind, provider, streamed)
+    # A sync whole call litellm would send through a client it builds for that call alone
+    # is given one here (or keeps the caller's): the gate claims it below.
+    fresh = builds_whole_client(provider, streamed)
+    refusal = sync_refusal(kind, provider, streamed, client_given=fresh)
     if refusal is not None:
         raise UngatedCallRefused(refusal)
     client = kwargs.get("client")
+    if fresh and client is None:
+        client = _give_whole_client(kwargs, provider, kind)
     if client is not None and not is_vouched_client(client):
         _claim_own_client(client)
+    if fresh:
+        _GIVEN.call_id = str(kwargs.get("litellm_call_id") or "")
+
+
+class _Given(threading.local):
+    """The call (its litellm call id) whose set-up on this thread gave it a claimed client
+    for a whole call (:func:`_give_whole_client`); ``log_pre_api_call`` of the same call,
+    on the same thread, takes it."""
+
+    call_id = ""
+
+
+_GIVEN = _Given()
+
+
+def _client_given(call_id: str) -> bool:
+    """Whether the set-up of ``call_id`` gave it its claimed client (asked once)."""
+    given = bool(call_id) and _GIVEN.call_id == call_id
+    _GIVEN.call_id = ""
+    return given
+
+
+def _give_whole_client(kwargs: Mapping[str, Any], provider: str, kind: str) -> Any:
+    """Put into the call's arguments the client litellm's handler would build for this sync
+    whole call alone (watsonx/: ``HTTPHandler(timeout=...)`` with the call's timeout as
+    litellm's ``completion`` resolves it), so that the gate can claim it. The arguments
+    read at set-up are the very ones litellm then calls its function with."""
+    if not isinstance(kwargs, MutableMapping):
+        raise UngatedCallRefused(_FRESH_REFUSAL.format(provider=provider, kind=kind))
+    try:
+        client = HTTPHandler(timeout=whole_call_timeout(kwargs, provider))
+    except Exception:
+        raise UngatedCallRefused(_FRESH_REFUSAL.format(provider=provider, kind=kind)) from None
+    kwargs["client"] = client
+    return client
+
+
+_FRESH_REFUSAL = (
+    "a sync whole (stream=False) litellm.{kind} on the {provider}/ route goes out through an "
+    "HTTP client litellm builds for that call alone, and the gate could not build the same "
+    "one to claim; it was not sent. Use ToolGate.{kind}(...), litellm.a{kind}(...) or "
+    "stream=True"
+)
 
 
 def log_pre_api_call(gate: GateGuardrail, kwargs: Any) -> None:
@@ -264,7 +319,10 @@ def _hold(kwargs: Mapping[str, Any], message: str) -> None:
         claim_whole_client()
         url = sent(kwargs, "api_base")
         read_first = isinstance(url, str) and reads_whole_first(url)
-        token = CLAIMS.refuse(kwargs, message, release=lease, read_first=read_first)
+        parsed_first = isinstance(url, str) and parses_whole_first(url)
+        token = CLAIMS.refuse(
+            kwargs, message, release=lease, read_first=read_first, parsed_first=parsed_first
+        )
     except Exception:
         if lease is not None:
             lease()
@@ -336,7 +394,11 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
         # litellm asks for a whole Responses result and replays it as the stream: the wire
         # is that whole body (litellm logged it without "stream").
         streamed = False
-    refusal = None if asynchronous else sync_refusal(kind, route, streamed)
+    refusal = (
+        None
+        if asynchronous
+        else sync_refusal(kind, route, streamed, client_given=_client_given(call_id))
+    )
     if refusal is not None:
         raise UngatedCallRefused(refusal)
     # The call's own tools as the caller passed them (litellm's logging kwargs keep them), as
