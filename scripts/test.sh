@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Set up both environments, lint and type-check, then run, in two lanes side by side (the
-# machine has two cores and each lane is one test process at a time):
-#   lane 1: every suite that touches litellm on litellm 1.110.2 (.venv), its footprint
-#           suite, then the 10,000-call soak in a process of its own (it judges its own
+# Set up both environments, then run, in two lanes side by side (the machine has two cores
+# and each lane is one test process at a time):
+#   lane 1: lint and the type check, every suite that touches litellm on litellm 1.110.2
+#           (.venv), its footprint suite, then the 10,000-call soak in a process of its own (it judges its own
 #           process's resident memory, which the other lane does not move); the callback's
 #           fixture-by-route matrix runs rotated here (TOOLGATE_MATRIX=rotate: every
 #           fixture, sync and async, on one route each, the routes in turn) and whole in
@@ -26,9 +26,6 @@ export LITELLM_LOCAL_MODEL_COST_MAP=True
 # set, a server that is not there fails the run instead of skipping. Every test gets its own
 # schema, Redis key prefix or cache namespace, so the two lanes never share state.
 export TOOLGATE_TEST_POSTGRES_URL="${TOOLGATE_TEST_POSTGRES_URL:-postgresql://postgres@127.0.0.1:5432/test}"
-.venv/bin/ruff check litellm_toolgate tests fixtures bench
-.venv/bin/ruff format --check litellm_toolgate tests fixtures bench
-.venv/bin/mypy --strict litellm_toolgate bench
 
 pytest_new=(.venv/bin/python -m pytest -p no:cacheprovider -W ignore::UserWarning)
 pytest_old=(.venv-litellm-1.108.7/bin/python -m pytest -p no:cacheprovider -W ignore::UserWarning)
@@ -58,6 +55,12 @@ lane_new() {
     echo "   (the real-proxy tests, ${proxy_tests[*]}, are left out here: litellm 1.110.2's [proxy]"
     echo "    extra does not resolve on the registry; they run on 1.108.7 in lane 2)"
     local rc=0
+    # Lint and the type check run here, on lane 1's core, while lane 2 starts testing (run
+    # before the lanes, they kept the second core idle for about a minute).
+    echo "== lint (ruff) and type check (mypy --strict) =="
+    .venv/bin/ruff check litellm_toolgate tests fixtures bench || rc=1
+    .venv/bin/ruff format --check litellm_toolgate tests fixtures bench || rc=1
+    .venv/bin/mypy --strict litellm_toolgate bench || rc=1
     echo "   (the core's own suites, ${#core_only[@]} files, run in lane 2)"
     TOOLGATE_MATRIX=rotate "${pytest_new[@]}" "${slowest[@]}" "${proxy_tests[@]/#/--ignore=}" \
         "${core_only[@]/#/--ignore=}" "${own_process[@]/#/--ignore=}" \
