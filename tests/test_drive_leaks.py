@@ -41,6 +41,7 @@ import traceback
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -56,6 +57,7 @@ from litellm_toolgate.loopback.upstream import FakeUpstream, Scripted
 
 litellm.suppress_debug_info = True
 R = QuarantineReason
+GATE_CODE = str(Path(gate_module.__file__).resolve().parents[1])
 LITELLM_OWN = frozenset({"LiteLLM", "LiteLLM Proxy", "LiteLLM Router"})
 WAIT = 30.0
 """Bound on waiting for litellm's failure logging and for a thread to end (seconds)."""
@@ -389,13 +391,15 @@ def _frames(tb: TracebackType | None) -> Iterator[Any]:
         tb = tb.tb_next
 
 
-def frames_rendered_with(exc: BaseException, canary: str) -> list[str]:
+def frames_rendered_with(exc: BaseException, canary: str, only: str = "") -> list[str]:
     """``frame:name`` of every local (of every frame of every traceback of ``exc``'s chain,
-    the tests' own frames left out) whose bounded ``repr`` shows the canary."""
+    the tests' own frames left out; ``only``: frames of code under that path) whose bounded
+    ``repr`` shows the canary."""
     found = []
     for link in chain(exc):
         for frame in _frames(link.__traceback__):
-            if frame.f_code.co_filename.startswith(TESTS):
+            filename = frame.f_code.co_filename
+            if filename.startswith(TESTS) or not filename.startswith(only):
                 continue
             for name, value in frame.f_locals.items():
                 try:
@@ -433,6 +437,13 @@ def assert_clean_logs(watch: Watch, decided: bool = True) -> None:
         if record.exc_info and record.exc_info[1] is not None:
             shown = "".join(traceback.format_exception(record.exc_info[1]))
             assert canary not in shown, where
+    # A logged exception's frames, as an error tracker reporting log records ships them
+    # (Sentry's logging integration, with local variables): the gate's own frames hold no
+    # argument text. (litellm's frames hold litellm's objects, its answer among them.)
+    for record in records:
+        if record.exc_info and record.exc_info[1] is not None:
+            found = frames_rendered_with(record.exc_info[1], canary, only=GATE_CODE)
+            assert not found, f"argument text in a logged traceback's gate frames: {found}"
     for text in watch.hooked:
         assert canary not in text, "argument text reached an unraisable or thread exception hook"
 
