@@ -39,6 +39,7 @@ import threading
 import time
 import traceback
 import uuid
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -298,6 +299,7 @@ class Watch:
     records: list[logging.LogRecord]
     hooked: list[str]
     driven: list[tuple[Any, threading.Thread]]
+    streams: list[weakref.ref[DrivenStream]]
     threads_before: set[int]
 
 
@@ -331,10 +333,12 @@ def watch(monkeypatch: pytest.MonkeyPatch) -> Iterator[Watch]:
     # Every private loop the gate starts, with its thread (not the driven stream itself: a
     # test lets go of that and the loop must end with it).
     driven: list[tuple[Any, threading.Thread]] = []
+    streams: list[weakref.ref[DrivenStream]] = []
 
     def recording(source: Any) -> DrivenStream:
         stream = DrivenStream(source)
         driven.append((stream._loop, stream._thread))
+        streams.append(weakref.ref(stream))
         return stream
 
     monkeypatch.setattr(gate_module, "DrivenStream", recording)
@@ -346,6 +350,7 @@ def watch(monkeypatch: pytest.MonkeyPatch) -> Iterator[Watch]:
         records=capture.records,
         hooked=hooked,
         driven=driven,
+        streams=streams,
         threads_before={t.ident or 0 for t in threading.enumerate()},
     )
     try:
@@ -595,3 +600,24 @@ def test_a_stream_let_go_undecided_leaks_nothing_and_ends_its_loop(
     settle_callbacks(watch, None)
     assert_clean_callbacks(watch, expect_failure=False)
     assert_clean_logs(watch, decided=False)
+
+
+@pytest.mark.parametrize("arguments", sorted(ARGUMENTS))
+def test_the_read_state_goes_with_the_stream_without_a_collection(
+    upstream: Upstream, watch: Watch, gate: ToolGate, arguments: str
+) -> None:
+    """Read to its end (released or quarantined), the private loop's reader holds litellm's
+    stream (and its copy of the arguments) no longer: freed as the stream ends, not at the
+    next collection (a future's exception, whose traceback held the reader, was a cycle)."""
+    upstream.answer = Scripted(responses_body(ARGUMENTS[arguments](watch.canary)))
+    gc.collect()
+    gc.disable()
+    try:
+        out, error = read_all(gate.messages(**kwargs_for(upstream, watch)))
+        del error, out
+        alive = [ref for ref in watch.streams if ref() is not None]
+    finally:
+        gc.enable()
+    assert len(watch.streams) == 1
+    assert not alive, "the private loop's reader outlived its stream until a collection"
+    assert_nothing_running(watch)
