@@ -15,9 +15,11 @@ DEBUG and a ``CustomLogger`` in ``litellm.callbacks``, and checks:
   attributes, and rendered with a bounded ``repr``);
 - no log record carries the canary: the gate's and every other logger's at any level,
   litellm's own (``LiteLLM``...) above DEBUG (the README leaves litellm's DEBUG output,
-  which prints response bodies, outside the promise; it is captured all the same); no
-  exception reached ``sys.unraisablehook`` or ``threading.excepthook`` with it;
-- no event litellm handed its callbacks carries the canary (a quarantine is heard as one
+  which prints response bodies, outside the promise; it is captured all the same); the
+  gate's own frames in a logged exception's traceback hold none (litellm logs the gate's
+  ``StreamQuarantined`` with its traceback); no exception reached ``sys.unraisablehook``
+  or ``threading.excepthook`` with it;
+- no event litellm handed its callbacks carries the canary (a quarantine is heard as a
   failure);
 - the private loop is closed and its thread, and the worker threads of its default executor,
   have ended: after the quarantine, after the caller closed the stream early, and after it
@@ -26,6 +28,8 @@ DEBUG and a ``CustomLogger`` in ``litellm.callbacks``, and checks:
 
 One released stream goes the same way and is seen whole: the tool_use block delivered, the
 canary in it and in litellm's success event, so the checks look where the text would be.
+And read to its end with the collector off, the private loop's reader is gone with the
+stream (it holds litellm's stream, and so a copy of the arguments).
 """
 
 from __future__ import annotations
