@@ -49,6 +49,11 @@ class DrivenStream:
         except BaseException:
             self.close()
             raise
+        finally:
+            # The future holds its outcome, an exception whose traceback holds this frame
+            # (and the source's frames, and through self the source): not a cycle to wait
+            # for the garbage collector on.
+            del future
 
     async def _aclose(self) -> None:
         closer = getattr(self._it, "aclose", None)

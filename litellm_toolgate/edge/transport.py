@@ -241,6 +241,7 @@ class _TapStream(_TapBody, httpx.SyncByteStream):
                 yield piece
         except httpx.TransportError as exc:
             error = exc
+        piece = b""  # the piece refused is not kept: a raise below shows this frame
         if error is not None:
             self._failed(error)
             raise error
@@ -303,6 +304,7 @@ class _AsyncTapStream(_TapBody, httpx.AsyncByteStream):
                 yield piece
         except httpx.TransportError as exc:
             error = exc
+        piece = b""  # the piece refused is not kept: a raise below shows this frame
         if error is not None:
             self._failed(error)
             raise error
