@@ -14,7 +14,6 @@ is gated the same way, and a request for several choices is refused before sendi
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from importlib.metadata import version
 from typing import Any
@@ -70,31 +69,6 @@ def _args(upstream: FakeUpstream, *, stream: bool, **extra: Any) -> dict[str, An
     return ask_multiply(
         upstream, MODEL, MANIFEST["tools"], stream=stream, token="tok", project_id="p", **extra
     )
-
-
-def _litellm(args: dict[str, Any], *, asynchronous: bool, stream: bool) -> tuple[list[Any], Any]:
-    """What ``litellm.completion`` / ``acompletion`` handed out, and the error, if any."""
-    out: list[Any] = []
-
-    async def go() -> None:
-        result = await litellm.acompletion(**args)
-        if stream:
-            async for chunk in result:
-                out.append(chunk)
-        else:
-            out.append(result)
-
-    try:
-        if asynchronous:
-            asyncio.run(go())
-        elif stream:
-            for chunk in litellm.completion(**args):
-                out.append(chunk)
-        else:
-            out.append(litellm.completion(**args))
-    except Exception as exc:
-        return out, exc
-    return out, None
 
 
 def _streamed_calls(chunks: list[Any]) -> list[dict[str, Any]]:
@@ -214,7 +188,10 @@ def test_callback_every_streamed_fixture(
 ) -> None:
     case = CASES[name]
     sent = _served(upstream, name, "split" if asynchronous else None)
-    chunks, error = _litellm(_args(upstream, stream=True), asynchronous=asynchronous, stream=True)
+    args = _args(upstream, stream=True)
+    chunks, error = call(
+        litellm.completion, litellm.acompletion, args, asynchronous=asynchronous, catch=Exception
+    )
     assert len(upstream.requests) == sent + 1
     handed = _assembled(chunks)
     if case["expect"] == "release":
@@ -230,7 +207,15 @@ def test_callback_every_streamed_fixture(
 def test_callback_every_whole_body_async(upstream: FakeUpstream, name: str) -> None:
     case = CASES[name]
     sent = _served(upstream, name)
-    out, error = _litellm(_args(upstream, stream=False), asynchronous=True, stream=False)
+    args = _args(upstream, stream=False)
+    out, error = call(
+        litellm.completion,
+        litellm.acompletion,
+        args,
+        asynchronous=True,
+        stream=False,
+        catch=Exception,
+    )
     assert len(upstream.requests) == sent + 1
     if case["expect"] == "release":
         assert error is None, f"{name}: {error!r}"
@@ -273,7 +258,15 @@ def test_callback_sync_whole_calls_are_refused_unsent(upstream: FakeUpstream, na
     """litellm's handler sends a sync whole watsonx call through an HTTPHandler it builds for
     that call alone, which no hook of the callback claims: refused before sending."""
     sent = _served(upstream, name)
-    out, error = _litellm(_args(upstream, stream=False), asynchronous=False, stream=False)
+    args = _args(upstream, stream=False)
+    out, error = call(
+        litellm.completion,
+        litellm.acompletion,
+        args,
+        asynchronous=False,
+        stream=False,
+        catch=Exception,
+    )
     assert upstream.discard() == 1
     assert out == []
     assert isinstance(error, UngatedCallRefused), repr(error)
@@ -355,30 +348,6 @@ def test_toolgate_responses_every_fixture(
     _responses_outcome(out, error, case, THROUGH_THE_BRIDGE.get(name))
 
 
-def _litellm_responses(args: dict[str, Any], *, asynchronous: bool) -> tuple[list[Any], Any]:
-    out: list[Any] = []
-    stream = bool(args["stream"])
-
-    async def go() -> None:
-        result = await litellm.aresponses(**args)
-        if stream:
-            async for event in result:
-                out.append(event)
-        else:
-            out.append(result)
-
-    try:
-        if asynchronous:
-            asyncio.run(go())
-        elif stream:
-            out.extend(litellm.responses(**args))
-        else:
-            out.append(litellm.responses(**args))
-    except Exception as exc:
-        return out, exc
-    return out, None
-
-
 CALLBACK_RESPONSES = [
     pytest.param(name, a, id=f"{name}-{'async' if a else 'sync'}")
     for name in STREAMED
@@ -396,7 +365,14 @@ def test_callback_responses_every_fixture(
     case = CASES[name]
     sent = _served(upstream, name)
     args = _responses_args(upstream, stream=case["streamed"])
-    out, error = _litellm_responses(args, asynchronous=asynchronous)
+    out, error = call(
+        litellm.responses,
+        litellm.aresponses,
+        args,
+        asynchronous=asynchronous,
+        stream=case["streamed"],
+        catch=Exception,
+    )
     assert len(upstream.requests) == sent + 1
     _responses_outcome(out, error, case, None)
 
@@ -404,7 +380,15 @@ def test_callback_responses_every_fixture(
 @pytest.mark.usefixtures("guardrail")
 def test_callback_sync_whole_responses_are_refused_unsent(upstream: FakeUpstream) -> None:
     sent = _served(upstream, "whole_multiply")
-    out, error = _litellm_responses(_responses_args(upstream, stream=False), asynchronous=False)
+    args = _responses_args(upstream, stream=False)
+    out, error = call(
+        litellm.responses,
+        litellm.aresponses,
+        args,
+        asynchronous=False,
+        stream=False,
+        catch=Exception,
+    )
     assert upstream.discard() == 1
     assert out == []
     assert isinstance(error, UngatedCallRefused), repr(error)
