@@ -4,7 +4,8 @@
 ``model`` and ``tools`` of the caller's choice), ``run`` takes one request
 through the gate (sync or async) and returns the chunks it yielded with the quarantine, if
 any; ``released`` lists the tool calls among the chunks. ``call`` does what ``run`` does for
-any of the gate's entry points (completion, messages, responses), streamed or not;
+any of the gate's entry points (completion, messages, responses), or plain litellm's, streamed
+or not, returning the error of the type(s) it is told to catch;
 ``tool_calls`` are the chat chunks' tool calls; ``multiply_whole_body`` is a whole chat
 answer of one call. ``plain_outcome`` is what plain litellm, no
 gate, hands its caller for one recording. The ``upstream`` fixture (a running FakeUpstream)
@@ -16,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import litellm
 
@@ -76,6 +77,10 @@ def run(gate: ToolGate, upstream: FakeUpstream, asynchronous: bool) -> tuple[lis
     return call(gate.completion, gate.acompletion, kwargs(upstream), asynchronous=asynchronous)
 
 
+E = TypeVar("E", bound=BaseException)
+
+
+@overload
 def call(
     sync: Callable[..., Any],
     asynchronous_call: Callable[..., Awaitable[Any]],
@@ -83,10 +88,34 @@ def call(
     *,
     asynchronous: bool,
     stream: bool = True,
-) -> tuple[list[Any], ToolCallQuarantined | None]:
-    """One request through a gate's entry point, ``sync`` or its ``asynchronous_call``: what it
-    handed out (each chunk, event or piece of a stream; a whole response) and the quarantine,
-    if any. Any other error propagates."""
+) -> tuple[list[Any], ToolCallQuarantined | None]: ...
+
+
+@overload
+def call(
+    sync: Callable[..., Any],
+    asynchronous_call: Callable[..., Awaitable[Any]],
+    args: dict[str, Any],
+    *,
+    asynchronous: bool,
+    stream: bool = True,
+    catch: type[E] | tuple[type[E], ...],
+) -> tuple[list[Any], E | None]: ...
+
+
+def call(
+    sync: Callable[..., Any],
+    asynchronous_call: Callable[..., Awaitable[Any]],
+    args: dict[str, Any],
+    *,
+    asynchronous: bool,
+    stream: bool = True,
+    catch: type[BaseException] | tuple[type[BaseException], ...] = ToolCallQuarantined,
+) -> tuple[list[Any], BaseException | None]:
+    """One request through an entry point, ``sync`` or its ``asynchronous_call`` (a gate's, or
+    plain litellm's): what it handed out (each chunk, event or piece of a stream; a whole
+    response) and the error of the type(s) ``catch`` names (a quarantine unless told), if any.
+    Any other error propagates."""
     out: list[Any] = []
 
     async def go() -> None:
@@ -104,7 +133,7 @@ def call(
             out.extend(sync(**args))
         else:
             out.append(sync(**args))
-    except ToolCallQuarantined as exc:
+    except catch as exc:
         return out, exc
     return out, None
 

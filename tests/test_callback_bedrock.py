@@ -20,7 +20,6 @@ refusal hands out no tool call and no argument text.
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import json
 from collections.abc import Iterator
@@ -30,7 +29,7 @@ import httpx
 import litellm
 import pytest
 from conftest import CANARY, no_leak
-from loopback import ask_multiply, tool_calls
+from loopback import ask_multiply, call, tool_calls
 from wirecases import Fixtures
 
 from litellm_toolgate import (
@@ -90,27 +89,14 @@ def _call(
 ) -> tuple[list[Any], Any]:
     """What ``litellm.completion`` / ``acompletion`` handed out, and the error, if any."""
     args = ask_multiply(upstream, model, MANIFEST["tools"], stream=stream, **AWS)
-    out: list[Any] = []
-
-    async def go() -> None:
-        result = await litellm.acompletion(**args)
-        if stream:
-            async for chunk in result:
-                out.append(chunk)
-        else:
-            out.append(result)
-
-    try:
-        if asynchronous:
-            asyncio.run(go())
-        elif stream:
-            for chunk in litellm.completion(**args):
-                out.append(chunk)
-        else:
-            out.append(litellm.completion(**args))
-    except Exception as exc:
-        return out, exc
-    return out, None
+    return call(
+        litellm.completion,
+        litellm.acompletion,
+        args,
+        asynchronous=asynchronous,
+        stream=stream,
+        catch=Exception,
+    )
 
 
 def _refused(error: BaseException | None, case: dict[str, Any]) -> None:

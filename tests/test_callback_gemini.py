@@ -28,7 +28,7 @@ import httpx
 import litellm
 import pytest
 from conftest import CANARY
-from loopback import ask_multiply
+from loopback import ask_multiply, call
 from vertexauth import GEMINI_MODEL, long_decode, vertex_args
 from wirecases import Fixtures
 
@@ -82,27 +82,14 @@ def _call(
     """What ``litellm.completion`` / ``acompletion`` handed out, and the error, if any."""
     model, extra = ROUTES[route]
     args = ask_multiply(upstream, model, MANIFEST["tools"], stream=stream, **extra)
-    out: list[Any] = []
-
-    async def go() -> None:
-        result = await litellm.acompletion(**args)
-        if stream:
-            async for chunk in result:
-                out.append(chunk)
-        else:
-            out.append(result)
-
-    try:
-        if asynchronous:
-            asyncio.run(go())
-        elif stream:
-            for chunk in litellm.completion(**args):
-                out.append(chunk)
-        else:
-            out.append(litellm.completion(**args))
-    except Exception as exc:
-        return out, exc
-    return out, None
+    return call(
+        litellm.completion,
+        litellm.acompletion,
+        args,
+        asynchronous=asynchronous,
+        stream=stream,
+        catch=Exception,
+    )
 
 
 def _assembled(chunks: list[Any]) -> list[tuple[str | None, str]]:

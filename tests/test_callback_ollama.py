@@ -16,7 +16,6 @@ text.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
 from importlib.metadata import version
@@ -25,7 +24,7 @@ from typing import Any
 import litellm
 import pytest
 from conftest import CANARY
-from loopback import ask_multiply
+from loopback import ask_multiply, call
 from wirecases import Fixtures
 
 from litellm_toolgate import (
@@ -76,27 +75,14 @@ def expected(name: str) -> dict[str, Any]:
 def _call(upstream: FakeUpstream, *, asynchronous: bool, stream: bool) -> tuple[list[Any], Any]:
     """What ``litellm.completion`` / ``acompletion`` handed out, and the error, if any."""
     args = ask_multiply(upstream, MODEL, MANIFEST["tools"], stream=stream)
-    out: list[Any] = []
-
-    async def go() -> None:
-        result = await litellm.acompletion(**args)
-        if stream:
-            async for chunk in result:
-                out.append(chunk)
-        else:
-            out.append(result)
-
-    try:
-        if asynchronous:
-            asyncio.run(go())
-        elif stream:
-            for chunk in litellm.completion(**args):
-                out.append(chunk)
-        else:
-            out.append(litellm.completion(**args))
-    except Exception as exc:
-        return out, exc
-    return out, None
+    return call(
+        litellm.completion,
+        litellm.acompletion,
+        args,
+        asynchronous=asynchronous,
+        stream=stream,
+        catch=Exception,
+    )
 
 
 def _assembled(chunks: list[Any]) -> list[tuple[str | None, str]]:

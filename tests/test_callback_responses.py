@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -451,3 +452,56 @@ def test_a_gate_made_after_litellm_cached_a_client_gates_the_first_sync_call(
         litellm.callbacks = []
         litellm.sync_transport = saved  # type: ignore[attr-defined]
         litellm.in_memory_llm_clients_cache.flush_cache()
+
+
+@pytest.fixture
+def route_lookups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every lookup of the project's ``route_for`` (the route table checked against litellm)
+    from here on, by the name of the function that asked, wherever a module of the gate
+    holds it."""
+    from litellm_toolgate.edge import routes
+
+    original = routes.route_for
+    asked: list[str] = []
+
+    def counted(request: Any, api: Any, **kw: Any) -> Any:
+        assert api.value == "responses", api
+        asked.append(sys._getframe(1).f_code.co_name)
+        return original(request, api, **kw)
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("litellm_toolgate") and getattr(module, "route_for", None) is original:
+            monkeypatch.setattr(module, "route_for", counted)
+    return asked
+
+
+# The route lookups of one Responses call through the callback. Async: the pre-call hook
+# asks once and hands the route to the replay check and the client's kind. Sync: the call's
+# set-up asks of the call's own arguments (a refusal there reaches the caller as it is) and
+# log_pre_api_call of the deployment's (its base_model, model_info), which arms the call:
+# once each.
+ROUTE_LOOKUPS = {"async": 1, "sync": 2}
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_a_responses_call_asks_its_route_once_a_hook(
+    upstream: FakeUpstream, route_lookups: list[str], mode: str, streamed: bool
+) -> None:
+    install(MANIFEST["tools"])
+    kwargs = kwargs_for(upstream, "openai/gpt-4o-mini", MANIFEST["tools"])
+    if streamed:
+        upstream.enqueue(Scripted((FIXTURES / CASES["multiply_basic"]["body"]).read_bytes()))
+        events, error = run_stream(mode, kwargs)
+        assert error is None, repr(error)
+        assert released_calls(events)
+    else:
+        upstream.enqueue(Scripted(native_body(), content_type="application/json"))
+        if mode == "async":
+            response, error = asyncio.run(whole(kwargs))
+        else:
+            response, error = litellm.responses(**kwargs), None
+        assert error is None, repr(error)
+        assert [i.call_id for i in response.output if i.type == "function_call"] == ["call_1"]
+    assert upstream.requests[-1].get("input") is not None  # it went to /responses natively
+    assert len(route_lookups) == ROUTE_LOOKUPS[mode], route_lookups

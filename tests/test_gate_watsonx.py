@@ -14,7 +14,6 @@ is gated the same way, and a request for several choices is refused before sendi
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from importlib.metadata import version
 from typing import Any
@@ -74,31 +73,6 @@ def _args(upstream: FakeUpstream, *, stream: bool, **extra: Any) -> dict[str, An
     return ask_multiply(
         upstream, MODEL, MANIFEST["tools"], stream=stream, token="tok", project_id="p", **extra
     )
-
-
-def _litellm(args: dict[str, Any], *, asynchronous: bool, stream: bool) -> tuple[list[Any], Any]:
-    """What ``litellm.completion`` / ``acompletion`` handed out, and the error, if any."""
-    out: list[Any] = []
-
-    async def go() -> None:
-        result = await litellm.acompletion(**args)
-        if stream:
-            async for chunk in result:
-                out.append(chunk)
-        else:
-            out.append(result)
-
-    try:
-        if asynchronous:
-            asyncio.run(go())
-        elif stream:
-            for chunk in litellm.completion(**args):
-                out.append(chunk)
-        else:
-            out.append(litellm.completion(**args))
-    except Exception as exc:
-        return out, exc
-    return out, None
 
 
 def _streamed_calls(chunks: list[Any]) -> list[dict[str, Any]]:
@@ -218,7 +192,10 @@ def test_callback_every_streamed_fixture(
 ) -> None:
     case = CASES[name]
     sent = _served(upstream, name, "split" if asynchronous else None)
-    chunks, error = _litellm(_args(upstream, stream=True), asynchronous=asynchronous, stream=True)
+    args = _args(upstream, stream=True)
+    chunks, error = call(
+        litellm.completion, litellm.acompletion, args, asynchronous=asynchronous, catch=Exception
+    )
     assert len(upstream.requests) == sent + 1
     handed = _assembled(chunks)
     if case["expect"] == "release":
@@ -237,7 +214,15 @@ def test_callback_every_whole_body(upstream: FakeUpstream, name: str, asynchrono
     litellm would build for that call alone), claimed."""
     case = CASES[name]
     sent = _served(upstream, name)
-    out, error = _litellm(_args(upstream, stream=False), asynchronous=asynchronous, stream=False)
+    args = _args(upstream, stream=False)
+    out, error = call(
+        litellm.completion,
+        litellm.acompletion,
+        args,
+        asynchronous=asynchronous,
+        stream=False,
+        catch=Exception,
+    )
     assert len(upstream.requests) == sent + 1
     if case["expect"] == "release":
         assert error is None, f"{name}: {error!r}"
@@ -439,30 +424,6 @@ def test_toolgate_responses_every_fixture(
     _responses_outcome(out, error, case, THROUGH_THE_BRIDGE.get(name))
 
 
-def _litellm_responses(args: dict[str, Any], *, asynchronous: bool) -> tuple[list[Any], Any]:
-    out: list[Any] = []
-    stream = bool(args["stream"])
-
-    async def go() -> None:
-        result = await litellm.aresponses(**args)
-        if stream:
-            async for event in result:
-                out.append(event)
-        else:
-            out.append(result)
-
-    try:
-        if asynchronous:
-            asyncio.run(go())
-        elif stream:
-            out.extend(litellm.responses(**args))
-        else:
-            out.append(litellm.responses(**args))
-    except Exception as exc:
-        return out, exc
-    return out, None
-
-
 CALLBACK_RESPONSES = [
     pytest.param(name, a, id=f"{name}-{'async' if a else 'sync'}")
     for name in STREAMED
@@ -484,7 +445,14 @@ def test_callback_responses_every_fixture(
     case = CASES[name]
     sent = _served(upstream, name)
     args = _responses_args(upstream, stream=case["streamed"])
-    out, error = _litellm_responses(args, asynchronous=asynchronous)
+    out, error = call(
+        litellm.responses,
+        litellm.aresponses,
+        args,
+        asynchronous=asynchronous,
+        stream=case["streamed"],
+        catch=Exception,
+    )
     assert len(upstream.requests) == sent + 1
     _responses_outcome(out, error, case, None)
 

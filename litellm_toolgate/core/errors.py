@@ -336,11 +336,18 @@ def raise_clean(fault: ToolCallQuarantined) -> NoReturn:
     that holds no wire bytes or argument text (this function's own frame holds ``fault``
     only); the traceback then holds the frames it passes through from here, and nothing else.
     """
+    raise cleaned(fault)
+
+
+def cleaned(fault: ToolCallQuarantined) -> ToolCallQuarantined:
+    """``fault`` with no history (no traceback, cause or context), for :func:`raise_clean` or
+    for one who keeps it past its attempt: the frames of a raise the core caught keep their
+    locals, the attempt among them."""
     fault.__traceback__ = None
     fault.__cause__ = None
     fault.__context__ = None
     fault.__suppress_context__ = False
-    raise fault
+    return fault
 
 
 def find_quarantine(error: BaseException | None) -> ToolCallQuarantined | None:

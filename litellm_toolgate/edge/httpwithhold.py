@@ -43,6 +43,7 @@ from ..core.errors import (
     Party,
     StreamFault,
     ToolCallQuarantined,
+    cleaned,
     raise_clean,
 )
 from ..core.rules.policy import Policy
@@ -57,16 +58,27 @@ _Inner = TypeVar("_Inner", bound=httpx.SyncByteStream | httpx.AsyncByteStream)
 
 
 class _Faces(Generic[_Inner]):
-    """What the sync and async faces share: the tap, the core's withholder, the raise."""
+    """What the sync and async faces share: the tap, the core's withholder, the raise.
+
+    Closing a stream is the end of its part in the call: it lets go of the tap (and so of
+    the attempt), of the withholder and what it holds, of the owner's :class:`Withholding`
+    and of the inner stream (the attempt's quarantine, if any, is kept past the close for
+    :class:`HeldResponse`). litellm keeps the httpx response that holds the stream in
+    reference cycles of its own after a call (as it does a tap body's, see
+    :mod:`.transport`), so a stream that kept them would keep the call's reading state
+    until the next collection. A fresh read of a closed stream is refused
+    (``httpx.StreamClosed``); a reader that was inside it when it closed goes on with what
+    it took at its start (the close cancelled the attempt: nothing held goes out).
+    """
 
     def __init__(
         self, inner: _Inner, tap: WireTap, gate: Withholding, *, defer: bool = False
     ) -> None:
-        self._inner = inner
-        self._tap = tap
-        self._gate = gate
+        self._inner: _Inner | None = inner
+        self._tap: WireTap | None = tap
+        self._gate: Withholding | None = gate
         # The core's rule, asking litellm's parsers for the route before anything goes out.
-        self._holder = Withholder(
+        self._holder: Withholder | None = Withholder(
             tap.attempt,
             streamed=tap.streamed,
             whole_here=gate.whole_here,
@@ -84,83 +96,123 @@ class _Faces(Generic[_Inner]):
         # A whole body is read inside litellm's request call, which turns any exception into
         # its own; there the quarantine is raised later, by the response (see sync.claiming).
         self._defer = defer
+        self._closed = False
+        self._fault_at_close: ToolCallQuarantined | None = None
 
-    def _raise_if_quarantined(self) -> None:
-        fault = self._tap.attempt.quarantined
+    def _opening(self) -> tuple[_Inner, WireTap, Withholding, Withholder]:
+        """What a read works with, taken as it starts; refused once the stream is closed."""
+        inner, tap, gate, holder = self._inner, self._tap, self._gate, self._holder
+        if inner is None or tap is None or gate is None or holder is None:
+            raise httpx.StreamClosed()
+        return inner, tap, gate, holder
+
+    def _let_go(self) -> tuple[_Inner | None, WireTap | None, Withholder | None]:
+        """The first close: the inner stream, the tap and the withholder, for the close to
+        finish with; the stream keeps nothing of the call from here (see the class)."""
+        if self._closed:
+            return None, None, None
+        self._closed = True
+        inner, tap, holder = self._inner, self._tap, self._holder
+        self._inner = self._tap = self._gate = self._holder = None
+        return inner, tap, holder
+
+    def _cancel(self, tap: WireTap | None, holder: Withholder | None) -> None:
+        """Closed: nothing held goes out unless the decision was taken; the quarantine kept."""
+        if holder is not None:
+            holder.cancel()
+        fault = None if tap is None else tap.attempt.quarantined
+        if fault is not None:
+            self._fault_at_close = cleaned(fault)
+
+    def quarantine(self) -> ToolCallQuarantined | None:
+        """The attempt's quarantine, if any, open or closed."""
+        tap = self._tap
+        return self._fault_at_close if tap is None else tap.attempt.quarantined
+
+    def _raise_if_quarantined(self, tap: WireTap, gate: Withholding, holder: Withholder) -> None:
+        fault = tap.attempt.quarantined
         if fault is not None and not self._defer:
             # Raised outside every except block: litellm chains its own error to this one,
             # never the other way round.
             # A whole body (read here only where litellm parses it inside its request code,
             # see sync.claiming) is never a stream litellm may retry.
-            first = self._tap.streamed and not self._holder.passed_live
-            raise_clean(self._gate.typed(fault, before_first_chunk=first))
+            first = tap.streamed and not holder.passed_live
+            raise_clean(gate.typed(fault, before_first_chunk=first))
 
 
 class _WithholdingStream(_Faces[httpx.AsyncByteStream], httpx.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        holder = self._holder
+        inner, tap, gate, holder = self._opening()
         if holder.decided:
             # Read once only: the OpenAI SDK reads a body again to drain it after [DONE].
             return
         error: httpx.TransportError | None = None
         try:
-            async for piece in self._inner:
-                if not self._tap.feed(piece):
+            async for piece in inner:
+                if not tap.feed(piece):
                     break
                 for out in holder.feed(piece):
                     yield out
             else:
-                self._tap.eof()
+                tap.eof()
         except httpx.TransportError as exc:
             error = exc
         if error is not None:
-            self._tap.fail(error)
+            tap.fail(error)
         holder.begin_decision()
-        attempt = self._tap.attempt
+        attempt = tap.attempt
         calls = await decide_off_loop(attempt, holder.conclude)
-        approved = calls is not None and await ajudge(attempt, calls, self._gate.policy)
+        approved = calls is not None and await ajudge(attempt, calls, gate.policy)
         calls = None
-        if not self._tap.streamed:  # only a whole body has anything for check_whole to parse
+        if not tap.streamed:  # only a whole body has anything for check_whole to parse
             await decide_off_loop(attempt, lambda: holder.check_whole(approved))
         for out in holder.release(approved):
             yield out
         piece = out = b""  # wire bytes: not in this frame's locals when the fault is raised
-        self._raise_if_quarantined()
+        self._raise_if_quarantined(tap, gate, holder)
 
     async def aclose(self) -> None:
-        self._holder.cancel()
-        await self._inner.aclose()
+        inner, tap, holder = self._let_go()
+        try:
+            self._cancel(tap, holder)
+        finally:
+            if inner is not None:
+                await inner.aclose()
 
 
 class SyncWithholdingStream(_Faces[httpx.SyncByteStream], httpx.SyncByteStream):
     """The sync face: the same rule, the policy run on the caller's thread."""
 
     def __iter__(self) -> Iterator[bytes]:
-        holder = self._holder
+        inner, tap, gate, holder = self._opening()
         error: httpx.TransportError | None = None
         try:
-            for piece in self._inner:
-                if not self._tap.feed(piece):
+            for piece in inner:
+                if not tap.feed(piece):
                     break
                 yield from holder.feed(piece)
             else:
-                self._tap.eof()
+                tap.eof()
         except httpx.TransportError as exc:
             error = exc
         if error is not None:
-            self._tap.fail(error)
+            tap.fail(error)
         holder.begin_decision()
         calls = holder.conclude()
-        approved = calls is not None and judge(self._tap.attempt, calls, self._gate.policy)
+        approved = calls is not None and judge(tap.attempt, calls, gate.policy)
         calls = None
         holder.check_whole(approved)
         yield from holder.release(approved)
         piece = b""  # wire bytes: not in this frame's locals when the fault is raised
-        self._raise_if_quarantined()
+        self._raise_if_quarantined(tap, gate, holder)
 
     def close(self) -> None:
-        self._holder.cancel()
-        self._inner.close()
+        inner, tap, holder = self._let_go()
+        try:
+            self._cancel(tap, holder)
+        finally:
+            if inner is not None:
+                inner.close()
 
 
 class HeldResponse(httpx.Response):
@@ -169,15 +221,15 @@ class HeldResponse(httpx.Response):
     litellm turns anything raised inside its request call into an error of its own (its
     message, not the gate's class), so a quarantined body reads as empty there, and the
     quarantine is raised the first time litellm looks at the content: when it builds its
-    result, where a guardrail's exception reaches the caller as it is.
+    result, where a guardrail's exception reaches the caller as it is. It asks the stream
+    for the quarantine (kept past the stream's close, which lets go of the attempt).
     """
 
     def __init__(
         self,
         response: httpx.Response,
-        stream: httpx.SyncByteStream | httpx.AsyncByteStream,
+        stream: SyncWithholdingStream | _WithholdingStream,
         request: httpx.Request,
-        tap: WireTap,
         gate: Withholding,
     ) -> None:
         super().__init__(
@@ -187,12 +239,12 @@ class HeldResponse(httpx.Response):
             extensions=response.extensions,
             request=request,
         )
-        self._tap = tap
+        self._held = stream
         self._gate = gate
 
     @property
     def content(self) -> bytes:
-        fault = self._tap.attempt.quarantined
+        fault = self._held.quarantine()
         if fault is not None:
             raise self._gate.typed(fault)
         return super().content
@@ -303,7 +355,7 @@ class WithholdingTransport(AsyncTapTransport):
             body = _WithholdingStream(response.stream, self.tap, self.gate)
             return _wrap(response, body, request)
         held = _WithholdingStream(response.stream, self.tap, self.gate, defer=True)
-        return HeldResponse(response, held, request, self.tap, self.gate)
+        return HeldResponse(response, held, request, self.gate)
 
     def _body(self, stream: httpx.AsyncByteStream) -> httpx.AsyncByteStream:
         return _WithholdingStream(stream, self.tap, self.gate)

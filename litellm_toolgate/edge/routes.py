@@ -413,16 +413,16 @@ def route_for(request: Mapping[str, Any], api: Api, *, callback: bool = False) -
     return gated
 
 
-def replays(request: Mapping[str, Any], api: Api) -> bool:
+def replays(request: Mapping[str, Any], api: Api, route: Gated | None) -> bool:
     """Whether litellm asks the upstream for a whole Responses result and replays it as this
-    streamed call's events (the call already passed :func:`route_for`; False if it now
-    would not)."""
-    if api is not Api.RESPONSES or not request.get("stream"):
-        return False
-    try:
-        return route_for(request, api).replayed
-    except RouteNotGated:
-        return False
+    streamed call's events. ``route``: the call's :func:`route_for`, which the caller asked
+    already (None: the call has no model, so no route, and nothing is replayed)."""
+    return (
+        api is Api.RESPONSES
+        and bool(request.get("stream"))
+        and route is not None
+        and route.replayed
+    )
 
 
 def choices_kept_apart(request: Mapping[str, Any], *, callback: bool = False) -> bool:

@@ -22,13 +22,13 @@ out does nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import litellm
 
 from ..calltypes import RESPONSES, CallRefused, Handling, handling
 from ..gate import GateSet, ToolGate
-from ..routes import Api, route_for
+from ..routes import Api, Gated, route_for
 from ..seam.symbols import CustomGuardrail, GuardrailEventHooks
 from . import cacheguard
 
@@ -133,6 +133,16 @@ def any_gate_acting() -> bool:
     )
 
 
+class Admitted(NamedTuple):
+    """A call :func:`admit` lets through: the API it is gated on, the
+    :class:`~.gate.ToolGate` that judges it, and its route (:func:`route_for`, asked once
+    here and handed on; None for a call without a model, which has none)."""
+
+    api: Api
+    gate: ToolGate
+    route: Gated | None
+
+
 def admit(
     gate: GateGuardrail,
     kind: str,
@@ -140,9 +150,9 @@ def admit(
     route: Mapping[str, Any],
     *,
     vouched: bool,
-) -> tuple[Api, ToolGate] | None:
-    """Whether ``gate`` gates the call: on which API, and the :class:`~.gate.ToolGate` that
-    judges it (:func:`deciding_gate`); None when it is not its to gate.
+) -> Admitted | None:
+    """Whether ``gate`` gates the call: on which API, the :class:`~.gate.ToolGate` that
+    judges it (:func:`deciding_gate`) and its route; None when it is not its to gate.
 
     The one default-deny of the callback, shared by the async hook and the sync arming:
     a call type that is not "not a model turn" (:mod:`calltypes`) is gated or refused,
@@ -166,12 +176,14 @@ def admit(
     if not chosen:
         return None  # another gate acts for this call, or none is selected for it
     api = Api.RESPONSES if kind in RESPONSES else Api.CHAT
-    if route.get("model"):
-        route_for(route, api, callback=True)
-    return api, deciding_gate(chosen)
+    # The callback's check is the stricter: what it lets through, route_for without it
+    # gates alike (the same route), so the callers take this one.
+    gated = route_for(route, api, callback=True) if route.get("model") else None
+    return Admitted(api, deciding_gate(chosen), gated)
 
 
 __all__ = [
+    "Admitted",
     "admit",
     "any_gate_acting",
     "any_gate_registered",

@@ -60,11 +60,11 @@ def arm_async(
     admitted = admit(guardrail, kind, kwargs, kwargs, vouched=vouched)
     if admitted is None:
         return None  # not gated here: the request goes out untouched
-    api, gate = admitted
+    api, gate, route = admitted
     streamed = bool(kwargs.get("stream"))
     # litellm asks for a whole Responses result and replays it as the stream: the wire is
     # that whole body, judged while litellm's request reads it (before any event is made).
-    replayed = streamed and replays(kwargs, api)
+    replayed = streamed and replays(kwargs, api, route)
     streamed = streamed and not replayed
     in_proxy = "proxy_server_request" in kwargs
     tap = new_tap(
@@ -143,11 +143,11 @@ def arm_async(
         def wrap(base: Any) -> Any:
             return WithholdingTransport(base, tap, holding)
 
-    # The client kind the route takes (checked in admit; a Messages call litellm bridges
-    # to the Responses API takes that API's client, its route checked again here).
-    if bridge is Bridge.RESPONSES:
+    # The client kind the route takes (the route admit asked; a Messages call litellm
+    # bridges to the Responses API takes that API's client, its route asked here).
+    if bridge is Bridge.RESPONSES and api is not Api.RESPONSES:
         api = Api.RESPONSES
-    route = route_for(kwargs, api) if kwargs.get("model") else None
+        route = route_for(kwargs, api) if kwargs.get("model") else None
     client = gate.tapped_client(kwargs, api, wrap, asynchronous=True, route=route)
     if route is not None and route.drops_client:
         # litellm's handler drops client= (Cohere's): the request goes over litellm's own

@@ -362,7 +362,7 @@ class ClaimingTransport(httpx.BaseTransport):
                 body = ThroughHandler(body, request)
             return _wrap(response, body, request)
         whole = SyncWithholdingStream(response.stream, tap, claim.gate, defer=True)
-        return HeldResponse(response, whole, request, tap, claim.gate)
+        return HeldResponse(response, whole, request, claim.gate)
 
     def close(self) -> None:
         # The client this transport sits in is being closed: so is its own transport.

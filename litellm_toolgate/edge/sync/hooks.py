@@ -389,8 +389,8 @@ def _arm_sync(gate: GateGuardrail, kwargs: Mapping[str, Any]) -> None:
     admitted = admit(gate, kind, request, where, vouched=is_vouched(call_id))
     if admitted is None:
         return
-    deciding = admitted[1]
-    if replays(where, admitted[0]):
+    deciding = admitted.gate
+    if replays(where, admitted.api, admitted.route):
         # litellm asks for a whole Responses result and replays it as the stream: the wire
         # is that whole body (litellm logged it without "stream").
         streamed = False
