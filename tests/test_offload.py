@@ -108,32 +108,39 @@ def test_a_cancelled_wait_lets_the_worker_finish_first() -> None:
 
 
 def test_a_cancelled_wait_does_not_block_the_loop() -> None:
+    """The worker waits for another task of the loop to run after the cancellation: had the
+    cancelled wait held the loop until the worker finished, the worker would wait out its
+    limit and not finish (no timing is judged: the machine's load moves none of it)."""
     attempt = Attempt(ToolRegistry.from_tools(MANIFEST["tools"]))
     attempt.bind_response(content_type="text/event-stream", streamed=True)
     attempt.receive_bytes(call_body(arguments_of(OFF_LOOP_BYTES)))
+    started = threading.Event()
+    loop_ran_on = threading.Event()
     finished = threading.Event()
 
     def decide() -> str:
-        time.sleep(0.4)
-        finished.set()
+        started.set()
+        if loop_ran_on.wait(timeout=60):
+            finished.set()
         return "done"
 
-    async def go() -> tuple[bool, float]:
-        async def cancelled() -> None:
-            task = asyncio.create_task(decide_off_loop(attempt, decide))
-            await asyncio.sleep(0.05)
-            task.cancel()
-            await asyncio.sleep(0.05)
-            task.cancel()  # a second cancellation is the same one
-            with pytest.raises(asyncio.CancelledError):
-                await task
+    async def elsewhere() -> None:
+        loop_ran_on.set()
 
-        _, lag = await _max_lag(cancelled())
-        return finished.is_set(), lag
+    async def go() -> bool:
+        task = asyncio.create_task(decide_off_loop(attempt, decide))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.sleep(0)
+        task.cancel()  # a second cancellation is the same one
+        # Another task runs while the cancelled wait lets its worker finish.
+        await asyncio.create_task(elsewhere())
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return finished.is_set()
 
-    done, lag = asyncio.run(go())
-    assert done
-    assert lag < 0.2, f"the loop was held for {lag:.3f} s while the worker finished"
+    assert asyncio.run(go()) is True
 
 
 # ---- the loop stays free while a large call is rejected, on the callback's paths --------
@@ -152,44 +159,32 @@ ROWS_TOOL = {
 }
 # About 1.5 MiB of integers whose very last element fails the schema.
 _ROWS = json.dumps({"rows": [*([123456] * 220_000), "not an integer"]})
-LAG_LIMIT = 0.4  # seconds; the decision alone takes longer than this on the loop
 
 
 def rows_body() -> bytes:
     return call_body(_ROWS, fragment=8192).replace(b"write_file", b"store_rows")
 
 
-async def _max_lag(work: Any) -> tuple[Any, float]:
-    """Run ``work`` while a ticker measures the longest time the loop was not free."""
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    gaps: list[float] = []
-
-    async def tick() -> None:
-        last = loop.time()
-        while not stop.is_set():
-            await asyncio.sleep(0.005)
-            now = loop.time()
-            gaps.append(now - last)
-            last = now
-
-    ticker = asyncio.create_task(tick())
-    try:
-        result = await work
-    finally:
-        stop.set()
-        await ticker
-    return result, max(gaps)
-
-
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
-def test_a_large_rejection_does_not_hold_the_loop_under_the_callback(stream: bool) -> None:
+def test_a_large_rejection_does_not_hold_the_loop_under_the_callback(
+    monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    """The decision over 1.5 MiB of arguments runs on a worker thread, not on the loop's
+    (judged by the thread it ran on, which the machine's load does not move)."""
     from litellm_toolgate import ToolCallQuarantined, ToolGateGuardrail, find_quarantine
     from litellm_toolgate.demo.serve import json_body_of
 
     assert len(_ROWS) > 1_400_000
     gate = ToolGateGuardrail([ROWS_TOOL])
     body = rows_body()
+    threads: list[threading.Thread] = []
+    conclude = Attempt.conclude
+
+    def recording(self: Attempt, *args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread())
+        return conclude(self, *args, **kwargs)
+
+    monkeypatch.setattr(Attempt, "conclude", recording)
 
     async def call(upstream: FakeUpstream) -> BaseException | None:
         try:
@@ -208,9 +203,6 @@ def test_a_large_rejection_does_not_hold_the_loop_under_the_callback(stream: boo
             return exc
         return None
 
-    async def go(upstream: FakeUpstream) -> tuple[BaseException | None, float]:
-        return await _max_lag(call(upstream))
-
     saved = litellm.callbacks
     litellm.callbacks = [gate]
     try:
@@ -219,7 +211,7 @@ def test_a_large_rejection_does_not_hold_the_loop_under_the_callback(stream: boo
                 upstream.enqueue(Scripted(body))
             else:
                 upstream.enqueue(Scripted(json_body_of(body), content_type="application/json"))
-            error, lag = asyncio.run(go(upstream))
+            error = asyncio.run(call(upstream))  # the loop runs on this thread
     finally:
         litellm.callbacks = saved
         for name in dir(litellm):
@@ -229,4 +221,5 @@ def test_a_large_rejection_does_not_hold_the_loop_under_the_callback(stream: boo
     quarantine = error if isinstance(error, ToolCallQuarantined) else find_quarantine(error)
     assert quarantine is not None, repr(error)
     assert quarantine.reason.value == "schema_invalid"
-    assert lag < LAG_LIMIT, f"the loop was held for {lag:.3f} s"
+    assert threads, "the attempt was never concluded"
+    assert threading.current_thread() not in threads, "the decision ran on the loop's thread"
