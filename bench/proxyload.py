@@ -31,7 +31,10 @@ The memory target is judged on the 64 KB, 64-stream cell: the gated proxy's rise
 the plain proxy's (same round, fresh proxies) by at most 2.5 x the bytes withheld at once
 plus a fixed allowance per stream, on the median over rounds of the per-round differences.
 On a shared machine every figure moves with the other work on it; the ratios of one round
-are only as steady as the load was.
+are only as steady as the load was. So the text rows also carry a figure that does not move
+with the load (``calls``): the Python-level calls the no-op and gate proxies' event loops
+make per request and per chunk, counted in the proxy processes after the timed rounds
+(:mod:`bench.proxycalls`), the gate's against the no-op's.
 """
 
 from __future__ import annotations
@@ -76,7 +79,10 @@ NOOP_BUDGET = 1.03
 # A text cell's requests at least (the CPU clock ticks every 10 ms; a request costs the
 # proxy tens of ms), run in this many slices the three proxies take in turn.
 TEXT_MIN_REQUESTS = 96
+TEXT_EVENTS = 200
 TEXT_SLICES = 4
+# Text cells: requests per body and proxy in the call count (bench/proxycalls.py), at least.
+CALL_REQUESTS = 32
 
 NOOP_MODULE = '''"""A post_call guardrail that does nothing: the guardrail machinery alone."""
 from litellm.integrations.custom_guardrail import CustomGuardrail
@@ -402,7 +408,7 @@ def shapes(fragment: int) -> list[tuple[str, bytes, bool, int]]:
     small = file_arguments(2_048)
     large = file_arguments(65_536)
     return [
-        (BODIES[0], text_body(200), False, 0),
+        (BODIES[0], text_body(TEXT_EVENTS), False, 0),
         (BODIES[1], tool_body(len(small) // fragment + 5, arguments=small)[0], True, len(small)),
         (BODIES[2], tool_body(len(large) // fragment + 5, arguments=large)[0], True, len(large)),
     ]
@@ -496,6 +502,7 @@ def proxyload_section(  # noqa: PLR0917
                         )
                 for kind in KINDS:
                     _merge(cells.setdefault((label, concurrency, kind), Cell()), parts[kind])
+    counted = _count_text_calls(upstream, plan)
     version = subprocess.run(
         [str(proxy_python()), "-c", "import importlib.metadata as m; print(m.version('litellm'))"],
         capture_output=True,
@@ -507,11 +514,36 @@ def proxyload_section(  # noqa: PLR0917
         for concurrency in concurrencies:
             if (label, concurrency, "plain") in cells:
                 rows.append(_row(label, concurrency, withheld, fragment, cells, idle))
+                if not withheld and concurrency in counted:
+                    rows[-1]["calls"] = counted[concurrency]
                 rows[-1]["proxy_litellm"] = version
                 rows[-1]["requests_per_stream"] = requests_per_stream
                 rows[-1]["measured"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
                 log(rows[-1])
     return rows
+
+
+def _count_text_calls(
+    upstream: Upstream, plan: list[tuple[str, str, bool, int]]
+) -> dict[int, dict[str, Any]]:
+    """The text cells' call counts (:mod:`bench.proxycalls`), on proxies of their own
+    started after the timed rounds: each concurrency's figures."""
+    concurrencies = sorted({concurrency for _, _, call, concurrency in plan if not call})
+    if not concurrencies:
+        return {}
+    # (bench.proxycalls starts proxies of this module's kind: imported here, not above.)
+    from bench.proxycalls import calls_figures, count_calls
+
+    requests = max(CALL_REQUESTS, *(2 * c for c in concurrencies))
+    started = time.perf_counter()
+    counted = count_calls(upstream, concurrencies, requests)
+    print(
+        f"  proxyload: calls counted at {concurrencies} streams at once, {requests} requests "
+        f"a body: {time.perf_counter() - started:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    return {concurrency: calls_figures(by_kind) for concurrency, by_kind in counted.items()}
 
 
 def _row(  # noqa: PLR0917

@@ -124,6 +124,8 @@ def _proxyload(row: Row) -> str:
             f", median {row['gate_extra_peak_mib']:+.1f} MiB "
             f"({row['withheld_bytes'] / 2**20:.1f} MiB withheld)"
         )
+    if "calls" in row:
+        text += _calls(row["calls"])
     if "proxy_litellm" in row:
         text += f"; litellm {row['proxy_litellm']} proxies"
     loads = [x for p in row["proxies"].values() for x in p.get("load_average", [])]
@@ -131,6 +133,19 @@ def _proxyload(row: Row) -> str:
         text += f" ({row['rounds']} rounds, {row['measured']}"
         text += f", load average {min(loads):.1f}-{max(loads):.1f})" if loads else ")"
     return text
+
+
+def _calls(calls: dict[str, Any]) -> str:
+    """The text cell's call counts (bench/proxycalls.py): the load-independent figure."""
+    gate, noop = calls["gate"], calls["noop"]
+    extra = gate["per_chunk"] - noop["per_chunk"]
+    return (
+        f"; calls counted (event loop, not timed): gate ×{calls['per_request_vs_noop']:.4f} of "
+        f"noop per request ({gate['per_request']:.0f} / {noop['per_request']:.0f}), per chunk "
+        f"{gate['per_chunk']:.1f} / {noop['per_chunk']:.1f} (+{extra:.1f}"
+        f", ×{calls['per_chunk_vs_noop']:.4f}), of them the gate's own Python functions "
+        f"{gate['gate_per_chunk']:.1f} a chunk, {gate['gate_per_request']:.0f} a request"
+    )
 
 
 def _proxysoak(row: Row) -> str:
@@ -207,7 +222,10 @@ def headline(row: Row) -> str:
         return f"{row['gate_extra_slope'] / 1024:+.2f} KiB/stream"
     if section == "proxyload":
         gate = row["proxies"]["gate"]
-        return f"×{gate['cpu_ratio']['median']:.2f} / ×{gate['cpu_vs_noop']['median']:.2f}"
+        figure = f"×{gate['cpu_ratio']['median']:.2f} / ×{gate['cpu_vs_noop']['median']:.2f}"
+        if "calls" in row:
+            figure += f", calls ×{row['calls']['per_request_vs_noop']:.3f}"
+        return figure
     return ""
 
 

@@ -234,6 +234,37 @@ def test_no_quarantine_path_leaks_the_arguments(name: str, asynchronous: bool) -
     assert {r.levelname for r in ours} == {"WARNING"}
 
 
+def test_the_async_streams_frames_hold_no_chunk_of_litellms_at_the_raise() -> None:
+    """A stream whose call has no finish before ``[DONE]``: the quarantine is raised from the
+    gated stream's own frame, which by then holds none of litellm's chunks (the last one read
+    carried the arguments; leakcheck's frame walk stops above a chunk's fields)."""
+    gate = ToolGate(MANIFEST["tools"])
+
+    async def go() -> None:
+        async for _ in await gate.acompletion(stream=True, **BASE):
+            pass
+
+    with respx.mock as router:
+        router.post(URL).mock(
+            return_value=httpx.Response(
+                200, headers={"content-type": "text/event-stream"}, stream=Pieces([WRITE + DONE])
+            )
+        )
+        with pytest.raises(ToolCallQuarantined) as info:
+            asyncio.run(go())
+    tb = info.value.__traceback__
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    ours = [f for f in frames if f.f_code.co_filename.endswith("litellm_toolgate/edge/stream.py")]
+    assert ours, "the quarantine is raised through the gated stream"
+    for frame in ours:
+        kinds = {name: type(value).__name__ for name, value in frame.f_locals.items()}
+        assert "ModelResponseStream" not in kinds.values(), kinds
+    assert_clean_exception(info.value)
+
+
 def test_a_cancelled_stream_leaks_nothing() -> None:
     gate = ToolGate(MANIFEST["tools"])
     body = delta({"content": "hi"}) + WRITE + END

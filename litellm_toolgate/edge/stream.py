@@ -187,9 +187,34 @@ class AsyncGatedStream(_Base):
         return self
 
     async def __anext__(self) -> Any:
+        # One coroutine per item, the reading loop inline: the proxy's iterator hook awaits
+        # this once per chunk, and every coroutine layer under it is resumed per chunk.
+        gated = self._gated
         cancelled = False
         try:
-            item = await self._advance()
+            while True:
+                item = gated.ready()
+                if item is END:
+                    raise StopAsyncIteration
+                if item is not MORE:
+                    break
+                ended = failed = False
+                try:
+                    chunk = await self._it.__anext__()
+                except StopAsyncIteration:
+                    ended = True
+                except Exception:
+                    failed = True
+                if ended or failed:
+                    # Outside the except blocks: litellm's error is no context of what follows.
+                    if failed:
+                        gated.carrier_failed()
+                    await self._finish()
+                    continue
+                item = gated.take(chunk)
+                chunk = None  # this frame is in a quarantine's traceback: no chunk in it
+                if item is not MORE:
+                    break
         except asyncio.CancelledError:
             cancelled = True
         # Cancelled while reading or while the policy ran: nothing withheld goes out.
@@ -200,31 +225,6 @@ class AsyncGatedStream(_Base):
         if item is FAULT:
             self._raise()
         return item
-
-    async def _advance(self) -> Any:
-        while True:
-            item = self._gated.ready()
-            if item is END:
-                raise StopAsyncIteration
-            if item is MORE:
-                item = await self._pull()
-            if item is not MORE:
-                return item
-
-    async def _pull(self) -> Any:
-        failed = False
-        try:
-            chunk = await self._it.__anext__()
-        except StopAsyncIteration:
-            await self._finish()
-            return MORE
-        except Exception:
-            failed = True
-        if failed:
-            self._gated.carrier_failed()
-            await self._finish()
-            return MORE
-        return self._gated.take(chunk)
 
     def _forget_wrapper(self) -> None:
         self._it = _EmptyAsync()
