@@ -177,7 +177,7 @@ def _heap(signum, frame):
     os.replace(path + ".part", path)
 
 
-def _census(signum, frame):
+def _count():
     """Count what one collection finds unreachable, by type or code (and the gate's objects
     on a cycle of the gate's own, ``cycle:`` keys); then free it. The allocators' figures
     before it collects: ``heap:`` keys."""
@@ -203,6 +203,14 @@ def _census(signum, frame):
         gc.garbage.clear()
         gc.set_debug(0)
     gc.collect()
+    return counts
+
+
+def _census(signum, frame):
+    """Write :func:`_count`'s census once its own temporaries (the set of the garbage's ids,
+    a million ints and more after a warm-up) are freed: the bench reads the resident size as
+    soon as the file is there."""
+    counts = _count()
     path = os.environ["TOOLGATE_SOAK_CENSUS"]
     with open(path + ".part", "w") as out:
         json.dump(counts, out)
