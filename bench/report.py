@@ -152,9 +152,12 @@ def _proxysoak(row: Row) -> str:
     """Each gc-off proxy's growth per stream and what a collection found at the end."""
     parts = []
     for kind, p in row["proxies"].items():
+        held = p.get("held_slope_bytes_per_stream")  # rows from older runs: none
         parts.append(
             f"**{kind}** {p['slope_bytes_per_stream'] / 1024:+.1f} KiB/stream "
-            f"(resident {p['rss_mib'][0]:.0f} → {p['rss_mib'][-1]:.0f} MiB), "
+            f"(resident {p['rss_mib'][0]:.0f} → {p['rss_mib'][-1]:.0f} MiB"
+            + ("" if held is None else f"; allocators hand out {held / 1024:+.1f} KiB/stream")
+            + "), "
             f"{p['garbage_per_stream']:.0f} objects/stream in cycles"
             + (f", {p['errors']} errors" if p["errors"] else "")
         )

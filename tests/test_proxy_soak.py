@@ -115,3 +115,15 @@ def test_no_streams_reading_state_outlives_it(soak: dict[str, Soak]) -> None:
     live = soak["gate"].gates_live()
     attempts = live.get("litellm_toolgate.core.decision.attempt.Attempt", 0)
     assert attempts < STREAMS // 10, live
+
+
+def test_the_allocators_figures_are_read_with_every_resident_size(soak: dict[str, Soak]) -> None:
+    # The bench's diagnostic beside the resident size: what pymalloc and malloc hand out at
+    # each read. With the collector off, litellm's cycles keep about 180 KiB a stream, so
+    # what they hand out grows by far more than a quarter of that over the soak.
+    for kind, figures in soak.items():
+        assert len(figures.heap) == len(figures.rss), kind
+        assert all(h.get("pymalloc_allocated", 0) > 0 for h in figures.heap), figures.heap
+        held = figures.held()
+        assert held[-1] - held[0] > STREAMS * 45 * 1024, (kind, held)
+        assert figures.before_census.get("rss", 0) > 0, kind
