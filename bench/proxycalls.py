@@ -33,19 +33,16 @@ import asyncio
 import json
 import os
 import signal
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
 
 from bench.bodies import text_body
 from bench.common import Upstream
-from bench.proxyload import READY_TIMEOUT, TEXT_EVENTS, Outcome, ProxyProcess, _one
+from bench.proxyload import TEXT_EVENTS, Outcome, ProxyProcess, _one, proxies
 
 KINDS = ("noop", "gate")
 LONG = TEXT_EVENTS
@@ -94,33 +91,11 @@ run_server()
 '''
 
 
-@contextmanager
-def counting_proxies(upstream: Upstream) -> Iterator[dict[str, ProxyProcess]]:
+def counting_proxies(upstream: Upstream) -> AbstractContextManager[dict[str, ProxyProcess]]:
     """The no-op and gate proxies, each started by the counting launcher."""
-    with tempfile.TemporaryDirectory(prefix="toolgate-proxycalls-") as folder:
-        launcher = Path(folder) / "counting_proxy.py"
-        launcher.write_text(LAUNCHER)
-        running: dict[str, ProxyProcess] = {}
-        saved = os.environ.get("TOOLGATE_CALLS_OUT")
-        try:
-            for kind in KINDS:
-                sub = Path(folder) / kind
-                sub.mkdir()
-                os.environ["TOOLGATE_CALLS_OUT"] = str(sub / "calls.json")
-                proxy = running[kind] = ProxyProcess(kind, sub, upstream.base_url)
-                proxy.launcher = launcher
-                proxy.start()
-            deadline = time.monotonic() + READY_TIMEOUT
-            for proxy in running.values():
-                proxy.wait_ready(deadline)
-            yield running
-        finally:
-            if saved is None:
-                os.environ.pop("TOOLGATE_CALLS_OUT", None)
-            else:
-                os.environ["TOOLGATE_CALLS_OUT"] = saved
-            for proxy in running.values():
-                proxy.stop()
+    return proxies(
+        upstream, KINDS, launcher=LAUNCHER, out_variable="TOOLGATE_CALLS_OUT", out_name="calls.json"
+    )
 
 
 def _signal(proxy: ProxyProcess) -> None:

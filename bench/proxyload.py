@@ -248,20 +248,43 @@ class ProxyProcess:
 
 
 @contextlib.contextmanager
-def proxies(upstream: Upstream) -> Iterator[dict[str, ProxyProcess]]:
-    with tempfile.TemporaryDirectory(prefix="toolgate-proxyload-") as folder:
+def proxies(
+    upstream: Upstream,
+    kinds: tuple[str, ...] = KINDS,
+    *,
+    launcher: str | None = None,
+    out_variable: str | None = None,
+    out_name: str = "out.json",
+) -> Iterator[dict[str, ProxyProcess]]:
+    """The proxies of ``kinds``, started at once (start-up is slow) and ready. ``launcher``:
+    the text of a script to start each with instead of litellm's command; ``out_variable``:
+    the environment variable that tells each its own file (``out_name`` in its folder)."""
+    with tempfile.TemporaryDirectory(prefix="toolgate-proxies-") as folder:
+        script = None
+        if launcher is not None:
+            script = Path(folder) / "launcher.py"
+            script.write_text(launcher)
         running: dict[str, ProxyProcess] = {}
+        saved = os.environ.get(out_variable) if out_variable else None
         try:
-            for kind in KINDS:
+            for kind in kinds:
                 sub = Path(folder) / kind
                 sub.mkdir()
-                running[kind] = ProxyProcess(kind, sub, upstream.base_url)
-                running[kind].start()  # all three start at once: start-up is slow
+                if out_variable:
+                    os.environ[out_variable] = str(sub / out_name)
+                proxy = running[kind] = ProxyProcess(kind, sub, upstream.base_url)
+                if script is not None:
+                    proxy.launcher = script
+                proxy.start()
             deadline = time.monotonic() + READY_TIMEOUT
             for proxy in running.values():
                 proxy.wait_ready(deadline)
             yield running
         finally:
+            if out_variable and saved is None:
+                os.environ.pop(out_variable, None)
+            elif out_variable and saved is not None:
+                os.environ[out_variable] = saved
             for proxy in running.values():
                 proxy.stop()
 

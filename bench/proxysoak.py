@@ -45,18 +45,15 @@ import os
 import signal
 import statistics
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx
 
 from bench.bodies import text_body, tool_body
 from bench.common import Row, Upstream
-from bench.proxyload import READY_TIMEOUT, Outcome, ProxyProcess, _one, proxy_python
+from bench.proxyload import Outcome, ProxyProcess, _one, proxies, proxy_python
 from bench.report import log
 
 KINDS = ("noop", "gate")
@@ -292,33 +289,15 @@ class Soak:
         return {k[7:]: n for k, n in self.garbage.items() if k.startswith("cycle: ")}
 
 
-@contextmanager
-def soak_proxies(upstream: Upstream) -> Iterator[dict[str, ProxyProcess]]:
+def soak_proxies(upstream: Upstream) -> AbstractContextManager[dict[str, ProxyProcess]]:
     """The no-op and gate proxies, each started with the collector off."""
-    with tempfile.TemporaryDirectory(prefix="toolgate-proxysoak-") as folder:
-        launcher = Path(folder) / "gc_off_proxy.py"
-        launcher.write_text(LAUNCHER)
-        running: dict[str, ProxyProcess] = {}
-        saved = os.environ.get("TOOLGATE_SOAK_CENSUS")
-        try:
-            for kind in KINDS:
-                sub = Path(folder) / kind
-                sub.mkdir()
-                os.environ["TOOLGATE_SOAK_CENSUS"] = str(sub / "census.json")
-                proxy = running[kind] = ProxyProcess(kind, sub, upstream.base_url)
-                proxy.launcher = launcher
-                proxy.start()
-            deadline = time.monotonic() + READY_TIMEOUT
-            for proxy in running.values():
-                proxy.wait_ready(deadline)
-            yield running
-        finally:
-            if saved is None:
-                os.environ.pop("TOOLGATE_SOAK_CENSUS", None)
-            else:
-                os.environ["TOOLGATE_SOAK_CENSUS"] = saved
-            for proxy in running.values():
-                proxy.stop()
+    return proxies(
+        upstream,
+        KINDS,
+        launcher=LAUNCHER,
+        out_variable="TOOLGATE_SOAK_CENSUS",
+        out_name="census.json",
+    )
 
 
 def census(proxy: ProxyProcess, timeout: float = 120.0) -> dict[str, int]:
