@@ -2,7 +2,8 @@
 # Set up both environments, then run, in two lanes side by side (the machine has two cores
 # and each lane is one test process at a time):
 #   lane 1: lint and the type check, every suite that touches litellm on litellm 1.110.2
-#           (.venv), its footprint suite, then the 10,000-call soak in a process of its own (it judges its own
+#           (.venv), its footprint suite, the core's own suites (litellm-independent: once),
+#           then the 10,000-call soak in a process of its own (it judges its own
 #           process's resident memory, which the other lane does not move); the callback's
 #           fixture-by-route matrix runs rotated here (TOOLGATE_MATRIX=rotate: every
 #           fixture, sync and async, on one route each, the routes in turn) and whole in
@@ -11,11 +12,11 @@
 #           proxies, except those that test the project's own machinery rather than what
 #           litellm does with it (the attack suites, the journal's crash kit and races, the
 #           packaging and the bench smoke: `once` below, run in lane 1 only); its footprint
-#           suite, then the core's own suites (litellm-independent: once, in .venv), then
-#           the fuzz harnesses for a few seconds each.
+#           suite, the fuzz harnesses for a few seconds each, then the frameworks lane.
 # Each lane's suite prints its 30 slowest tests. A lane is a core, not an environment: the
-# split keeps the two lanes about as long (4 December 2026: lane 1's suite 10.7 minutes,
-# lane 2's 14 before the `once` suites left it; the soak about 5 to 8, the fuzzing about 2).
+# split keeps the two lanes about as long (a trial run on 4 December 2026, under load: lane
+# 1's suite 18.7 minutes, the soak 5.6; lane 2's suite 21.4, the core's suites 1.4 (since
+# moved to lane 1), the fuzzing about 1, the frameworks lane about 3 with its set-up).
 # Lane 1 prints as it goes; lane 2's output follows when both are done. Every step runs
 # even after another failed; any step failing fails the run. Network use: loopback only.
 set -euo pipefail
@@ -33,7 +34,7 @@ pytest_old=(.venv-litellm-1.108.7/bin/python -m pytest -p no:cacheprovider -W ig
 # litellm's global client caches): each runs in a process of its own, after the rest.
 own_process=(tests/test_sync_footprint.py tests/test_sync_soak.py)
 # The sans-I/O core imports no litellm (tests/test_core_without_litellm.py proves it), so
-# its own suites say nothing new on a second litellm version: they run once, in lane 2.
+# its own suites say nothing new on a second litellm version: they run once, in lane 1.
 core_only=(tests/test_core_*.py tests/test_sse.py tests/test_strictjson*.py tests/test_registry*.py
            tests/test_schema_differential.py tests/test_ecmaregex.py tests/test_gate_typing.py
            tests/test_policies_command_*.py)
@@ -61,11 +62,13 @@ lane_new() {
     .venv/bin/ruff check litellm_toolgate tests fixtures bench || rc=1
     .venv/bin/ruff format --check litellm_toolgate tests fixtures bench || rc=1
     .venv/bin/mypy --strict litellm_toolgate bench || rc=1
-    echo "   (the core's own suites, ${#core_only[@]} files, run in lane 2)"
+    echo "   (the core's own suites, ${#core_only[@]} files, run after this suite, once)"
     TOOLGATE_MATRIX=rotate "${pytest_new[@]}" "${slowest[@]}" "${proxy_tests[@]/#/--ignore=}" \
         "${core_only[@]/#/--ignore=}" "${own_process[@]/#/--ignore=}" \
         "${frameworks[@]/#/--ignore=}" "$@" || rc=1
     "${pytest_new[@]}" tests/test_sync_footprint.py "$@" || rc=1
+    echo "== the core's own suites, litellm-independent, once (.venv) =="
+    "${pytest_new[@]}" "${core_only[@]}" "$@" || rc=1
     echo "== the 10,000-call soak, on litellm 1.110.2 (.venv), in a process of its own =="
     "${pytest_new[@]}" tests/test_sync_soak.py "$@" || rc=1
     return "$rc"
@@ -79,9 +82,6 @@ lane_old() {
         "${own_process[@]/#/--ignore=}" "${once[@]/#/--ignore=}" \
         "${frameworks[@]/#/--ignore=}" "$@" || rc=1
     "${pytest_old[@]}" tests/test_sync_footprint.py "$@" || rc=1
-    # The typing check runs mypy: only in .venv.
-    echo "== the core's own suites, litellm-independent, once (.venv) =="
-    "${pytest_new[@]}" "${core_only[@]}" "$@" || rc=1
     # The fuzzers need atheris, in .venv only.
     echo "== fuzzing, time-boxed (tests/fuzz/run.py) =="
     .venv/bin/python tests/fuzz/run.py --seconds 6 || rc=1
