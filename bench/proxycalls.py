@@ -30,10 +30,8 @@ slows the proxies, so this runs on proxies of its own, after the timed rounds.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
-import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +40,7 @@ import httpx
 
 from bench.bodies import text_body
 from bench.common import Upstream
-from bench.proxyload import TEXT_EVENTS, Outcome, ProxyProcess, _one, proxies
+from bench.proxyload import TEXT_EVENTS, Outcome, ProxyProcess, _one, ask, proxies
 
 KINDS = ("noop", "gate")
 LONG = TEXT_EVENTS
@@ -104,16 +102,7 @@ def _signal(proxy: ProxyProcess) -> None:
 
 def _counts(proxy: ProxyProcess, timeout: float = 120.0) -> dict[str, int]:
     """Stop the proxy's counting and read what it counted."""
-    path = proxy.folder / "calls.json"
-    path.unlink(missing_ok=True)
-    _signal(proxy)
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"no call counts from the {proxy.kind} proxy in {timeout} s")
-        time.sleep(0.1)
-    counts: dict[str, int] = json.loads(path.read_text())
-    return counts
+    return ask(proxy, signal.SIGUSR1, "calls.json", "call counts", timeout=timeout)
 
 
 async def _streams(proxy: ProxyProcess, name: str, count: int, concurrency: int) -> list[Outcome]:

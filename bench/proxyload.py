@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import secrets
@@ -245,6 +246,23 @@ class ProxyProcess:
                 f"clear_refs, resident {rss >> 20} MiB"
             )
         return rss
+
+
+def ask(
+    proxy: ProxyProcess, signum: int, name: str, what: str, *, timeout: float, poll: float = 0.1
+) -> dict[str, int]:
+    """Signal a launcher-run proxy and wait for the JSON figures it writes to ``name`` in its
+    folder (the file is removed first: only the answer to this signal counts)."""
+    path = proxy.folder / name
+    path.unlink(missing_ok=True)
+    os.kill(proxy.pid, signum)
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no {what} from the {proxy.kind} proxy in {timeout} s")
+        time.sleep(poll)
+    figures: dict[str, int] = json.loads(path.read_text())
+    return figures
 
 
 @contextlib.contextmanager

@@ -40,7 +40,6 @@ while what the allocators hand out grows the same in every block.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import statistics
@@ -53,7 +52,7 @@ import httpx
 
 from bench.bodies import text_body, tool_body
 from bench.common import Row, Upstream
-from bench.proxyload import Outcome, ProxyProcess, _one, proxies, proxy_python
+from bench.proxyload import Outcome, ProxyProcess, _one, ask, proxies, proxy_python
 from bench.report import log
 
 KINDS = ("noop", "gate")
@@ -302,16 +301,7 @@ def soak_proxies(upstream: Upstream) -> AbstractContextManager[dict[str, ProxyPr
 
 def census(proxy: ProxyProcess, timeout: float = 120.0) -> dict[str, int]:
     """Ask the proxy's launcher for a census of what a collection finds; wait for it."""
-    path = proxy.folder / "census.json"
-    path.unlink(missing_ok=True)
-    os.kill(proxy.pid, signal.SIGUSR1)
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"no census from the {proxy.kind} proxy in {timeout} s")
-        time.sleep(0.1)
-    counts: dict[str, int] = json.loads(path.read_text())
-    return counts
+    return ask(proxy, signal.SIGUSR1, "census.json", "census", timeout=timeout)
 
 
 def _resident_free(figures: dict[str, int]) -> int:
@@ -323,16 +313,9 @@ def _resident_free(figures: dict[str, int]) -> int:
 
 def heap(proxy: ProxyProcess, timeout: float = 60.0) -> dict[str, int]:
     """Ask the proxy's launcher what its allocators hand out and keep free, and its VmRSS."""
-    path = proxy.folder / "census.json.heap"
-    path.unlink(missing_ok=True)
-    os.kill(proxy.pid, signal.SIGUSR2)
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"no heap figures from the {proxy.kind} proxy in {timeout} s")
-        time.sleep(0.05)
-    figures: dict[str, int] = json.loads(path.read_text())
-    return figures
+    return ask(
+        proxy, signal.SIGUSR2, "census.json.heap", "heap figures", timeout=timeout, poll=0.05
+    )
 
 
 async def _streams(
