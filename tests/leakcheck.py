@@ -71,13 +71,21 @@ def _tests_own(value: Any) -> bool:
     return str(getattr(module, "__file__", "") or "").startswith(TESTS)
 
 
-def find_in_frames(exc: BaseException, canary: str = CANARY) -> list[str]:
-    """Where the canary sits in the frame locals of ``exc``'s chain: ``frame:path`` each."""
+def find_in(
+    value: Any,
+    label: str,
+    canary: str = CANARY,
+    seen: set[int] | None = None,
+    depth: int = FRAME_DEPTH,
+) -> list[str]:
+    """Where the canary sits in ``value``, followed through containers and attributes up to
+    ``depth`` levels: ``label`` and the path to it, each. ``seen``: the ids of objects
+    already walked (shared by several calls, each object is walked once)."""
     needle = canary.encode()
     found: list[str] = []
-    seen: set[int] = set()
+    seen = set() if seen is None else seen
 
-    def walk(value: Any, where: str, depth: int) -> None:
+    def walk(value: Any, where: str, level: int) -> None:
         if isinstance(value, str):
             if canary in value:
                 found.append(where)
@@ -89,16 +97,16 @@ def find_in_frames(exc: BaseException, canary: str = CANARY) -> list[str]:
         if value is None or isinstance(value, int | float | bool | type) or id(value) in seen:
             return
         seen.add(id(value))
-        if depth >= FRAME_DEPTH or _tests_own(value) or isinstance(value, FrameType):
+        if level >= depth or _tests_own(value) or isinstance(value, FrameType):
             return
         if isinstance(value, dict):
             for key, item in list(value.items()):
-                walk(key, f"{where}[key]", depth + 1)
-                walk(item, f"{where}[{key!r}]"[:200], depth + 1)
+                walk(key, f"{where}[key]", level + 1)
+                walk(item, f"{where}[{key!r}]"[:200], level + 1)
             return
         if isinstance(value, list | tuple | set | frozenset) or type(value).__name__ == "deque":
             for i, item in enumerate(list(value)):
-                walk(item, f"{where}[{i}]", depth + 1)
+                walk(item, f"{where}[{i}]", level + 1)
             return
         attributes: dict[str, Any] = {}
         with contextlib.suppress(TypeError):
@@ -109,15 +117,23 @@ def find_in_frames(exc: BaseException, canary: str = CANARY) -> list[str]:
                     with contextlib.suppress(AttributeError):
                         attributes[name] = object.__getattribute__(value, name)
         for name, item in attributes.items():
-            walk(item, f"{where}.{name}", depth + 1)
+            walk(item, f"{where}.{name}", level + 1)
 
+    walk(value, label, 0)
+    return found
+
+
+def find_in_frames(exc: BaseException, canary: str = CANARY) -> list[str]:
+    """Where the canary sits in the frame locals of ``exc``'s chain: ``frame:path`` each."""
+    found: list[str] = []
+    seen: set[int] = set()
     for link in chain(exc):
         for frame in _frames(link.__traceback__):
             if frame.f_code.co_filename.startswith(TESTS):
                 continue
             label = f"{frame.f_code.co_name}@{Path(frame.f_code.co_filename).name}"
             for name, value in frame.f_locals.items():
-                walk(value, f"{label}:{name}", 0)
+                found += find_in(value, f"{label}:{name}", canary, seen)
     return found
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import CANARY
+from leakcheck import find_in
 
 from litellm_toolgate.core import (
     Attempt,
@@ -198,6 +200,63 @@ def test_a_message_the_client_cannot_parse_refuses_the_attempt_and_drops_the_hel
     held.begin_decision()
     assert held.conclude() is None
     assert held.release(False) == [] and told.attempts == [attempt]
+
+
+# A call message with the canary in its arguments, and the start of another, unfinished.
+CANARY_CALL = (
+    b'data: {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", '
+    b'"type": "function", "function": {"name": "multiply", "arguments": "{\\"a\\": \\"'
+    + CANARY.encode()
+    + b'\\""}}]}}]}\n\n'
+)
+CANARY_UNFINISHED = (
+    b'data: {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, '
+    b'"function": {"arguments": "' + CANARY.encode()
+)
+
+
+@pytest.mark.parametrize("end", ["refused_after", "refused_here", "cancelled", "released"])
+def test_a_settled_holder_keeps_nothing_of_the_body(end: str) -> None:
+    """Once the attempt's fate is settled (refused, by the tap or by the holder's own check;
+    cancelled; released), the holder keeps no byte of the body: held messages, data values
+    for the carrier and the framer's unfinished message go. A traceback whose frame shows the
+    holder's stream (httpx's reader's ``self``) would otherwise carry argument text."""
+    attempt = Attempt(ToolRegistry.from_tools(tools("chat")))
+    attempt.bind_response(content_type="text/event-stream", streamed=True, path=PATHS["chat"])
+    carried: list[list[Any]] = []
+
+    def carrier_of(values: list[Any]) -> Any:
+        carried.append(values)
+        raise AssertionError("a refused body is never carried")
+
+    held = Withholder(
+        attempt,
+        streamed=True,
+        checks={Wire.CHAT: lambda value: "bad" not in value},
+        # Values are kept for a carrier only where there is one; released, the owner's
+        # carrier (none here) would have taken them already.
+        carrier_of=None if end == "released" else carrier_of,
+    )
+    tail = b'data: {"bad": 1}\n\n' if end == "refused_here" else b""
+    assert held.feed(CANARY_CALL + tail + CANARY_UNFINISHED) == []
+    if end != "refused_here":
+        assert find_in(held, "held", depth=16), "the test's body never reached the holder"
+    if end == "refused_after":  # the tap refused a later piece
+        attempt.interrupt(R.DISCONNECTED)
+        assert held.feed(b'", "more": "' + CANARY.encode() + b'"}}]}}]}\n\n') == []
+        held.begin_decision()
+        assert held.conclude() is None and held.release(False) == []
+    elif end == "refused_here":
+        assert attempt.quarantined is not None
+        assert attempt.quarantined.reason is R.CARRIER_MISMATCH
+    elif end == "cancelled":
+        held.cancel()
+    else:
+        end_cleanly(held, "chat")  # the attempt alone is fed a clean body, to be released
+        released = approve(held)
+        assert released and CANARY.encode() in b"".join(released)
+    assert find_in(held, "held", depth=16) == []
+    assert carried == []  # a refused body is never carried
 
 
 def test_a_message_that_is_no_json_is_never_passed_on() -> None:

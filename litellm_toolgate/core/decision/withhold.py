@@ -137,7 +137,11 @@ class Withholder:
         self.passed_live = False  # whether any message went out before the decision
 
     def feed(self, piece: bytes) -> list[bytes]:
-        """What may go out now of one piece of body; the rest is held."""
+        """What may go out now of one piece of body; the rest is held. Once the attempt is
+        refused nothing is: the piece is dropped."""
+        if self.attempt.quarantined is not None:
+            self._forget()
+            return []
         if not self.streamed:
             self._held.append(piece)
             return []
@@ -170,7 +174,7 @@ class Withholder:
             if fault is not None:
                 # Nothing more goes out: the attempt is refused.
                 self.attempt.interrupt(fault)
-                self._held = []
+                self._forget()
                 return live
             out = spec.encode(message, value)
             if not self._held and is_object and self._passes_live(message, value, wire):
@@ -259,7 +263,7 @@ class Withholder:
         error of its own, quoting the body) before the client sees a byte of it."""
         attempt = self.attempt
         if approved and attempt.quarantined is None and not self._whole_carried():
-            self._held = []
+            self._forget()
             attempt.interrupt(R.CARRIER_MISMATCH)
 
     def _whole_carried(self) -> bool:
@@ -285,7 +289,7 @@ class Withholder:
         else:
             out = []
             self._tell()
-        self._held = []
+        self._forget()
         return out
 
     def cancel(self) -> None:
@@ -293,9 +297,17 @@ class Withholder:
         if self.decided:
             return
         self.decided = True
-        self._held = []
+        self._forget()
         if self.attempt.interrupt(R.CANCELLED) is not None:
             self._tell()
+
+    def _forget(self) -> None:
+        """Settled: nothing of the body stays here, held messages, data values or the framer's
+        unfinished message alike (argument text, which a traceback's frame showing this
+        holder would otherwise carry)."""
+        self._held = []
+        self._values = []
+        self._framer = None
 
     def _tell(self) -> None:
         if self._on_decided is not None:
