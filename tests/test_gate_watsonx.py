@@ -23,6 +23,7 @@ import litellm
 import pytest
 import respx
 from conftest import no_leak
+from leakcheck import find_in_frames
 from loopback import PLAIN_OUTCOMES, ask_multiply, call, plain_outcome, tool_calls
 from test_gate_responses import collect
 from wirecases import Fixtures
@@ -348,6 +349,10 @@ def test_a_gate_in_a_calls_own_callbacks_stops_a_sync_whole_answer(upstream: Fak
         gate.close()
     assert len(upstream.requests) == sent + 1
     no_leak(stopped.value)
+    # litellm's own post_call frame holds the body it read in a local of its own, which no
+    # hook can reach; anything else of the call (its logging details included) holds none.
+    found = find_in_frames(stopped.value)
+    assert found == ["post_call@litellm_logging.py:original_response"], found
 
 
 # ---- the Responses API, bridged to chat by litellm ---------------------------------------

@@ -157,6 +157,9 @@ class _WithholdingStream(_Faces[httpx.AsyncByteStream], httpx.AsyncByteStream):
                 tap.eof()
         except httpx.TransportError as exc:
             error = exc
+        # The upstream's stream (its connection's buffer may hold unread wire bytes): not in
+        # this frame's locals when the fault is raised.
+        del inner
         if error is not None:
             tap.fail(error)
         holder.begin_decision()
@@ -195,6 +198,7 @@ class SyncWithholdingStream(_Faces[httpx.SyncByteStream], httpx.SyncByteStream):
                 tap.eof()
         except httpx.TransportError as exc:
             error = exc
+        del inner  # as in the async face
         if error is not None:
             tap.fail(error)
         holder.begin_decision()

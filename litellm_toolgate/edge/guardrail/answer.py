@@ -173,9 +173,26 @@ async def _check_response(
         report(guardrail, request, attempt, started)
     fault = attempt.quarantined
     if fault is not None:
+        _drop_output(response)
         del response  # litellm's result holds argument text: not in this frame's locals
         sanitize_logged_response(request, attempt)
         raise_clean(fault if in_proxy else as_intervention(fault))
+
+
+def _drop_output(response: Any) -> None:
+    """A refused result is never handed over, but litellm's own frames hold it while the
+    refusal is raised through them (its call wrapper's ``result``): what the model said, the
+    calls' argument text with it, is dropped from it in place."""
+    try:
+        if isinstance(response, dict):
+            if "content" in response:  # an Anthropic message
+                response["content"] = []
+        elif isinstance(response, ResponsesAPIResponse):
+            response.output = []
+        elif hasattr(response, "choices"):
+            response.choices = []
+    except Exception:  # a result that will not be changed: the refusal is raised all the same
+        pass
 
 
 def answer_unhooked_failure(guardrail: GateGuardrail, request: dict[str, Any], tap: WireTap) -> Any:

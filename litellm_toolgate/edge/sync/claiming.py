@@ -686,7 +686,15 @@ def check_claimed(kwargs: Mapping[str, Any]) -> None:
         pass  # litellm would drop it and hand the answer over: the last resort below
     # Not found; or (read_first, parsed_first) litellm parsed the whole body before this
     # hook, so what it would hand over no longer reads the answer: the last resort.
+    if isinstance(kwargs, MutableMapping) and "original_response" in kwargs:
+        # These are litellm's logging details for the call: the stopped answer's body is not
+        # kept there for a logger, nor for a traceback showing the logging object.
+        kwargs["original_response"] = STOPPED_ANSWER
     raise SyncCallStopped(unseen)
+
+
+STOPPED_ANSWER = "toolgate: this answer was stopped unseen (SyncCallStopped)"
+"""What litellm's logging details hold as the call's answer once it was stopped."""
 
 
 # How a refusal's message says that its call was not sent: true where the claiming
