@@ -188,6 +188,31 @@ def hosted_shell(b: Body, *, done: bool = True) -> None:
     b.message(2, "It printed 56.")
 
 
+def local_shell(b: Body, *, done: bool = True) -> None:
+    """The shell tool with no environment: the model streams the command and the caller runs
+    it (openai-python response_function_shell_tool_call.py; the shell_call_command events of
+    vercel/ai's recorded openai-shell-tool stream)."""
+    b.start()
+    call = {"id": "sh_0", "type": "shell_call", "call_id": "call_sh", "status": "completed",
+            "action": {"commands": [f"ls {CANARY}"], "max_output_length": 8912,
+                       "timeout_ms": None}}  # fmt: skip
+    b.event(
+        "response.output_item.added",
+        output_index=0,
+        item={**call, "status": "in_progress",
+              "action": {"commands": [], "max_output_length": None, "timeout_ms": None}},
+    )  # fmt: skip
+    b.event("response.shell_call_command.added", output_index=0, command_index=0, command="")
+    for delta in ("ls", f" {CANARY}"):
+        b.event("response.shell_call_command.delta", output_index=0, command_index=0, delta=delta)
+    b.event(
+        "response.shell_call_command.done", output_index=0, command_index=0, command=f"ls {CANARY}"
+    )
+    if done:
+        b.event("response.output_item.done", output_index=0, item=call)
+    b.listing.append(call)
+
+
 def tool_search(b: Body, *, done: bool = True) -> None:
     """A search the server ran (execution "server") loads multiply; the model then calls it
     (openai-python response_tool_search_call.py, response_tool_search_output_item.py)."""
@@ -273,6 +298,9 @@ SHAPES = {
         [("shell_call", "server", "shell"), ("shell_call_output", "server", "shell")],
         [],
         1,
+    ),
+    "local_shell": Shape(
+        local_shell, [{"type": "shell"}], [("shell_call", "client", "shell")], ["shell"], 0
     ),
     "tool_search": Shape(
         tool_search,
@@ -404,6 +432,33 @@ def test_a_broken_variant_is_refused(name: str, variant: str) -> None:
         assert fault is not None and fault.reason is reason, (name, variant, fault)
         assert released == []
         no_leak(fault)
+
+
+def answer_turn() -> bytes:
+    """The model's next turn, once the caller ran the shell call: text only, a new response."""
+    b = Body(response_id="resp_turn_2")
+    b.start()
+    b.message(0, "Here are the files on your Desktop.")
+    return b.completed()
+
+
+def test_two_turns_recorded_in_one_file_are_two_streams() -> None:
+    """vercel/ai's openai-shell-tool.1.chunks.txt holds two streams one after the other: the
+    turn that asks for a shell call, then (after the caller ran it) the model's answer, each
+    from its own ``response.created`` with its own response id. Replayed as one stream it is a
+    second response spliced onto the first, and refused as that; each turn alone, as its
+    server sent it, is released."""
+    first, second = valid("local_shell"), answer_turn()
+    tools = SHAPES["local_shell"].tools
+    for pieces in splits(first + second):
+        _, released, fault = core(pieces, tools)
+        assert fault is not None and fault.reason is R.SPLICED_RESPONSE, fault
+        assert released == []
+    for turn, names in ((first, ["shell"]), (second, [])):
+        for pieces in splits(turn):
+            _, released, fault = core(pieces, tools)
+            assert fault is None, fault
+            assert [c.name for c in released] == names
 
 
 def test_who_runs_an_item_follows_the_declarations() -> None:
