@@ -33,6 +33,10 @@ LITELLM_OWN = frozenset({"LiteLLM", "LiteLLM Proxy", "LiteLLM Router"})
 TESTS = str(Path(__file__).resolve().parent)
 FRAME_DEPTH = 6
 """How deep the frame walk follows containers and attributes from a frame's locals."""
+OPAQUE = frozenset({"tiktoken.core.Encoding"})
+"""Types the walk does not enter: they hold no call's data (a tokenizer's vocabulary of 100,000
+byte strings, which litellm's token counter keeps in its frames, made the walk the larger part
+of a suite's time)."""
 
 
 def chain(exc: BaseException) -> Iterator[BaseException]:
@@ -71,6 +75,11 @@ def _tests_own(value: Any) -> bool:
     return str(getattr(module, "__file__", "") or "").startswith(TESTS)
 
 
+def _opaque(value: Any) -> bool:
+    kind = type(value)
+    return f"{kind.__module__}.{kind.__qualname__}" in OPAQUE
+
+
 def find_in(
     value: Any,
     label: str,
@@ -97,7 +106,7 @@ def find_in(
         if value is None or isinstance(value, int | float | bool | type) or id(value) in seen:
             return
         seen.add(id(value))
-        if level >= depth or _tests_own(value) or isinstance(value, FrameType):
+        if level >= depth or _tests_own(value) or isinstance(value, FrameType) or _opaque(value):
             return
         if isinstance(value, dict):
             for key, item in list(value.items()):
