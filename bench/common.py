@@ -9,8 +9,10 @@ end-to-end rows' attributed cost and for the event-loop section.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -98,6 +100,13 @@ class Upstream:
             self._process.stdin.close()
             self._process.wait(10)
         self._folder.cleanup()
+
+    def pin(self, cpus: set[int]) -> None:
+        """Run the server's threads on ``cpus`` (the threads it starts later inherit it)."""
+        assert self._process is not None
+        for task in Path(f"/proc/{self._process.pid}/task").iterdir():
+            with contextlib.suppress(ProcessLookupError):  # a connection's thread ended
+                os.sched_setaffinity(int(task.name), cpus)
 
     def messages(self) -> list[dict[str, str]]:
         return [{"role": "user", "content": self.name}]

@@ -35,6 +35,16 @@ are only as steady as the load was. So the text rows also carry a figure that do
 with the load (``calls``): the Python-level calls the no-op and gate proxies' event loops
 make per request and per chunk, counted in the proxy processes after the timed rounds
 (:mod:`bench.proxycalls`), the gate's against the no-op's.
+
+Two things steady the timed figures. On a machine with two CPUs or more, every proxy runs
+on a CPU of its own (the last of this process's), and this process and the upstream on the
+others: the proxy under load does not share a CPU with the client reading it or the server
+feeding it (only one proxy is under load at a time). And each proxy is started by a
+launcher (:data:`GC_LAUNCHER`) that times the garbage collector's full collections: each
+stops a proxy for 0.5-0.9 s of CPU, one every 70 or so text requests, wherever an
+allocation triggers it, so one more or one fewer in a proxy's share of a round moves its
+CPU per request by several per cent. A text row gives each proxy's full collections by
+round, so a round's figure that carries one more than the other proxy's can be told.
 """
 
 from __future__ import annotations
@@ -98,6 +108,50 @@ class NoopGuardrail(CustomGuardrail):
 '''
 
 
+GC_LAUNCHER = '''"""litellm's proxy command, its full collections timed (bench/proxyload.py).
+
+A full (oldest-generation) collection stops a proxy for hundreds of milliseconds, a few
+times a round, wherever an allocation triggers it: each is timed (CPU time of the thread it
+ran on), and SIGUSR2 writes their number and CPU seconds so far to TOOLGATE_GC_OUT.
+"""
+import gc
+import json
+import os
+import signal
+import sys
+import time
+
+_full = {"collections": 0, "cpu_s": 0.0}
+_started = [0.0]
+
+
+def _timed(phase, info):
+    if info["generation"] != 2:
+        return
+    if phase == "start":
+        _started[0] = time.thread_time()
+        return
+    _full["collections"] += 1
+    _full["cpu_s"] += time.thread_time() - _started[0]
+
+
+def _answer(signum, frame):
+    path = os.environ["TOOLGATE_GC_OUT"]
+    with open(path + ".part", "w") as out:
+        json.dump(_full, out)
+    os.replace(path + ".part", path)
+
+
+gc.callbacks.append(_timed)
+signal.signal(signal.SIGUSR2, _answer)
+
+from litellm.proxy.proxy_cli import run_server  # noqa: E402
+
+sys.argv[0] = "litellm"
+run_server()
+'''
+
+
 def _config(kind: str) -> dict[str, Any]:
     config: dict[str, Any] = {
         "model_list": [
@@ -147,6 +201,8 @@ class ProxyProcess:
     # A script run in place of the ``litellm`` command, with the same arguments (it runs
     # litellm's proxy command in its own process: bench/proxysoak.py's, with the gc off).
     launcher: Path | None = None
+    # The CPU the proxy runs on (all its threads), or None: any.
+    cpu: int | None = None
 
     @property
     def base_url(self) -> str:
@@ -183,6 +239,9 @@ class ProxyProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        if self.cpu is not None:
+            # Before the interpreter has started a thread: every thread inherits it.
+            os.sched_setaffinity(self.process.pid, {self.cpu})
 
     def wait_ready(self, deadline: float) -> None:
         assert self.process is not None
@@ -213,6 +272,14 @@ class ProxyProcess:
         stat = Path(f"/proc/{self.pid}/stat").read_text()
         fields = stat[stat.rindex(")") + 2 :].split()
         return (int(fields[11]) + int(fields[12])) / TICK
+
+    def full_collections(self) -> tuple[int, float]:
+        """The full collections so far and their CPU seconds (a proxy started by
+        :data:`GC_LAUNCHER`)."""
+        figures: dict[str, Any] = ask(
+            self, signal.SIGUSR2, "gc.json", "collections", timeout=60, poll=0.005
+        )
+        return int(figures["collections"]), float(figures["cpu_s"])
 
     def status(self, name: str) -> int:
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
@@ -273,10 +340,12 @@ def proxies(
     launcher: str | None = None,
     out_variable: str | None = None,
     out_name: str = "out.json",
+    cpu: int | None = None,
 ) -> Iterator[dict[str, ProxyProcess]]:
     """The proxies of ``kinds``, started at once (start-up is slow) and ready. ``launcher``:
     the text of a script to start each with instead of litellm's command; ``out_variable``:
-    the environment variable that tells each its own file (``out_name`` in its folder)."""
+    the environment variable that tells each its own file (``out_name`` in its folder);
+    ``cpu``: the one CPU they all run on."""
     with tempfile.TemporaryDirectory(prefix="toolgate-proxies-") as folder:
         script = None
         if launcher is not None:
@@ -290,7 +359,7 @@ def proxies(
                 sub.mkdir()
                 if out_variable:
                     os.environ[out_variable] = str(sub / out_name)
-                proxy = running[kind] = ProxyProcess(kind, sub, upstream.base_url)
+                proxy = running[kind] = ProxyProcess(kind, sub, upstream.base_url, cpu=cpu)
                 if script is not None:
                     proxy.launcher = script
                 proxy.start()
@@ -365,6 +434,10 @@ class Cell:
     first_ms: list[float] = field(default_factory=list)
     last_ms: list[float] = field(default_factory=list)
     errors: int = 0
+    # Full collections in the CPU window, and their CPU (ms), per run or round.
+    full_collections: list[int] = field(default_factory=list)
+    full_collection_ms: list[float] = field(default_factory=list)
+    requests: list[int] = field(default_factory=list)
 
 
 async def _cell(
@@ -394,6 +467,8 @@ async def _cell(
                     await asyncio.wait_for(done.wait(), 0.2)
 
         sampler = asyncio.create_task(sample())
+        # (The proxy answers the collections' figures outside its CPU window.)
+        collected, collecting = proxy.full_collections()
         cpu = proxy.cpu_seconds()
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -401,6 +476,10 @@ async def _cell(
         cpu = proxy.cpu_seconds() - cpu
         done.set()
         await sampler
+        after, spent = proxy.full_collections()
+    out.full_collections.append(after - collected)
+    out.full_collection_ms.append((spent - collecting) * 1000)
+    out.requests.append(requests)
     out.cpu_per_request_ms.append(cpu / requests * 1000)
     out.throughput.append(requests / wall)
     peak = proxy.status("VmHWM")
@@ -425,6 +504,9 @@ def _merge(cell: Cell, parts: list[tuple[Cell, int]]) -> None:
     cpu = sum(part.cpu_per_request_ms[0] * n for part, n in parts)
     wall = sum(n / part.throughput[0] for part, n in parts)
     cell.cpu_per_request_ms.append(cpu / total)
+    cell.requests.append(total)
+    cell.full_collections.append(sum(part.full_collections[0] for part, _ in parts))
+    cell.full_collection_ms.append(sum(part.full_collection_ms[0] for part, _ in parts))
     cell.throughput.append(total / wall)
     cell.peak_over_idle.append(max(part.peak_over_idle[0] for part, _ in parts))
     cell.rise.append(max(part.rise[0] for part, _ in parts))
@@ -455,43 +537,28 @@ def shapes(fragment: int) -> list[tuple[str, bytes, bool, int]]:
     ]
 
 
-def proxyload_section(  # noqa: PLR0917
+def _rounds(  # noqa: PLR0917
     upstream: Upstream,
-    concurrencies: list[int],
-    requests_per_stream: int,
+    bodies: list[tuple[str, str, bool, int]],
+    plan: list[tuple[str, str, bool, int]],
     rounds: int,
-    fragment: int = FRAGMENT,
-    only: list[tuple[str, int]] | None = None,
-) -> list[Row]:
-    """Rows ``proxy under load``: one per body and concurrency, all three proxies in each
-    (``only``: just these (body label, concurrency) cells)."""
-    if not proxy_python().with_name("litellm").exists():
-        return [
-            {
-                "section": "proxyload",
-                "name": "proxy under load",
-                "error": f"no litellm proxy at {proxy_python().with_name('litellm')}",
-            }
-        ]
-    bodies = []
-    for label, body, call, withheld in shapes(fragment):
-        upstream.body = body
-        bodies.append((label, upstream.name, call, withheld))
-    plan = [
-        (label, name, call, concurrency)
-        for label, name, call, _ in bodies
-        for concurrency in concurrencies
-        if only is None or (label, concurrency) in only
-    ]
-    if not plan:
-        raise ValueError(f"no proxy-load cell is named {only}")
-    cells: dict[tuple[str, int, str], Cell] = {}
-    idle: dict[str, list[int]] = {kind: [] for kind in KINDS}
+    requests_per_stream: int,
+    proxy_cpu: int | None,
+    cells: dict[tuple[str, int, str], Cell],
+    idle: dict[str, list[int]],
+) -> None:
+    """The timed rounds: each cell's figures of every proxy, per round, into ``cells``."""
     turn = 0
     for round_ in range(rounds):
         # Fresh proxies every round: each round's figures start from a process that has
         # served only the warm-up, not from the heap an earlier round left behind.
-        with proxies(upstream) as running:
+        with proxies(
+            upstream,
+            launcher=GC_LAUNCHER,
+            out_variable="TOOLGATE_GC_OUT",
+            out_name="gc.json",
+            cpu=proxy_cpu,
+        ) as running:
 
             async def warm(running: dict[str, ProxyProcess] = running) -> None:
                 for proxy in running.values():
@@ -543,6 +610,52 @@ def proxyload_section(  # noqa: PLR0917
                         )
                 for kind in KINDS:
                     _merge(cells.setdefault((label, concurrency, kind), Cell()), parts[kind])
+
+
+def proxyload_section(  # noqa: PLR0917
+    upstream: Upstream,
+    concurrencies: list[int],
+    requests_per_stream: int,
+    rounds: int,
+    fragment: int = FRAGMENT,
+    only: list[tuple[str, int]] | None = None,
+) -> list[Row]:
+    """Rows ``proxy under load``: one per body and concurrency, all three proxies in each
+    (``only``: just these (body label, concurrency) cells)."""
+    if not proxy_python().with_name("litellm").exists():
+        return [
+            {
+                "section": "proxyload",
+                "name": "proxy under load",
+                "error": f"no litellm proxy at {proxy_python().with_name('litellm')}",
+            }
+        ]
+    bodies = []
+    for label, body, call, withheld in shapes(fragment):
+        upstream.body = body
+        bodies.append((label, upstream.name, call, withheld))
+    plan = [
+        (label, name, call, concurrency)
+        for label, name, call, _ in bodies
+        for concurrency in concurrencies
+        if only is None or (label, concurrency) in only
+    ]
+    if not plan:
+        raise ValueError(f"no proxy-load cell is named {only}")
+    cells: dict[tuple[str, int, str], Cell] = {}
+    idle: dict[str, list[int]] = {kind: [] for kind in KINDS}
+    mine = os.sched_getaffinity(0)
+    proxy_cpu = max(mine) if len(mine) > 1 else None
+    if proxy_cpu is not None:
+        # The proxy under load on a CPU of its own, the client and the upstream on the rest:
+        # what a proxy does per request does not then depend on how the three shared a CPU.
+        os.sched_setaffinity(0, mine - {proxy_cpu})
+        upstream.pin(mine - {proxy_cpu})
+    try:
+        _rounds(upstream, bodies, plan, rounds, requests_per_stream, proxy_cpu, cells, idle)
+    finally:
+        os.sched_setaffinity(0, mine)
+        upstream.pin(mine)
     counted = _count_text_calls(upstream, plan)
     version = subprocess.run(
         [str(proxy_python()), "-c", "import importlib.metadata as m; print(m.version('litellm'))"],
@@ -558,6 +671,7 @@ def proxyload_section(  # noqa: PLR0917
                 if not withheld and concurrency in counted:
                     rows[-1]["calls"] = counted[concurrency]
                 rows[-1]["proxy_litellm"] = version
+                rows[-1]["proxy_cpu_own"] = proxy_cpu is not None
                 rows[-1]["requests_per_stream"] = requests_per_stream
                 rows[-1]["measured"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
                 log(rows[-1])
@@ -653,6 +767,8 @@ def _row(  # noqa: PLR0917
         ]
     if not withheld:
         # Text: what the gate adds to a guardrail's own cost (the no-op's), per request.
+        for kind in KINDS:
+            per[kind]["full_collections"] = _collections(cells[(label, concurrency, kind)])
         row["noop_budget_ratio"] = NOOP_BUDGET
         row["met"] = per["gate"]["cpu_vs_noop"]["median"] <= NOOP_BUDGET
     if withheld and concurrency >= 64:
@@ -662,6 +778,16 @@ def _row(  # noqa: PLR0917
         row["memory_budget_mib"] = budget / 2**20
         row["met"] = extra <= budget / 2**20
     return row
+
+
+def _collections(cell: Cell) -> dict[str, Any]:
+    """A proxy's full collections in a cell's slices: how many in each round, their CPU per
+    request over all rounds."""
+    return {
+        "rounds": list(cell.full_collections),
+        "ms_per_request": sum(cell.full_collection_ms) / sum(cell.requests),
+        "cpu_s": sum(cell.full_collection_ms) / 1000,
+    }
 
 
 def cell_order(row: Row) -> tuple[int, int]:

@@ -114,6 +114,7 @@ def _proxyload(row: Row) -> str:
             f"last {p['last_ms']['p50']:.0f}/{p['last_ms']['p99']:.0f} ms (p50/p99), "
             f"peak +{p.get('rise_mib', 0.0):.1f} MiB in the cell"
             + (f", {p['errors']} errors" if p["errors"] else "")
+            + _full_collections(p.get("full_collections"))
         )
     text = "; ".join(parts)
     if "gate_extra_peak_mib_rounds" in row:
@@ -128,11 +129,23 @@ def _proxyload(row: Row) -> str:
         text += _calls(row["calls"])
     if "proxy_litellm" in row:
         text += f"; litellm {row['proxy_litellm']} proxies"
+        if row.get("proxy_cpu_own"):
+            text += ", each on a CPU of its own (client and upstream on the other)"
     loads = [x for p in row["proxies"].values() for x in p.get("load_average", [])]
     if "measured" in row:
         text += f" ({row['rounds']} rounds, {row['measured']}"
         text += f", load average {min(loads):.1f}-{max(loads):.1f})" if loads else ")"
     return text
+
+
+def _full_collections(full: dict[str, Any] | None) -> str:
+    if full is None:
+        return ""
+    rounds = ", ".join(str(n) for n in full["rounds"])
+    return (
+        f", full collections {rounds} by round ({full['cpu_s']:.1f} s CPU, "
+        f"{full['ms_per_request']:.2f} ms a request)"
+    )
 
 
 def _calls(calls: dict[str, Any]) -> str:

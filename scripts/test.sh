@@ -43,7 +43,7 @@ core_only=(tests/test_core_*.py tests/test_sse.py tests/test_strictjson*.py test
 # litellm version says all they can, so they run in lane 1 only.
 once=(tests/test_attack_*.py tests/test_loop_crash.py tests/test_journal_race.py
       tests/test_loop_one_driver.py tests/test_journal_runlease.py
-      tests/test_packaging.py tests/test_bench_smoke.py)
+      tests/test_packaging.py tests/test_bench_smoke.py tests/test_bench_collections.py)
 slowest=(--durations=30 --durations-min=1.0)
 # The frameworks lane (agent frameworks as real clients, each in its own virtualenv) runs at
 # the end of lane 2 only, on litellm 1.110.2: its environments are built there, while lane 1
